@@ -1,0 +1,169 @@
+//! The message enums, one per direction, and the execution request they carry.
+
+use serde::{Deserialize, Serialize};
+
+/// Messages sent by the controller to a runner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ControllerMessage {
+    /// Handshake accepted; `version` is the controller's [`crate::PROTOCOL_VERSION`].
+    Welcome { version: u32 },
+    /// Handshake refused (wrong version or token); the controller closes after it.
+    Reject { reason: String },
+    /// The work to do. Sent once, right after `Welcome`.
+    Execute(Box<ExecRequest>),
+    /// End the work now: SIGTERM to the command's process group, SIGKILL after the grace
+    /// period, then report `Finished` as usual.
+    Cancel { reason: String },
+}
+
+/// Messages sent by a runner to the controller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunnerMessage {
+    /// First frame on the connection.
+    Hello { version: u32, token: String },
+    /// A line the runner itself writes to the run's log (not command output): the HTTP
+    /// request line, response headers, notes about signals sent, and so on.
+    Log { line: String },
+    /// Command `index` (0-based) of the request is about to be executed.
+    CommandStarted { index: usize, command: String, pid: u32 },
+    /// Bytes produced by the running command (or the HTTP response body).
+    Output {
+        stream: OutputStream,
+        #[serde(with = "base64_bytes")]
+        data: Vec<u8>,
+    },
+    /// Command `index` ended.
+    CommandExited { index: usize, exit: ExitReport },
+    /// The HTTP call of a JobHttp got a response.
+    HttpResponse {
+        status: u16,
+        /// Bytes of body received (at most the request's `max_body_bytes` are kept).
+        body_bytes: u64,
+        /// True when the body was longer than `max_body_bytes` and was cut.
+        truncated: bool,
+    },
+    /// The work is over. Last message of a run that got started.
+    Finished { success: bool, summary: String },
+    /// The work could not be done at all (bad credentials, unusable request ...).
+    Error { message: String },
+}
+
+/// Which output a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+    /// Body of an HTTP response.
+    Body,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitReport {
+    /// Exit code when the command exited by itself.
+    pub code: Option<i32>,
+    /// Signal number when it was killed by a signal.
+    pub signal: Option<i32>,
+    /// True when the runner ended it because the time limit ran out.
+    pub timed_out: bool,
+    /// True when the runner ended it because the controller sent `Cancel`.
+    pub cancelled: bool,
+    /// Wall time the command ran, in milliseconds.
+    pub duration_ms: u64,
+}
+
+impl ExitReport {
+    /// True when the command exited with code 0.
+    pub fn success(&self) -> bool {
+        self.code == Some(0) && !self.timed_out && !self.cancelled
+    }
+}
+
+/// One execution to perform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecRequest {
+    pub job_id: String,
+    pub counter: u64,
+    /// Limit for the whole execution in milliseconds; `None` means no limit.
+    pub timeout_ms: Option<u64>,
+    /// Time between SIGTERM and SIGKILL when the work is ended early.
+    pub kill_grace_ms: u64,
+    /// Who the work runs as. `None`: stay who the runner was started as.
+    pub credentials: Option<Credentials>,
+    pub action: Action,
+}
+
+/// User and groups to switch to before doing the work (only possible when root).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups, set with `setgroups` before `setgid` and `setuid`.
+    pub groups: Vec<u32>,
+    /// Name of the user, for log lines.
+    pub user_name: String,
+}
+
+/// What the runner does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    /// Run each command with `/bin/sh -c`, in order, stopping at the first failure.
+    Commands {
+        commands: Vec<String>,
+        /// The complete environment of the commands; nothing else is inherited.
+        env: Vec<(String, String)>,
+        /// Working directory of the commands.
+        dir_work: String,
+    },
+    /// Make one HTTP request (a JobHttp run).
+    Http(HttpCall),
+}
+
+/// Description of a JobHttp request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpCall {
+    /// `GET`, `POST`, `PUT` or `DELETE`.
+    pub method: String,
+    pub url: String,
+    pub request_type: HttpRequestType,
+    /// Sent on every request, in order.
+    pub headers: Vec<(String, String)>,
+    /// When set, the query (for `query`) or body (for `form`/`json`) is signed with
+    /// HMAC-SHA-256 and the hex signature sent in `x-svc-sign`.
+    pub secret: Option<String>,
+    /// Accept a server certificate that does not verify.
+    pub insecure: bool,
+    /// At most this many bytes of the response body are sent back.
+    pub max_body_bytes: u64,
+}
+
+/// How the `_svc_epoch` parameter is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpRequestType {
+    Query,
+    Form,
+    Json,
+}
+
+mod base64_bytes {
+    //! Output bytes travel as standard base64 so any byte sequence fits in JSON.
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(data: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&STANDARD.encode(data))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        STANDARD
+            .decode(text.as_bytes())
+            .map_err(serde::de::Error::custom)
+    }
+}

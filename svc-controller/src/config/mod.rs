@@ -1,0 +1,310 @@
+//! Configuration: the main file, `job.d/*.conf` and `job_http.d/*.conf`, parsed and
+//! validated into the domain types below.
+//!
+//! Layout (all below `dir_base`, which the main file sets, default `/`):
+//!
+//! - main file: given on the command line (packaged: `/etc/svc/svc.conf`), section `[svc]`;
+//! - `$dir_base/etc/svc/job.d/*.conf`: `[job "NAME"]` sections (legacy `[hook "NAME"]`);
+//! - `$dir_base/etc/svc/job_http.d/*.conf`: `[job.http "NAME"]` sections.
+//!
+//! The main file may hold job and JobHttp sections too. Loading never stops at the first
+//! problem: every problem is collected as a [`ConfigIssue`] naming file, section, key and
+//! value, and [`load`] fails with all of them at once.
+
+mod parse;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::schedule::Timer;
+
+pub use parse::{job_id_from_name, load, parse_duration};
+
+/// Default address the HTTP server listens on.
+pub const DEFAULT_LISTEN_ADDRESS: &str = "127.0.0.1:31937";
+/// Default server name.
+pub const DEFAULT_NAME: &str = "svc";
+/// Default number of logs kept per job.
+pub const DEFAULT_LOG_RETENTION: usize = 5;
+/// Default time limit of one Job run.
+pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Default timeout of a JobHttp request.
+pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default header carrying a webhook signature.
+pub const DEFAULT_HEADER_SIGN: &str = "x-svc-sign";
+/// Published key of the patch-hosting service (sourcehut) webhooks, base64 Ed25519.
+pub const DEFAULT_PATCHHOST_PUBLIC_KEY: &str = "uX7KWyyDNMaBma4aVbJ/cbUQpdjqczuCyK/HxzV/u+4=";
+
+/// Everything loaded from the configuration files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub main: MainConfig,
+    /// Jobs in load order: main file first, then `job.d` files sorted by name.
+    pub jobs: Vec<JobConfig>,
+    /// JobHttp definitions in load order.
+    pub http_jobs: Vec<HttpJobConfig>,
+    /// Problems that do not stop loading, such as deprecated names.
+    pub warnings: Vec<ConfigIssue>,
+}
+
+/// The `[svc]` section of the main file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MainConfig {
+    /// The main file as given on the command line.
+    pub file: PathBuf,
+    /// `name`, default [`DEFAULT_NAME`].
+    pub name: String,
+    /// `listen_address`, default [`DEFAULT_LISTEN_ADDRESS`]; validated as `host:port`.
+    pub listen_address: String,
+    /// `dir_base`, default `/`. A relative value is taken relative to the directory that
+    /// holds the main file, so a configuration tree can be moved as a whole.
+    pub dir_base: PathBuf,
+    /// `dir_public`: directory served under `/`; relative values are below `dir_base`.
+    pub dir_public: Option<PathBuf>,
+    /// `secret`; `None` when empty (a new one is generated at each start).
+    pub secret: Option<String>,
+    /// `http_timeout`: default timeout of JobHttp requests.
+    pub http_timeout: Duration,
+    /// `max_job_running` (legacy `max_hook_running`), default 1, at least 1.
+    pub max_job_running: usize,
+    /// `is_development`, default false.
+    pub is_development: bool,
+    /// `user`: default user for job commands; `None` = the controller's own.
+    pub user: Option<String>,
+    /// `group`: default group for job commands; `None` = the user's primary group.
+    pub group: Option<String>,
+    /// `runner_path`: the runner binary; `None` = `svc-runner` next to the controller.
+    pub runner_path: Option<PathBuf>,
+    /// `log_level`: a tracing filter such as `info` or `svc_controller=debug`.
+    pub log_level: Option<String>,
+}
+
+/// How a webhook trigger is authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthKind {
+    /// HMAC-SHA-256 of the body in `header_sign`.
+    #[default]
+    HmacSha256,
+    /// GitHub style `X-Hub-Signature-256` / `X-Hub-Signature`.
+    Codehost,
+    /// sourcehut style Ed25519 `X-Payload-Signature` + `X-Payload-Nonce`.
+    Patchhost,
+}
+
+impl AuthKind {
+    /// The configuration and API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthKind::HmacSha256 => "hmac-sha256",
+            AuthKind::Codehost => "codehost",
+            AuthKind::Patchhost => "patchhost",
+        }
+    }
+}
+
+impl fmt::Display for AuthKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A `[job "NAME"]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobConfig {
+    /// Derived from `name` by [`job_id_from_name`].
+    pub id: String,
+    /// The quoted section name.
+    pub name: String,
+    /// File the section was read from.
+    pub file: PathBuf,
+    /// `description`, may be HTML.
+    pub description: String,
+    /// `schedule` (wins) or `interval`; `None` for a webhook-only job.
+    pub timer: Option<Timer>,
+    /// `path`: trigger path below `/svc/api/job/run/`, normalised to start with `/`.
+    pub path: Option<String>,
+    /// `auth_kind`, default `hmac-sha256`.
+    pub auth_kind: AuthKind,
+    /// `header_sign`, lower-cased, default [`DEFAULT_HEADER_SIGN`].
+    pub header_sign: String,
+    /// `secret`; `None` = use the main secret.
+    pub secret: Option<String>,
+    /// `public_key`: base64 Ed25519 key for `patchhost`, default
+    /// [`DEFAULT_PATCHHOST_PUBLIC_KEY`]; validated to decode to 32 bytes.
+    pub public_key: String,
+    /// `command`, repeated, in order.
+    pub commands: Vec<String>,
+    /// `log_retention`, default [`DEFAULT_LOG_RETENTION`], at least 1.
+    pub log_retention: usize,
+    /// `timeout`: per-run limit, default [`DEFAULT_JOB_TIMEOUT`]; `0` gives `None`.
+    pub timeout: Option<Duration>,
+    /// `user`, default the main section's.
+    pub user: Option<String>,
+    /// `group`, default the main section's.
+    pub group: Option<String>,
+    /// `dir_work`; `None` = `$dir_base/var/lib/svc/job/<id>`.
+    pub dir_work: Option<PathBuf>,
+    /// `env`, repeated `K=V`, in order.
+    pub env: Vec<(String, String)>,
+}
+
+/// HTTP method of a JobHttp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpMethod {
+    #[default]
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl HttpMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
+            HttpMethod::Put => "PUT",
+            HttpMethod::Delete => "DELETE",
+        }
+    }
+}
+
+/// How a JobHttp sends its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpRequestType {
+    #[default]
+    Query,
+    Form,
+    Json,
+}
+
+impl HttpRequestType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpRequestType::Query => "query",
+            HttpRequestType::Form => "form",
+            HttpRequestType::Json => "json",
+        }
+    }
+}
+
+/// A `[job.http "NAME"]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpJobConfig {
+    pub id: String,
+    pub name: String,
+    pub file: PathBuf,
+    pub description: String,
+    /// `schedule` or `interval`; a JobHttp without either is an error.
+    pub timer: Timer,
+    /// `http_method`, default GET.
+    pub http_method: HttpMethod,
+    /// `http_url`, required, `http` or `https`.
+    pub http_url: String,
+    /// `http_request_type`, default query.
+    pub http_request_type: HttpRequestType,
+    /// `http_header`, repeated `Key: Value`, split at the first `:` and trimmed.
+    pub http_headers: Vec<(String, String)>,
+    /// `http_timeout`, default the main section's.
+    pub http_timeout: Duration,
+    /// `http_insecure`, default false.
+    pub http_insecure: bool,
+    /// `secret` used to sign the request; `None` = unsigned.
+    pub secret: Option<String>,
+    /// `log_retention`, default [`DEFAULT_LOG_RETENTION`].
+    pub log_retention: usize,
+    /// `user`, `group`: who the runner making the call runs as (defaults as for jobs).
+    pub user: Option<String>,
+    pub group: Option<String>,
+}
+
+/// One problem found in the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    pub file: PathBuf,
+    /// Section header as written, e.g. `job "backup"`; `None` for file-level problems.
+    pub section: Option<String>,
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(section) = &self.section {
+            write!(f, ": [{section}]")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": {key}")?;
+        }
+        if let Some(value) = &self.value {
+            write!(f, " = {value:?}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Loading failed; every problem found is listed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    pub issues: Vec<ConfigIssue>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.issues.len();
+        write!(f, "{n} configuration problem{}", if n == 1 { "" } else { "s" })?;
+        for issue in &self.issues {
+            write!(f, "\n  {issue}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Paths derived from `dir_base`.
+impl MainConfig {
+    pub fn dir_config(&self) -> PathBuf {
+        self.dir_base.join("etc/svc")
+    }
+    pub fn dir_job_d(&self) -> PathBuf {
+        self.dir_base.join("etc/svc/job.d")
+    }
+    pub fn dir_job_http_d(&self) -> PathBuf {
+        self.dir_base.join("etc/svc/job_http.d")
+    }
+    pub fn dir_job_logs(&self) -> PathBuf {
+        self.dir_base.join("var/log/svc/job")
+    }
+    pub fn dir_job_http_logs(&self) -> PathBuf {
+        self.dir_base.join("var/log/svc/job_http")
+    }
+    pub fn dir_job_state(&self) -> PathBuf {
+        self.dir_base.join("var/run/svc/job")
+    }
+    pub fn dir_job_http_state(&self) -> PathBuf {
+        self.dir_base.join("var/run/svc/job_http")
+    }
+    /// Runtime directory of the controller (runner socket), mode 0700.
+    pub fn dir_runtime(&self) -> PathBuf {
+        self.dir_base.join("var/run/svc/controller")
+    }
+    /// Persistent data of the controller (replay stores).
+    pub fn dir_lib(&self) -> PathBuf {
+        self.dir_base.join("var/lib/svc")
+    }
+    /// Default working directory of a job.
+    pub fn default_dir_work(&self, job_id: &str) -> PathBuf {
+        self.dir_base.join("var/lib/svc/job").join(job_id)
+    }
+}
+
+/// Resolves `path` against `base` unless it is absolute.
+pub fn resolve_path(base: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
+}

@@ -1,0 +1,3 @@
+//! Entry point of `svc-controller`; everything lives in the library.
+
+fn main() {}

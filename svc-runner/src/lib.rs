@@ -1,0 +1,1 @@
+//! svc-runner: performs one execution for the controller, then exits.

@@ -1,0 +1,3 @@
+//! Entry point of `svc-runner`; everything lives in the library.
+
+fn main() {}

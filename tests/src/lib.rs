@@ -1,0 +1,1 @@
+//! Test harness: starts the real `svc-controller` binary on a temporary `dir_base`.
