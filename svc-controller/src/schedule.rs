@@ -1,24 +1,97 @@
 //! Timers: fixed intervals and the calendar schedule grammar, evaluated in UTC.
+//!
+//! Schedule grammar (keywords in any case, lists comma-separated, blanks tolerated):
+//!
+//! | form | runs |
+//! |---|---|
+//! | `minutely` | at second 0 of every minute |
+//! | `hourly[@M,...]` | at the given minutes (0-59, default 0) of every hour |
+//! | `daily[@HH:MM,...]` | at the given times (default 00:00) every day |
+//! | `weekly[@DAY,...][@HH:MM,...]` | on the given days (`sunday`..`saturday` or `sun`..`sat`, default sunday) at the given times |
+//! | `monthly[@D,...][@HH:MM,...]` | on the given days of the month (1-31, default 1) at the given times; a month without that day is skipped, as in cron |
+//!
+//! For `weekly` and `monthly` a single `@` list is read as times when it contains `:`, as
+//! days otherwise: `weekly@10:00` is Sundays at 10:00, `monthly@15` the 15th at 00:00.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, TimeDelta, Timelike, Utc, Weekday};
+
+use crate::config::format_duration;
 
 /// When a job runs by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Timer {
-    /// Every `interval` (at least one second).
+    /// Every `interval` (at least one second; a shorter one is treated as one second).
     Interval(Duration),
     /// On the calendar.
     Schedule(Schedule),
 }
 
-/// A calendar schedule (see `Schedule::from_str` for the grammar).
+/// A time of day, UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TimeOfDay {
+    /// 0-23.
+    pub hour: u8,
+    /// 0-59.
+    pub minute: u8,
+}
+
+impl TimeOfDay {
+    /// 00:00.
+    pub const MIDNIGHT: TimeOfDay = TimeOfDay { hour: 0, minute: 0 };
+
+    /// Minutes since midnight.
+    fn minutes(self) -> u32 {
+        u32::from(self.hour) * 60 + u32::from(self.minute)
+    }
+
+    fn is_valid(self) -> bool {
+        self.hour < 24 && self.minute < 60
+    }
+}
+
+impl fmt::Display for TimeOfDay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:02}:{:02}", self.hour, self.minute)
+    }
+}
+
+/// A calendar schedule, UTC (see the module documentation for the grammar).
+///
+/// Values built by [`Schedule::from_str`] hold non-empty lists, sorted, without
+/// duplicates and in range. [`Schedule::next_after`] also copes with values built by hand:
+/// out-of-range entries are ignored and an empty list means the default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Schedule {
+    /// `minutely`: every minute at second 0.
     Minutely,
+    /// `hourly@M,...`: these minutes of every hour.
+    Hourly {
+        /// Minutes 0-59.
+        minutes: Vec<u8>,
+    },
+    /// `daily@HH:MM,...`: these times every day.
+    Daily {
+        /// Times of day.
+        times: Vec<TimeOfDay>,
+    },
+    /// `weekly@DAY,...@HH:MM,...`: these times on these weekdays.
+    Weekly {
+        /// Weekdays, in order from Sunday.
+        days: Vec<Weekday>,
+        /// Times of day.
+        times: Vec<TimeOfDay>,
+    },
+    /// `monthly@D,...@HH:MM,...`: these times on these days of the month.
+    Monthly {
+        /// Days of the month 1-31; a day a month lacks is skipped in that month.
+        days: Vec<u8>,
+        /// Times of day.
+        times: Vec<TimeOfDay>,
+    },
 }
 
 /// A schedule expression that does not parse.
@@ -26,34 +99,890 @@ pub enum Schedule {
 #[error("{0}")]
 pub struct ScheduleError(pub String);
 
+const FORMS: &str = "minutely, hourly[@M,...], daily[@HH:MM,...], \
+                     weekly[@DAY,...][@HH:MM,...] or monthly[@D,...][@HH:MM,...]";
+
+const WEEKDAY_NAMES: [(&str, &str, Weekday); 7] = [
+    ("sunday", "sun", Weekday::Sun),
+    ("monday", "mon", Weekday::Mon),
+    ("tuesday", "tue", Weekday::Tue),
+    ("wednesday", "wed", Weekday::Wed),
+    ("thursday", "thu", Weekday::Thu),
+    ("friday", "fri", Weekday::Fri),
+    ("saturday", "sat", Weekday::Sat),
+];
+
+fn weekday_name(day: Weekday) -> &'static str {
+    WEEKDAY_NAMES
+        .iter()
+        .find(|(_, _, d)| *d == day)
+        .map_or("sunday", |(name, _, _)| name)
+}
+
+/// Splits a comma-separated list, trimming items; an empty item is an error.
+fn list_items<'a>(list: &'a str, what: &str, text: &str) -> Result<Vec<&'a str>, ScheduleError> {
+    let items: Vec<&str> = list.split(',').map(str::trim).collect();
+    if items.iter().any(|item| item.is_empty()) {
+        return Err(ScheduleError(format!("empty {what} in list in {text:?}")));
+    }
+    Ok(items)
+}
+
+fn parse_number(item: &str, what: &str, min: u8, max: u8, text: &str) -> Result<u8, ScheduleError> {
+    if item.is_empty() || item.len() > 2 || !item.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ScheduleError(format!(
+            "invalid {what} {item:?} (expected a number {min}-{max}) in {text:?}"
+        )));
+    }
+    let n: u8 = item
+        .parse()
+        .map_err(|_| ScheduleError(format!("invalid {what} {item:?} in {text:?}")))?;
+    if n < min || n > max {
+        return Err(ScheduleError(format!(
+            "{what} {n} out of range {min}-{max} in {text:?}"
+        )));
+    }
+    Ok(n)
+}
+
+fn parse_times(list: &str, text: &str) -> Result<Vec<TimeOfDay>, ScheduleError> {
+    let mut times = Vec::new();
+    for item in list_items(list, "time", text)? {
+        let Some((h, m)) = item.split_once(':') else {
+            return Err(ScheduleError(format!(
+                "invalid time {item:?} (expected HH:MM) in {text:?}"
+            )));
+        };
+        let (h, m) = (h.trim(), m.trim());
+        if m.len() != 2 {
+            return Err(ScheduleError(format!(
+                "invalid time {item:?} (expected HH:MM) in {text:?}"
+            )));
+        }
+        let hour = parse_number(h, "hour", 0, 23, text)?;
+        let minute = parse_number(m, "minute", 0, 59, text)?;
+        times.push(TimeOfDay { hour, minute });
+    }
+    times.sort_unstable();
+    times.dedup();
+    Ok(times)
+}
+
+fn parse_weekdays(list: &str, text: &str) -> Result<Vec<Weekday>, ScheduleError> {
+    let mut days = Vec::new();
+    for item in list_items(list, "day", text)? {
+        let lower = item.to_ascii_lowercase();
+        let Some((_, _, day)) = WEEKDAY_NAMES
+            .iter()
+            .find(|(long, short, _)| *long == lower || *short == lower)
+        else {
+            return Err(ScheduleError(format!(
+                "unknown weekday {item:?} (expected sunday..saturday or sun..sat) in {text:?}"
+            )));
+        };
+        days.push(*day);
+    }
+    days.sort_unstable_by_key(|d| d.num_days_from_sunday());
+    days.dedup();
+    Ok(days)
+}
+
+fn parse_month_days(list: &str, text: &str) -> Result<Vec<u8>, ScheduleError> {
+    let mut days = Vec::new();
+    for item in list_items(list, "day", text)? {
+        days.push(parse_number(item, "day", 1, 31, text)?);
+    }
+    days.sort_unstable();
+    days.dedup();
+    Ok(days)
+}
+
+/// For `weekly` and `monthly`: the day list and the time list from the `@` parts.
+fn split_days_times<'a>(
+    parts: &[&'a str],
+    text: &str,
+) -> Result<(Option<&'a str>, Option<&'a str>), ScheduleError> {
+    match parts {
+        [] => Ok((None, None)),
+        [one] if one.contains(':') => Ok((None, Some(one))),
+        [one] => Ok((Some(one), None)),
+        [days, times] => {
+            if days.contains(':') {
+                return Err(ScheduleError(format!(
+                    "days must come before times in {text:?}"
+                )));
+            }
+            Ok((Some(days), Some(times)))
+        }
+        _ => Err(ScheduleError(format!(
+            "too many '@' parts in {text:?} (expected at most @DAYS@TIMES)"
+        ))),
+    }
+}
+
 impl FromStr for Schedule {
     type Err = ScheduleError;
-    fn from_str(_text: &str) -> Result<Self, ScheduleError> {
-        Err(ScheduleError("not implemented".into()))
+
+    /// Parses the grammar described in the module documentation.
+    fn from_str(text: &str) -> Result<Self, ScheduleError> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Err(ScheduleError(format!("empty schedule; expected {FORMS}")));
+        }
+        let mut pieces = trimmed.split('@').map(str::trim);
+        let keyword = pieces.next().unwrap_or_default().to_ascii_lowercase();
+        let parts: Vec<&str> = pieces.collect();
+        if parts.iter().any(|p| p.is_empty()) {
+            return Err(ScheduleError(format!(
+                "empty list after '@' in {trimmed:?}"
+            )));
+        }
+        let default_times = || vec![TimeOfDay::MIDNIGHT];
+        match keyword.as_str() {
+            "minutely" => {
+                if !parts.is_empty() {
+                    return Err(ScheduleError(format!(
+                        "minutely takes no '@' list in {trimmed:?}"
+                    )));
+                }
+                Ok(Schedule::Minutely)
+            }
+            "hourly" => match parts.as_slice() {
+                [] => Ok(Schedule::Hourly { minutes: vec![0] }),
+                [list] => {
+                    let mut minutes = Vec::new();
+                    for item in list_items(list, "minute", trimmed)? {
+                        minutes.push(parse_number(item, "minute", 0, 59, trimmed)?);
+                    }
+                    minutes.sort_unstable();
+                    minutes.dedup();
+                    Ok(Schedule::Hourly { minutes })
+                }
+                _ => Err(ScheduleError(format!(
+                    "hourly takes one '@' list of minutes in {trimmed:?}"
+                ))),
+            },
+            "daily" => match parts.as_slice() {
+                [] => Ok(Schedule::Daily {
+                    times: default_times(),
+                }),
+                [list] => Ok(Schedule::Daily {
+                    times: parse_times(list, trimmed)?,
+                }),
+                _ => Err(ScheduleError(format!(
+                    "daily takes one '@' list of times in {trimmed:?}"
+                ))),
+            },
+            "weekly" => {
+                let (days, times) = split_days_times(&parts, trimmed)?;
+                let days = match days {
+                    Some(list) => parse_weekdays(list, trimmed)?,
+                    None => vec![Weekday::Sun],
+                };
+                let times = match times {
+                    Some(list) => parse_times(list, trimmed)?,
+                    None => default_times(),
+                };
+                Ok(Schedule::Weekly { days, times })
+            }
+            "monthly" => {
+                let (days, times) = split_days_times(&parts, trimmed)?;
+                let days = match days {
+                    Some(list) => parse_month_days(list, trimmed)?,
+                    None => vec![1],
+                };
+                let times = match times {
+                    Some(list) => parse_times(list, trimmed)?,
+                    None => default_times(),
+                };
+                Ok(Schedule::Monthly { days, times })
+            }
+            _ => Err(ScheduleError(format!(
+                "unknown schedule {trimmed:?}; expected {FORMS}"
+            ))),
+        }
     }
+}
+
+fn write_list<T>(
+    f: &mut fmt::Formatter<'_>,
+    items: &[T],
+    mut one: impl FnMut(&mut fmt::Formatter<'_>, &T) -> fmt::Result,
+) -> fmt::Result {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            f.write_str(",")?;
+        }
+        one(f, item)?;
+    }
+    Ok(())
 }
 
 impl fmt::Display for Schedule {
+    /// The canonical form, which parses back to the same value: every list written out,
+    /// times as `HH:MM`, weekdays in full, e.g. `weekly@monday,friday@08:00,20:30`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("minutely")
+        let time = |f: &mut fmt::Formatter<'_>, t: &TimeOfDay| write!(f, "{t}");
+        match self {
+            Schedule::Minutely => f.write_str("minutely"),
+            Schedule::Hourly { minutes } => {
+                f.write_str("hourly@")?;
+                write_list(f, minutes, |f, m| write!(f, "{m}"))
+            }
+            Schedule::Daily { times } => {
+                f.write_str("daily@")?;
+                write_list(f, times, time)
+            }
+            Schedule::Weekly { days, times } => {
+                f.write_str("weekly@")?;
+                write_list(f, days, |f, d| f.write_str(weekday_name(*d)))?;
+                f.write_str("@")?;
+                write_list(f, times, time)
+            }
+            Schedule::Monthly { days, times } => {
+                f.write_str("monthly@")?;
+                write_list(f, days, |f, d| write!(f, "{d}"))?;
+                f.write_str("@")?;
+                write_list(f, times, time)
+            }
+        }
     }
 }
 
-impl Schedule {
-    /// The first time of the schedule strictly after `after`.
-    pub fn next_after(&self, after: DateTime<Utc>) -> DateTime<Utc> {
-        after
+/// Sorted, in-range minutes-of-day; the default (midnight) when none is valid.
+fn normal_times(times: &[TimeOfDay]) -> Vec<u32> {
+    let mut out: Vec<u32> = times
+        .iter()
+        .filter(|t| t.is_valid())
+        .map(|t| t.minutes())
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    if out.is_empty() {
+        out.push(0);
     }
+    out
+}
+
+/// How many days `next_after` looks ahead; any valid day rule matches well within it.
+const SEARCH_DAYS: u32 = 800;
+
+impl Schedule {
+    /// The first instant strictly after `after` that the schedule matches (always at
+    /// second 0 of a minute).
+    pub fn next_after(&self, after: DateTime<Utc>) -> DateTime<Utc> {
+        // The first whole minute strictly after `after`.
+        let base = after
+            .with_second(0)
+            .and_then(|t| t.with_nanosecond(0))
+            .unwrap_or(after);
+        let Some(start) = base.checked_add_signed(TimeDelta::minutes(1)) else {
+            return DateTime::<Utc>::MAX_UTC;
+        };
+        match self {
+            Schedule::Minutely => start,
+            Schedule::Hourly { minutes } => {
+                let mut valid: Vec<u32> = minutes
+                    .iter()
+                    .map(|m| u32::from(*m))
+                    .filter(|m| *m < 60)
+                    .collect();
+                valid.sort_unstable();
+                if valid.is_empty() {
+                    valid.push(0);
+                }
+                let minute_times: Vec<TimeOfDay> = (0..24u8)
+                    .flat_map(|hour| {
+                        valid.iter().map(move |m| TimeOfDay {
+                            hour,
+                            minute: *m as u8,
+                        })
+                    })
+                    .collect();
+                next_on_days(start, &minute_times, |_| true)
+            }
+            Schedule::Daily { times } => next_on_days(start, times, |_| true),
+            Schedule::Weekly { days, times } => {
+                let days: Vec<Weekday> = if days.is_empty() {
+                    vec![Weekday::Sun]
+                } else {
+                    days.clone()
+                };
+                next_on_days(start, times, |date| days.contains(&date.weekday()))
+            }
+            Schedule::Monthly { days, times } => {
+                let mut days: Vec<u32> = days
+                    .iter()
+                    .map(|d| u32::from(*d))
+                    .filter(|d| (1..=31).contains(d))
+                    .collect();
+                if days.is_empty() {
+                    days.push(1);
+                }
+                next_on_days(start, times, |date| days.contains(&date.day()))
+            }
+        }
+    }
+}
+
+/// The first time at or after `start` (a whole minute) that falls on a day accepted by
+/// `day_ok`, at one of `times`.
+fn next_on_days(
+    start: DateTime<Utc>,
+    times: &[TimeOfDay],
+    day_ok: impl Fn(NaiveDate) -> bool,
+) -> DateTime<Utc> {
+    let times = normal_times(times);
+    let mut date = start.date_naive();
+    let start_minute = start.hour() * 60 + start.minute();
+    for offset in 0..SEARCH_DAYS {
+        if day_ok(date) {
+            let from = if offset == 0 { start_minute } else { 0 };
+            let found = times
+                .iter()
+                .find(|m| **m >= from)
+                .and_then(|m| date.and_hms_opt(m / 60, m % 60, 0));
+            if let Some(t) = found {
+                return t.and_utc();
+            }
+        }
+        match date.succ_opt() {
+            Some(next) => date = next,
+            None => break,
+        }
+    }
+    // Unreachable for a valid day rule; the far future keeps a broken timer quiet.
+    DateTime::<Utc>::MAX_UTC
+}
+
+/// `t + d`, saturating at the end of representable time.
+fn add(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(d)
+        .ok()
+        .and_then(|d| t.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 impl Timer {
+    /// The interval, clamped to at least one second.
+    fn effective_interval(iv: Duration) -> Duration {
+        iv.max(Duration::from_secs(1))
+    }
+
     /// When the first run is due after a start at `now`, given the last run.
-    pub fn first_due(&self, now: DateTime<Utc>, _last_run: Option<DateTime<Utc>>) -> DateTime<Utc> {
-        now
+    ///
+    /// Interval: `last_run + interval` when that is still ahead, otherwise `now` (a job
+    /// that never ran, or is overdue, runs at start). Schedule: the next matching time
+    /// after `now`.
+    pub fn first_due(&self, now: DateTime<Utc>, last_run: Option<DateTime<Utc>>) -> DateTime<Utc> {
+        match self {
+            Timer::Interval(iv) => match last_run {
+                Some(last) => {
+                    let due = add(last, Self::effective_interval(*iv));
+                    if due > now { due } else { now }
+                }
+                None => now,
+            },
+            Timer::Schedule(schedule) => schedule.next_after(now),
+        }
     }
 
     /// The due time following `previous_due`, strictly after `now`.
-    pub fn next_due(&self, _previous_due: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
-        now
+    ///
+    /// Interval: `previous_due + k * interval` for the smallest `k >= 1` that lies after
+    /// `now`, so the timer stays on its grid and missed ticks are skipped. Schedule: the
+    /// next matching time after the later of `previous_due` and `now`.
+    pub fn next_due(&self, previous_due: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+        match self {
+            Timer::Interval(iv) => {
+                let iv = Self::effective_interval(*iv);
+                let first = add(previous_due, iv);
+                if first > now {
+                    return first;
+                }
+                let behind = (now - previous_due).num_nanoseconds().map(i128::from);
+                let step = iv.as_nanos() as i128;
+                match behind {
+                    Some(behind) => {
+                        let k = behind / step + 1;
+                        let total = k.saturating_mul(step);
+                        match u64::try_from(total) {
+                            Ok(nanos) => add(previous_due, Duration::from_nanos(nanos)),
+                            Err(_) => DateTime::<Utc>::MAX_UTC,
+                        }
+                    }
+                    // More than ~292 years behind: restart the grid from now.
+                    None => add(now, iv),
+                }
+            }
+            Timer::Schedule(schedule) => schedule.next_after(previous_due.max(now)),
+        }
+    }
+
+    /// The interval, for an interval timer.
+    pub fn interval(&self) -> Option<Duration> {
+        match self {
+            Timer::Interval(iv) => Some(*iv),
+            Timer::Schedule(_) => None,
+        }
+    }
+
+    /// The schedule, for a calendar timer.
+    pub fn schedule(&self) -> Option<&Schedule> {
+        match self {
+            Timer::Interval(_) => None,
+            Timer::Schedule(schedule) => Some(schedule),
+        }
+    }
+
+    /// Text for people: `every 5m`, or the schedule's canonical form.
+    pub fn describe(&self) -> String {
+        match self {
+            Timer::Interval(iv) => format!("every {}", format_duration(*iv)),
+            Timer::Schedule(schedule) => schedule.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Timer {
+    /// Same as [`Timer::describe`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(y, mo, d, h, mi, s)
+            .single()
+            .expect("valid test time")
+    }
+
+    fn sched(text: &str) -> Schedule {
+        text.parse().expect("schedule should parse")
+    }
+
+    fn err(text: &str) -> String {
+        text.parse::<Schedule>()
+            .expect_err("schedule should fail")
+            .0
+    }
+
+    fn t(hour: u8, minute: u8) -> TimeOfDay {
+        TimeOfDay { hour, minute }
+    }
+
+    #[test]
+    fn parses_every_form_with_defaults() {
+        assert_eq!(sched("minutely"), Schedule::Minutely);
+        assert_eq!(sched(" MINUTELY "), Schedule::Minutely);
+        assert_eq!(sched("hourly"), Schedule::Hourly { minutes: vec![0] });
+        assert_eq!(
+            sched("Hourly@ 45, 5 ,5"),
+            Schedule::Hourly {
+                minutes: vec![5, 45]
+            }
+        );
+        assert_eq!(
+            sched("daily"),
+            Schedule::Daily {
+                times: vec![t(0, 0)]
+            }
+        );
+        assert_eq!(
+            sched("daily@20:30, 8:05,08:05"),
+            Schedule::Daily {
+                times: vec![t(8, 5), t(20, 30)]
+            }
+        );
+        assert_eq!(
+            sched("weekly"),
+            Schedule::Weekly {
+                days: vec![Weekday::Sun],
+                times: vec![t(0, 0)]
+            }
+        );
+        assert_eq!(
+            sched("weekly@FRI,monday,Mon"),
+            Schedule::Weekly {
+                days: vec![Weekday::Mon, Weekday::Fri],
+                times: vec![t(0, 0)]
+            }
+        );
+        assert_eq!(
+            sched("weekly@10:00"),
+            Schedule::Weekly {
+                days: vec![Weekday::Sun],
+                times: vec![t(10, 0)]
+            }
+        );
+        assert_eq!(
+            sched("weekly @ sat,sun @ 23:59,00:01"),
+            Schedule::Weekly {
+                days: vec![Weekday::Sun, Weekday::Sat],
+                times: vec![t(0, 1), t(23, 59)]
+            }
+        );
+        assert_eq!(
+            sched("monthly"),
+            Schedule::Monthly {
+                days: vec![1],
+                times: vec![t(0, 0)]
+            }
+        );
+        assert_eq!(
+            sched("monthly@31,15,1"),
+            Schedule::Monthly {
+                days: vec![1, 15, 31],
+                times: vec![t(0, 0)]
+            }
+        );
+        assert_eq!(
+            sched("monthly@06:30"),
+            Schedule::Monthly {
+                days: vec![1],
+                times: vec![t(6, 30)]
+            }
+        );
+        assert_eq!(
+            sched("MONTHLY@29@12:00"),
+            Schedule::Monthly {
+                days: vec![29],
+                times: vec![t(12, 0)]
+            }
+        );
+    }
+
+    #[test]
+    fn errors_are_clear() {
+        assert_eq!(
+            err("daily@25:00"),
+            "hour 25 out of range 0-23 in \"daily@25:00\""
+        );
+        assert_eq!(
+            err("daily@10:60"),
+            "minute 60 out of range 0-59 in \"daily@10:60\""
+        );
+        assert_eq!(
+            err("hourly@60"),
+            "minute 60 out of range 0-59 in \"hourly@60\""
+        );
+        assert_eq!(
+            err("monthly@32"),
+            "day 32 out of range 1-31 in \"monthly@32\""
+        );
+        assert_eq!(err("monthly@0"), "day 0 out of range 1-31 in \"monthly@0\"");
+        assert!(err("weekly@funday").contains("unknown weekday \"funday\""));
+        assert!(err("daily@8").contains("invalid time \"8\" (expected HH:MM)"));
+        assert!(err("daily@8:5").contains("expected HH:MM"));
+        assert!(err("daily@x:00").contains("invalid hour \"x\""));
+        assert!(err("daily@-1:00").contains("invalid hour"));
+        assert!(err("").contains("empty schedule"));
+        assert!(err("yearly").contains("unknown schedule \"yearly\""));
+        assert!(err("daily@").contains("empty list after '@'"));
+        assert!(err("daily@08:00,").contains("empty time"));
+        assert!(err("minutely@5").contains("minutely takes no"));
+        assert!(err("hourly@1@2").contains("hourly takes one"));
+        assert!(err("daily@08:00@09:00").contains("daily takes one"));
+        assert!(err("weekly@10:00@mon").contains("days must come before times"));
+        assert!(err("weekly@mon@10:00@x").contains("too many"));
+        assert!(err("monthly@1@25:00").contains("hour 25 out of range"));
+        assert!(err("hourly@123").contains("invalid minute"));
+    }
+
+    #[test]
+    fn display_is_canonical_and_round_trips() {
+        for (input, canonical) in [
+            ("minutely", "minutely"),
+            ("hourly", "hourly@0"),
+            ("HOURLY@30,5", "hourly@5,30"),
+            ("daily", "daily@00:00"),
+            ("daily@8:05,20:30", "daily@08:05,20:30"),
+            ("weekly", "weekly@sunday@00:00"),
+            ("weekly@fri,MON@10:00", "weekly@monday,friday@10:00"),
+            ("monthly", "monthly@1@00:00"),
+            ("monthly@31,15@6:00,18:00", "monthly@15,31@06:00,18:00"),
+        ] {
+            let s = sched(input);
+            assert_eq!(s.to_string(), canonical);
+            assert_eq!(sched(canonical), s);
+        }
+    }
+
+    #[test]
+    fn minutely_next_after() {
+        let s = Schedule::Minutely;
+        assert_eq!(
+            s.next_after(at(2024, 1, 1, 10, 0, 0)),
+            at(2024, 1, 1, 10, 1, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 1, 1, 10, 0, 59)),
+            at(2024, 1, 1, 10, 1, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 12, 31, 23, 59, 30)),
+            at(2025, 1, 1, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn hourly_next_after() {
+        let s = sched("hourly@15,45");
+        assert_eq!(
+            s.next_after(at(2024, 1, 1, 10, 0, 0)),
+            at(2024, 1, 1, 10, 15, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 1, 1, 10, 15, 0)),
+            at(2024, 1, 1, 10, 45, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 1, 1, 10, 50, 0)),
+            at(2024, 1, 1, 11, 15, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 1, 31, 23, 46, 0)),
+            at(2024, 2, 1, 0, 15, 0)
+        );
+        let top = sched("hourly");
+        assert_eq!(
+            top.next_after(at(2024, 1, 1, 10, 0, 0)),
+            at(2024, 1, 1, 11, 0, 0)
+        );
+        // Sub-second precision is strictly after too.
+        let just_after = at(2024, 1, 1, 10, 15, 0) + TimeDelta::nanoseconds(1);
+        assert_eq!(s.next_after(just_after), at(2024, 1, 1, 10, 45, 0));
+        let just_before = at(2024, 1, 1, 10, 15, 0) - TimeDelta::nanoseconds(1);
+        assert_eq!(s.next_after(just_before), at(2024, 1, 1, 10, 15, 0));
+    }
+
+    #[test]
+    fn daily_next_after() {
+        let s = sched("daily@08:00,20:30");
+        assert_eq!(
+            s.next_after(at(2024, 3, 10, 7, 59, 59)),
+            at(2024, 3, 10, 8, 0, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 3, 10, 8, 0, 0)),
+            at(2024, 3, 10, 20, 30, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 3, 10, 20, 30, 0)),
+            at(2024, 3, 11, 8, 0, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2023, 12, 31, 21, 0, 0)),
+            at(2024, 1, 1, 8, 0, 0)
+        );
+        assert_eq!(
+            sched("daily").next_after(at(2024, 2, 28, 0, 0, 0)),
+            at(2024, 2, 29, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn weekly_next_after() {
+        // 2024-01-01 is a Monday.
+        let s = sched("weekly@mon,fri@09:00");
+        assert_eq!(
+            s.next_after(at(2024, 1, 1, 8, 0, 0)),
+            at(2024, 1, 1, 9, 0, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 1, 1, 9, 0, 0)),
+            at(2024, 1, 5, 9, 0, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 1, 5, 9, 0, 0)),
+            at(2024, 1, 8, 9, 0, 0)
+        );
+        let sunday = sched("weekly");
+        assert_eq!(
+            sunday.next_after(at(2023, 12, 30, 12, 0, 0)),
+            at(2023, 12, 31, 0, 0, 0)
+        );
+        assert_eq!(
+            sunday.next_after(at(2023, 12, 31, 0, 0, 0)),
+            at(2024, 1, 7, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn monthly_next_after_skips_short_months() {
+        let s = sched("monthly@31");
+        assert_eq!(
+            s.next_after(at(2024, 1, 31, 0, 0, 0)),
+            at(2024, 3, 31, 0, 0, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 4, 1, 0, 0, 0)),
+            at(2024, 5, 31, 0, 0, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 12, 31, 0, 0, 0)),
+            at(2025, 1, 31, 0, 0, 0)
+        );
+        let s = sched("monthly@30@12:00");
+        assert_eq!(
+            s.next_after(at(2023, 1, 30, 12, 0, 0)),
+            at(2023, 3, 30, 12, 0, 0)
+        );
+        let first = sched("monthly");
+        assert_eq!(
+            first.next_after(at(2024, 12, 1, 0, 0, 0)),
+            at(2025, 1, 1, 0, 0, 0)
+        );
+        let two = sched("monthly@1,15@06:00,18:00");
+        assert_eq!(
+            two.next_after(at(2024, 5, 1, 6, 0, 0)),
+            at(2024, 5, 1, 18, 0, 0)
+        );
+        assert_eq!(
+            two.next_after(at(2024, 5, 1, 18, 0, 0)),
+            at(2024, 5, 15, 6, 0, 0)
+        );
+    }
+
+    #[test]
+    fn february_29() {
+        let s = sched("monthly@29");
+        assert_eq!(
+            s.next_after(at(2023, 1, 29, 0, 0, 0)),
+            at(2023, 3, 29, 0, 0, 0)
+        );
+        assert_eq!(
+            s.next_after(at(2024, 1, 29, 0, 0, 0)),
+            at(2024, 2, 29, 0, 0, 0)
+        );
+        // Leap years only: 2100 is not one.
+        let d = sched("daily@12:00");
+        assert_eq!(
+            d.next_after(at(2024, 2, 28, 12, 0, 0)),
+            at(2024, 2, 29, 12, 0, 0)
+        );
+        assert_eq!(
+            d.next_after(at(2100, 2, 28, 12, 0, 0)),
+            at(2100, 3, 1, 12, 0, 0)
+        );
+    }
+
+    #[test]
+    fn hand_built_values_do_not_break() {
+        let s = Schedule::Monthly {
+            days: vec![0, 40],
+            times: vec![],
+        };
+        assert_eq!(
+            s.next_after(at(2024, 1, 5, 0, 0, 0)),
+            at(2024, 2, 1, 0, 0, 0)
+        );
+        let h = Schedule::Hourly { minutes: vec![] };
+        assert_eq!(
+            h.next_after(at(2024, 1, 5, 0, 0, 0)),
+            at(2024, 1, 5, 1, 0, 0)
+        );
+        let w = Schedule::Weekly {
+            days: vec![],
+            times: vec![t(30, 0)],
+        };
+        assert_eq!(
+            w.next_after(at(2024, 1, 1, 0, 0, 0)),
+            at(2024, 1, 7, 0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn interval_first_due() {
+        let timer = Timer::Interval(Duration::from_secs(300));
+        let now = at(2024, 1, 1, 12, 0, 0);
+        assert_eq!(timer.first_due(now, None), now);
+        assert_eq!(
+            timer.first_due(now, Some(at(2024, 1, 1, 11, 58, 0))),
+            at(2024, 1, 1, 12, 3, 0)
+        );
+        assert_eq!(timer.first_due(now, Some(at(2024, 1, 1, 11, 55, 0))), now);
+        assert_eq!(timer.first_due(now, Some(at(2023, 1, 1, 0, 0, 0))), now);
+        // A last run in the future (clock moved back) waits one interval from it.
+        assert_eq!(
+            timer.first_due(now, Some(at(2024, 1, 1, 12, 1, 0))),
+            at(2024, 1, 1, 12, 6, 0)
+        );
+    }
+
+    #[test]
+    fn interval_next_due_stays_on_grid() {
+        let timer = Timer::Interval(Duration::from_secs(300));
+        let due = at(2024, 1, 1, 12, 0, 0);
+        // On time.
+        assert_eq!(timer.next_due(due, due), at(2024, 1, 1, 12, 5, 0));
+        assert_eq!(
+            timer.next_due(due, at(2024, 1, 1, 12, 0, 30)),
+            at(2024, 1, 1, 12, 5, 0)
+        );
+        // Exactly on a later tick: strictly after now.
+        assert_eq!(
+            timer.next_due(due, at(2024, 1, 1, 12, 5, 0)),
+            at(2024, 1, 1, 12, 10, 0)
+        );
+        // Missed ticks are skipped, the grid is kept.
+        assert_eq!(
+            timer.next_due(due, at(2024, 1, 1, 12, 17, 3)),
+            at(2024, 1, 1, 12, 20, 0)
+        );
+        assert_eq!(
+            timer.next_due(due, at(2024, 1, 2, 12, 0, 1)),
+            at(2024, 1, 2, 12, 5, 0)
+        );
+        // now before previous_due: the next tick.
+        assert_eq!(
+            timer.next_due(due, at(2024, 1, 1, 11, 0, 0)),
+            at(2024, 1, 1, 12, 5, 0)
+        );
+        // Sub-second intervals are clamped to one second.
+        let fast = Timer::Interval(Duration::ZERO);
+        assert_eq!(fast.next_due(due, due), at(2024, 1, 1, 12, 0, 1));
+    }
+
+    #[test]
+    fn schedule_timer() {
+        let timer = Timer::Schedule(sched("daily@08:00"));
+        let now = at(2024, 1, 1, 7, 0, 0);
+        assert_eq!(timer.first_due(now, None), at(2024, 1, 1, 8, 0, 0));
+        assert_eq!(
+            timer.first_due(now, Some(at(2023, 12, 31, 8, 0, 0))),
+            at(2024, 1, 1, 8, 0, 0)
+        );
+        // Fired late: next from now.
+        assert_eq!(
+            timer.next_due(at(2024, 1, 1, 8, 0, 0), at(2024, 1, 3, 9, 0, 0)),
+            at(2024, 1, 4, 8, 0, 0)
+        );
+        // Fired early (clock skew): never the same due time twice.
+        assert_eq!(
+            timer.next_due(at(2024, 1, 1, 8, 0, 0), at(2024, 1, 1, 7, 59, 59)),
+            at(2024, 1, 2, 8, 0, 0)
+        );
+    }
+
+    #[test]
+    fn accessors_and_describe() {
+        let iv = Timer::Interval(Duration::from_secs(300));
+        assert_eq!(iv.interval(), Some(Duration::from_secs(300)));
+        assert_eq!(iv.schedule(), None);
+        assert_eq!(iv.describe(), "every 5m");
+        assert_eq!(
+            Timer::Interval(Duration::from_secs(5400)).to_string(),
+            "every 1h30m"
+        );
+        let s = Timer::Schedule(sched("weekly@mon@9:00"));
+        assert_eq!(s.interval(), None);
+        assert_eq!(s.schedule(), Some(&sched("weekly@monday@09:00")));
+        assert_eq!(s.describe(), "weekly@monday@09:00");
     }
 }

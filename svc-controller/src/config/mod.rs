@@ -11,7 +11,9 @@
 //! problem: every problem is collected as a [`ConfigIssue`] naming file, section, key and
 //! value, and [`load`] fails with all of them at once.
 
+mod duration;
 mod parse;
+mod syntax;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -19,7 +21,8 @@ use std::time::Duration;
 
 use crate::schedule::Timer;
 
-pub use parse::{job_id_from_name, load, parse_duration};
+pub use duration::{format_duration, parse_duration};
+pub use parse::{job_id_from_name, load};
 
 /// Default address the HTTP server listens on.
 pub const DEFAULT_LISTEN_ADDRESS: &str = "127.0.0.1:31937";
@@ -39,6 +42,7 @@ pub const DEFAULT_PATCHHOST_PUBLIC_KEY: &str = "uX7KWyyDNMaBma4aVbJ/cbUQpdjqczuC
 /// Everything loaded from the configuration files.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// The `[svc]` section (defaults when absent).
     pub main: MainConfig,
     /// Jobs in load order: main file first, then `job.d` files sorted by name.
     pub jobs: Vec<JobConfig>,
@@ -74,7 +78,8 @@ pub struct MainConfig {
     pub user: Option<String>,
     /// `group`: default group for job commands; `None` = the user's primary group.
     pub group: Option<String>,
-    /// `runner_path`: the runner binary; `None` = `svc-runner` next to the controller.
+    /// `runner_path`: the runner binary; `None` = `svc-runner` next to the controller. A
+    /// relative value is below `dir_base`.
     pub runner_path: Option<PathBuf>,
     /// `log_level`: a tracing filter such as `info` or `svc_controller=debug`.
     pub log_level: Option<String>,
@@ -141,9 +146,11 @@ pub struct JobConfig {
     pub timeout: Option<Duration>,
     /// `user`, default the main section's.
     pub user: Option<String>,
-    /// `group`, default the main section's.
+    /// `group`. Default: the main section's when the job does not set `user`; when it sets
+    /// `user` but not `group`, `None` (that user's primary group).
     pub group: Option<String>,
-    /// `dir_work`; `None` = `$dir_base/var/lib/svc/job/<id>`.
+    /// `dir_work`; `None` = `$dir_base/var/lib/svc/job/<id>`. A relative value is below
+    /// `dir_base`.
     pub dir_work: Option<PathBuf>,
     /// `env`, repeated `K=V`, in order.
     pub env: Vec<(String, String)>,
@@ -152,14 +159,19 @@ pub struct JobConfig {
 /// HTTP method of a JobHttp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HttpMethod {
+    /// `GET` (default).
     #[default]
     Get,
+    /// `POST`.
     Post,
+    /// `PUT`.
     Put,
+    /// `DELETE`.
     Delete,
 }
 
 impl HttpMethod {
+    /// The upper-case method name.
     pub fn as_str(self) -> &'static str {
         match self {
             HttpMethod::Get => "GET",
@@ -173,13 +185,17 @@ impl HttpMethod {
 /// How a JobHttp sends its parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HttpRequestType {
+    /// `_svc_epoch` in the URL query (default).
     #[default]
     Query,
+    /// `application/x-www-form-urlencoded` body (POST and PUT).
     Form,
+    /// `application/json` body (POST and PUT).
     Json,
 }
 
 impl HttpRequestType {
+    /// The configuration spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             HttpRequestType::Query => "query",
@@ -192,9 +208,13 @@ impl HttpRequestType {
 /// A `[job.http "NAME"]` section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpJobConfig {
+    /// Derived from `name` by [`job_id_from_name`]; unique among JobHttps.
     pub id: String,
+    /// The quoted section name.
     pub name: String,
+    /// File the section was read from.
     pub file: PathBuf,
+    /// `description`, may be HTML.
     pub description: String,
     /// `schedule` or `interval`; a JobHttp without either is an error.
     pub timer: Timer,
@@ -214,19 +234,24 @@ pub struct HttpJobConfig {
     pub secret: Option<String>,
     /// `log_retention`, default [`DEFAULT_LOG_RETENTION`].
     pub log_retention: usize,
-    /// `user`, `group`: who the runner making the call runs as (defaults as for jobs).
+    /// `user`: who the runner making the call runs as (defaults as for jobs).
     pub user: Option<String>,
+    /// `group` (defaults as for jobs).
     pub group: Option<String>,
 }
 
 /// One problem found in the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigIssue {
+    /// The file (or directory) concerned.
     pub file: PathBuf,
     /// Section header as written, e.g. `job "backup"`; `None` for file-level problems.
     pub section: Option<String>,
+    /// The key, lower-cased; `None` for section- and file-level problems.
     pub key: Option<String>,
+    /// The value as written; `None` when no single value is at fault.
     pub value: Option<String>,
+    /// What is wrong; syntax and key problems start with `line N: `.
     pub message: String,
 }
 
@@ -249,13 +274,20 @@ impl fmt::Display for ConfigIssue {
 /// Loading failed; every problem found is listed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigError {
+    /// Every problem, in file order.
     pub issues: Vec<ConfigIssue>,
+    /// Deprecations found on the way, reported alongside the problems.
+    pub warnings: Vec<ConfigIssue>,
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.issues.len();
-        write!(f, "{n} configuration problem{}", if n == 1 { "" } else { "s" })?;
+        write!(
+            f,
+            "{n} configuration problem{}",
+            if n == 1 { "" } else { "s" }
+        )?;
         for issue in &self.issues {
             write!(f, "\n  {issue}")?;
         }
@@ -265,24 +297,31 @@ impl fmt::Display for ConfigError {
 
 /// Paths derived from `dir_base`.
 impl MainConfig {
+    /// `$dir_base/etc/svc`.
     pub fn dir_config(&self) -> PathBuf {
         self.dir_base.join("etc/svc")
     }
+    /// `$dir_base/etc/svc/job.d`.
     pub fn dir_job_d(&self) -> PathBuf {
         self.dir_base.join("etc/svc/job.d")
     }
+    /// `$dir_base/etc/svc/job_http.d`.
     pub fn dir_job_http_d(&self) -> PathBuf {
         self.dir_base.join("etc/svc/job_http.d")
     }
+    /// `$dir_base/var/log/svc/job`.
     pub fn dir_job_logs(&self) -> PathBuf {
         self.dir_base.join("var/log/svc/job")
     }
+    /// `$dir_base/var/log/svc/job_http`.
     pub fn dir_job_http_logs(&self) -> PathBuf {
         self.dir_base.join("var/log/svc/job_http")
     }
+    /// `$dir_base/var/run/svc/job`.
     pub fn dir_job_state(&self) -> PathBuf {
         self.dir_base.join("var/run/svc/job")
     }
+    /// `$dir_base/var/run/svc/job_http`.
     pub fn dir_job_http_state(&self) -> PathBuf {
         self.dir_base.join("var/run/svc/job_http")
     }

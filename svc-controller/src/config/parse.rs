@@ -1,25 +1,1024 @@
-//! Reading the INI files into [`super::Config`], collecting every problem.
+//! Reading the configuration files into [`super::Config`], collecting every problem.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{Config, ConfigError};
+use base64::Engine as _;
+
+use super::duration::parse_duration;
+use super::syntax::{self, Entry, Section, SectionKind};
+use super::{
+    AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_HEADER_SIGN, DEFAULT_HTTP_TIMEOUT,
+    DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_RETENTION, DEFAULT_NAME,
+    DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig,
+    MainConfig, resolve_path,
+};
+use crate::schedule::{Schedule, Timer};
+
+/// How a key may appear in a section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyKind {
+    /// Once, with a value.
+    Scalar,
+    /// Any number of times, each with a value.
+    List,
+    /// Once; a bare key means true.
+    Bool,
+}
+
+use KeyKind::{Bool, List, Scalar};
+
+const MAIN_KEYS: &[(&str, KeyKind)] = &[
+    ("name", Scalar),
+    ("listen_address", Scalar),
+    ("dir_base", Scalar),
+    ("dir_public", Scalar),
+    ("secret", Scalar),
+    ("http_timeout", Scalar),
+    ("max_job_running", Scalar),
+    ("max_hook_running", Scalar),
+    ("is_development", Bool),
+    ("user", Scalar),
+    ("group", Scalar),
+    ("runner_path", Scalar),
+    ("log_level", Scalar),
+];
+
+const JOB_KEYS: &[(&str, KeyKind)] = &[
+    ("description", Scalar),
+    ("secret", Scalar),
+    ("interval", Scalar),
+    ("schedule", Scalar),
+    ("path", Scalar),
+    ("auth_kind", Scalar),
+    ("header_sign", Scalar),
+    ("command", List),
+    ("log_retention", Scalar),
+    ("timeout", Scalar),
+    ("user", Scalar),
+    ("group", Scalar),
+    ("dir_work", Scalar),
+    ("env", List),
+    ("public_key", Scalar),
+];
+
+const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
+    ("description", Scalar),
+    ("secret", Scalar),
+    ("interval", Scalar),
+    ("schedule", Scalar),
+    ("http_method", Scalar),
+    ("http_url", Scalar),
+    ("http_request_type", Scalar),
+    ("http_header", List),
+    ("http_timeout", Scalar),
+    ("http_insecure", Bool),
+    ("log_retention", Scalar),
+    ("user", Scalar),
+    ("group", Scalar),
+];
+
+fn new_issue(
+    file: &Path,
+    section: Option<&str>,
+    key: Option<&str>,
+    value: Option<&str>,
+    message: impl Into<String>,
+) -> ConfigIssue {
+    ConfigIssue {
+        file: file.to_path_buf(),
+        section: section.map(str::to_string),
+        key: key.map(str::to_string),
+        value: value.map(str::to_string),
+        message: message.into(),
+    }
+}
+
+/// The keys of one section, checked for unknown, repeated and bare keys, with typed
+/// getters that record a problem and return `None` for a bad value.
+struct Reader<'a> {
+    file: &'a Path,
+    section: &'a Section,
+    values: HashMap<&'static str, Vec<&'a Entry>>,
+    errors: &'a mut Vec<ConfigIssue>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(
+        file: &'a Path,
+        section: &'a Section,
+        keys: &[(&'static str, KeyKind)],
+        errors: &'a mut Vec<ConfigIssue>,
+    ) -> Self {
+        let mut values: HashMap<&'static str, Vec<&'a Entry>> = HashMap::new();
+        for entry in &section.entries {
+            let Some((key, kind)) = keys.iter().find(|(k, _)| *k == entry.key) else {
+                errors.push(entry_issue(file, section, entry, "unknown key"));
+                continue;
+            };
+            if entry.value.is_none() && *kind != Bool {
+                errors.push(entry_issue(
+                    file,
+                    section,
+                    entry,
+                    "missing '=' and a value (only a boolean key may stand alone)",
+                ));
+                continue;
+            }
+            let seen = values.entry(key).or_default();
+            if *kind != List {
+                if let Some(first) = seen.first() {
+                    let message = format!(
+                        "repeated key (first set on line {}); only command, env and \
+                         http_header may be repeated",
+                        first.line
+                    );
+                    errors.push(entry_issue(file, section, entry, &message));
+                    continue;
+                }
+            }
+            seen.push(entry);
+        }
+        Reader {
+            file,
+            section,
+            values,
+            errors,
+        }
+    }
+
+    fn first(&self, key: &str) -> Option<&'a Entry> {
+        self.values.get(key).and_then(|v| v.first().copied())
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.first(key).is_some()
+    }
+
+    fn fail(&mut self, entry: &Entry, message: &str) {
+        let issue = entry_issue(self.file, self.section, entry, message);
+        self.errors.push(issue);
+    }
+
+    /// A section-level problem tied to `key` but to no single line.
+    fn fail_key(&mut self, key: &str, message: &str) {
+        let issue = new_issue(
+            self.file,
+            Some(&self.section.header),
+            Some(key),
+            None,
+            format!("line {}: {message}", self.section.line),
+        );
+        self.errors.push(issue);
+    }
+
+    /// The value, which may be empty.
+    fn text_or_empty(&self, key: &str) -> Option<String> {
+        self.first(key).and_then(|e| e.value.clone())
+    }
+
+    /// A value passed through `parse`; an empty value is an error.
+    fn parsed<T>(&mut self, key: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Option<T> {
+        let entry = self.first(key)?;
+        let value = entry.value.as_deref().unwrap_or_default();
+        if value.is_empty() {
+            self.fail(entry, "empty value");
+            return None;
+        }
+        match parse(value) {
+            Ok(v) => Some(v),
+            Err(message) => {
+                self.fail(entry, &message);
+                None
+            }
+        }
+    }
+
+    /// A non-empty string.
+    fn text(&mut self, key: &str) -> Option<String> {
+        self.parsed(key, |v| Ok(v.to_string()))
+    }
+
+    /// A boolean; a bare key is true.
+    fn flag(&mut self, key: &str) -> Option<bool> {
+        let entry = self.first(key)?;
+        match &entry.value {
+            None => Some(true),
+            Some(_) => self.parsed(key, parse_bool),
+        }
+    }
+
+    /// Every value of a list key through `parse`, in order.
+    fn list<T>(&mut self, key: &str, parse: impl Fn(&str) -> Result<T, String>) -> Vec<T> {
+        let entries = self.values.get(key).cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        for entry in entries {
+            let value = entry.value.as_deref().unwrap_or_default();
+            if value.is_empty() {
+                self.fail(entry, "empty value");
+                continue;
+            }
+            match parse(value) {
+                Ok(v) => out.push(v),
+                Err(message) => self.fail(entry, &message),
+            }
+        }
+        out
+    }
+
+    /// `interval` and `schedule`; `schedule` wins when both are valid.
+    fn timer(&mut self) -> Option<Timer> {
+        let interval = self.parsed("interval", parse_interval);
+        let schedule = self.parsed("schedule", |v| {
+            v.parse::<Schedule>().map_err(|e| e.to_string())
+        });
+        schedule
+            .map(Timer::Schedule)
+            .or(interval.map(Timer::Interval))
+    }
+}
+
+fn entry_issue(file: &Path, section: &Section, entry: &Entry, message: &str) -> ConfigIssue {
+    new_issue(
+        file,
+        Some(&section.header),
+        Some(&entry.key),
+        entry.value.as_deref(),
+        format!("line {}: {message}", entry.line),
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Value parsers. Each returns a message for the issue on failure.
+
+/// `true/false/yes/no/on/off/1/0`, any case.
+fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "1" => Ok(true),
+        "false" | "no" | "off" | "0" => Ok(false),
+        _ => Err("not a boolean (expected true/false, yes/no, on/off or 1/0)".into()),
+    }
+}
+
+/// A whole number of at least 1.
+fn parse_count(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("not a whole number of at least 1".into()),
+    }
+}
+
+/// A timeout: at least 1ms, which catches a bare number meant as seconds (a bare
+/// integer counts nanoseconds).
+fn parse_positive_duration(value: &str) -> Result<Duration, String> {
+    let d = parse_duration(value)?;
+    if d < Duration::from_millis(1) {
+        return Err(
+            "a timeout must be at least 1ms (a bare number counts nanoseconds; write 30s)".into(),
+        );
+    }
+    Ok(d)
+}
+
+fn parse_interval(value: &str) -> Result<Duration, String> {
+    let d = parse_duration(value)?;
+    if d < Duration::from_secs(1) {
+        return Err("an interval must be at least 1s".into());
+    }
+    Ok(d)
+}
+
+/// `0` (or any zero duration) means no limit; otherwise as [`parse_positive_duration`].
+fn parse_timeout(value: &str) -> Result<Option<Duration>, String> {
+    if parse_duration(value)?.is_zero() {
+        return Ok(None);
+    }
+    parse_positive_duration(value).map(Some)
+}
+
+/// `host:port` with a non-empty host and a numeric port; `[v6]:port` accepted.
+fn check_listen_address(value: &str) -> Result<String, String> {
+    let expected = "expected host:port, e.g. 127.0.0.1:31937";
+    let Some((host, port)) = value.rsplit_once(':') else {
+        return Err(format!("missing port ({expected})"));
+    };
+    if host.is_empty() || host.chars().any(char::is_whitespace) {
+        return Err(format!("missing or invalid host ({expected})"));
+    }
+    if host.starts_with('[') != host.ends_with(']') {
+        return Err(format!(
+            "unbalanced brackets around an IPv6 host ({expected})"
+        ));
+    }
+    if host.contains(':') && !host.starts_with('[') {
+        return Err(format!(
+            "an IPv6 host needs brackets, e.g. [::1]:31937 ({expected})"
+        ));
+    }
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || port.parse::<u16>().is_err()
+    {
+        return Err(format!(
+            "port {port:?} is not a number 0-65535 ({expected})"
+        ));
+    }
+    Ok(value.to_string())
+}
+
+fn check_user(name: &str) -> Result<String, String> {
+    match nix::unistd::User::from_name(name) {
+        Ok(Some(_)) => Ok(name.to_string()),
+        Ok(None) => Err(format!("no such user {name:?} on this system")),
+        Err(e) => Err(format!("cannot look up user {name:?}: {e}")),
+    }
+}
+
+fn check_group(name: &str) -> Result<String, String> {
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(_)) => Ok(name.to_string()),
+        Ok(None) => Err(format!("no such group {name:?} on this system")),
+        Err(e) => Err(format!("cannot look up group {name:?}: {e}")),
+    }
+}
+
+fn check_log_level(value: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(value)
+        .map(|_| value.to_string())
+        .map_err(|e| format!("not a log filter such as info or svc_controller=debug: {e}"))
+}
+
+/// An HTTP header name (RFC 9110 token), lower-cased.
+fn check_header_name(name: &str) -> Result<String, String> {
+    let is_tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(is_tchar) {
+        return Err(format!("{name:?} is not a valid HTTP header name"));
+    }
+    Ok(name.to_ascii_lowercase())
+}
+
+fn parse_auth_kind(value: &str) -> Result<AuthKind, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "hmac-sha256" => Ok(AuthKind::HmacSha256),
+        "codehost" | "github" => Ok(AuthKind::Codehost),
+        "patchhost" | "sourcehut" => Ok(AuthKind::Patchhost),
+        _ => Err("unknown auth_kind (expected hmac-sha256, codehost or patchhost)".into()),
+    }
+}
+
+fn check_public_key(value: &str) -> Result<String, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(value)
+        .map_err(|e| format!("not base64: {e}"))?;
+    if bytes.len() != 32 {
+        return Err(format!(
+            "an Ed25519 public key is 32 bytes, this one decodes to {}",
+            bytes.len()
+        ));
+    }
+    Ok(value.to_string())
+}
+
+/// Normalises a trigger path to start with `/` and rejects what could not be matched
+/// reliably against a request path.
+fn normalize_path(value: &str) -> Result<String, String> {
+    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a path must not contain white space".into());
+    }
+    if value.contains('?') || value.contains('#') {
+        return Err("a path must not contain '?' or '#'".into());
+    }
+    let path = if value.starts_with('/') {
+        value.to_string()
+    } else {
+        format!("/{value}")
+    };
+    if path == "/" {
+        return Err("a path must not be just '/'".into());
+    }
+    if path.contains("//") {
+        return Err("a path must not contain an empty segment '//'".into());
+    }
+    if path.split('/').any(|seg| seg == "." || seg == "..") {
+        return Err("a path must not contain '.' or '..' segments".into());
+    }
+    Ok(path)
+}
+
+/// `K=V` with K a shell-style variable name.
+fn parse_env(value: &str) -> Result<(String, String), String> {
+    let Some((name, val)) = value.split_once('=') else {
+        return Err("expected NAME=VALUE".into());
+    };
+    let name = name.trim();
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!(
+            "invalid variable name {name:?} (expected [A-Za-z_][A-Za-z0-9_]*)"
+        ));
+    }
+    Ok((name.to_string(), val.trim().to_string()))
+}
+
+/// `Key: Value`, split at the first `:`.
+fn parse_http_header(value: &str) -> Result<(String, String), String> {
+    let Some((name, val)) = value.split_once(':') else {
+        return Err("expected 'Name: value'".into());
+    };
+    let name = name.trim();
+    check_header_name(name)?;
+    Ok((name.to_string(), val.trim().to_string()))
+}
+
+fn parse_http_method(value: &str) -> Result<HttpMethod, String> {
+    match value.to_ascii_uppercase().as_str() {
+        "GET" => Ok(HttpMethod::Get),
+        "POST" => Ok(HttpMethod::Post),
+        "PUT" => Ok(HttpMethod::Put),
+        "DELETE" => Ok(HttpMethod::Delete),
+        _ => Err("unknown http_method (expected GET, POST, PUT or DELETE)".into()),
+    }
+}
+
+fn parse_request_type(value: &str) -> Result<HttpRequestType, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "query" => Ok(HttpRequestType::Query),
+        "form" => Ok(HttpRequestType::Form),
+        "json" => Ok(HttpRequestType::Json),
+        _ => Err("unknown http_request_type (expected query, form or json)".into()),
+    }
+}
+
+/// An absolute `http://` or `https://` URL with a host.
+fn check_http_url(value: &str) -> Result<String, String> {
+    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a URL must not contain white space".into());
+    }
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return Err("not an absolute URL (expected http://HOST/... or https://HOST/...)".into());
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(format!("scheme {scheme:?} is not http or https"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((h, after)) => (h, after.strip_prefix(':')),
+            None => return Err("unbalanced '[' in the URL host".into()),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("the URL has no host".into());
+    }
+    if let Some(port) = port {
+        if !port.is_empty() && port.parse::<u16>().is_err() {
+            return Err(format!("URL port {port:?} is not a number 0-65535"));
+        }
+    }
+    Ok(value.to_string())
+}
+
+// ---------------------------------------------------------------------------------------
+// Sections.
+
+/// Reads `[svc]` (or its defaults when `section` is `None`). The flag is false when
+/// `dir_base` is unusable, in which case the job directories are not read.
+fn read_main(
+    file: &Path,
+    section: Option<&Section>,
+    errors: &mut Vec<ConfigIssue>,
+    warnings: &mut Vec<ConfigIssue>,
+) -> (MainConfig, bool) {
+    let file_dir = std::path::absolute(file)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .or_else(|| file.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut config = MainConfig {
+        file: file.to_path_buf(),
+        name: DEFAULT_NAME.to_string(),
+        listen_address: DEFAULT_LISTEN_ADDRESS.to_string(),
+        dir_base: PathBuf::from("/"),
+        dir_public: None,
+        secret: None,
+        http_timeout: DEFAULT_HTTP_TIMEOUT,
+        max_job_running: 1,
+        is_development: false,
+        user: None,
+        group: None,
+        runner_path: None,
+        log_level: None,
+    };
+    let Some(section) = section else {
+        return (config, true);
+    };
+    let mut r = Reader::new(file, section, MAIN_KEYS, errors);
+
+    if let Some(v) = r.text("name") {
+        config.name = v;
+    }
+    if let Some(v) = r.parsed("listen_address", check_listen_address) {
+        config.listen_address = v;
+    }
+    let mut base_ok = true;
+    if r.has("dir_base") {
+        let dir_base = r.parsed("dir_base", |v| {
+            let dir = resolve_path(&file_dir, Path::new(v));
+            if dir.is_dir() {
+                // Canonical, so `../..` and symlinks do not show up in paths and logs.
+                std::fs::canonicalize(&dir)
+                    .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))
+            } else {
+                Err(format!("{} is not an existing directory", dir.display()))
+            }
+        });
+        match dir_base {
+            Some(dir) => config.dir_base = dir,
+            None => base_ok = false,
+        }
+    }
+    let base = config.dir_base.clone();
+    config.dir_public = r.parsed("dir_public", |v| Ok(resolve_path(&base, Path::new(v))));
+    config.secret = r.text_or_empty("secret").filter(|s| !s.is_empty());
+    if let Some(v) = r.parsed("http_timeout", parse_positive_duration) {
+        config.http_timeout = v;
+    }
+    let job_running = r.parsed("max_job_running", parse_count);
+    let hook_running = r.parsed("max_hook_running", parse_count);
+    if let Some(entry) = r.first("max_hook_running") {
+        if r.has("max_job_running") {
+            r.fail(
+                entry,
+                "max_hook_running is the old name of max_job_running; set only max_job_running",
+            );
+        } else {
+            warnings.push(entry_issue(
+                file,
+                section,
+                entry,
+                "deprecated: use max_job_running",
+            ));
+        }
+    }
+    if let Some(n) = job_running.or(hook_running) {
+        config.max_job_running = n;
+    }
+    if let Some(v) = r.flag("is_development") {
+        config.is_development = v;
+    }
+    config.user = r.parsed("user", check_user);
+    config.group = r.parsed("group", check_group);
+    config.runner_path = r.parsed("runner_path", |v| Ok(resolve_path(&base, Path::new(v))));
+    config.log_level = r.parsed("log_level", check_log_level);
+    (config, base_ok)
+}
+
+/// Where an ID or a path was first defined, for duplicate messages.
+#[derive(Debug, Clone)]
+struct Origin {
+    file: PathBuf,
+    header: String,
+}
+
+/// Builds jobs and JobHttps from sections, file after file, and detects duplicates.
+struct Loader<'m> {
+    main: &'m MainConfig,
+    errors: Vec<ConfigIssue>,
+    warnings: Vec<ConfigIssue>,
+    jobs: Vec<JobConfig>,
+    http_jobs: Vec<HttpJobConfig>,
+    job_ids: HashMap<String, Origin>,
+    http_job_ids: HashMap<String, Origin>,
+    paths: HashMap<String, Origin>,
+}
+
+impl<'m> Loader<'m> {
+    fn new(main: &'m MainConfig) -> Self {
+        Loader {
+            main,
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            jobs: Vec::new(),
+            http_jobs: Vec::new(),
+            job_ids: HashMap::new(),
+            http_job_ids: HashMap::new(),
+            paths: HashMap::new(),
+        }
+    }
+
+    /// Reads one file and loads its sections; problems are recorded.
+    fn load_file(&mut self, file: &Path) {
+        let text = match read_text(file) {
+            Ok(text) => text,
+            Err(message) => {
+                self.errors.push(new_issue(file, None, None, None, message));
+                return;
+            }
+        };
+        let (sections, syntax_errors) = syntax::parse(&text);
+        self.errors.extend(syntax_issues(file, syntax_errors));
+        self.load_sections(file, &sections, false);
+    }
+
+    fn load_sections(&mut self, file: &Path, sections: &[Section], is_main: bool) {
+        for section in sections {
+            match section.kind {
+                SectionKind::Main if is_main => {}
+                SectionKind::Main => self.errors.push(new_issue(
+                    file,
+                    Some(&section.header),
+                    None,
+                    None,
+                    format!(
+                        "line {}: [svc] belongs in the main file {}",
+                        section.line,
+                        self.main.file.display()
+                    ),
+                )),
+                SectionKind::Job | SectionKind::Hook => self.load_job(file, section),
+                SectionKind::JobHttp => self.load_http_job(file, section),
+            }
+        }
+    }
+
+    /// The job ID of `section`, recorded; a duplicate within the namespace is a problem.
+    fn register_id(&mut self, file: &Path, section: &Section, http: bool) -> String {
+        let id = job_id_from_name(&section.name);
+        let ids = if http {
+            &mut self.http_job_ids
+        } else {
+            &mut self.job_ids
+        };
+        if let Some(first) = ids.get(&id) {
+            let what = if http { "JobHttp" } else { "job" };
+            let message = format!(
+                "line {}: duplicate {what} ID {id:?}: [{}] in {} has the same ID",
+                section.line,
+                first.header,
+                first.file.display()
+            );
+            self.errors
+                .push(new_issue(file, Some(&section.header), None, None, message));
+        } else {
+            ids.insert(
+                id.clone(),
+                Origin {
+                    file: file.to_path_buf(),
+                    header: section.header.clone(),
+                },
+            );
+        }
+        id
+    }
+
+    fn load_job(&mut self, file: &Path, section: &Section) {
+        if section.kind == SectionKind::Hook {
+            self.warnings.push(new_issue(
+                file,
+                Some(&section.header),
+                None,
+                None,
+                format!(
+                    "line {}: deprecated: use [job \"{}\"]",
+                    section.line, section.name
+                ),
+            ));
+        }
+        let before = self.errors.len();
+        let id = self.register_id(file, section, false);
+        let main = self.main;
+        let mut r = Reader::new(file, section, JOB_KEYS, &mut self.errors);
+
+        let description = r.text_or_empty("description").unwrap_or_default();
+        let secret = r.text_or_empty("secret").filter(|s| !s.is_empty());
+        let timer = r.timer();
+        let path = r.parsed("path", normalize_path);
+        let auth_kind = r.parsed("auth_kind", parse_auth_kind).unwrap_or_default();
+        let header_sign = r
+            .parsed("header_sign", check_header_name)
+            .unwrap_or_else(|| DEFAULT_HEADER_SIGN.to_string());
+        let public_key = r
+            .parsed("public_key", check_public_key)
+            .unwrap_or_else(|| DEFAULT_PATCHHOST_PUBLIC_KEY.to_string());
+        let commands = r.list("command", |v| Ok(v.to_string()));
+        let log_retention = r
+            .parsed("log_retention", parse_count)
+            .unwrap_or(DEFAULT_LOG_RETENTION);
+        let timeout = r
+            .parsed("timeout", parse_timeout)
+            .unwrap_or(Some(DEFAULT_JOB_TIMEOUT));
+        let (user, group) = run_as(&mut r, main);
+        let base = main.dir_base.clone();
+        let dir_work = r.parsed("dir_work", |v| Ok(resolve_path(&base, Path::new(v))));
+        let env = r.list("env", parse_env);
+
+        if !r.has("command") {
+            r.fail_key("command", "a job needs at least one command");
+        }
+        if !r.has("interval") && !r.has("schedule") && !r.has("path") {
+            r.fail_key(
+                "path",
+                "a job needs interval, schedule or path; without any it could never run",
+            );
+        }
+        drop(r);
+
+        if let Some(p) = &path {
+            if let Some(first) = self.paths.get(p) {
+                let message = format!(
+                    "duplicate path {p:?}: [{}] in {} uses it already",
+                    first.header,
+                    first.file.display()
+                );
+                self.errors.push(new_issue(
+                    file,
+                    Some(&section.header),
+                    Some("path"),
+                    Some(p),
+                    message,
+                ));
+            } else {
+                self.paths.insert(
+                    p.clone(),
+                    Origin {
+                        file: file.to_path_buf(),
+                        header: section.header.clone(),
+                    },
+                );
+            }
+        }
+        if self.errors.len() != before {
+            return;
+        }
+        self.jobs.push(JobConfig {
+            id,
+            name: section.name.clone(),
+            file: file.to_path_buf(),
+            description,
+            timer,
+            path,
+            auth_kind,
+            header_sign,
+            secret,
+            public_key,
+            commands,
+            log_retention,
+            timeout,
+            user,
+            group,
+            dir_work,
+            env,
+        });
+    }
+
+    fn load_http_job(&mut self, file: &Path, section: &Section) {
+        let before = self.errors.len();
+        let id = self.register_id(file, section, true);
+        let main = self.main;
+        let mut r = Reader::new(file, section, HTTP_JOB_KEYS, &mut self.errors);
+
+        let description = r.text_or_empty("description").unwrap_or_default();
+        let secret = r.text_or_empty("secret").filter(|s| !s.is_empty());
+        let timer = r.timer();
+        let http_method = r
+            .parsed("http_method", parse_http_method)
+            .unwrap_or_default();
+        let http_url = r.parsed("http_url", check_http_url);
+        let http_request_type = r
+            .parsed("http_request_type", parse_request_type)
+            .unwrap_or_default();
+        let http_headers = r.list("http_header", parse_http_header);
+        let http_timeout = r
+            .parsed("http_timeout", parse_positive_duration)
+            .unwrap_or(main.http_timeout);
+        let http_insecure = r.flag("http_insecure").unwrap_or(false);
+        let log_retention = r
+            .parsed("log_retention", parse_count)
+            .unwrap_or(DEFAULT_LOG_RETENTION);
+        let (user, group) = run_as(&mut r, main);
+
+        if !r.has("interval") && !r.has("schedule") {
+            r.fail_key("interval", "a JobHttp needs interval or schedule");
+        }
+        if !r.has("http_url") {
+            r.fail_key("http_url", "a JobHttp needs http_url");
+        }
+        drop(r);
+
+        let (Some(timer), Some(http_url)) = (timer, http_url) else {
+            return;
+        };
+        if self.errors.len() != before {
+            return;
+        }
+        self.http_jobs.push(HttpJobConfig {
+            id,
+            name: section.name.clone(),
+            file: file.to_path_buf(),
+            description,
+            timer,
+            http_method,
+            http_url,
+            http_request_type,
+            http_headers,
+            http_timeout,
+            http_insecure,
+            secret,
+            log_retention,
+            user,
+            group,
+        });
+    }
+}
+
+/// `user` and `group` of a job. An unset `user` means the main section's user and group;
+/// a job that sets `user` but not `group` gets that user's primary group (`None`), not the
+/// main section's group.
+fn run_as(r: &mut Reader<'_>, main: &MainConfig) -> (Option<String>, Option<String>) {
+    let user = r.parsed("user", check_user);
+    let group = r.parsed("group", check_group);
+    if r.has("user") {
+        (user, group)
+    } else {
+        (main.user.clone(), group.or_else(|| main.group.clone()))
+    }
+}
+
+fn syntax_issues(
+    file: &Path,
+    errors: Vec<syntax::SyntaxError>,
+) -> impl Iterator<Item = ConfigIssue> + '_ {
+    errors.into_iter().map(move |e| {
+        new_issue(
+            file,
+            e.section.as_deref(),
+            e.key.as_deref(),
+            e.value.as_deref(),
+            e.message,
+        )
+    })
+}
+
+/// Reads a whole file as UTF-8 text; the error is the issue message.
+fn read_text(file: &Path) -> Result<String, String> {
+    let bytes = fs::read(file).map_err(|e| format!("cannot read the file: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| format!("the file is not valid UTF-8: {e}"))
+}
+
+/// Regular files (symbolic links followed) named `*.conf` and not starting with `.` in
+/// `dir`, sorted by name. A missing directory has none.
+fn conf_files(dir: &Path, errors: &mut Vec<ConfigIssue>) -> Vec<PathBuf> {
+    match fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            errors.push(new_issue(
+                dir,
+                None,
+                None,
+                None,
+                format!("cannot read: {e}"),
+            ));
+            return Vec::new();
+        }
+        Ok(meta) if !meta.is_dir() => {
+            errors.push(new_issue(dir, None, None, None, "not a directory"));
+            return Vec::new();
+        }
+        Ok(_) => {}
+    }
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            let message = format!("cannot list the directory: {e}");
+            errors.push(new_issue(dir, None, None, None, message));
+            return Vec::new();
+        }
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                let message = format!("cannot list the directory: {e}");
+                errors.push(new_issue(dir, None, None, None, message));
+                continue;
+            }
+        };
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || !name.ends_with(".conf") {
+            continue;
+        }
+        let path = entry.path();
+        match fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => files.push(path),
+            Ok(_) => {}
+            // A dangling link or an unreadable entry: reading it reports the problem.
+            Err(_) => files.push(path),
+        }
+    }
+    files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    files
+}
 
 /// Loads and validates the main file at `path` and the `job.d` / `job_http.d` files below
 /// its `dir_base`.
-pub fn load(_path: &Path) -> Result<Config, ConfigError> {
-    Err(ConfigError { issues: Vec::new() })
+///
+/// A relative `dir_base` is taken relative to the directory holding the main file;
+/// relative `dir_public`, `runner_path` and job `dir_work` values are taken relative to
+/// `dir_base`. Job files are read in name order (hidden files and names not ending in
+/// `.conf` are ignored); a missing directory holds no jobs. Every problem in every file is
+/// returned at once; deprecated names load and are listed in [`Config::warnings`].
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = match read_text(path) {
+        Ok(text) => text,
+        Err(message) => {
+            return Err(ConfigError {
+                issues: vec![new_issue(path, None, None, None, message)],
+                warnings: Vec::new(),
+            });
+        }
+    };
+    let (sections, syntax_errors) = syntax::parse(&text);
+    let mut errors: Vec<ConfigIssue> = syntax_issues(path, syntax_errors).collect();
+    let mut warnings = Vec::new();
+
+    let mut mains = sections.iter().filter(|s| s.kind == SectionKind::Main);
+    let first_main = mains.next();
+    for extra in mains {
+        let first_line = first_main.map_or(0, |s| s.line);
+        errors.push(new_issue(
+            path,
+            Some(&extra.header),
+            None,
+            None,
+            format!(
+                "line {}: duplicate section [svc] (first on line {first_line})",
+                extra.line
+            ),
+        ));
+    }
+    let (main, base_ok) = read_main(path, first_main, &mut errors, &mut warnings);
+
+    let mut loader = Loader::new(&main);
+    loader.errors = errors;
+    loader.warnings = warnings;
+    loader.load_sections(path, &sections, true);
+
+    if base_ok {
+        for dir in [main.dir_job_d(), main.dir_job_http_d()] {
+            for file in conf_files(&dir, &mut loader.errors) {
+                loader.load_file(&file);
+            }
+        }
+    }
+
+    let Loader {
+        errors,
+        warnings,
+        jobs,
+        http_jobs,
+        ..
+    } = loader;
+    if !errors.is_empty() {
+        return Err(ConfigError {
+            issues: errors,
+            warnings,
+        });
+    }
+    Ok(Config {
+        main,
+        jobs,
+        http_jobs,
+        warnings,
+    })
 }
 
 /// The job ID for a job name: every character other than an ASCII letter, digit, `-` or
-/// `_` becomes `_`.
+/// `_` (white space included) becomes `_`. Case is kept.
 pub fn job_id_from_name(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
-/// Parses `90s`, `5m`, `1h30m`, `250ms`, or a bare integer of nanoseconds.
-pub fn parse_duration(_text: &str) -> Result<Duration, String> {
-    Err("not implemented".into())
-}
+#[cfg(test)]
+#[path = "parse_tests.rs"]
+mod tests;

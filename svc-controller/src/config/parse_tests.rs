@@ -1,0 +1,923 @@
+//! Tests of [`super::load`] on configuration trees written to temporary directories.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+use crate::config::{Config, ConfigIssue};
+use crate::schedule::{Schedule, Timer};
+
+/// A configuration tree: `<tmp>/etc/svc/svc.conf` with `dir_base` set to `<tmp>`.
+struct Tree {
+    dir: tempfile::TempDir,
+}
+
+impl Tree {
+    /// `main_body` follows the `[svc]` header and the `dir_base` line.
+    fn new(main_body: &str) -> Tree {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let tree = Tree { dir };
+        let text = format!(
+            "[svc]\ndir_base = {}\n{main_body}",
+            tree.dir.path().display()
+        );
+        tree.write("etc/svc/svc.conf", &text);
+        tree
+    }
+
+    fn base(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn main_file(&self) -> PathBuf {
+        self.path("etc/svc/svc.conf")
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.path(rel);
+        fs::create_dir_all(path.parent().expect("a parent")).expect("create directories");
+        fs::write(&path, text).expect("write file");
+    }
+
+    fn job(&self, file: &str, text: &str) {
+        self.write(&format!("etc/svc/job.d/{file}"), text);
+    }
+
+    fn http_job(&self, file: &str, text: &str) {
+        self.write(&format!("etc/svc/job_http.d/{file}"), text);
+    }
+
+    fn load(&self) -> Config {
+        match load(&self.main_file()) {
+            Ok(config) => config,
+            Err(e) => panic!("configuration should load: {e}"),
+        }
+    }
+
+    fn issues(&self) -> Vec<ConfigIssue> {
+        load(&self.main_file())
+            .expect_err("configuration should fail")
+            .issues
+    }
+}
+
+/// The single issue about `key`, checked to name `file`, `section` and `value`.
+fn only_issue<'a>(
+    issues: &'a [ConfigIssue],
+    file: &Path,
+    section: &str,
+    key: &str,
+    value: Option<&str>,
+) -> &'a ConfigIssue {
+    let found: Vec<&ConfigIssue> = issues
+        .iter()
+        .filter(|i| i.key.as_deref() == Some(key))
+        .collect();
+    assert_eq!(found.len(), 1, "one issue about {key}: {issues:#?}");
+    let issue = found[0];
+    assert_eq!(issue.file, file, "{issue}");
+    assert_eq!(issue.section.as_deref(), Some(section), "{issue}");
+    assert_eq!(issue.value.as_deref(), value, "{issue}");
+    issue
+}
+
+fn current_user() -> String {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .expect("user lookup")
+        .expect("current user has a name")
+        .name
+}
+
+fn current_group() -> String {
+    nix::unistd::Group::from_gid(nix::unistd::getgid())
+        .expect("group lookup")
+        .expect("current group has a name")
+        .name
+}
+
+const NO_SUCH_USER: &str = "svc-test-no-such-user-x";
+const NO_SUCH_GROUP: &str = "svc-test-no-such-group-x";
+
+// ---------------------------------------------------------------------------------------
+// Main section.
+
+#[test]
+fn main_defaults() {
+    let tree = Tree::new("");
+    let config = tree.load();
+    let main = &config.main;
+    assert_eq!(main.file, tree.main_file());
+    assert_eq!(main.name, "svc");
+    assert_eq!(main.listen_address, "127.0.0.1:31937");
+    assert_eq!(main.dir_base, tree.base());
+    assert_eq!(main.dir_public, None);
+    assert_eq!(main.secret, None);
+    assert_eq!(main.http_timeout, Duration::from_secs(300));
+    assert_eq!(main.max_job_running, 1);
+    assert!(!main.is_development);
+    assert_eq!(main.user, None);
+    assert_eq!(main.group, None);
+    assert_eq!(main.runner_path, None);
+    assert_eq!(main.log_level, None);
+    assert!(config.jobs.is_empty());
+    assert!(config.http_jobs.is_empty());
+    assert!(config.warnings.is_empty());
+}
+
+#[test]
+fn main_without_svc_section_uses_defaults() {
+    let tree = Tree::new("");
+    // A main file holding only a job; dir_base defaults to `/`, so no job.d is read here
+    // unless /etc/svc/job.d exists; only check the main values.
+    tree.write(
+        "etc/svc/svc.conf",
+        "# nothing but a job\n[job \"solo\"]\ninterval = 1m\ncommand = true\n",
+    );
+    if Path::new("/etc/svc").exists() {
+        return;
+    }
+    let config = tree.load();
+    assert_eq!(config.main.dir_base, Path::new("/"));
+    assert_eq!(config.jobs.len(), 1);
+    assert_eq!(config.jobs[0].file, tree.main_file());
+}
+
+#[test]
+fn main_values() {
+    let user = current_user();
+    let group = current_group();
+    let tree = Tree::new(&format!(
+        "NAME = prod box\nlisten_address = 0.0.0.0:8080\ndir_public = public\n\
+         secret = s3cr3t # kept\nhttp_timeout = 1m30s\nmax_job_running = 4\n\
+         is_development = Yes\nuser = {user}\ngroup = {group}\nrunner_path = bin/svc-runner\n\
+         log_level = info,svc_controller=debug\n"
+    ));
+    let main = tree.load().main;
+    assert_eq!(main.name, "prod box");
+    assert_eq!(main.listen_address, "0.0.0.0:8080");
+    assert_eq!(main.dir_public, Some(tree.path("public")));
+    assert_eq!(main.secret.as_deref(), Some("s3cr3t # kept"));
+    assert_eq!(main.http_timeout, Duration::from_secs(90));
+    assert_eq!(main.max_job_running, 4);
+    assert!(main.is_development);
+    assert_eq!(main.user, Some(user));
+    assert_eq!(main.group, Some(group));
+    assert_eq!(main.runner_path, Some(tree.path("bin/svc-runner")));
+    assert_eq!(main.log_level.as_deref(), Some("info,svc_controller=debug"));
+}
+
+#[test]
+fn main_absolute_paths_and_ipv6() {
+    let tree = Tree::new(
+        "dir_public = /srv/www\nrunner_path = /usr/lib/svc/svc-runner\n\
+         listen_address = [::1]:31937\nsecret =\n",
+    );
+    let main = tree.load().main;
+    assert_eq!(main.dir_public, Some(PathBuf::from("/srv/www")));
+    assert_eq!(
+        main.runner_path,
+        Some(PathBuf::from("/usr/lib/svc/svc-runner"))
+    );
+    assert_eq!(main.listen_address, "[::1]:31937");
+    assert_eq!(main.secret, None);
+}
+
+#[test]
+fn relative_dir_base_is_below_the_main_file_directory() {
+    let tree = Tree::new("");
+    tree.write("etc/svc/svc.conf", "[svc]\ndir_base = ../..\n");
+    tree.job("a.conf", "[job \"a\"]\npath = a\ncommand = true\n");
+    let config = tree.load();
+    assert_eq!(
+        fs::canonicalize(&config.main.dir_base).expect("canonical"),
+        fs::canonicalize(tree.base()).expect("canonical")
+    );
+    assert!(config.main.dir_base.is_absolute());
+    assert_eq!(config.jobs.len(), 1);
+}
+
+#[test]
+fn main_bool_forms() {
+    for (text, expected) in [
+        ("is_development", true),
+        ("is_development = true", true),
+        ("is_development = ON", true),
+        ("is_development = 1", true),
+        ("is_development = yes", true),
+        ("is_development = False", false),
+        ("is_development = off", false),
+        ("is_development = NO", false),
+        ("is_development = 0", false),
+    ] {
+        let tree = Tree::new(&format!("{text}\n"));
+        assert_eq!(tree.load().main.is_development, expected, "{text}");
+    }
+}
+
+#[test]
+fn main_invalid_values() {
+    for (key, value, fragment) in [
+        ("name", "", "empty value"),
+        ("listen_address", "localhost", "missing port"),
+        ("listen_address", "localhost:http", "not a number"),
+        ("listen_address", "localhost:70000", "not a number"),
+        ("listen_address", ":8080", "host"),
+        ("listen_address", "::1:8080", "brackets"),
+        ("listen_address", "", "empty value"),
+        ("dir_base", "does/not/exist", "not an existing directory"),
+        ("dir_base", "", "empty value"),
+        ("dir_public", "", "empty value"),
+        ("http_timeout", "5", "at least 1ms"),
+        ("http_timeout", "0", "at least 1ms"),
+        ("http_timeout", "5 minutes", "unknown unit"),
+        ("http_timeout", "-5m", "negative"),
+        ("http_timeout", "", "empty value"),
+        ("max_job_running", "0", "at least 1"),
+        ("max_job_running", "two", "whole number"),
+        ("max_job_running", "-1", "whole number"),
+        ("max_job_running", "", "empty value"),
+        ("is_development", "maybe", "not a boolean"),
+        ("is_development", "", "empty value"),
+        ("user", NO_SUCH_USER, "no such user"),
+        ("group", NO_SUCH_GROUP, "no such group"),
+        ("user", "", "empty value"),
+        ("runner_path", "", "empty value"),
+        ("log_level", "", "empty value"),
+        ("log_level", "svc=[", "log filter"),
+    ] {
+        let tree = Tree::new("");
+        let base = if key == "dir_base" {
+            String::new()
+        } else {
+            format!("dir_base = {}\n", tree.base().display())
+        };
+        tree.write(
+            "etc/svc/svc.conf",
+            &format!("[svc]\n{base}{key} = {value}\n"),
+        );
+        let issues = load(&tree.main_file())
+            .expect_err("invalid value must fail")
+            .issues;
+        let issue = only_issue(&issues, &tree.main_file(), "svc", key, Some(value));
+        assert!(
+            issue.message.contains(fragment),
+            "{key} = {value:?}: {issue}"
+        );
+        let line = if key == "dir_base" {
+            "line 2: "
+        } else {
+            "line 3: "
+        };
+        assert!(issue.message.starts_with(line), "{issue}");
+    }
+}
+
+#[test]
+fn max_hook_running_is_deprecated() {
+    let tree = Tree::new("max_hook_running = 3\n");
+    let config = tree.load();
+    assert_eq!(config.main.max_job_running, 3);
+    assert_eq!(config.warnings.len(), 1);
+    let warning = &config.warnings[0];
+    assert_eq!(warning.key.as_deref(), Some("max_hook_running"));
+    assert!(warning.message.contains("deprecated"), "{warning}");
+
+    let both = Tree::new("max_hook_running = 3\nmax_job_running = 2\n");
+    let issues = both.issues();
+    only_issue(
+        &issues,
+        &both.main_file(),
+        "svc",
+        "max_hook_running",
+        Some("3"),
+    );
+}
+
+#[test]
+fn main_file_missing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let missing = dir.path().join("nope.conf");
+    let issues = load(&missing).expect_err("missing file").issues;
+    assert_eq!(issues.len(), 1);
+    assert_eq!(issues[0].file, missing);
+    assert!(issues[0].message.contains("cannot read"), "{}", issues[0]);
+}
+
+#[test]
+fn duplicate_svc_section_and_svc_in_job_file() {
+    let tree = Tree::new("[svc]\nname = again\n");
+    tree.job("a.conf", "[svc]\nname = x\n");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    assert!(issues[0].message.contains("duplicate section [svc]"));
+    assert_eq!(issues[0].file, tree.main_file());
+    assert!(issues[1].message.contains("belongs in the main file"));
+    assert_eq!(issues[1].file, tree.path("etc/svc/job.d/a.conf"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Jobs.
+
+#[test]
+fn job_values() {
+    let user = current_user();
+    let group = current_group();
+    let tree = Tree::new("");
+    tree.job(
+        "deploy.conf",
+        &format!(
+            "[job \"Deploy Site\"]\nDescription = <b>deploy</b>\nsecret = abc\n\
+             schedule = daily@08:00\ninterval = 5m\npath = deploy/site\nauth_kind = GitHub\n\
+             header_sign = X-My-Sign\ncommand = cd /srv && make; make install # not a comment\n\
+             command = echo \"two\" 'quoted' \\n\nlog_retention = 10\ntimeout = 0\n\
+             user = {user}\ngroup = {group}\ndir_work = work/deploy\nenv = A=1\n\
+             env = _B_2 = x=y\npublic_key = AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"
+        ),
+    );
+    let config = tree.load();
+    assert_eq!(config.jobs.len(), 1);
+    let job = &config.jobs[0];
+    assert_eq!(job.id, "Deploy_Site");
+    assert_eq!(job.name, "Deploy Site");
+    assert_eq!(job.file, tree.path("etc/svc/job.d/deploy.conf"));
+    assert_eq!(job.description, "<b>deploy</b>");
+    assert_eq!(job.secret.as_deref(), Some("abc"));
+    assert_eq!(
+        job.timer,
+        Some(Timer::Schedule(
+            "daily@08:00".parse::<Schedule>().expect("schedule")
+        ))
+    );
+    assert_eq!(job.path.as_deref(), Some("/deploy/site"));
+    assert_eq!(job.auth_kind, AuthKind::Codehost);
+    assert_eq!(job.header_sign, "x-my-sign");
+    assert_eq!(
+        job.commands,
+        vec![
+            "cd /srv && make; make install # not a comment".to_string(),
+            "echo \"two\" 'quoted' \\n".to_string(),
+        ]
+    );
+    assert_eq!(job.log_retention, 10);
+    assert_eq!(job.timeout, None);
+    assert_eq!(job.user, Some(user));
+    assert_eq!(job.group, Some(group));
+    assert_eq!(job.dir_work, Some(tree.path("work/deploy")));
+    assert_eq!(
+        job.env,
+        vec![
+            ("A".to_string(), "1".to_string()),
+            ("_B_2".to_string(), "x=y".to_string())
+        ]
+    );
+    assert_eq!(
+        job.public_key,
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+    );
+}
+
+#[test]
+fn job_defaults() {
+    let tree = Tree::new("");
+    tree.job("a.conf", "[job \"a\"]\ninterval = 90s\ncommand = true\n");
+    let job = &tree.load().jobs[0];
+    assert_eq!(job.description, "");
+    assert_eq!(job.secret, None);
+    assert_eq!(job.timer, Some(Timer::Interval(Duration::from_secs(90))));
+    assert_eq!(job.path, None);
+    assert_eq!(job.auth_kind, AuthKind::HmacSha256);
+    assert_eq!(job.header_sign, "x-svc-sign");
+    assert_eq!(job.public_key, DEFAULT_PATCHHOST_PUBLIC_KEY);
+    assert_eq!(job.log_retention, 5);
+    assert_eq!(job.timeout, Some(Duration::from_secs(3600)));
+    assert_eq!(job.user, None);
+    assert_eq!(job.group, None);
+    assert_eq!(job.dir_work, None);
+    assert!(job.env.is_empty());
+}
+
+#[test]
+fn job_user_and_group_defaults() {
+    let user = current_user();
+    let group = current_group();
+    let tree = Tree::new(&format!("user = {user}\ngroup = {group}\n"));
+    tree.job(
+        "a.conf",
+        &format!(
+            "[job \"inherit\"]\npath = a\ncommand = true\n\
+             [job \"own-user\"]\npath = b\ncommand = true\nuser = {user}\n\
+             [job \"own-group\"]\npath = c\ncommand = true\ngroup = {group}\n"
+        ),
+    );
+    let jobs = tree.load().jobs;
+    assert_eq!(jobs[0].user.as_deref(), Some(user.as_str()));
+    assert_eq!(jobs[0].group.as_deref(), Some(group.as_str()));
+    assert_eq!(jobs[1].user.as_deref(), Some(user.as_str()));
+    assert_eq!(jobs[1].group, None);
+    assert_eq!(jobs[2].user.as_deref(), Some(user.as_str()));
+    assert_eq!(jobs[2].group.as_deref(), Some(group.as_str()));
+}
+
+#[test]
+fn job_auth_kinds_and_timeouts() {
+    for (value, kind) in [
+        ("hmac-sha256", AuthKind::HmacSha256),
+        ("HMAC-SHA256", AuthKind::HmacSha256),
+        ("codehost", AuthKind::Codehost),
+        ("github", AuthKind::Codehost),
+        ("patchhost", AuthKind::Patchhost),
+        ("sourcehut", AuthKind::Patchhost),
+    ] {
+        let tree = Tree::new("");
+        tree.job(
+            "a.conf",
+            &format!("[job \"a\"]\npath = /a\ncommand = true\nauth_kind = {value}\n"),
+        );
+        assert_eq!(tree.load().jobs[0].auth_kind, kind, "{value}");
+    }
+    for (value, timeout) in [
+        ("0", None),
+        ("0s", None),
+        ("30m", Some(Duration::from_secs(1800))),
+        ("1500000000", Some(Duration::from_millis(1500))),
+    ] {
+        let tree = Tree::new("");
+        tree.job(
+            "a.conf",
+            &format!("[job \"a\"]\npath = /a\ncommand = true\ntimeout = {value}\n"),
+        );
+        assert_eq!(tree.load().jobs[0].timeout, timeout, "{value}");
+    }
+}
+
+#[test]
+fn job_invalid_values() {
+    for (key, value, fragment) in [
+        ("interval", "0", "at least 1s"),
+        ("interval", "999ms", "at least 1s"),
+        ("interval", "5", "at least 1s"),
+        ("interval", "often", "invalid duration"),
+        ("interval", "", "empty value"),
+        ("schedule", "daily@25:00", "hour 25 out of range 0-23"),
+        ("schedule", "sometimes", "unknown schedule"),
+        ("path", "/", "just '/'"),
+        ("path", "a b", "white space"),
+        ("path", "a?b=1", "'?'"),
+        ("path", "a#b", "'#'"),
+        ("path", "a/../b", "'..'"),
+        ("path", "a//b", "empty segment"),
+        ("path", "", "empty value"),
+        ("auth_kind", "basic", "unknown auth_kind"),
+        ("header_sign", "x sign", "not a valid HTTP header name"),
+        ("header_sign", "x:sign", "not a valid HTTP header name"),
+        ("log_retention", "0", "at least 1"),
+        ("log_retention", "many", "whole number"),
+        ("timeout", "forever", "invalid duration"),
+        ("timeout", "-1h", "negative"),
+        ("timeout", "30", "at least 1ms"),
+        ("user", NO_SUCH_USER, "no such user"),
+        ("group", NO_SUCH_GROUP, "no such group"),
+        ("dir_work", "", "empty value"),
+        ("env", "NOEQUALS", "NAME=VALUE"),
+        ("env", "1A=x", "invalid variable name"),
+        ("env", "A-B=x", "invalid variable name"),
+        ("env", "", "empty value"),
+        ("public_key", "not base64!", "not base64"),
+        ("public_key", "AAAA", "32 bytes"),
+        ("command", "", "empty value"),
+    ] {
+        let tree = Tree::new("");
+        let line = if key == "command" {
+            format!("path = /p\ncommand = {value}\n")
+        } else if key == "path" {
+            format!("command = true\n{key} = {value}\ninterval = 1m\n")
+        } else {
+            format!("path = /p\ncommand = true\n{key} = {value}\n")
+        };
+        tree.job("x.conf", &format!("[job \"x\"]\n{line}"));
+        let file = tree.path("etc/svc/job.d/x.conf");
+        let issues = tree.issues();
+        let issue = only_issue(&issues, &file, "job \"x\"", key, Some(value));
+        assert!(
+            issue.message.contains(fragment),
+            "{key} = {value:?}: {issue}"
+        );
+    }
+}
+
+#[test]
+fn job_needs_commands_and_a_trigger() {
+    let tree = Tree::new("");
+    tree.job("a.conf", "[job \"a\"]\ndescription = nothing\n");
+    let file = tree.path("etc/svc/job.d/a.conf");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    let cmd = only_issue(&issues, &file, "job \"a\"", "command", None);
+    assert!(cmd.message.contains("at least one command"), "{cmd}");
+    let never = only_issue(&issues, &file, "job \"a\"", "path", None);
+    assert!(never.message.contains("could never run"), "{never}");
+}
+
+#[test]
+fn schedule_wins_over_interval() {
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "[job \"a\"]\ninterval = 1m\nschedule = hourly@30\ncommand = true\n",
+    );
+    let job = &tree.load().jobs[0];
+    let timer = job.timer.as_ref().expect("a timer");
+    assert_eq!(timer.describe(), "hourly@30");
+}
+
+#[test]
+fn job_path_normalised() {
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "[job \"a\"]\npath = hooks/deploy\ncommand = true\n\
+         [job \"b\"]\npath = /already/slash/\ncommand = true\n",
+    );
+    let jobs = tree.load().jobs;
+    assert_eq!(jobs[0].path.as_deref(), Some("/hooks/deploy"));
+    assert_eq!(jobs[1].path.as_deref(), Some("/already/slash/"));
+}
+
+#[test]
+fn job_id_rule() {
+    assert_eq!(job_id_from_name("backup"), "backup");
+    assert_eq!(job_id_from_name("Backup DB"), "Backup_DB");
+    assert_eq!(job_id_from_name("a-b_c.d/e\tf"), "a-b_c_d_e_f");
+    assert_eq!(job_id_from_name("café"), "caf_");
+    assert_eq!(job_id_from_name("My  Job"), "My__Job");
+}
+
+#[test]
+fn names_keep_case_and_spaces_keys_do_not() {
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "[JOB \"My Job\"]\nPATH = /a\nCommand = true\n[job \"my job\"]\npath = /b\ncommand = true\n",
+    );
+    let jobs = tree.load().jobs;
+    assert_eq!(jobs[0].name, "My Job");
+    assert_eq!(jobs[0].id, "My_Job");
+    assert_eq!(jobs[1].name, "my job");
+    assert_eq!(jobs[1].id, "my_job");
+}
+
+#[test]
+fn hook_sections_are_deprecated_jobs() {
+    let tree = Tree::new("");
+    tree.job("old.conf", "[hook \"old\"]\npath = /old\ncommand = true\n");
+    let config = tree.load();
+    assert_eq!(config.jobs.len(), 1);
+    assert_eq!(config.jobs[0].id, "old");
+    assert_eq!(config.warnings.len(), 1);
+    let warning = &config.warnings[0];
+    assert_eq!(warning.section.as_deref(), Some("hook \"old\""));
+    assert!(
+        warning.message.contains("deprecated: use [job \"old\"]"),
+        "{warning}"
+    );
+}
+
+#[test]
+fn jobs_in_the_main_file_come_first() {
+    let tree = Tree::new("[job \"main\"]\npath = /m\ncommand = true\n");
+    tree.job("b.conf", "[job \"b\"]\npath = /b\ncommand = true\n");
+    tree.job("a.conf", "[job \"a\"]\npath = /a\ncommand = true\n");
+    tree.job(
+        "c.conf",
+        "[job.http \"h\"]\ninterval = 1m\nhttp_url = http://x\n",
+    );
+    let config = tree.load();
+    let ids: Vec<&str> = config.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["main", "a", "b"]);
+    assert_eq!(config.http_jobs.len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// JobHttp.
+
+#[test]
+fn http_job_values() {
+    let tree = Tree::new("http_timeout = 2m\n");
+    tree.http_job(
+        "ping.conf",
+        "[job.http \"Ping Site\"]\ndescription = ping\nsecret = k\ninterval = 10s\n\
+         http_method = post\nhttp_url = https://user@example.com:8443/ping?a=1#f\n\
+         http_request_type = JSON\nhttp_header = Authorization: Bearer a:b\n\
+         http_header = X-Empty:\nhttp_timeout = 30s\nhttp_insecure\nlog_retention = 2\n",
+    );
+    let config = tree.load();
+    let job = &config.http_jobs[0];
+    assert_eq!(job.id, "Ping_Site");
+    assert_eq!(job.name, "Ping Site");
+    assert_eq!(job.file, tree.path("etc/svc/job_http.d/ping.conf"));
+    assert_eq!(job.description, "ping");
+    assert_eq!(job.secret.as_deref(), Some("k"));
+    assert_eq!(job.timer, Timer::Interval(Duration::from_secs(10)));
+    assert_eq!(job.http_method, HttpMethod::Post);
+    assert_eq!(job.http_url, "https://user@example.com:8443/ping?a=1#f");
+    assert_eq!(job.http_request_type, HttpRequestType::Json);
+    assert_eq!(
+        job.http_headers,
+        vec![
+            ("Authorization".to_string(), "Bearer a:b".to_string()),
+            ("X-Empty".to_string(), String::new())
+        ]
+    );
+    assert_eq!(job.http_timeout, Duration::from_secs(30));
+    assert!(job.http_insecure);
+    assert_eq!(job.log_retention, 2);
+}
+
+#[test]
+fn http_job_defaults() {
+    let tree = Tree::new("http_timeout = 2m\n");
+    tree.http_job(
+        "a.conf",
+        "[job.http \"a\"]\nschedule = minutely\nhttp_url = HTTP://[::1]/x\n",
+    );
+    let job = &tree.load().http_jobs[0];
+    assert_eq!(job.timer, Timer::Schedule(Schedule::Minutely));
+    assert_eq!(job.http_method, HttpMethod::Get);
+    assert_eq!(job.http_request_type, HttpRequestType::Query);
+    assert!(job.http_headers.is_empty());
+    assert_eq!(job.http_timeout, Duration::from_secs(120));
+    assert!(!job.http_insecure);
+    assert_eq!(job.secret, None);
+    assert_eq!(job.log_retention, 5);
+    assert_eq!(job.user, None);
+    assert_eq!(job.group, None);
+}
+
+#[test]
+fn http_job_invalid_values() {
+    for (key, value, fragment) in [
+        ("http_method", "PATCH", "unknown http_method"),
+        ("http_url", "ftp://example.com", "not http or https"),
+        ("http_url", "example.com/ping", "not an absolute URL"),
+        ("http_url", "http:///ping", "no host"),
+        ("http_url", "http://:80/", "no host"),
+        ("http_url", "http://host:port/", "not a number"),
+        ("http_url", "http://exa mple.com", "white space"),
+        ("http_url", "http://[::1/", "unbalanced"),
+        ("http_request_type", "xml", "unknown http_request_type"),
+        ("http_header", "NoColon", "Name: value"),
+        ("http_header", "Bad Name: v", "not a valid HTTP header name"),
+        ("http_timeout", "0s", "at least 1ms"),
+        ("http_timeout", "30", "at least 1ms"),
+        ("http_insecure", "sure", "not a boolean"),
+        ("log_retention", "0", "at least 1"),
+        ("interval", "0.5s", "at least 1s"),
+        ("user", NO_SUCH_USER, "no such user"),
+    ] {
+        let tree = Tree::new("");
+        let body = if key == "http_url" || key == "interval" {
+            let other = if key == "http_url" {
+                "interval = 1m"
+            } else {
+                "http_url = http://x"
+            };
+            format!("{other}\n{key} = {value}\n")
+        } else {
+            format!("interval = 1m\nhttp_url = http://x\n{key} = {value}\n")
+        };
+        tree.http_job("h.conf", &format!("[job.http \"h\"]\n{body}"));
+        let file = tree.path("etc/svc/job_http.d/h.conf");
+        let issues = tree.issues();
+        let issue = only_issue(&issues, &file, "job.http \"h\"", key, Some(value));
+        assert!(
+            issue.message.contains(fragment),
+            "{key} = {value:?}: {issue}"
+        );
+    }
+}
+
+#[test]
+fn http_job_requires_timer_and_url() {
+    let tree = Tree::new("");
+    tree.http_job("h.conf", "[job.http \"h\"]\ndescription = d\n");
+    let file = tree.path("etc/svc/job_http.d/h.conf");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    only_issue(&issues, &file, "job.http \"h\"", "interval", None);
+    only_issue(&issues, &file, "job.http \"h\"", "http_url", None);
+}
+
+#[test]
+fn http_job_rejects_job_keys() {
+    let tree = Tree::new("");
+    tree.http_job(
+        "h.conf",
+        "[job.http \"h\"]\ninterval = 1m\nhttp_url = http://x\ncommand = true\n",
+    );
+    let file = tree.path("etc/svc/job_http.d/h.conf");
+    let issues = tree.issues();
+    let issue = only_issue(&issues, &file, "job.http \"h\"", "command", Some("true"));
+    assert!(issue.message.contains("unknown key"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Duplicates, syntax and directories.
+
+#[test]
+fn duplicate_ids_and_paths_across_files() {
+    let tree = Tree::new("");
+    tree.job("a.conf", "[job \"deploy\"]\npath = /hook\ncommand = true\n");
+    tree.job(
+        "b.conf",
+        "[job \"deploy\"]\npath = /other\ncommand = true\n\
+         [job \"second\"]\npath = hook\ncommand = true\n",
+    );
+    let a = tree.path("etc/svc/job.d/a.conf");
+    let b = tree.path("etc/svc/job.d/b.conf");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    assert_eq!(issues[0].file, b);
+    assert_eq!(issues[0].section.as_deref(), Some("job \"deploy\""));
+    assert!(issues[0].message.contains("duplicate job ID \"deploy\""));
+    assert!(issues[0].message.contains(&a.display().to_string()));
+    assert_eq!(issues[1].file, b);
+    assert_eq!(issues[1].key.as_deref(), Some("path"));
+    assert_eq!(issues[1].value.as_deref(), Some("/hook"));
+    assert!(issues[1].message.contains("duplicate path"));
+    assert!(issues[1].message.contains(&a.display().to_string()));
+}
+
+#[test]
+fn duplicate_ids_from_different_names_and_sections() {
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "[job \"a b\"]\npath = /1\ncommand = true\n[job \"a_b\"]\npath = /2\ncommand = true\n\
+         [job \"x\"]\npath = /3\ncommand = true\n[hook \"x\"]\npath = /4\ncommand = true\n",
+    );
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    assert!(issues[0].message.contains("duplicate job ID \"a_b\""));
+    assert_eq!(issues[1].section.as_deref(), Some("hook \"x\""));
+}
+
+#[test]
+fn jobs_and_http_jobs_have_separate_ids() {
+    let tree = Tree::new("");
+    tree.job("a.conf", "[job \"same\"]\npath = /a\ncommand = true\n");
+    tree.http_job(
+        "a.conf",
+        "[job.http \"same\"]\ninterval = 1m\nhttp_url = http://x\n\
+         [job.http \"same\"]\ninterval = 1m\nhttp_url = http://y\n",
+    );
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 1, "{issues:#?}");
+    assert!(issues[0].message.contains("duplicate JobHttp ID \"same\""));
+}
+
+#[test]
+fn unknown_key_section_and_repeated_scalar() {
+    let tree = Tree::new("colour = blue\n");
+    tree.job(
+        "a.conf",
+        "[cron \"x\"]\nwhatever = 1\n[job \"a\"]\npath = /a\npath = /b\ncommand = true\nquiet\n",
+    );
+    let main = tree.main_file();
+    let a = tree.path("etc/svc/job.d/a.conf");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 4, "{issues:#?}");
+    let colour = only_issue(&issues, &main, "svc", "colour", Some("blue"));
+    assert!(colour.message.contains("unknown key"));
+    assert_eq!(issues[1].file, a);
+    assert_eq!(issues[1].section.as_deref(), Some("cron \"x\""));
+    assert!(issues[1].message.contains("unknown section"));
+    let repeated = only_issue(&issues, &a, "job \"a\"", "path", Some("/b"));
+    assert!(
+        repeated
+            .message
+            .contains("repeated key (first set on line 4)")
+    );
+    let bare = only_issue(&issues, &a, "job \"a\"", "quiet", None);
+    assert!(bare.message.contains("unknown key"), "{bare}");
+}
+
+#[test]
+fn bare_key_needs_a_boolean() {
+    let tree = Tree::new("name\n");
+    let issues = tree.issues();
+    let issue = only_issue(&issues, &tree.main_file(), "svc", "name", None);
+    assert!(issue.message.contains("missing '='"), "{issue}");
+}
+
+#[test]
+fn hidden_and_other_files_are_ignored() {
+    let tree = Tree::new("");
+    let broken = "this is not valid\n";
+    tree.job(".hidden.conf", broken);
+    tree.job("notes.txt", broken);
+    tree.job("a.conf.disabled", broken);
+    tree.job("a.conf~", broken);
+    fs::create_dir_all(tree.path("etc/svc/job.d/dir.conf")).expect("mkdir");
+    tree.job("z.conf", "[job \"z\"]\npath = /z\ncommand = true\n");
+    tree.job("m.conf", "[job \"m\"]\npath = /m\ncommand = true\n");
+    tree.http_job(".x.conf", broken);
+    tree.http_job("README", broken);
+    let config = tree.load();
+    let ids: Vec<&str> = config.jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(ids, ["m", "z"]);
+}
+
+#[test]
+fn job_dir_that_is_a_file() {
+    let tree = Tree::new("");
+    tree.write("etc/svc/job.d", "oops\n");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 1, "{issues:#?}");
+    assert_eq!(issues[0].file, tree.path("etc/svc/job.d"));
+    assert!(issues[0].message.contains("not a directory"));
+}
+
+#[test]
+fn unreadable_job_file() {
+    let tree = Tree::new("");
+    tree.write("etc/svc/job.d/bad.conf", "");
+    fs::write(tree.path("etc/svc/job.d/bad.conf"), [0xff, 0xfe, b'\n']).expect("write");
+    std::os::unix::fs::symlink(
+        tree.path("missing-target"),
+        tree.path("etc/svc/job.d/dangling.conf"),
+    )
+    .expect("symlink");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    assert_eq!(issues[0].file, tree.path("etc/svc/job.d/bad.conf"));
+    assert!(issues[0].message.contains("UTF-8"));
+    assert_eq!(issues[1].file, tree.path("etc/svc/job.d/dangling.conf"));
+}
+
+#[test]
+fn syntax_errors_name_file_and_line() {
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "stray = 1\n[job \"a\"]\npath = /a\ncommand = true\n[job \"b\"\ncommand = x\n",
+    );
+    let a = tree.path("etc/svc/job.d/a.conf");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    assert_eq!(issues[0].file, a);
+    assert!(
+        issues[0]
+            .message
+            .starts_with("line 1: key outside a section")
+    );
+    assert!(issues[1].message.starts_with("line 5: "));
+}
+
+#[test]
+fn every_problem_at_once() {
+    let tree = Tree::new("max_job_running = 0\nbogus = 1\n");
+    tree.job(
+        "a.conf",
+        "[job \"a\"]\ninterval = 0\ncommand = true\n[job \"b\"]\npath = /b\n",
+    );
+    tree.job("b.conf", "[job \"a\"]\npath = /b\ncommand = true\n");
+    tree.http_job("h.conf", "[job.http \"h\"]\nhttp_url = gopher://x\n");
+    let issues = tree.issues();
+    let summary: Vec<(String, Option<String>)> = issues
+        .iter()
+        .map(|i| {
+            (
+                i.file
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                i.key.clone(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("svc.conf", Some("bogus")),
+        ("svc.conf", Some("max_job_running")),
+        ("a.conf", Some("interval")),
+        ("a.conf", Some("command")),
+        ("b.conf", None),
+        ("b.conf", Some("path")),
+        ("h.conf", Some("http_url")),
+        ("h.conf", Some("interval")),
+    ];
+    let expected: Vec<(String, Option<String>)> = expected
+        .iter()
+        .map(|(f, k)| (f.to_string(), k.map(str::to_string)))
+        .collect();
+    assert_eq!(summary, expected, "{issues:#?}");
+    let error = ConfigError {
+        issues,
+        warnings: Vec::new(),
+    };
+    assert!(error.to_string().starts_with("8 configuration problems"));
+}
