@@ -1,1 +1,215 @@
 //! svc-runner: performs one execution for the controller, then exits.
+//!
+//! The controller starts `svc-runner --socket PATH`, writes a one-time token on its
+//! standard input, and waits for it on the Unix socket at PATH. The runner connects, says
+//! `Hello`, receives the work (`Execute`), switches to the job's user, does the work while
+//! streaming what happens, and ends with `Finished` (or `Error` when the work could not be
+//! done at all). See the `proto` crate for the conversation.
+
+pub mod commands;
+pub mod connection;
+pub mod credentials;
+pub mod http_call;
+pub mod process_tree;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use nix::unistd::Pid;
+use proto::{Action, RunnerMessage};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::connection::{Reporter, Stop, StopHandle, wait_stop};
+
+/// Command line of `svc-runner`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "svc-runner",
+    version,
+    about = "Runs one execution of an svc job for svc-controller (not meant to be started by hand)"
+)]
+pub struct Cli {
+    /// Unix socket of the controller to connect to.
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
+}
+
+/// How the runner ends; the process exit code is [`RunnerExit::code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerExit {
+    /// The work was done and its result reported (whether it succeeded or not).
+    Reported,
+    /// The work could not be done (reported with `Error` when possible).
+    NotDone,
+    /// The handshake failed or the controller connection was lost.
+    ConnectionFailed,
+}
+
+impl RunnerExit {
+    /// The process exit code: 0, 1 or 2.
+    pub fn code(self) -> u8 {
+        match self {
+            RunnerExit::Reported => 0,
+            RunnerExit::NotDone => 1,
+            RunnerExit::ConnectionFailed => 2,
+        }
+    }
+}
+
+/// The end of the work, sent as [`RunnerMessage::Finished`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finish {
+    /// True when the work succeeded.
+    pub success: bool,
+    /// One line for the log and the UI.
+    pub summary: String,
+}
+
+impl Finish {
+    /// A failed end with this summary.
+    pub fn fail(summary: impl Into<String>) -> Self {
+        Self {
+            success: false,
+            summary: summary.into(),
+        }
+    }
+}
+
+/// What the work needs while it runs.
+#[derive(Debug)]
+pub struct Work<'a> {
+    /// Where messages go.
+    pub reporter: &'a mut Reporter,
+    /// Tells when the work must stop early (`Cancel`, lost connection, SIGTERM).
+    pub stop: watch::Receiver<Option<Stop>>,
+    /// End of the time limit of the whole execution.
+    pub deadline: Option<Instant>,
+    /// The time limit as requested, for messages.
+    pub timeout_ms: Option<u64>,
+    /// Time between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+}
+
+/// Runs the whole life of the runner. `parent` is the parent pid read at startup.
+pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
+    if let Err(err) = credentials::set_child_subreaper() {
+        eprintln!("svc-runner: warning: cannot become a child subreaper: {err}");
+    }
+    let stop = StopHandle::new();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut sigterm) => {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                if sigterm.recv().await.is_some() {
+                    stop.stop(Stop::Terminated);
+                }
+            });
+        }
+        Err(err) => eprintln!("svc-runner: warning: cannot handle SIGTERM: {err}"),
+    }
+
+    let token = match connection::read_token(std::io::stdin().lock()) {
+        Ok(token) => token,
+        Err(err) => {
+            eprintln!("svc-runner: {err}");
+            return RunnerExit::ConnectionFailed;
+        }
+    };
+    let (mut reader, writer) = match connection::connect(&cli.socket).await {
+        Ok(halves) => halves,
+        Err(err) => {
+            eprintln!("svc-runner: {err}");
+            return RunnerExit::ConnectionFailed;
+        }
+    };
+    let mut writer = writer;
+    let mut stop_rx = stop.subscribe();
+    let handshake = tokio::select! {
+        result = connection::handshake(&mut reader, &mut writer, token) => result,
+        stop = wait_stop(&mut stop_rx) => {
+            eprintln!("svc-runner: stopped during the handshake: {}", stop.reason());
+            return RunnerExit::ConnectionFailed;
+        }
+    };
+    let request = match handshake {
+        Ok(request) => request,
+        Err(err) => {
+            eprintln!("svc-runner: {err}");
+            return RunnerExit::ConnectionFailed;
+        }
+    };
+    let deadline = request
+        .timeout_ms
+        .map(|ms| Instant::now() + Duration::from_millis(ms));
+    tokio::spawn(connection::listen(reader, stop.clone()));
+    let mut reporter = Reporter::new(writer, stop.clone());
+
+    if let Some(wanted) = &request.credentials {
+        if let Err(err) = credentials::apply(wanted) {
+            return report_error(&mut reporter, err.to_string()).await;
+        }
+        reporter
+            .log(format!(
+                "running as user {} (uid {}, gid {})",
+                wanted.user_name, wanted.uid, wanted.gid
+            ))
+            .await;
+    }
+    match credentials::tie_to_parent(parent) {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!("svc-runner: the controller is gone, not starting the work");
+            return RunnerExit::ConnectionFailed;
+        }
+        Err(err) => eprintln!("svc-runner: warning: cannot set the parent death signal: {err}"),
+    }
+
+    let mut work = Work {
+        reporter: &mut reporter,
+        stop: stop.subscribe(),
+        deadline,
+        timeout_ms: request.timeout_ms,
+        kill_grace: Duration::from_millis(request.kill_grace_ms),
+    };
+    let finish = match &request.action {
+        Action::Commands {
+            commands,
+            env,
+            dir_work,
+        } => commands::run_commands(&mut work, commands, env, dir_work).await,
+        Action::Http(call) => match http_call::run_http(&mut work, call).await {
+            Ok(finish) => finish,
+            Err(err) => return report_error(&mut reporter, err.to_string()).await,
+        },
+    };
+
+    if stop.current() == Some(Stop::ControllerGone) || !reporter.is_connected() {
+        eprintln!(
+            "svc-runner: lost the controller connection; result not reported: {}",
+            finish.summary
+        );
+        return RunnerExit::ConnectionFailed;
+    }
+    let sent = reporter
+        .send(RunnerMessage::Finished {
+            success: finish.success,
+            summary: finish.summary,
+        })
+        .await;
+    reporter.close().await;
+    if sent {
+        RunnerExit::Reported
+    } else {
+        RunnerExit::ConnectionFailed
+    }
+}
+
+/// Reports that the work could not be done and closes the connection.
+async fn report_error(reporter: &mut Reporter, message: String) -> RunnerExit {
+    eprintln!("svc-runner: {message}");
+    reporter.send(RunnerMessage::Error { message }).await;
+    reporter.close().await;
+    RunnerExit::NotDone
+}

@@ -1,0 +1,429 @@
+//! `Action::Commands`: runs each command with `/bin/sh -c` in its own process group,
+//! streams its output, enforces the time limit and `Cancel`, then ends and sweeps whatever
+//! the command left behind.
+
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use proto::{ExitReport, MAX_OUTPUT_CHUNK, OutputStream, RunnerMessage};
+use tokio::io::AsyncReadExt as _;
+use tokio::time::{Instant, sleep_until};
+
+use crate::connection::{Stop, wait_stop};
+use crate::process_tree::{self, POLL_INTERVAL};
+use crate::{Finish, Work};
+
+/// How long the pipes are still read after the direct child exited, for output written by
+/// processes it left behind.
+pub const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
+
+/// How long to wait for a process group to vanish after SIGKILL before giving up on it.
+const AFTER_KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// Why the runner ended a command before it exited by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ended {
+    TimedOut,
+    Stopped(Stop),
+}
+
+/// Runs `commands` in order, stopping at the first one that does not succeed.
+pub async fn run_commands(
+    work: &mut Work<'_>,
+    commands: &[String],
+    env: &[(String, String)],
+    dir_work: &str,
+) -> Finish {
+    for (index, command) in commands.iter().enumerate() {
+        if let Some(finish) = ended_before_start(work) {
+            return finish;
+        }
+        let (report, ended) = match run_one(work, index, command, env, dir_work).await {
+            Ok(done) => done,
+            Err(err) => {
+                let summary = not_started_summary(index, &err);
+                work.reporter.log(summary.clone()).await;
+                return Finish::fail(summary);
+            }
+        };
+        work.reporter
+            .send(RunnerMessage::CommandExited {
+                index,
+                exit: report,
+            })
+            .await;
+        match ended {
+            Some(Ended::TimedOut) => return Finish::fail(timed_out_summary(work.timeout_ms)),
+            Some(Ended::Stopped(stop)) => return Finish::fail(cancelled_summary(&stop.reason())),
+            None => {}
+        }
+        if !report.success() {
+            return Finish::fail(failed_summary(index, &report));
+        }
+    }
+    Finish {
+        success: true,
+        summary: success_summary(commands.len()),
+    }
+}
+
+/// A stop requested or a time limit passed between two commands.
+fn ended_before_start(work: &Work<'_>) -> Option<Finish> {
+    if let Some(stop) = work.stop.borrow().clone() {
+        return Some(Finish::fail(cancelled_summary(&stop.reason())));
+    }
+    if work
+        .deadline
+        .is_some_and(|deadline| Instant::now() >= deadline)
+    {
+        return Some(Finish::fail(timed_out_summary(work.timeout_ms)));
+    }
+    None
+}
+
+/// Reads from an optional pipe; never completes when the pipe is closed already.
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
+    match pipe {
+        Some(pipe) => pipe.read(buf).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sleeps until `at`, or forever when there is no such instant.
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends a chunk read from a pipe, or closes the pipe on EOF or error.
+async fn forward<R>(
+    work: &mut Work<'_>,
+    read: std::io::Result<usize>,
+    pipe: &mut Option<R>,
+    stream: OutputStream,
+    buf: &[u8],
+) {
+    match read {
+        Ok(0) => *pipe = None,
+        Ok(n) => {
+            let data = buf[..n].to_vec();
+            work.reporter
+                .send(RunnerMessage::Output { stream, data })
+                .await;
+        }
+        Err(err) => {
+            eprintln!("svc-runner: reading command {stream:?}: {err}");
+            *pipe = None;
+        }
+    }
+}
+
+async fn run_one(
+    work: &mut Work<'_>,
+    index: usize,
+    command: &str,
+    env: &[(String, String)],
+    dir_work: &str,
+) -> Result<(ExitReport, Option<Ended>), String> {
+    let mut cmd = tokio::process::Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(command)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(dir_work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|err| err.to_string())?;
+    let pid = child
+        .id()
+        .ok_or_else(|| "the command's pid is unknown".to_string())?;
+    let pgid = i32::try_from(pid).map_err(|_| format!("pid {pid} out of range"))?;
+    work.reporter
+        .send(RunnerMessage::CommandStarted {
+            index,
+            command: command.to_string(),
+            pid,
+        })
+        .await;
+
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let mut out_buf = vec![0u8; MAX_OUTPUT_CHUNK];
+    let mut err_buf = vec![0u8; MAX_OUTPUT_CHUNK];
+    // (code, signal) once the direct child exited.
+    let mut exit: Option<(Option<i32>, Option<i32>)> = None;
+    let mut duration = Duration::ZERO;
+    let mut drain_until: Option<Instant> = None;
+    let mut ended: Option<Ended> = None;
+    let mut term_sent: Option<Instant> = None;
+    let mut kill_sent = false;
+    let grace = work.kill_grace;
+
+    loop {
+        if exit.is_some() && stdout.is_none() && stderr.is_none() {
+            break;
+        }
+        let running = exit.is_none();
+        let deadline = work.deadline;
+        let escalate_at = term_sent.filter(|_| !kill_sent).map(|at| at + grace);
+        tokio::select! {
+            read = read_some(&mut stdout, &mut out_buf) => {
+                forward(work, read, &mut stdout, OutputStream::Stdout, &out_buf).await;
+            }
+            read = read_some(&mut stderr, &mut err_buf) => {
+                forward(work, read, &mut stderr, OutputStream::Stderr, &err_buf).await;
+            }
+            waited = child.wait(), if running => {
+                duration = started.elapsed();
+                exit = Some(match waited {
+                    Ok(status) => {
+                        use std::os::unix::process::ExitStatusExt as _;
+                        (status.code(), status.signal())
+                    }
+                    Err(err) => {
+                        eprintln!("svc-runner: waiting for command {index}: {err}");
+                        (None, None)
+                    }
+                });
+                drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
+            }
+            () = sleep_until_opt(drain_until) => break,
+            () = sleep_until_opt(deadline), if running && ended.is_none() => {
+                ended = Some(Ended::TimedOut);
+                work.reporter
+                    .log(format!(
+                        "time limit of {} reached: sending SIGTERM to process group {pgid}",
+                        format_secs(work.timeout_ms.unwrap_or(0))
+                    ))
+                    .await;
+                process_tree::signal_group(pgid, Signal::SIGTERM);
+                term_sent = Some(Instant::now());
+            }
+            stop = wait_stop(&mut work.stop), if running && ended.is_none() => {
+                work.reporter
+                    .log(format!("{}: sending SIGTERM to process group {pgid}", stop_note(&stop)))
+                    .await;
+                ended = Some(Ended::Stopped(stop));
+                process_tree::signal_group(pgid, Signal::SIGTERM);
+                term_sent = Some(Instant::now());
+            }
+            () = sleep_until_opt(escalate_at) => {
+                kill_sent = true;
+                let owned: BTreeSet<i32> = if exit.is_none() { BTreeSet::from([pgid]) } else { BTreeSet::new() };
+                process_tree::reap_zombies(&owned);
+                if process_tree::group_alive(pgid) {
+                    work.reporter.log(kill_note(pgid, grace)).await;
+                    process_tree::signal_group(pgid, Signal::SIGKILL);
+                }
+            }
+        }
+    }
+    drop(stdout);
+    drop(stderr);
+
+    end_group(work, pgid, term_sent, kill_sent).await;
+    let swept = process_tree::sweep(&BTreeSet::new()).await;
+    if swept > 0 {
+        work.reporter
+            .log(format!(
+                "killed {swept} leftover process{} of the command that had left its process group",
+                if swept == 1 { "" } else { "es" }
+            ))
+            .await;
+    }
+
+    let (code, signal) = exit.unwrap_or((None, None));
+    let report = ExitReport {
+        code,
+        signal,
+        timed_out: ended == Some(Ended::TimedOut),
+        cancelled: matches!(ended, Some(Ended::Stopped(_))),
+        duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+    };
+    Ok((report, ended))
+}
+
+/// Ends what is left of process group `pgid` after the direct child exited: SIGTERM (unless
+/// already sent at `term_sent`), SIGKILL after the grace period, returning as soon as the
+/// group is gone.
+async fn end_group(work: &mut Work<'_>, pgid: i32, term_sent: Option<Instant>, kill_sent: bool) {
+    let grace = work.kill_grace;
+    let none = BTreeSet::new();
+    process_tree::reap_zombies(&none);
+    if !process_tree::group_alive(pgid) {
+        return;
+    }
+    let term_at = match term_sent {
+        Some(at) => at,
+        None => {
+            work.reporter
+                .log(format!(
+                    "the command left processes running: sending SIGTERM to process group {pgid}"
+                ))
+                .await;
+            process_tree::signal_group(pgid, Signal::SIGTERM);
+            Instant::now()
+        }
+    };
+    if !kill_sent {
+        if wait_group_gone(pgid, term_at + grace).await {
+            return;
+        }
+        work.reporter.log(kill_note(pgid, grace)).await;
+    }
+    process_tree::signal_group(pgid, Signal::SIGKILL);
+    if !wait_group_gone(pgid, Instant::now() + AFTER_KILL_WAIT).await {
+        work.reporter
+            .log(format!("process group {pgid} is still there after SIGKILL"))
+            .await;
+    }
+}
+
+/// Polls until process group `pgid` is gone (true) or `until` passes (false), reaping the
+/// runner's zombie orphans on the way (a zombie still counts as a group member).
+async fn wait_group_gone(pgid: i32, until: Instant) -> bool {
+    let none = BTreeSet::new();
+    loop {
+        process_tree::reap_zombies(&none);
+        if !process_tree::group_alive(pgid) {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(POLL_INTERVAL.min(until.saturating_duration_since(Instant::now())))
+            .await;
+    }
+}
+
+fn stop_note(stop: &Stop) -> String {
+    match stop {
+        Stop::Cancel(reason) => format!("cancelled ({reason})"),
+        Stop::ControllerGone => "connection to the controller lost".into(),
+        Stop::Terminated => "runner received SIGTERM".into(),
+    }
+}
+
+fn kill_note(pgid: i32, grace: Duration) -> String {
+    let ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+    format!(
+        "process group {pgid} still running {} after SIGTERM: sending SIGKILL",
+        format_secs(ms)
+    )
+}
+
+/// Milliseconds as seconds for humans: `1000` → `1s`, `1500` → `1.5s`, `250` → `0.25s`.
+pub fn format_secs(ms: u64) -> String {
+    let whole = ms / 1000;
+    let frac = ms % 1000;
+    if frac == 0 {
+        format!("{whole}s")
+    } else {
+        let frac = format!("{frac:03}");
+        format!("{whole}.{}s", frac.trim_end_matches('0'))
+    }
+}
+
+/// Summary of a run whose commands all succeeded.
+pub fn success_summary(count: usize) -> String {
+    match count {
+        0 => "no commands to run".into(),
+        1 => "the command succeeded".into(),
+        n => format!("all {n} commands succeeded"),
+    }
+}
+
+/// Summary of a run stopped by command `index` (0-based) not succeeding.
+pub fn failed_summary(index: usize, report: &ExitReport) -> String {
+    let number = index + 1;
+    match (report.code, report.signal) {
+        (Some(code), _) => format!("command {number} exited with code {code}"),
+        (None, Some(signal)) => {
+            let name = Signal::try_from(signal)
+                .map(|s| format!(" ({})", s.as_str()))
+                .unwrap_or_default();
+            format!("command {number} was killed by signal {signal}{name}")
+        }
+        (None, None) => format!("command {number} ended in an unknown way"),
+    }
+}
+
+/// Summary of a run that hit its time limit.
+pub fn timed_out_summary(timeout_ms: Option<u64>) -> String {
+    format!("timed out after {}", format_secs(timeout_ms.unwrap_or(0)))
+}
+
+/// Summary of a run ended by a cancel request.
+pub fn cancelled_summary(reason: &str) -> String {
+    format!("cancelled: {reason}")
+}
+
+/// Summary of a run whose command `index` (0-based) could not be spawned.
+pub fn not_started_summary(index: usize, err: &str) -> String {
+    format!("command {} could not be started: {err}", index + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(code: Option<i32>, signal: Option<i32>) -> ExitReport {
+        ExitReport {
+            code,
+            signal,
+            timed_out: false,
+            cancelled: false,
+            duration_ms: 1,
+        }
+    }
+
+    #[test]
+    fn seconds_are_short() {
+        assert_eq!(format_secs(1000), "1s");
+        assert_eq!(format_secs(1500), "1.5s");
+        assert_eq!(format_secs(250), "0.25s");
+        assert_eq!(format_secs(3_600_000), "3600s");
+        assert_eq!(format_secs(1), "0.001s");
+        assert_eq!(format_secs(0), "0s");
+    }
+
+    #[test]
+    fn summaries() {
+        assert_eq!(success_summary(3), "all 3 commands succeeded");
+        assert_eq!(success_summary(1), "the command succeeded");
+        assert_eq!(
+            failed_summary(1, &report(Some(1), None)),
+            "command 2 exited with code 1"
+        );
+        assert_eq!(
+            failed_summary(0, &report(None, Some(9))),
+            "command 1 was killed by signal 9 (SIGKILL)"
+        );
+        assert_eq!(timed_out_summary(Some(1000)), "timed out after 1s");
+        assert_eq!(cancelled_summary("shutdown"), "cancelled: shutdown");
+        assert_eq!(
+            not_started_summary(0, "No such file or directory (os error 2)"),
+            "command 1 could not be started: No such file or directory (os error 2)"
+        );
+    }
+
+    #[test]
+    fn notes() {
+        assert_eq!(
+            kill_note(42, Duration::from_millis(300)),
+            "process group 42 still running 0.3s after SIGTERM: sending SIGKILL"
+        );
+        assert_eq!(stop_note(&Stop::Cancel("user".into())), "cancelled (user)");
+    }
+}

@@ -1,0 +1,396 @@
+//! Integration tests of command runs, with the real binary and a fake controller.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use proto::{
+    Action, ControllerMessage, Credentials, MAX_OUTPUT_CHUNK, OutputStream, RunnerMessage,
+};
+
+fn exits(messages: &[RunnerMessage]) -> Vec<(usize, proto::ExitReport)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            RunnerMessage::CommandExited { index, exit } => Some((*index, *exit)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn started(messages: &[RunnerMessage]) -> Vec<usize> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            RunnerMessage::CommandStarted { index, .. } => Some(*index),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn both_streams_are_streamed_in_chunks() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    c.execute(commands_request(
+        &[
+            "printf partial; sleep 0.3; printf ' rest\\n'; echo err >&2",
+            "head -c 200000 /dev/zero",
+        ],
+        &dir,
+    ))
+    .await;
+    let messages = c.until_finished().await;
+    assert_eq!(
+        finished(&messages),
+        (true, "all 2 commands succeeded".into())
+    );
+    // The first chunk came before the newline: output is not line-buffered.
+    let first = messages
+        .iter()
+        .find_map(|m| match m {
+            RunnerMessage::Output { data, .. } => Some(data.clone()),
+            _ => None,
+        })
+        .expect("some output");
+    assert_eq!(first, b"partial");
+    let stdout = output(&messages, OutputStream::Stdout);
+    assert_eq!(&stdout[..13], b"partial rest\n");
+    assert_eq!(stdout.len(), 13 + 200_000);
+    assert!(stdout[13..].iter().all(|b| *b == 0));
+    assert_eq!(output(&messages, OutputStream::Stderr), b"err\n");
+    for m in &messages {
+        if let RunnerMessage::Output { data, .. } = m {
+            assert!(!data.is_empty() && data.len() <= MAX_OUTPUT_CHUNK);
+        }
+    }
+    let exits = exits(&messages);
+    assert_eq!(exits.len(), 2);
+    assert!(exits.iter().all(|(_, e)| e.success()));
+    assert!(exits[0].1.duration_ms >= 300, "{:?}", exits[0].1);
+    match &messages[0] {
+        RunnerMessage::CommandStarted {
+            index: 0,
+            command,
+            pid,
+        } => {
+            assert!(command.starts_with("printf partial"));
+            assert!(*pid > 0);
+        }
+        other => panic!("first message: {other:?}"),
+    }
+    assert_eq!(c.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn environment_is_exactly_the_given_one_and_dir_work_is_the_cwd() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    let mut request = commands_request(&["env", "pwd"], &dir);
+    let given: Vec<(String, String)> = vec![
+        ("PATH".into(), "/usr/bin:/bin".into()),
+        ("HOME".into(), "/nonexistent".into()),
+        ("SVC_JOB_ID".into(), "test_job".into()),
+        ("WITH_SPACES".into(), "a b  c".into()),
+    ];
+    if let Action::Commands { env, .. } = &mut request.action {
+        *env = given.clone();
+    }
+    c.execute(request).await;
+    let messages = c.until_finished().await;
+    assert!(finished(&messages).0, "{messages:?}");
+    let text = String::from_utf8(output(&messages, OutputStream::Stdout)).expect("utf8");
+    let mut lines: Vec<&str> = text.lines().collect();
+    let pwd = lines.pop().expect("pwd line");
+    assert_eq!(pwd, dir);
+    let mut seen: BTreeMap<String, String> = lines
+        .iter()
+        .map(|l| {
+            let (k, v) = l.split_once('=').expect("k=v");
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    // /bin/sh itself exports PWD; nothing else may appear.
+    assert_eq!(seen.remove("PWD").as_deref(), Some(dir.as_str()));
+    let expected: BTreeMap<String, String> = given.into_iter().collect();
+    assert_eq!(seen, expected);
+}
+
+#[tokio::test]
+async fn a_failing_command_stops_the_run() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    c.execute(commands_request(
+        &["true", "echo before; exit 3", "echo never"],
+        &dir,
+    ))
+    .await;
+    let messages = c.until_finished().await;
+    assert_eq!(started(&messages), vec![0, 1]);
+    let exits = exits(&messages);
+    assert_eq!(exits[1].1.code, Some(3));
+    assert!(!exits[1].1.timed_out && !exits[1].1.cancelled);
+    assert_eq!(output(&messages, OutputStream::Stdout), b"before\n");
+    assert_eq!(
+        finished(&messages),
+        (false, "command 2 exited with code 3".into())
+    );
+    assert_eq!(c.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_missing_dir_work_fails_the_run() {
+    let mut c = start().await;
+    let dir = c.dir.path().join("missing");
+    c.execute(commands_request(&["true"], dir.to_str().expect("utf8")))
+        .await;
+    let messages = c.until_finished().await;
+    let (success, summary) = finished(&messages);
+    assert!(!success);
+    assert!(
+        summary.starts_with("command 1 could not be started"),
+        "{summary}"
+    );
+    assert!(started(&messages).is_empty());
+}
+
+#[tokio::test]
+async fn time_limit_kills_the_command_and_its_grandchild() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    let pidfile = c.dir.path().join("pid");
+    let mut request = commands_request(
+        &[&format!("sleep 30 & echo $! > {}; wait", pidfile.display())],
+        &dir,
+    );
+    request.timeout_ms = Some(500);
+    c.execute(request).await;
+    let messages = c.until_finished().await;
+    let pid = read_pid(&pidfile).await;
+    let logs = logs(&messages);
+    assert!(
+        logs.iter()
+            .any(|l| l.starts_with("time limit of 0.5s reached: sending SIGTERM to process group")),
+        "{logs:?}"
+    );
+    let exits = exits(&messages);
+    assert_eq!(exits.len(), 1);
+    assert!(exits[0].1.timed_out && !exits[0].1.cancelled);
+    assert_eq!(exits[0].1.signal, Some(15));
+    assert_eq!(finished(&messages), (false, "timed out after 0.5s".into()));
+    assert!(gone(pid).await, "grandchild {pid} still exists");
+    assert_eq!(c.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_grandchild_that_left_with_setsid_is_swept_after_a_normal_exit() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    let pidfile = c.dir.path().join("pid");
+    // The background process keeps stdout open: the runner must not wait for it.
+    c.execute(commands_request(
+        &[&format!(
+            "setsid sleep 30 & echo $! > {}",
+            pidfile.display()
+        )],
+        &dir,
+    ))
+    .await;
+    let begin = tokio::time::Instant::now();
+    let messages = c.until_finished().await;
+    assert!(begin.elapsed() < std::time::Duration::from_secs(2));
+    let pid = read_pid(&pidfile).await;
+    assert_eq!(finished(&messages), (true, "the command succeeded".into()));
+    assert!(
+        logs(&messages)
+            .iter()
+            .any(|l| l.starts_with("killed 1 leftover process")),
+        "{messages:?}"
+    );
+    assert!(gone(pid).await, "setsid grandchild {pid} still exists");
+}
+
+#[tokio::test]
+async fn a_grandchild_that_left_with_setsid_is_killed_on_timeout() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    let pidfile = c.dir.path().join("pid");
+    let mut request = commands_request(
+        &[&format!(
+            "setsid sleep 30 >/dev/null 2>&1 & echo $! > {}; sleep 30",
+            pidfile.display()
+        )],
+        &dir,
+    );
+    request.timeout_ms = Some(400);
+    c.execute(request).await;
+    let messages = c.until_finished().await;
+    let pid = read_pid(&pidfile).await;
+    assert_eq!(finished(&messages), (false, "timed out after 0.4s".into()));
+    assert!(gone(pid).await, "setsid grandchild {pid} still exists");
+}
+
+#[tokio::test]
+async fn a_command_ignoring_sigterm_gets_sigkill_after_the_grace() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    let mut request = commands_request(&["trap '' TERM; sleep 30; true"], &dir);
+    request.timeout_ms = Some(300);
+    request.kill_grace_ms = 300;
+    c.execute(request).await;
+    let begin = tokio::time::Instant::now();
+    let messages = c.until_finished().await;
+    assert!(begin.elapsed() >= std::time::Duration::from_millis(550));
+    let logs = logs(&messages);
+    assert!(
+        logs.iter()
+            .any(|l| l.ends_with("still running 0.3s after SIGTERM: sending SIGKILL")),
+        "{logs:?}"
+    );
+    let exits = exits(&messages);
+    assert_eq!(exits[0].1.signal, Some(9));
+    assert!(exits[0].1.timed_out);
+    assert_eq!(finished(&messages), (false, "timed out after 0.3s".into()));
+}
+
+#[tokio::test]
+async fn cancel_ends_the_command() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    c.execute(commands_request(&["sleep 30", "echo never"], &dir))
+        .await;
+    let first = c
+        .until(|m| matches!(m, RunnerMessage::CommandStarted { .. }))
+        .await;
+    assert_eq!(started(&first), vec![0]);
+    c.send(ControllerMessage::Cancel {
+        reason: "by test".into(),
+    })
+    .await;
+    let messages = c.until_finished().await;
+    assert!(
+        logs(&messages)
+            .iter()
+            .any(|l| l.starts_with("cancelled (by test): sending SIGTERM to process group")),
+        "{messages:?}"
+    );
+    let exits = exits(&messages);
+    assert!(exits[0].1.cancelled && !exits[0].1.timed_out);
+    assert!(started(&messages).is_empty());
+    assert_eq!(finished(&messages), (false, "cancelled: by test".into()));
+    assert_eq!(c.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn losing_the_controller_kills_the_command_and_the_runner_exits() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    let pidfile = c.dir.path().join("pid");
+    c.execute(commands_request(
+        &[&format!("sleep 30 & echo $! > {}; wait", pidfile.display())],
+        &dir,
+    ))
+    .await;
+    c.until(|m| matches!(m, RunnerMessage::CommandStarted { .. }))
+        .await;
+    let pid = read_pid(&pidfile).await;
+    c.hang_up();
+    assert_eq!(c.exit_code().await, Some(2));
+    assert!(gone(pid).await, "grandchild {pid} still exists");
+}
+
+#[tokio::test]
+async fn credentials_switch_to_nobody_when_root() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: credentials_switch_to_nobody_when_root needs root");
+        return;
+    }
+    let nobody = nix::unistd::User::from_name("nobody")
+        .expect("passwd lookup")
+        .expect("user nobody exists");
+    let (uid, gid) = (nobody.uid.as_raw(), nobody.gid.as_raw());
+    let mut c = start().await;
+    let mut request = commands_request(&["id -u; id -g; id -G"], "/");
+    request.credentials = Some(Credentials {
+        uid,
+        gid,
+        groups: vec![gid],
+        user_name: "nobody".into(),
+    });
+    c.execute(request).await;
+    let messages = c.until_finished().await;
+    assert!(finished(&messages).0, "{messages:?}");
+    assert_eq!(
+        String::from_utf8(output(&messages, OutputStream::Stdout)).expect("utf8"),
+        format!("{uid}\n{gid}\n{gid}\n")
+    );
+    assert!(
+        logs(&messages)
+            .iter()
+            .any(|l| l == &format!("running as user nobody (uid {uid}, gid {gid})"))
+    );
+}
+
+#[tokio::test]
+async fn sigterm_to_the_runner_ends_the_command_and_is_reported() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    let pidfile = c.dir.path().join("pid");
+    c.execute(commands_request(
+        &[&format!("sleep 30 & echo $! > {}; wait", pidfile.display())],
+        &dir,
+    ))
+    .await;
+    c.until(|m| matches!(m, RunnerMessage::CommandStarted { .. }))
+        .await;
+    let pid = read_pid(&pidfile).await;
+    let runner = c.runner.id().expect("runner pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(runner).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("kill runner");
+    let messages = c.until_finished().await;
+    assert_eq!(
+        finished(&messages),
+        (false, "cancelled: the runner received SIGTERM".into())
+    );
+    assert!(exits(&messages)[0].1.cancelled);
+    assert!(gone(pid).await, "grandchild {pid} still exists");
+    assert_eq!(c.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn impossible_credentials_are_an_error_and_nothing_runs() {
+    let mut c = start().await;
+    let mut request = commands_request(&["echo never"], "/");
+    // As root: more groups than the kernel accepts make setgroups fail.
+    // Not as root: any other user is refused.
+    let other = nix::unistd::getuid().as_raw().wrapping_add(1);
+    request.credentials = Some(Credentials {
+        uid: other,
+        gid: other,
+        groups: (0..70_000).collect(),
+        user_name: "someone".into(),
+    });
+    c.execute(request).await;
+    let messages = c.until_finished().await;
+    let message = match messages.as_slice() {
+        [RunnerMessage::Error { message }] => message.clone(),
+        other => panic!("expected only an Error: {other:?}"),
+    };
+    if nix::unistd::geteuid().is_root() {
+        assert!(
+            message.starts_with("cannot switch to user someone")
+                && message.contains("setgroups(70000 groups) failed"),
+            "{message}"
+        );
+    } else {
+        assert!(
+            message.starts_with("runner is not root, cannot switch to user someone"),
+            "{message}"
+        );
+    }
+    assert_eq!(c.exit_code().await, Some(1));
+}
