@@ -117,9 +117,8 @@ pub fn encode_frame<T: Serialize>(message: &T) -> Result<Vec<u8>, ProtoError> {
     if json.len() > MAX_FRAME_LEN {
         return Err(ProtoError::FrameTooLarge { max: MAX_FRAME_LEN });
     }
-    let len = u32::try_from(json.len()).map_err(|_| ProtoError::FrameTooLarge {
-        max: MAX_FRAME_LEN,
-    })?;
+    let len =
+        u32::try_from(json.len()).map_err(|_| ProtoError::FrameTooLarge { max: MAX_FRAME_LEN })?;
     let mut frame = Vec::with_capacity(4 + json.len());
     frame.extend_from_slice(&len.to_be_bytes());
     frame.extend_from_slice(&json);
@@ -231,7 +230,11 @@ mod tests {
         let mut controller_in = FramedRead::new(b_read, ControllerCodec::new());
         for message in all_runner_messages() {
             runner_out.send(message.clone()).await.expect("send");
-            let got = controller_in.next().await.expect("a frame").expect("decodes");
+            let got = controller_in
+                .next()
+                .await
+                .expect("a frame")
+                .expect("decodes");
             assert_eq!(got, message);
         }
     }
@@ -242,7 +245,9 @@ mod tests {
         let mut controller = ControllerCodec::new();
         for message in all_controller_messages() {
             let mut buf = BytesMut::new();
-            controller.encode(message.clone(), &mut buf).expect("encode");
+            controller
+                .encode(message.clone(), &mut buf)
+                .expect("encode");
             assert_eq!(buf.len(), encode_frame(&message).expect("frame").len());
             let got = runner.decode(&mut buf).expect("decode").expect("complete");
             assert_eq!(got, message);
@@ -269,13 +274,22 @@ mod tests {
         buf.extend_from_slice(b"{}");
         let err = codec.decode(&mut buf).expect_err("too large");
         assert!(matches!(err, ProtoError::FrameTooLarge { .. }), "{err:?}");
-        assert!(buf.capacity() < 1024, "no buffer sized by the claimed length");
+        assert!(
+            buf.capacity() < 1024,
+            "no buffer sized by the claimed length"
+        );
     }
 
     #[test]
     fn garbage_json_is_an_error() {
         let mut codec = ControllerCodec::new();
-        for body in [&b"not json"[..], b"{\"type\":\"nope\"}", b"\xff\xfe", b"[]", b""] {
+        for body in [
+            &b"not json"[..],
+            b"{\"type\":\"nope\"}",
+            b"\xff\xfe",
+            b"[]",
+            b"",
+        ] {
             let mut buf = BytesMut::new();
             buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
             buf.extend_from_slice(body);
@@ -319,6 +333,9 @@ mod tests {
         drop(writer);
         let mut reader = FramedRead::new(b, ControllerCodec::new());
         assert!(reader.next().await.is_some());
-        assert!(reader.next().await.is_none(), "clean EOF yields end of stream");
+        assert!(
+            reader.next().await.is_none(),
+            "clean EOF yields end of stream"
+        );
     }
 }

@@ -27,7 +27,11 @@ pub enum RunnerMessage {
     /// request line, response headers, notes about signals sent, and so on.
     Log { line: String },
     /// Command `index` (0-based) of the request is about to be executed.
-    CommandStarted { index: usize, command: String, pid: u32 },
+    CommandStarted {
+        index: usize,
+        command: String,
+        pid: u32,
+    },
     /// Bytes produced by the running command (or the HTTP response body).
     Output {
         stream: OutputStream,

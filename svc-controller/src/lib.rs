@@ -3,5 +3,13 @@
 //! It loads the configuration, keeps job state and logs, runs timers, serves the HTTP API,
 //! and starts one `svc-runner` process per execution. See ARCHITECTURE.md for the map.
 
+pub mod auth;
 pub mod config;
+pub mod daemon;
+pub mod engine;
+pub mod exec;
+pub mod fsutil;
+pub mod http;
+pub mod logstore;
 pub mod schedule;
+pub mod state;

@@ -1,0 +1,681 @@
+//! The job engine: every Job and JobHttp with its state, logs, timer and runs.
+//!
+//! [`Engine`] is a cheap-to-clone handle. All mutable job data sits in one registry
+//! behind a std mutex that is only held for short, synchronous sections (never across an
+//! `.await`). Each job has at most one run task at a time; a trigger that arrives while
+//! the job is busy takes the one queue slot, a further one is refused. Job runs (not
+//! JobHttp calls) share `max_job_running` permits, handed out in arrival order.
+
+pub mod request;
+mod run;
+mod timer;
+pub mod view;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::AbortHandle;
+
+use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig};
+use crate::exec::RunnerHub;
+use crate::logstore::{LogDir, LogMeta, LogStatus};
+use crate::schedule::Timer;
+use crate::state::{JobState, RunResult};
+
+/// Which namespace a job lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Job,
+    Http,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Job => "job",
+            Kind::Http => "job_http",
+        }
+    }
+}
+
+/// What started a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TriggerSource {
+    Timer,
+    Webhook,
+    Api,
+}
+
+impl TriggerSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TriggerSource::Timer => "timer",
+            TriggerSource::Webhook => "webhook",
+            TriggerSource::Api => "api",
+        }
+    }
+}
+
+/// A request to run a job.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub source: TriggerSource,
+    /// Raw body of a webhook request, handed to the commands in a file.
+    pub body: Option<Bytes>,
+    /// Event name of a webhook request.
+    pub event: Option<String>,
+}
+
+impl Trigger {
+    pub fn new(source: TriggerSource) -> Trigger {
+        Trigger {
+            source,
+            body: None,
+            event: None,
+        }
+    }
+}
+
+/// Why a trigger, pause, resume or cancel was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("job not found")]
+    NotFound,
+    #[error("job is paused")]
+    Paused,
+    #[error("job is running and a run is already queued")]
+    Busy,
+    #[error("job is not running")]
+    NotRunning,
+    #[error("the service is shutting down")]
+    ShuttingDown,
+}
+
+/// The definition of an entry.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Def {
+    Job(Arc<JobConfig>),
+    Http(Arc<HttpJobConfig>),
+}
+
+impl Def {
+    fn timer(&self) -> Option<&Timer> {
+        match self {
+            Def::Job(job) => job.timer.as_ref(),
+            Def::Http(job) => Some(&job.timer),
+        }
+    }
+    fn name(&self) -> &str {
+        match self {
+            Def::Job(job) => &job.name,
+            Def::Http(job) => &job.name,
+        }
+    }
+    fn log_retention(&self) -> usize {
+        match self {
+            Def::Job(job) => job.log_retention,
+            Def::Http(job) => job.log_retention,
+        }
+    }
+}
+
+/// A run in progress or waiting for a permit.
+#[derive(Debug)]
+struct ActiveRun {
+    /// Set once the run got its counter (it is `started`).
+    counter: Option<u64>,
+    cancel: watch::Sender<Option<String>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    def: Def,
+    state: JobState,
+    logs: Vec<LogMeta>,
+    next_run: Option<DateTime<Utc>>,
+    run: Option<ActiveRun>,
+    queued: Option<Trigger>,
+    timer: Option<AbortHandle>,
+    /// A JobHttp shows `started` after a resume until its next run ends (spec).
+    resumed: bool,
+    /// Removed from the configuration while running: dropped when the run ends.
+    retired: bool,
+    log_dir: LogDir,
+    state_path: PathBuf,
+    /// Serialises state file writes so the newest snapshot is always written last.
+    save_lock: Arc<Mutex<()>>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    jobs: BTreeMap<String, Entry>,
+    http: BTreeMap<String, Entry>,
+    /// Trigger path → job ID.
+    paths: HashMap<String, String>,
+    run_tasks: usize,
+}
+
+impl Registry {
+    fn map(&mut self, kind: Kind) -> &mut BTreeMap<String, Entry> {
+        match kind {
+            Kind::Job => &mut self.jobs,
+            Kind::Http => &mut self.http,
+        }
+    }
+    fn get(&mut self, kind: Kind, id: &str) -> Option<&mut Entry> {
+        self.map(kind).get_mut(id).filter(|e| !e.retired)
+    }
+    fn rebuild_paths(&mut self) {
+        self.paths = self
+            .jobs
+            .iter()
+            .filter(|(_, e)| !e.retired)
+            .filter_map(|(id, e)| match &e.def {
+                Def::Job(job) => job.path.clone().map(|p| (p, id.clone())),
+                Def::Http(_) => None,
+            })
+            .collect();
+    }
+}
+
+struct Inner {
+    main: MainConfig,
+    hub: RunnerHub,
+    job_slots: Arc<Semaphore>,
+    registry: Mutex<Registry>,
+    shutting_down: AtomicBool,
+    /// Woken whenever a run task ends.
+    run_task_ended: Notify,
+    /// Bumped on every change visible in the Environment.
+    generation: watch::Sender<u64>,
+}
+
+/// Handle on the job engine.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Loads the state and logs of every job (repairing what a crash left) and returns
+    /// the engine. Timers start with [`Engine::start_timers`].
+    pub fn new(config: &Config, hub: RunnerHub) -> Engine {
+        let main = config.main.clone();
+        let inner = Arc::new(Inner {
+            job_slots: Arc::new(Semaphore::new(main.max_job_running.max(1))),
+            main,
+            hub,
+            registry: Mutex::new(Registry::default()),
+            shutting_down: AtomicBool::new(false),
+            run_task_ended: Notify::new(),
+            generation: watch::Sender::new(0),
+        });
+        let engine = Engine { inner };
+        {
+            let mut registry = engine.lock();
+            for job in &config.jobs {
+                let entry = engine.load_entry(Kind::Job, Def::Job(Arc::new(job.clone())), &job.id);
+                registry.jobs.insert(job.id.clone(), entry);
+            }
+            for job in &config.http_jobs {
+                let entry =
+                    engine.load_entry(Kind::Http, Def::Http(Arc::new(job.clone())), &job.id);
+                registry.http.insert(job.id.clone(), entry);
+            }
+            registry.rebuild_paths();
+        }
+        engine
+    }
+
+    pub fn main(&self) -> &MainConfig {
+        &self.inner.main
+    }
+
+    /// Bumped whenever something shown in the Environment changes.
+    pub fn generation(&self) -> watch::Receiver<u64> {
+        self.inner.generation.subscribe()
+    }
+
+    fn changed(&self) {
+        self.inner
+            .generation
+            .send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Registry> {
+        // A panic while holding the lock leaves consistent data (no multi-step invariants
+        // span a panic point), so a poisoned lock is still usable.
+        self.inner
+            .registry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Builds an entry from disk: logs listed, interrupted runs recorded as failures,
+    /// state loaded or rebuilt from the newest log.
+    fn load_entry(&self, kind: Kind, def: Def, id: &str) -> Entry {
+        let main = &self.inner.main;
+        let (log_root, state_root) = match kind {
+            Kind::Job => (main.dir_job_logs(), main.dir_job_state()),
+            Kind::Http => (main.dir_job_http_logs(), main.dir_job_http_state()),
+        };
+        let log_dir = LogDir::new(log_root.join(id), id);
+        let state_path = state_root.join(id);
+        let mut logs = log_dir.scan().unwrap_or_else(|err| {
+            tracing::error!(job = id, error = %err, "cannot list the logs");
+            Vec::new()
+        });
+        match log_dir.recover_interrupted(&mut logs) {
+            Ok(repaired) => {
+                for counter in repaired {
+                    tracing::warn!(
+                        job = id,
+                        counter,
+                        "run was interrupted by a stop of the controller; recorded as failed"
+                    );
+                }
+            }
+            Err(err) => tracing::error!(job = id, error = %err, "cannot repair interrupted logs"),
+        }
+        let loaded = JobState::load(&state_path).unwrap_or_else(|err| {
+            tracing::warn!(job = id, error = %err, "state file unusable; rebuilding it from the logs");
+            None
+        });
+        let newest = logs.last().cloned();
+        let mut state = loaded.clone().unwrap_or_else(|| {
+            let mut state = JobState::default();
+            if let Some(log) = &newest {
+                state.counter = log.counter;
+                state.last_run = log_dir.first_line_time(log.counter, log.status);
+                if let LogStatus::Finished(result) = log.status {
+                    state.last_result = Some(result);
+                }
+            }
+            state
+        });
+        if state.started {
+            state.started = false;
+            state.last_result = Some(RunResult::Fail);
+        }
+        if let Some(log) = &newest
+            && log.counter > state.counter
+        {
+            // The state file is older than the newest log: never reuse a counter.
+            state.counter = log.counter;
+            if let LogStatus::Finished(result) = log.status {
+                state.last_result = Some(result);
+            }
+        }
+        if let Err(err) = log_dir.enforce_retention(&mut logs, def.log_retention()) {
+            tracing::error!(job = id, error = %err, "cannot delete old logs");
+        }
+        if loaded.as_ref() != Some(&state) {
+            if let Some(dir) = state_path.parent()
+                && let Err(err) = std::fs::create_dir_all(dir)
+            {
+                tracing::error!(dir = %dir.display(), error = %err, "cannot create the state directory");
+            }
+            if let Err(err) = state.save(&state_path) {
+                tracing::error!(job = id, error = %err, "cannot write the state file");
+            }
+        }
+        Entry {
+            def,
+            state,
+            logs,
+            next_run: None,
+            run: None,
+            queued: None,
+            timer: None,
+            resumed: false,
+            retired: false,
+            log_dir,
+            state_path,
+            save_lock: Arc::new(Mutex::new(())),
+        }
+    }
+
+    /// Starts the timer of every job that has one.
+    pub fn start_timers(&self) {
+        let mut registry = self.lock();
+        for kind in [Kind::Job, Kind::Http] {
+            let ids: Vec<String> = registry.map(kind).keys().cloned().collect();
+            for id in ids {
+                if let Some(entry) = registry.get(kind, &id) {
+                    self.restart_timer(kind, &id, entry);
+                }
+            }
+        }
+    }
+
+    fn restart_timer(&self, kind: Kind, id: &str, entry: &mut Entry) {
+        if let Some(handle) = entry.timer.take() {
+            handle.abort();
+        }
+        entry.next_run = None;
+        if let Some(timer) = entry.def.timer().cloned() {
+            let task = tokio::spawn(timer::timer_task(self.clone(), kind, id.to_string(), timer));
+            entry.timer = Some(task.abort_handle());
+        }
+    }
+
+    /// Finds the job whose `path` is `path` (with a leading `/`).
+    pub fn job_id_for_path(&self, path: &str) -> Option<String> {
+        self.lock().paths.get(path).cloned()
+    }
+
+    /// The configuration of a Job.
+    pub fn job_config(&self, id: &str) -> Option<Arc<JobConfig>> {
+        match self.lock().get(Kind::Job, id).map(|e| e.def.clone()) {
+            Some(Def::Job(job)) => Some(job),
+            _ => None,
+        }
+    }
+
+    /// Starts a run of a job now, or queues it when the job is busy.
+    pub fn trigger(
+        &self,
+        kind: Kind,
+        id: &str,
+        trigger: Trigger,
+    ) -> Result<serde_json::Value, EngineError> {
+        if self.inner.shutting_down.load(Ordering::SeqCst) {
+            return Err(EngineError::ShuttingDown);
+        }
+        let mut registry = self.lock();
+        let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
+        if entry.state.paused {
+            return Err(EngineError::Paused);
+        }
+        if entry.run.is_some() {
+            if entry.queued.is_some() {
+                return Err(EngineError::Busy);
+            }
+            entry.queued = Some(trigger);
+        } else {
+            self.spawn_run(kind, id, entry, trigger);
+            registry.run_tasks += 1;
+        }
+        let view = match registry.get(kind, id) {
+            Some(entry) => view::entry_json(kind, id, entry),
+            None => return Err(EngineError::NotFound),
+        };
+        drop(registry);
+        self.changed();
+        Ok(view)
+    }
+
+    /// Called by a timer when a job is due.
+    fn timer_fired(&self, kind: Kind, id: &str) {
+        if self.inner.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut registry = self.lock();
+        let Some(entry) = registry.get(kind, id) else {
+            return;
+        };
+        if entry.state.paused {
+            tracing::debug!(job = id, "timer fired while paused: skipped");
+            return;
+        }
+        if entry.run.is_some() {
+            tracing::info!(
+                job = id,
+                "timer fired while the previous run is still going on: skipped"
+            );
+            return;
+        }
+        self.spawn_run(kind, id, entry, Trigger::new(TriggerSource::Timer));
+        registry.run_tasks += 1;
+        drop(registry);
+        self.changed();
+    }
+
+    fn spawn_run(&self, kind: Kind, id: &str, entry: &mut Entry, trigger: Trigger) {
+        let (cancel, cancel_rx) = watch::channel(None);
+        entry.run = Some(ActiveRun {
+            counter: None,
+            cancel,
+        });
+        tokio::spawn(run::run_task(
+            self.clone(),
+            kind,
+            id.to_string(),
+            trigger,
+            cancel_rx,
+        ));
+    }
+
+    /// Pauses a job: its timer ticks are skipped and triggers get 412.
+    pub fn pause(&self, kind: Kind, id: &str) -> Result<serde_json::Value, EngineError> {
+        self.set_paused(kind, id, true)
+    }
+
+    /// Resumes a paused job.
+    pub fn resume(&self, kind: Kind, id: &str) -> Result<serde_json::Value, EngineError> {
+        self.set_paused(kind, id, false)
+    }
+
+    fn set_paused(
+        &self,
+        kind: Kind,
+        id: &str,
+        paused: bool,
+    ) -> Result<serde_json::Value, EngineError> {
+        let view = {
+            let mut registry = self.lock();
+            let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
+            let was_paused = entry.state.paused;
+            entry.state.paused = paused;
+            if kind == Kind::Http && was_paused && !paused {
+                entry.resumed = true;
+            }
+            view::entry_json(kind, id, entry)
+        };
+        self.persist(kind, id);
+        self.changed();
+        Ok(view)
+    }
+
+    /// Ends the running execution of a job; it is recorded as failed.
+    pub fn cancel(
+        &self,
+        kind: Kind,
+        id: &str,
+        reason: &str,
+    ) -> Result<serde_json::Value, EngineError> {
+        let mut registry = self.lock();
+        let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
+        let Some(run) = &entry.run else {
+            return Err(EngineError::NotRunning);
+        };
+        run.cancel.send_replace(Some(reason.to_string()));
+        entry.queued = None;
+        Ok(view::entry_json(kind, id, entry))
+    }
+
+    /// Writes the current state of a job to its state file.
+    fn persist(&self, kind: Kind, id: &str) {
+        let (save_lock, path) = {
+            let mut registry = self.lock();
+            let Some(entry) = registry.map(kind).get_mut(id) else {
+                return;
+            };
+            (entry.save_lock.clone(), entry.state_path.clone())
+        };
+        let _ordered = save_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Snapshot after taking the save lock, so the last writer writes the newest state.
+        let snapshot = {
+            let mut registry = self.lock();
+            let Some(entry) = registry.map(kind).get_mut(id) else {
+                return;
+            };
+            entry.state.clone()
+        };
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(err) = snapshot.save(&path) {
+            tracing::error!(job = id, error = %err, "cannot write the state file");
+        }
+    }
+
+    /// The Environment, as served by the API.
+    pub fn environment_json(&self) -> serde_json::Value {
+        let registry = self.lock();
+        view::environment_json(&self.inner.main, &registry)
+    }
+
+    /// One job's view.
+    pub fn job_json(&self, kind: Kind, id: &str) -> Option<serde_json::Value> {
+        let mut registry = self.lock();
+        registry
+            .get(kind, id)
+            .map(|entry| view::entry_json(kind, id, entry))
+    }
+
+    /// Reads a whole log: `(file name, status, content)`.
+    pub fn read_log(
+        &self,
+        kind: Kind,
+        id: &str,
+        counter: u64,
+    ) -> Result<Option<(String, LogStatus, Vec<u8>)>, EngineError> {
+        let log_dir = {
+            let mut registry = self.lock();
+            registry
+                .get(kind, id)
+                .ok_or(EngineError::NotFound)?
+                .log_dir
+                .clone()
+        };
+        match log_dir.read(counter) {
+            Ok(Some((status, content))) => {
+                Ok(Some((log_dir.file_name(counter, status), status, content)))
+            }
+            Ok(None) => Ok(None),
+            Err(err) => {
+                tracing::error!(job = id, counter, error = %err, "cannot read a log");
+                Ok(None)
+            }
+        }
+    }
+
+    /// Counters of a job's logs, oldest first.
+    pub fn log_counters(&self, kind: Kind, id: &str) -> Result<Vec<u64>, EngineError> {
+        let mut registry = self.lock();
+        let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
+        Ok(entry.logs.iter().map(|l| l.counter).collect())
+    }
+
+    /// Applies a new configuration's job definitions. Unchanged jobs keep everything;
+    /// changed ones keep their state and get the new definition and timer; removed ones
+    /// go (after their current run, if any).
+    pub fn reload(&self, config: &Config) {
+        if config.main != self.inner.main {
+            tracing::warn!("changes to the [svc] section take effect only after a restart");
+        }
+        let mut wanted: Vec<(Kind, String, Def)> = Vec::new();
+        for job in &config.jobs {
+            wanted.push((Kind::Job, job.id.clone(), Def::Job(Arc::new(job.clone()))));
+        }
+        for job in &config.http_jobs {
+            wanted.push((Kind::Http, job.id.clone(), Def::Http(Arc::new(job.clone()))));
+        }
+        let mut registry = self.lock();
+        for kind in [Kind::Job, Kind::Http] {
+            let removed: Vec<String> = registry
+                .map(kind)
+                .keys()
+                .filter(|id| !wanted.iter().any(|(k, i, _)| *k == kind && i == *id))
+                .cloned()
+                .collect();
+            for id in removed {
+                let map = registry.map(kind);
+                let Some(entry) = map.get_mut(&id) else {
+                    continue;
+                };
+                if let Some(handle) = entry.timer.take() {
+                    handle.abort();
+                }
+                if entry.run.is_some() {
+                    entry.retired = true;
+                    entry.queued = None;
+                } else {
+                    map.remove(&id);
+                }
+                tracing::info!(job = %id, "job removed from the configuration");
+            }
+        }
+        for (kind, id, def) in wanted {
+            let existing = registry.map(kind).get_mut(&id);
+            match existing {
+                Some(entry) if entry.def == def && !entry.retired => {}
+                Some(entry) => {
+                    let timer_changed = entry.def.timer() != def.timer() || entry.retired;
+                    entry.def = def;
+                    entry.retired = false;
+                    if timer_changed {
+                        self.restart_timer(kind, &id, entry);
+                    }
+                    tracing::info!(job = %id, "job definition changed");
+                }
+                None => {
+                    let mut entry = self.load_entry(kind, def, &id);
+                    self.restart_timer(kind, &id, &mut entry);
+                    registry.map(kind).insert(id.clone(), entry);
+                    tracing::info!(job = %id, "job added");
+                }
+            }
+        }
+        registry.rebuild_paths();
+        drop(registry);
+        self.changed();
+    }
+
+    /// Stops timers, ends running executions (recorded as failed) and waits for them,
+    /// at most `limit`.
+    pub async fn shutdown(&self, limit: Duration) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        {
+            let mut registry = self.lock();
+            for kind in [Kind::Job, Kind::Http] {
+                for entry in registry.map(kind).values_mut() {
+                    if let Some(handle) = entry.timer.take() {
+                        handle.abort();
+                    }
+                    entry.queued = None;
+                    if let Some(run) = &entry.run {
+                        run.cancel
+                            .send_replace(Some("the service is shutting down".into()));
+                    }
+                }
+            }
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let ended = self.inner.run_task_ended.notified();
+            if self.lock().run_tasks == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                tracing::warn!("runs still going on at the end of the shutdown limit");
+                return;
+            }
+        }
+    }
+}

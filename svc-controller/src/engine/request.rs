@@ -1,0 +1,285 @@
+//! Building the runner's [`ExecRequest`] for a run: credentials, environment, working
+//! directory. Request data is passed in files and variables, never spliced into commands.
+
+use std::os::unix::fs::{PermissionsExt, chown};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::unistd::{Gid, Group, Uid, User, getgrouplist};
+use proto::{Action, Credentials, ExecRequest, HttpCall};
+
+use crate::config::{HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, MainConfig};
+
+/// Time between SIGTERM and SIGKILL when a run is ended early.
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
+/// Bytes of a JobHttp response body kept in its log.
+pub const MAX_HTTP_BODY: u64 = 64 * 1024;
+/// `PATH` given to job commands.
+pub const JOB_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Who a run executes as, resolved from user and group names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    pub credentials: Option<Credentials>,
+    pub home: Option<PathBuf>,
+}
+
+/// Resolves the `user` / `group` names of a job (already defaulted from the main section).
+pub fn resolve_run_as(user: Option<&str>, group: Option<&str>) -> Result<RunAs, String> {
+    let user_entry = match user {
+        Some(name) => Some(
+            User::from_name(name)
+                .map_err(|e| format!("cannot look up user {name:?}: {e}"))?
+                .ok_or_else(|| format!("user {name:?} does not exist"))?,
+        ),
+        None => None,
+    };
+    let group_gid = match group {
+        Some(name) => Some(
+            Group::from_name(name)
+                .map_err(|e| format!("cannot look up group {name:?}: {e}"))?
+                .ok_or_else(|| format!("group {name:?} does not exist"))?
+                .gid,
+        ),
+        None => None,
+    };
+    let Some(user_entry) = user_entry else {
+        let Some(gid) = group_gid else {
+            return Ok(RunAs {
+                credentials: None,
+                home: None,
+            });
+        };
+        let uid = Uid::current();
+        let name = User::from_uid(uid)
+            .ok()
+            .flatten()
+            .map_or_else(|| uid.to_string(), |u| u.name);
+        return Ok(RunAs {
+            credentials: Some(Credentials {
+                uid: uid.as_raw(),
+                gid: gid.as_raw(),
+                groups: vec![gid.as_raw()],
+                user_name: name,
+            }),
+            home: None,
+        });
+    };
+    let gid = group_gid.unwrap_or(user_entry.gid);
+    let groups = supplementary_groups(&user_entry.name, gid);
+    Ok(RunAs {
+        credentials: Some(Credentials {
+            uid: user_entry.uid.as_raw(),
+            gid: gid.as_raw(),
+            groups,
+            user_name: user_entry.name.clone(),
+        }),
+        home: Some(user_entry.dir),
+    })
+}
+
+fn supplementary_groups(user: &str, gid: Gid) -> Vec<u32> {
+    let mut groups = std::ffi::CString::new(user)
+        .ok()
+        .and_then(|name| getgrouplist(&name, gid).ok())
+        .map(|list| list.into_iter().map(Gid::as_raw).collect::<Vec<_>>())
+        .unwrap_or_default();
+    if !groups.contains(&gid.as_raw()) {
+        groups.insert(0, gid.as_raw());
+    }
+    groups
+}
+
+/// Creates the working directory when missing. The default one is handed to the job's
+/// user; a directory the operator configured is left as it is.
+pub fn prepare_dir_work(dir: &Path, is_default: bool, run_as: &RunAs) -> Result<(), String> {
+    if dir.is_dir() && !is_default {
+        return Ok(());
+    }
+    if !dir.exists() && !is_default {
+        return Err(format!(
+            "working directory {} does not exist",
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create working directory {}: {e}", dir.display()))?;
+    if let Some(creds) = &run_as.credentials
+        && Uid::effective().is_root()
+    {
+        chown(dir, Some(creds.uid), Some(creds.gid))
+            .map_err(|e| format!("cannot hand {} to {}: {e}", dir.display(), creds.user_name))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
+            .map_err(|e| format!("cannot set mode of {}: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// What a webhook trigger hands to the commands.
+#[derive(Debug, Clone, Default)]
+pub struct RequestData {
+    /// File holding the raw request body.
+    pub body_path: Option<PathBuf>,
+    /// Event name from `X-GitHub-Event` or `X-Webhook-Event`.
+    pub event: Option<String>,
+}
+
+/// The request for a run of a Job.
+pub fn job_request(
+    job: &JobConfig,
+    counter: u64,
+    dir_work: &Path,
+    run_as: &RunAs,
+    data: &RequestData,
+) -> ExecRequest {
+    let home = run_as
+        .home
+        .clone()
+        .unwrap_or_else(|| dir_work.to_path_buf());
+    let mut env = vec![
+        ("PATH".to_string(), JOB_PATH.to_string()),
+        ("HOME".to_string(), home.display().to_string()),
+        ("SVC_JOB_ID".to_string(), job.id.clone()),
+        ("SVC_JOB_COUNTER".to_string(), counter.to_string()),
+    ];
+    if let Some(creds) = &run_as.credentials {
+        env.push(("USER".to_string(), creds.user_name.clone()));
+        env.push(("LOGNAME".to_string(), creds.user_name.clone()));
+    }
+    for (key, value) in &job.env {
+        env.retain(|(k, _)| k != key);
+        env.push((key.clone(), value.clone()));
+    }
+    if let Some(path) = &data.body_path {
+        env.push(("SVC_REQUEST_BODY".to_string(), path.display().to_string()));
+    }
+    if let Some(event) = &data.event {
+        env.push(("SVC_EVENT".to_string(), event.clone()));
+    }
+    ExecRequest {
+        job_id: job.id.clone(),
+        counter,
+        timeout_ms: job.timeout.map(duration_ms),
+        kill_grace_ms: duration_ms(KILL_GRACE),
+        credentials: run_as.credentials.clone(),
+        action: Action::Commands {
+            commands: job.commands.clone(),
+            env,
+            dir_work: dir_work.display().to_string(),
+        },
+    }
+}
+
+/// The request for a run of a JobHttp.
+pub fn http_request(job: &HttpJobConfig, counter: u64, run_as: &RunAs) -> ExecRequest {
+    ExecRequest {
+        job_id: job.id.clone(),
+        counter,
+        timeout_ms: Some(duration_ms(job.http_timeout)),
+        kill_grace_ms: duration_ms(KILL_GRACE),
+        credentials: run_as.credentials.clone(),
+        action: Action::Http(HttpCall {
+            method: job.http_method.as_str().to_string(),
+            url: job.http_url.clone(),
+            request_type: match job.http_request_type {
+                HttpRequestType::Query => proto::HttpRequestType::Query,
+                HttpRequestType::Form => proto::HttpRequestType::Form,
+                HttpRequestType::Json => proto::HttpRequestType::Json,
+            },
+            headers: job.http_headers.clone(),
+            secret: job.secret.clone(),
+            insecure: job.http_insecure,
+            max_body_bytes: MAX_HTTP_BODY,
+        }),
+    }
+}
+
+/// The working directory of a job and whether it is the default one.
+pub fn dir_work(main: &MainConfig, job: &JobConfig) -> (PathBuf, bool) {
+    match &job.dir_work {
+        Some(dir) => (dir.clone(), false),
+        None => (main.default_dir_work(&job.id), true),
+    }
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `true` for methods that carry a body for the form and json request types.
+pub fn method_has_body(method: HttpMethod) -> bool {
+    matches!(method, HttpMethod::Post | HttpMethod::Put)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobConfig {
+        JobConfig {
+            id: "deploy".into(),
+            name: "deploy".into(),
+            file: PathBuf::from("/etc/svc/job.d/deploy.conf"),
+            description: String::new(),
+            timer: None,
+            path: Some("/deploy".into()),
+            auth_kind: Default::default(),
+            header_sign: "x-svc-sign".into(),
+            secret: None,
+            public_key: String::new(),
+            commands: vec!["make".into()],
+            log_retention: 5,
+            timeout: Some(Duration::from_secs(2)),
+            user: None,
+            group: None,
+            dir_work: None,
+            env: vec![("PATH".into(), "/opt/bin".into()), ("A".into(), "1".into())],
+        }
+    }
+
+    #[test]
+    fn environment_is_rebuilt_and_job_env_wins() {
+        let run_as = RunAs {
+            credentials: None,
+            home: None,
+        };
+        let data = RequestData {
+            body_path: Some("/run/body".into()),
+            event: Some("push".into()),
+        };
+        let request = job_request(&job(), 9, Path::new("/w"), &run_as, &data);
+        let Action::Commands { env, dir_work, .. } = request.action else {
+            panic!("commands expected");
+        };
+        let get = |k: &str| {
+            env.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("PATH"), Some("/opt/bin"));
+        assert_eq!(get("HOME"), Some("/w"));
+        assert_eq!(get("SVC_JOB_ID"), Some("deploy"));
+        assert_eq!(get("SVC_JOB_COUNTER"), Some("9"));
+        assert_eq!(get("SVC_REQUEST_BODY"), Some("/run/body"));
+        assert_eq!(get("SVC_EVENT"), Some("push"));
+        assert_eq!(get("A"), Some("1"));
+        assert_eq!(env.iter().filter(|(k, _)| k == "PATH").count(), 1);
+        assert_eq!(dir_work, "/w");
+        assert_eq!(request.timeout_ms, Some(2000));
+    }
+
+    #[test]
+    fn unknown_user_is_an_error_and_no_user_means_no_switch() {
+        assert!(resolve_run_as(Some("no-such-user-svc-test"), None).is_err());
+        assert!(resolve_run_as(None, Some("no-such-group-svc-test")).is_err());
+        assert_eq!(resolve_run_as(None, None).expect("ok").credentials, None);
+    }
+
+    #[test]
+    fn root_resolves_with_its_groups() {
+        let run_as = resolve_run_as(Some("root"), None).expect("root exists");
+        let creds = run_as.credentials.expect("credentials");
+        assert_eq!((creds.uid, creds.gid), (0, 0));
+        assert!(creds.groups.contains(&0));
+    }
+}

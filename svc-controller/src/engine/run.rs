@@ -1,0 +1,355 @@
+//! One run task per busy job: waits for a permit, runs, records, then takes the queued
+//! trigger if there is one.
+
+use std::path::PathBuf;
+
+use chrono::Utc;
+use tokio::sync::watch;
+
+use super::request::{self, RequestData};
+use super::{Def, Engine, Kind, Trigger};
+use crate::exec::{Outcome, RunEvent};
+use crate::logstore::{LogDir, LogMeta, RunLog};
+use crate::state::RunResult;
+
+/// What a run needs, copied out of the registry when it begins.
+struct RunContext {
+    def: Def,
+    counter: u64,
+    log_dir: LogDir,
+}
+
+pub(super) async fn run_task(
+    engine: Engine,
+    kind: Kind,
+    id: String,
+    mut trigger: Trigger,
+    mut cancel: watch::Receiver<Option<String>>,
+) {
+    loop {
+        let permit = if kind == Kind::Job {
+            tokio::select! {
+                permit = engine.inner.job_slots.clone().acquire_owned() => permit.ok(),
+                _ = wait_cancelled(&mut cancel) => None,
+            }
+        } else {
+            None
+        };
+        let may_run = kind == Kind::Http || permit.is_some();
+        if may_run && let Some(context) = engine.begin_run(kind, &id) {
+            let (result, meta) = perform(&engine, &context, &trigger, &mut cancel).await;
+            engine.end_run(kind, &id, result, meta);
+        }
+        drop(permit);
+        match engine.take_next(kind, &id) {
+            Some((next, next_cancel)) => {
+                trigger = next;
+                cancel = next_cancel;
+            }
+            None => return,
+        }
+    }
+}
+
+async fn wait_cancelled(cancel: &mut watch::Receiver<Option<String>>) {
+    while cancel.borrow_and_update().is_none() {
+        if cancel.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Writes log events, remembering the first write error so the run can report it.
+struct LogWriter {
+    log: Option<RunLog>,
+    error: Option<String>,
+}
+
+impl LogWriter {
+    fn event(&mut self, event: RunEvent<'_>) {
+        let Some(log) = self.log.as_mut() else { return };
+        let result = match event {
+            RunEvent::Line(text) => log.line(&text),
+            RunEvent::Output(kind, data) => log.output(kind, data),
+            RunEvent::HttpStatus(_) => Ok(()),
+        };
+        if let Err(err) = result
+            && self.error.is_none()
+        {
+            self.error = Some(format!("cannot write the log: {err}"));
+        }
+    }
+
+    fn line(&mut self, text: String) {
+        self.event(RunEvent::Line(text));
+    }
+}
+
+async fn perform(
+    engine: &Engine,
+    context: &RunContext,
+    trigger: &Trigger,
+    cancel: &mut watch::Receiver<Option<String>>,
+) -> (RunResult, Option<LogMeta>) {
+    let counter = context.counter;
+    let mut writer = match context.log_dir.create(counter) {
+        Ok(log) => LogWriter {
+            log: Some(log),
+            error: None,
+        },
+        Err(err) => {
+            let message = format!(
+                "cannot create the log in {}: {err}",
+                context.log_dir.dir().display()
+            );
+            tracing::error!(job = context.def.name(), counter, "{message}");
+            LogWriter {
+                log: None,
+                error: Some(message),
+            }
+        }
+    };
+    let (kind_word, id) = match &context.def {
+        Def::Job(job) => ("job", job.id.as_str()),
+        Def::Http(job) => ("JobHttp", job.id.as_str()),
+    };
+    writer.line(format!(
+        "=== run {counter} of {kind_word} {id} started by {}",
+        trigger.source.as_str()
+    ));
+
+    let mut body_file: Option<PathBuf> = None;
+    let outcome = if let Some(error) = writer.error.clone() {
+        Outcome {
+            success: false,
+            summary: error,
+        }
+    } else {
+        match prepare(engine, context, trigger, &mut body_file) {
+            Ok(exec_request) => {
+                let mut sink = |event: RunEvent<'_>| writer.event(event);
+                engine
+                    .inner
+                    .hub
+                    .execute(exec_request, cancel, &mut sink)
+                    .await
+            }
+            Err(message) => Outcome {
+                success: false,
+                summary: message,
+            },
+        }
+    };
+    if let Some(path) = body_file
+        && let Err(err) = std::fs::remove_file(&path)
+    {
+        tracing::warn!(path = %path.display(), error = %err, "cannot remove a request body file");
+    }
+
+    let mut outcome = outcome;
+    if let Some(error) = writer.error.clone() {
+        outcome = Outcome {
+            success: false,
+            summary: error,
+        };
+    }
+    let result = if outcome.success {
+        RunResult::Success
+    } else {
+        RunResult::Fail
+    };
+    let end = match result {
+        RunResult::Success => format!("=== run {counter} finished: success"),
+        RunResult::Fail => format!("=== run {counter} finished: fail: {}", outcome.summary),
+    };
+    writer.line(end);
+    let meta = match writer.log.take() {
+        Some(log) => match log.finish(result) {
+            Ok(meta) => Some(meta),
+            Err(err) => {
+                tracing::error!(job = id, counter, error = %err, "cannot finish the log");
+                None
+            }
+        },
+        None => None,
+    };
+    if !outcome.success {
+        tracing::warn!(job = id, counter, summary = %outcome.summary, "run failed");
+    } else {
+        tracing::info!(job = id, counter, "run succeeded");
+    }
+    (result, meta)
+}
+
+/// Resolves credentials, prepares the working directory and the request body file, and
+/// builds the runner request.
+fn prepare(
+    engine: &Engine,
+    context: &RunContext,
+    trigger: &Trigger,
+    body_file: &mut Option<PathBuf>,
+) -> Result<proto::ExecRequest, String> {
+    let main = &engine.inner.main;
+    match &context.def {
+        Def::Job(job) => {
+            let user = job.user.as_deref().or(main.user.as_deref());
+            let group = job.group.as_deref().or(main.group.as_deref());
+            let run_as = request::resolve_run_as(user, group)?;
+            let (dir_work, is_default) = request::dir_work(main, job);
+            request::prepare_dir_work(&dir_work, is_default, &run_as)?;
+            let mut data = RequestData {
+                body_path: None,
+                event: trigger.event.clone(),
+            };
+            if let Some(body) = &trigger.body {
+                let path = write_body_file(main, &job.id, context.counter, body, &run_as)?;
+                data.body_path = Some(path.clone());
+                *body_file = Some(path);
+            }
+            Ok(request::job_request(
+                job,
+                context.counter,
+                &dir_work,
+                &run_as,
+                &data,
+            ))
+        }
+        Def::Http(job) => {
+            let user = job.user.as_deref().or(main.user.as_deref());
+            let group = job.group.as_deref().or(main.group.as_deref());
+            let run_as = request::resolve_run_as(user, group)?;
+            Ok(request::http_request(job, context.counter, &run_as))
+        }
+    }
+}
+
+/// Saves a webhook body where only the job's user can read it.
+fn write_body_file(
+    main: &crate::config::MainConfig,
+    id: &str,
+    counter: u64,
+    body: &[u8],
+    run_as: &request::RunAs,
+) -> Result<PathBuf, String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = main.dir_lib().join("run");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join(format!("{id}.{counter}.body"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    file.write_all(body)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if let Some(creds) = &run_as.credentials
+        && nix::unistd::Uid::effective().is_root()
+    {
+        std::os::unix::fs::chown(&path, Some(creds.uid), Some(creds.gid))
+            .map_err(|e| format!("cannot hand {} to {}: {e}", path.display(), creds.user_name))?;
+    }
+    Ok(path)
+}
+
+impl Engine {
+    /// Gives the run its counter and marks the job started; `None` when the run must not
+    /// happen (job paused or gone, or the service is stopping).
+    fn begin_run(&self, kind: Kind, id: &str) -> Option<RunContext> {
+        if self
+            .inner
+            .shutting_down
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return None;
+        }
+        let context = {
+            let mut registry = self.lock();
+            let entry = registry.map(kind).get_mut(id)?;
+            if entry.state.paused {
+                return None;
+            }
+            entry.state.counter += 1;
+            entry.state.started = true;
+            entry.state.last_run = Some(Utc::now());
+            entry.resumed = false;
+            if let Some(run) = entry.run.as_mut() {
+                run.counter = Some(entry.state.counter);
+            }
+            RunContext {
+                def: entry.def.clone(),
+                counter: entry.state.counter,
+                log_dir: entry.log_dir.clone(),
+            }
+        };
+        self.persist(kind, id);
+        self.changed();
+        Some(context)
+    }
+
+    fn end_run(&self, kind: Kind, id: &str, result: RunResult, meta: Option<LogMeta>) {
+        {
+            let mut registry = self.lock();
+            let Some(entry) = registry.map(kind).get_mut(id) else {
+                return;
+            };
+            entry.state.started = false;
+            entry.state.last_result = Some(result);
+            if let Some(run) = entry.run.as_mut() {
+                run.counter = None;
+            }
+            if let Some(meta) = meta {
+                entry.logs.push(meta);
+            }
+            let keep = entry.def.log_retention();
+            if let Err(err) = entry.log_dir.enforce_retention(&mut entry.logs, keep) {
+                tracing::error!(job = id, error = %err, "cannot delete old logs");
+            }
+        }
+        self.persist(kind, id);
+        self.changed();
+    }
+
+    /// After a run: hands over the queued trigger with a fresh cancel channel, or marks
+    /// the job idle and ends the task.
+    fn take_next(
+        &self,
+        kind: Kind,
+        id: &str,
+    ) -> Option<(Trigger, watch::Receiver<Option<String>>)> {
+        let stopping = self
+            .inner
+            .shutting_down
+            .load(std::sync::atomic::Ordering::SeqCst);
+        let mut registry = self.lock();
+        let next = match registry.map(kind).get_mut(id) {
+            Some(entry) => match entry.queued.take() {
+                Some(trigger) if !stopping && !entry.retired => {
+                    let (cancel, cancel_rx) = watch::channel(None);
+                    entry.run = Some(super::ActiveRun {
+                        counter: None,
+                        cancel,
+                    });
+                    Some((trigger, cancel_rx))
+                }
+                _ => {
+                    entry.run = None;
+                    if entry.retired {
+                        registry.map(kind).remove(id);
+                    }
+                    None
+                }
+            },
+            None => None,
+        };
+        if next.is_none() {
+            registry.run_tasks = registry.run_tasks.saturating_sub(1);
+            drop(registry);
+            self.inner.run_task_ended.notify_waiters();
+            self.changed();
+        }
+        next
+    }
+}

@@ -1,0 +1,51 @@
+//! One timer task per job with an interval or schedule.
+
+use chrono::{DateTime, Utc};
+
+use super::{Engine, Kind};
+use crate::schedule::Timer;
+
+/// Sleeps until each due time and fires the job; `next_run` is kept exact throughout.
+pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Timer) {
+    let last_run = {
+        let mut registry = engine.lock();
+        match registry.get(kind, &id) {
+            Some(entry) => entry.state.last_run,
+            None => return,
+        }
+    };
+    let mut due = timer.first_due(Utc::now(), last_run);
+    loop {
+        if !set_next_run(&engine, kind, &id, due) {
+            return;
+        }
+        sleep_until_wall(due).await;
+        engine.timer_fired(kind, &id);
+        due = timer.next_due(due, Utc::now());
+    }
+}
+
+fn set_next_run(engine: &Engine, kind: Kind, id: &str, due: DateTime<Utc>) -> bool {
+    let mut registry = engine.lock();
+    let Some(entry) = registry.get(kind, id) else {
+        return false;
+    };
+    entry.next_run = Some(due);
+    drop(registry);
+    engine.changed();
+    true
+}
+
+/// Sleeps until the wall clock reaches `due`, re-checking after each wake so that a
+/// clock step does not fire a timer early.
+async fn sleep_until_wall(due: DateTime<Utc>) {
+    loop {
+        let Ok(left) = (due - Utc::now()).to_std() else {
+            return;
+        };
+        if left.is_zero() {
+            return;
+        }
+        tokio::time::sleep(left).await;
+    }
+}

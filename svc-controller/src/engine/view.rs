@@ -1,0 +1,317 @@
+//! JSON views of jobs and the Environment, as the API serves them.
+//!
+//! These are wire types, built from the registry. They never carry a secret, a password
+//! or the value of a sensitive header: see [`redact_header`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use super::{Def, Entry, Kind, Registry};
+use crate::config::MainConfig;
+use crate::logstore::LogMeta;
+use crate::schedule::Timer;
+
+/// What a time that never happened looks like (Go's zero time, as upstream sends it).
+pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+
+/// Replacement for sensitive values.
+pub const REDACTED: &str = "[redacted]";
+
+/// True for header names whose values must never be shown.
+pub fn is_sensitive_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "authorization",
+        "cookie",
+        "token",
+        "key",
+        "secret",
+        "password",
+        "passwd",
+        "auth",
+    ]
+    .iter()
+    .any(|word| name.contains(word))
+}
+
+/// `Key: Value` with the value replaced when the header is sensitive.
+pub fn redact_header(name: &str, value: &str) -> String {
+    if is_sensitive_header(name) {
+        format!("{name}: {REDACTED}")
+    } else {
+        format!("{name}: {value}")
+    }
+}
+
+/// A URL with any password in its user part, and the values of sensitive query
+/// parameters, replaced.
+pub fn redact_url(url: &str) -> String {
+    let (before_query, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
+    };
+    let mut out = match before_query.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = match rest.find('/') {
+                Some(i) => rest.split_at(i),
+                None => (rest, ""),
+            };
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    let user = userinfo.split(':').next().unwrap_or_default();
+                    format!("{scheme}://{user}:{REDACTED}@{host}{path}")
+                }
+                None => before_query.to_string(),
+            }
+        }
+        None => before_query.to_string(),
+    };
+    if let Some(query) = query {
+        let parts: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) if is_sensitive_header(key) => format!("{key}={REDACTED}"),
+                _ => pair.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&parts.join("&"));
+    }
+    out
+}
+
+fn time(t: Option<DateTime<Utc>>) -> String {
+    t.map_or_else(
+        || ZERO_TIME.to_string(),
+        |t| t.to_rfc3339_opts(SecondsFormat::Secs, true),
+    )
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[derive(Serialize)]
+struct LogView<'a> {
+    job_id: &'a str,
+    name: String,
+    status: &'static str,
+    counter: u64,
+}
+
+#[derive(Serialize)]
+struct JobView<'a> {
+    last_run: String,
+    next_run: String,
+    id: &'a str,
+    name: &'a str,
+    description: &'a str,
+    status: &'static str,
+    interval: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schedule: Option<String>,
+    logs: Vec<LogView<'a>>,
+    path: &'a str,
+    auth_kind: &'static str,
+    header_sign: &'a str,
+    commands: &'a [String],
+    log_retention: usize,
+    timeout: u64,
+}
+
+#[derive(Serialize)]
+struct HttpJobView<'a> {
+    last_run: String,
+    next_run: String,
+    id: &'a str,
+    name: &'a str,
+    description: &'a str,
+    status: &'static str,
+    interval: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schedule: Option<String>,
+    logs: Vec<LogView<'a>>,
+    http_method: &'static str,
+    http_url: String,
+    http_request_type: &'static str,
+    http_headers: Vec<String>,
+    http_timeout: u64,
+    http_insecure: bool,
+    log_retention: usize,
+}
+
+fn status(kind: Kind, entry: &Entry) -> &'static str {
+    let running = entry.run.as_ref().is_some_and(|run| run.counter.is_some());
+    if entry.state.paused {
+        "paused"
+    } else if running || (kind == Kind::Http && entry.resumed) {
+        "started"
+    } else {
+        entry.state.last_result.map_or("", |r| r.job_status())
+    }
+}
+
+fn timer_fields(timer: Option<&Timer>) -> (u64, Option<String>) {
+    match timer {
+        Some(Timer::Interval(every)) => (nanos(*every), None),
+        Some(Timer::Schedule(schedule)) => (0, Some(schedule.to_string())),
+        None => (0, None),
+    }
+}
+
+fn logs<'a>(id: &'a str, entry: &'a Entry) -> Vec<LogView<'a>> {
+    entry
+        .logs
+        .iter()
+        .map(|log: &LogMeta| LogView {
+            job_id: id,
+            name: entry.log_dir.file_name(log.counter, log.status),
+            status: log.status.as_str(),
+            counter: log.counter,
+        })
+        .collect()
+}
+
+fn entry_value(
+    kind: Kind,
+    id: &str,
+    entry: &Entry,
+) -> Result<serde_json::Value, serde_json::Error> {
+    match &entry.def {
+        Def::Job(job) => {
+            let (interval, schedule) = timer_fields(job.timer.as_ref());
+            serde_json::to_value(JobView {
+                last_run: time(entry.state.last_run),
+                next_run: time(entry.next_run),
+                id,
+                name: &job.name,
+                description: &job.description,
+                status: status(kind, entry),
+                interval,
+                schedule,
+                logs: logs(id, entry),
+                path: job.path.as_deref().unwrap_or_default(),
+                auth_kind: job.auth_kind.as_str(),
+                header_sign: &job.header_sign,
+                commands: &job.commands,
+                log_retention: job.log_retention,
+                timeout: job.timeout.map_or(0, nanos),
+            })
+        }
+        Def::Http(job) => {
+            let (interval, schedule) = timer_fields(Some(&job.timer));
+            serde_json::to_value(HttpJobView {
+                last_run: time(entry.state.last_run),
+                next_run: time(entry.next_run),
+                id,
+                name: &job.name,
+                description: &job.description,
+                status: status(kind, entry),
+                interval,
+                schedule,
+                logs: logs(id, entry),
+                http_method: job.http_method.as_str(),
+                http_url: redact_url(&job.http_url),
+                http_request_type: job.http_request_type.as_str(),
+                http_headers: job
+                    .http_headers
+                    .iter()
+                    .map(|(k, v)| redact_header(k, v))
+                    .collect(),
+                http_timeout: nanos(job.http_timeout),
+                http_insecure: job.http_insecure,
+                log_retention: job.log_retention,
+            })
+        }
+    }
+}
+
+/// The view of one job.
+pub(super) fn entry_json(kind: Kind, id: &str, entry: &Entry) -> serde_json::Value {
+    entry_value(kind, id, entry).unwrap_or_else(|err| {
+        tracing::error!(job = id, error = %err, "cannot serialise a job");
+        serde_json::Value::Null
+    })
+}
+
+#[derive(Serialize)]
+struct EnvironmentView<'a> {
+    jobs: BTreeMap<&'a str, serde_json::Value>,
+    http_jobs: BTreeMap<&'a str, serde_json::Value>,
+    name: &'a str,
+    version: &'static str,
+    listen_address: &'a str,
+    dir_base: String,
+    dir_public: String,
+    http_timeout: u64,
+    max_job_running: usize,
+    is_development: bool,
+}
+
+fn collect(kind: Kind, map: &BTreeMap<String, Entry>) -> BTreeMap<&str, serde_json::Value> {
+    map.iter()
+        .filter(|(_, e)| !e.retired)
+        .map(|(id, e)| (e.def.name(), entry_json(kind, id, e)))
+        .collect()
+}
+
+pub(super) fn environment_json(main: &MainConfig, registry: &Registry) -> serde_json::Value {
+    let view = EnvironmentView {
+        jobs: collect(Kind::Job, &registry.jobs),
+        http_jobs: collect(Kind::Http, &registry.http),
+        name: &main.name,
+        version: env!("CARGO_PKG_VERSION"),
+        listen_address: &main.listen_address,
+        dir_base: main.dir_base.display().to_string(),
+        dir_public: main
+            .dir_public
+            .as_ref()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        http_timeout: nanos(main.http_timeout),
+        max_job_running: main.max_job_running,
+        is_development: main.is_development,
+    };
+    serde_json::to_value(view).unwrap_or_else(|err| {
+        tracing::error!(error = %err, "cannot serialise the environment");
+        serde_json::Value::Null
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sensitive_headers_are_redacted() {
+        for name in [
+            "Authorization",
+            "Cookie",
+            "X-Api-Key",
+            "X-Auth-Token",
+            "Proxy-Authorization",
+            "X-Secret",
+        ] {
+            assert_eq!(
+                redact_header(name, "hunter2"),
+                format!("{name}: {REDACTED}")
+            );
+        }
+        assert_eq!(redact_header("Accept", "text/plain"), "Accept: text/plain");
+    }
+
+    #[test]
+    fn urls_lose_passwords_and_sensitive_parameters() {
+        assert_eq!(
+            redact_url("https://bob:hunter2@example.org/x?token=abc&page=2"),
+            format!("https://bob:{REDACTED}@example.org/x?token={REDACTED}&page=2")
+        );
+        assert_eq!(
+            redact_url("http://127.0.0.1:1/svc"),
+            "http://127.0.0.1:1/svc"
+        );
+    }
+}

@@ -1,0 +1,473 @@
+//! Starting `svc-runner` processes and driving one execution over the runner socket.
+//!
+//! The controller owns one Unix socket (mode 0600 in a 0700 directory). For each
+//! execution it spawns a runner, hands it a one-time token on standard input, and waits
+//! for the runner to connect and present that token. The connection is accepted only if
+//! the peer's pid is the runner just spawned. Every failure of the runner (did not start,
+//! died, sent garbage, never finished) becomes a failed [`Outcome`] with a reason; nothing
+//! here can take the controller down.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use interprocess::local_socket::tokio::{Listener, Stream as LocalStream, prelude::*};
+use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
+use interprocess::os::unix::local_socket::ListenerOptionsExt;
+use proto::{ControllerCodec, ControllerMessage, ExecRequest, PROTOCOL_VERSION, RunnerMessage};
+use rand::distr::{Alphanumeric, SampleString};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+use tokio::sync::{oneshot, watch};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio_util::codec::Framed;
+
+use crate::fsutil;
+use crate::logstore::OutputKind;
+
+/// How long a spawned runner has to connect and say hello.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Extra time past the run's own limit and grace before the controller kills a runner
+/// that failed to end the work itself.
+const BACKSTOP_MARGIN: Duration = Duration::from_secs(15);
+/// How long to wait for a runner to exit after it reported the end of the run.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
+/// `PATH` of the runner process itself (the commands get their own).
+const RUNNER_PATH_ENV: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Something that happened during a run, for the run's log.
+#[derive(Debug)]
+pub enum RunEvent<'a> {
+    /// A line of svc's own text.
+    Line(String),
+    /// Bytes of command output or response body.
+    Output(OutputKind, &'a [u8]),
+    /// The HTTP status a JobHttp got.
+    HttpStatus(u16),
+}
+
+/// How an execution ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub success: bool,
+    pub summary: String,
+}
+
+impl Outcome {
+    fn fail(summary: impl Into<String>) -> Outcome {
+        Outcome {
+            success: false,
+            summary: summary.into(),
+        }
+    }
+}
+
+/// Errors setting up the runner socket.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("cannot create the runner socket directory {dir}: {source}")]
+    Dir {
+        dir: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot listen on the runner socket {path}: {source}")]
+    Listen {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+struct Accepted {
+    framed: Framed<LocalStream, ControllerCodec>,
+    version: u32,
+    peer_pid: Option<u32>,
+}
+
+struct HubInner {
+    socket_path: PathBuf,
+    runner_path: PathBuf,
+    /// One-time tokens of runners spawned and not yet connected.
+    pending: Mutex<HashMap<String, oneshot::Sender<Accepted>>>,
+}
+
+/// Cheap-to-clone handle on the runner socket.
+#[derive(Clone)]
+pub struct RunnerHub {
+    inner: Arc<HubInner>,
+}
+
+impl std::fmt::Debug for RunnerHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerHub")
+            .field("socket_path", &self.inner.socket_path)
+            .field("runner_path", &self.inner.runner_path)
+            .finish()
+    }
+}
+
+/// Removes a pending token when the execution that registered it ends, however it ends.
+struct PendingGuard<'a> {
+    hub: &'a HubInner,
+    token: String,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut pending) = self.hub.pending.lock() {
+            pending.remove(&self.token);
+        }
+    }
+}
+
+impl RunnerHub {
+    /// Creates the socket in `runtime_dir` and starts accepting runners.
+    pub fn start(runtime_dir: &Path, runner_path: PathBuf) -> Result<RunnerHub, HubError> {
+        fsutil::create_dir_with_mode(runtime_dir, 0o700).map_err(|source| HubError::Dir {
+            dir: runtime_dir.display().to_string(),
+            source,
+        })?;
+        let socket_path = runtime_dir.join("runner.sock");
+        let listen_err = |source| HubError::Listen {
+            path: socket_path.display().to_string(),
+            source,
+        };
+        // A socket file left by a controller that died is stale: only one controller
+        // runs per dir_base.
+        match std::fs::remove_file(&socket_path) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => return Err(listen_err(err)),
+        }
+        let name = socket_path
+            .clone()
+            .to_fs_name::<GenericFilePath>()
+            .map_err(listen_err)?;
+        let listener = ListenerOptions::new()
+            .name(name)
+            .mode(0o600)
+            .create_tokio()
+            .map_err(listen_err)?;
+        let inner = Arc::new(HubInner {
+            socket_path: socket_path.clone(),
+            runner_path,
+            pending: Mutex::new(HashMap::new()),
+        });
+        tokio::spawn(accept_loop(listener, Arc::downgrade(&inner)));
+        Ok(RunnerHub { inner })
+    }
+
+    pub fn runner_path(&self) -> &Path {
+        &self.inner.runner_path
+    }
+
+    /// Performs `request` in a new runner. `cancel` ends the work early when it receives
+    /// a reason. Events go to `sink` as they happen.
+    pub async fn execute(
+        &self,
+        request: ExecRequest,
+        cancel: &mut watch::Receiver<Option<String>>,
+        sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    ) -> Outcome {
+        let token = Alphanumeric.sample_string(&mut rand::rng(), 32);
+        let (accepted_tx, accepted_rx) = oneshot::channel();
+        match self.inner.pending.lock() {
+            Ok(mut pending) => {
+                pending.insert(token.clone(), accepted_tx);
+            }
+            Err(_) => return Outcome::fail("internal error: runner registry poisoned"),
+        }
+        let _guard = PendingGuard {
+            hub: &self.inner,
+            token: token.clone(),
+        };
+
+        let mut child = match self.spawn_runner(&token).await {
+            Ok(child) => child,
+            Err(err) => {
+                return Outcome::fail(format!(
+                    "cannot start the runner {}: {err}",
+                    self.inner.runner_path.display()
+                ));
+            }
+        };
+        let child_pid = child.id();
+
+        let accepted = tokio::select! {
+            accepted = accepted_rx => match accepted {
+                Ok(accepted) => accepted,
+                Err(_) => return Outcome::fail("internal error: runner registration dropped"),
+            },
+            status = child.wait() => {
+                let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                return Outcome::fail(format!("the runner exited ({status}) before it connected"));
+            }
+            _ = sleep(CONNECT_TIMEOUT) => {
+                kill_runner(&mut child).await;
+                return Outcome::fail(format!(
+                    "the runner did not connect within {}s", CONNECT_TIMEOUT.as_secs()
+                ));
+            }
+            _ = cancelled(cancel) => {
+                kill_runner(&mut child).await;
+                return Outcome::fail(format!("cancelled before the runner started: {}", reason(cancel)));
+            }
+        };
+        let mut framed = accepted.framed;
+
+        if accepted.peer_pid.is_none() || accepted.peer_pid != child_pid {
+            let _ = framed
+                .send(ControllerMessage::Reject {
+                    reason: "connection is not from the runner that was started".into(),
+                })
+                .await;
+            kill_runner(&mut child).await;
+            return Outcome::fail("a process other than the runner presented its token");
+        }
+        if accepted.version != PROTOCOL_VERSION {
+            let _ = framed
+                .send(ControllerMessage::Reject {
+                    reason: format!("controller speaks protocol version {PROTOCOL_VERSION}"),
+                })
+                .await;
+            kill_runner(&mut child).await;
+            return Outcome::fail(format!(
+                "the runner speaks protocol version {}, the controller {PROTOCOL_VERSION}: install matching svc-controller and svc-runner",
+                accepted.version
+            ));
+        }
+
+        let backstop = Instant::now()
+            + request
+                .timeout_ms
+                .map_or(Duration::from_secs(365 * 24 * 3600), |ms| {
+                    Duration::from_millis(ms.saturating_add(request.kill_grace_ms))
+                })
+            + BACKSTOP_MARGIN;
+        let sent = async {
+            framed
+                .send(ControllerMessage::Welcome {
+                    version: PROTOCOL_VERSION,
+                })
+                .await?;
+            framed
+                .send(ControllerMessage::Execute(Box::new(request)))
+                .await
+        };
+        if let Err(err) = sent.await {
+            kill_runner(&mut child).await;
+            return Outcome::fail(format!("cannot send the work to the runner: {err}"));
+        }
+
+        let mut outcome = None;
+        let mut cancel_sent = false;
+        loop {
+            tokio::select! {
+                frame = framed.next() => match frame {
+                    Some(Ok(message)) => {
+                        if let Some(end) = handle_message(message, sink) {
+                            outcome = Some(end);
+                        }
+                    }
+                    Some(Err(err)) => {
+                        kill_runner(&mut child).await;
+                        return Outcome::fail(format!("the runner sent an invalid frame: {err}"));
+                    }
+                    None => break,
+                },
+                _ = cancelled(cancel), if !cancel_sent => {
+                    cancel_sent = true;
+                    let why = reason(cancel);
+                    if framed.send(ControllerMessage::Cancel { reason: why }).await.is_err() {
+                        break;
+                    }
+                }
+                _ = sleep_until(backstop) => {
+                    kill_runner(&mut child).await;
+                    return Outcome::fail("the runner did not end the work in time and was killed");
+                }
+            }
+        }
+
+        let status = match timeout(EXIT_WAIT, child.wait()).await {
+            Ok(Ok(status)) => status.to_string(),
+            Ok(Err(err)) => err.to_string(),
+            Err(_) => {
+                kill_runner(&mut child).await;
+                "killed: it did not exit".to_string()
+            }
+        };
+        outcome.unwrap_or_else(|| {
+            Outcome::fail(format!(
+                "the runner died before reporting the end of the run ({status})"
+            ))
+        })
+    }
+
+    async fn spawn_runner(&self, token: &str) -> io::Result<Child> {
+        let mut child = Command::new(&self.inner.runner_path)
+            .arg("--socket")
+            .arg(&self.inner.socket_path)
+            .env_clear()
+            .env("PATH", RUNNER_PATH_ENV)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A runner that dies at once makes this fail; the connect wait reports it.
+            let _ = stdin.write_all(format!("{token}\n").as_bytes()).await;
+        }
+        Ok(child)
+    }
+}
+
+/// Turns one runner message into log events; returns the outcome when the run is over.
+fn handle_message(
+    message: RunnerMessage,
+    sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+) -> Option<Outcome> {
+    match message {
+        RunnerMessage::Log { line } => sink(RunEvent::Line(format!("--- {line}"))),
+        RunnerMessage::CommandStarted { command, .. } => {
+            sink(RunEvent::Line(format!("$ {command}")))
+        }
+        RunnerMessage::Output { stream, data } => {
+            let kind = match stream {
+                proto::OutputStream::Stdout => OutputKind::Stdout,
+                proto::OutputStream::Stderr => OutputKind::Stderr,
+                proto::OutputStream::Body => OutputKind::Body,
+            };
+            sink(RunEvent::Output(kind, &data));
+        }
+        RunnerMessage::CommandExited { exit, .. } => {
+            let seconds = exit.duration_ms as f64 / 1000.0;
+            let how = match (exit.code, exit.signal) {
+                (Some(code), _) => format!("exit code {code}"),
+                (None, Some(signal)) => format!("killed by signal {signal}"),
+                (None, None) => "ended".to_string(),
+            };
+            let why = if exit.timed_out {
+                " (time limit reached)"
+            } else if exit.cancelled {
+                " (cancelled)"
+            } else {
+                ""
+            };
+            sink(RunEvent::Line(format!(
+                "--- {how} after {seconds:.3}s{why}"
+            )));
+        }
+        RunnerMessage::HttpResponse {
+            status,
+            body_bytes,
+            truncated,
+        } => {
+            sink(RunEvent::HttpStatus(status));
+            if truncated {
+                sink(RunEvent::Line(format!(
+                    "--- response body of {body_bytes} bytes was cut"
+                )));
+            }
+        }
+        RunnerMessage::Finished { success, summary } => return Some(Outcome { success, summary }),
+        RunnerMessage::Error { message } => {
+            return Some(Outcome::fail(format!(
+                "the runner could not do the work: {message}"
+            )));
+        }
+        RunnerMessage::Hello { .. } => {
+            sink(RunEvent::Line(
+                "--- the runner sent a second hello; ignored".into(),
+            ));
+        }
+    }
+    None
+}
+
+/// Resolves when `cancel` holds a reason (at once if it already does).
+async fn cancelled(cancel: &mut watch::Receiver<Option<String>>) {
+    loop {
+        if cancel.borrow_and_update().is_some() {
+            return;
+        }
+        if cancel.changed().await.is_err() {
+            // The sender is gone: nobody can cancel any more.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+fn reason(cancel: &watch::Receiver<Option<String>>) -> String {
+    cancel.borrow().clone().unwrap_or_default()
+}
+
+async fn kill_runner(child: &mut Child) {
+    let _ = child.start_kill();
+    let _ = timeout(EXIT_WAIT, child.wait()).await;
+}
+
+async fn accept_loop(listener: Listener, hub: Weak<HubInner>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::warn!(error = %err, "accepting a runner connection failed");
+                sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(hub) = hub.upgrade() else { return };
+        tokio::spawn(handshake(stream, hub));
+    }
+}
+
+/// Reads the runner's hello and hands the connection to the execution that owns the token.
+async fn handshake(stream: LocalStream, hub: Arc<HubInner>) {
+    let peer_pid = stream
+        .peer_creds()
+        .ok()
+        .and_then(|creds| creds.pid())
+        .and_then(|pid| u32::try_from(pid).ok());
+    let mut framed = Framed::new(stream, ControllerCodec::new());
+    let hello = match timeout(CONNECT_TIMEOUT, framed.next()).await {
+        Ok(Some(Ok(RunnerMessage::Hello { version, token }))) => (version, token),
+        Ok(Some(Ok(_))) => {
+            tracing::warn!("a runner connection did not start with hello; closed");
+            return;
+        }
+        Ok(Some(Err(err))) => {
+            tracing::warn!(error = %err, "a runner connection sent an invalid first frame; closed");
+            return;
+        }
+        Ok(None) | Err(_) => return,
+    };
+    let (version, token) = hello;
+    let waiting = hub.pending.lock().ok().and_then(|mut p| p.remove(&token));
+    match waiting {
+        Some(sender) => {
+            let _ = sender.send(Accepted {
+                framed,
+                version,
+                peer_pid,
+            });
+        }
+        None => {
+            tracing::warn!(
+                ?peer_pid,
+                "a runner connection presented an unknown token; rejected"
+            );
+            let _ = framed
+                .send(ControllerMessage::Reject {
+                    reason: "unknown token".into(),
+                })
+                .await;
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Crash-safe file operations: atomic replacement and durable renames.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Replaces `path` with `contents` so that a crash at any moment leaves either the old
+/// file or the new one, never a torn mix: write a temp file in the same directory, fsync
+/// it, rename it over `path`, fsync the directory.
+pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let dir = parent_dir(path)?;
+    let mut temp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    temp.write_all(contents)?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|err| err.error)?;
+    sync_dir(dir)
+}
+
+/// Renames `from` to `to` and makes the rename durable by syncing the directory.
+pub fn durable_rename(from: &Path, to: &Path) -> io::Result<()> {
+    fs::rename(from, to)?;
+    sync_dir(parent_dir(to)?)
+}
+
+/// Flushes a directory's entries (new, renamed or removed names) to disk.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn parent_dir(path: &Path) -> io::Result<&Path> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => Ok(dir),
+        _ => Ok(Path::new(".")),
+    }
+}
+
+/// Creates `dir` and its parents, then sets its permission bits to `mode`.
+pub fn create_dir_with_mode(dir: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::create_dir_all(dir)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(mode))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state");
+        atomic_write(&path, b"one").expect("first write");
+        atomic_write(&path, b"two").expect("second write");
+        assert_eq!(fs::read(&path).expect("read"), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("state")]);
+    }
+
+    #[test]
+    fn atomic_write_into_missing_directory_fails_cleanly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("missing/state");
+        assert!(atomic_write(&path, b"x").is_err());
+    }
+
+    #[test]
+    fn durable_rename_moves_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let from = dir.path().join("a.started");
+        let to = dir.path().join("a.success");
+        fs::write(&from, b"log").expect("write");
+        durable_rename(&from, &to).expect("rename");
+        assert!(!from.exists());
+        assert_eq!(fs::read(&to).expect("read"), b"log");
+    }
+}

@@ -1,0 +1,138 @@
+//! Environment, job log, and the signed pause / resume endpoints.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::json;
+
+use super::{ApiError, AppState, ok};
+use crate::auth;
+use crate::engine::Kind;
+
+/// How far `_svc_epoch` may be from the server clock.
+pub const EPOCH_WINDOW_SECS: u64 = 300;
+
+/// Pairs of a query string or form body. Bad percent-encoding decodes lossily.
+pub(super) fn params(raw: &[u8]) -> Vec<(String, String)> {
+    form_urlencoded::parse(raw).into_owned().collect()
+}
+
+pub(super) fn param<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// A job ID as the API takes it: present, non-empty, and of the characters IDs use.
+pub(super) fn job_id(value: Option<&str>) -> Result<&str, ApiError> {
+    match value {
+        None | Some("") => Err(ApiError::bad_request("empty job id")),
+        Some(id)
+            if id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') =>
+        {
+            Ok(id)
+        }
+        Some(_) => Err(ApiError::bad_request("invalid job id")),
+    }
+}
+
+pub(super) async fn environment(State(state): State<AppState>) -> Response {
+    ok(state.engine.environment_json())
+}
+
+pub(super) async fn log(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    log_of(&state, Kind::Job, query).await
+}
+
+/// One log of a Job or JobHttp by `id` and `counter`, as a JobLog.
+pub(super) async fn log_of(
+    state: &AppState,
+    kind: Kind,
+    query: Option<String>,
+) -> Result<Response, ApiError> {
+    let pairs = params(query.unwrap_or_default().as_bytes());
+    let id = job_id(param(&pairs, "id"))?;
+    let counter: u64 = param(&pairs, "counter")
+        .ok_or_else(|| ApiError::bad_request("missing log counter"))?
+        .parse()
+        .map_err(|_| ApiError::bad_request("invalid log counter"))?;
+    let (name, status, content) = state
+        .engine
+        .read_log(kind, id, counter)?
+        .ok_or_else(|| ApiError::not_found("log not found"))?;
+    Ok(ok(json!({
+        "job_id": id,
+        "name": name,
+        "status": status.as_str(),
+        "counter": counter,
+        "content": super::job_http::encode_content(&content),
+    })))
+}
+
+/// Checks the `X-Svc-Sign` signature of a form body and its `_svc_epoch`; returns the
+/// form pairs.
+pub(super) fn signed_form(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Vec<(String, String)>, ApiError> {
+    let signature = headers.get("x-svc-sign").and_then(|v| v.to_str().ok());
+    auth::verify_hmac_sha256(state.secret.as_bytes(), body, "x-svc-sign", signature)
+        .map_err(|e| ApiError::unauthorized(e.to_string()))?;
+    let pairs = params(body);
+    let epoch: u64 = param(&pairs, "_svc_epoch")
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| ApiError::unauthorized("missing or invalid _svc_epoch"))?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if now.abs_diff(epoch) > EPOCH_WINDOW_SECS {
+        return Err(ApiError::unauthorized(
+            "_svc_epoch is more than 5 minutes away from the server clock",
+        ));
+    }
+    Ok(pairs)
+}
+
+pub(super) async fn pause(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let pairs = signed_form(&state, &headers, &body)?;
+    let id = job_id(param(&pairs, "id"))?;
+    Ok(ok(state.engine.pause(Kind::Job, id)?))
+}
+
+pub(super) async fn resume(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let pairs = signed_form(&state, &headers, &body)?;
+    let id = job_id(param(&pairs, "id"))?;
+    Ok(ok(state.engine.resume(Kind::Job, id)?))
+}
+
+pub(super) async fn cancel(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let pairs = signed_form(&state, &headers, &body)?;
+    let id = job_id(param(&pairs, "id"))?;
+    Ok(ok(state.engine.cancel(
+        Kind::Job,
+        id,
+        "cancelled through the API",
+    )?))
+}

@@ -1,0 +1,461 @@
+//! Run logs on disk: `<dir>/<id>.<counter>.<status>`, one file per run.
+//!
+//! A log is created as `.started`, written line by line while the run goes on (every
+//! line prefixed with its UTC time), and renamed to `.success` or `.fail` when the run
+//! ends. Nothing of a log's content is held in memory: the list of logs is rebuilt from
+//! the directory on start and content is read from disk on request.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+
+use crate::fsutil;
+use crate::state::RunResult;
+
+/// Format of the time prefix of every log line.
+pub const LINE_TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
+
+/// A partial line longer than this is written out without waiting for its newline.
+const MAX_PARTIAL_LINE: usize = 64 * 1024;
+
+/// Status part of a log file name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogStatus {
+    Started,
+    Finished(RunResult),
+}
+
+impl LogStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogStatus::Started => "started",
+            LogStatus::Finished(result) => result.log_status(),
+        }
+    }
+
+    fn parse(text: &str) -> Option<LogStatus> {
+        match text {
+            "started" => Some(LogStatus::Started),
+            "success" => Some(LogStatus::Finished(RunResult::Success)),
+            "fail" => Some(LogStatus::Finished(RunResult::Fail)),
+            _ => None,
+        }
+    }
+}
+
+/// One log file, as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogMeta {
+    pub counter: u64,
+    pub status: LogStatus,
+}
+
+/// The log directory of one job.
+#[derive(Debug, Clone)]
+pub struct LogDir {
+    dir: PathBuf,
+    id: String,
+}
+
+impl LogDir {
+    pub fn new(dir: PathBuf, id: &str) -> LogDir {
+        LogDir {
+            dir,
+            id: id.to_string(),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `<id>.<counter>.<status>`: the file name, which is also the JobLog `name`.
+    pub fn file_name(&self, counter: u64, status: LogStatus) -> String {
+        format!("{}.{}.{}", self.id, counter, status.as_str())
+    }
+
+    pub fn path(&self, counter: u64, status: LogStatus) -> PathBuf {
+        self.dir.join(self.file_name(counter, status))
+    }
+
+    /// Lists this job's logs, oldest first. Files that are not this job's logs are
+    /// ignored; a missing directory is an empty list.
+    pub fn scan(&self) -> io::Result<Vec<LogMeta>> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(err),
+        };
+        let prefix = format!("{}.", self.id);
+        let mut logs = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some(rest) = name.strip_prefix(&prefix) else {
+                continue;
+            };
+            let Some((counter, status)) = rest.split_once('.') else {
+                continue;
+            };
+            let (Ok(counter), Some(status)) = (counter.parse::<u64>(), LogStatus::parse(status))
+            else {
+                continue;
+            };
+            logs.push(LogMeta { counter, status });
+        }
+        logs.sort_by_key(|log| log.counter);
+        // Two files for one counter can only come from a crash between a copy and a
+        // delete; keep the finished one.
+        logs.dedup_by(|later, earlier| {
+            if later.counter == earlier.counter {
+                if earlier.status == LogStatus::Started {
+                    earlier.status = later.status;
+                }
+                true
+            } else {
+                false
+            }
+        });
+        Ok(logs)
+    }
+
+    /// Starts the log of run `counter`.
+    pub fn create(&self, counter: u64) -> io::Result<RunLog> {
+        fs::create_dir_all(&self.dir)?;
+        let path = self.path(counter, LogStatus::Started);
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        fsutil::sync_dir(&self.dir)?;
+        Ok(RunLog {
+            file,
+            path,
+            log_dir: self.clone(),
+            counter,
+            partial: [Vec::new(), Vec::new(), Vec::new()],
+        })
+    }
+
+    /// Full content of the log of run `counter`, with its status; `None` when absent.
+    pub fn read(&self, counter: u64) -> io::Result<Option<(LogStatus, Vec<u8>)>> {
+        for status in [
+            LogStatus::Finished(RunResult::Success),
+            LogStatus::Finished(RunResult::Fail),
+            LogStatus::Started,
+        ] {
+            match fs::read(self.path(counter, status)) {
+                Ok(content) => return Ok(Some((status, content))),
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The last `max` bytes of the log of run `counter`.
+    pub fn read_tail(&self, counter: u64, status: LogStatus, max: u64) -> io::Result<Vec<u8>> {
+        let mut file = File::open(self.path(counter, status))?;
+        let len = file.metadata()?.len();
+        file.seek(SeekFrom::Start(len.saturating_sub(max)))?;
+        let mut tail = Vec::new();
+        file.take(max).read_to_end(&mut tail)?;
+        Ok(tail)
+    }
+
+    /// Deletes the oldest finished logs until at most `keep` remain in `logs`.
+    pub fn enforce_retention(&self, logs: &mut Vec<LogMeta>, keep: usize) -> io::Result<()> {
+        let excess = logs.len().saturating_sub(keep);
+        if excess == 0 {
+            return Ok(());
+        }
+        let mut removed = 0;
+        let mut result = Ok(());
+        for log in logs.iter().take(excess) {
+            match fs::remove_file(self.path(log.counter, log.status)) {
+                Ok(()) => removed += 1,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => removed += 1,
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            }
+        }
+        logs.drain(..removed);
+        if removed > 0 {
+            fsutil::sync_dir(&self.dir)?;
+        }
+        result
+    }
+
+    /// Finishes every `.started` log left by a controller that died during a run: appends
+    /// a line saying so and renames it to `.fail`. Returns the counters repaired.
+    pub fn recover_interrupted(&self, logs: &mut [LogMeta]) -> io::Result<Vec<u64>> {
+        let mut repaired = Vec::new();
+        for log in logs.iter_mut().filter(|l| l.status == LogStatus::Started) {
+            let path = self.path(log.counter, LogStatus::Started);
+            let mut file = OpenOptions::new().append(true).open(&path)?;
+            // The run may have died in the middle of a line.
+            let ends_with_newline = {
+                let tail = self.read_tail(log.counter, LogStatus::Started, 1)?;
+                tail.is_empty() || tail == b"\n"
+            };
+            let mut text = String::new();
+            if !ends_with_newline {
+                text.push('\n');
+            }
+            text.push_str(&format_line(
+                Utc::now(),
+                &format!(
+                    "=== run {} finished: fail: interrupted, the controller stopped before the run ended",
+                    log.counter
+                ),
+            ));
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+            let status = LogStatus::Finished(RunResult::Fail);
+            fsutil::durable_rename(&path, &self.path(log.counter, status))?;
+            log.status = status;
+            repaired.push(log.counter);
+        }
+        Ok(repaired)
+    }
+
+    /// Time of the first line of a log, used to rebuild `last_run` from logs.
+    pub fn first_line_time(&self, counter: u64, status: LogStatus) -> Option<DateTime<Utc>> {
+        let mut head = [0u8; 19];
+        let mut file = File::open(self.path(counter, status)).ok()?;
+        file.read_exact(&mut head).ok()?;
+        let text = std::str::from_utf8(&head).ok()?;
+        NaiveDateTime::parse_from_str(text, LINE_TIME_FORMAT)
+            .ok()
+            .map(|t| t.and_utc())
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS text\n`.
+pub fn format_line(time: DateTime<Utc>, text: &str) -> String {
+    format!("{} {text}\n", time.format(LINE_TIME_FORMAT))
+}
+
+/// Which output a chunk of bytes came from; each keeps its own partial line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    Stdout = 0,
+    Stderr = 1,
+    Body = 2,
+}
+
+/// The log of a run in progress.
+#[derive(Debug)]
+pub struct RunLog {
+    file: File,
+    path: PathBuf,
+    log_dir: LogDir,
+    counter: u64,
+    partial: [Vec<u8>; 3],
+}
+
+impl RunLog {
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+
+    /// Writes one line of svc's own text, after any pending partial output lines.
+    pub fn line(&mut self, text: &str) -> io::Result<()> {
+        self.flush_partial()?;
+        self.file
+            .write_all(format_line(Utc::now(), text).as_bytes())
+    }
+
+    /// Adds command output. Complete lines are written at once with their time; a trailing
+    /// partial line waits for its newline (or for [`RunLog::flush_partial`]).
+    pub fn output(&mut self, kind: OutputKind, mut data: &[u8]) -> io::Result<()> {
+        let now = Utc::now();
+        let mut out = Vec::with_capacity(data.len() + 32);
+        while let Some(pos) = data.iter().position(|&b| b == b'\n') {
+            let partial = &mut self.partial[kind as usize];
+            out.extend_from_slice(now.format(LINE_TIME_FORMAT).to_string().as_bytes());
+            out.push(b' ');
+            out.append(partial);
+            out.extend_from_slice(&data[..=pos]);
+            data = &data[pos + 1..];
+        }
+        let partial = &mut self.partial[kind as usize];
+        partial.extend_from_slice(data);
+        if partial.len() >= MAX_PARTIAL_LINE {
+            out.extend_from_slice(now.format(LINE_TIME_FORMAT).to_string().as_bytes());
+            out.push(b' ');
+            out.append(partial);
+            out.push(b'\n');
+        }
+        self.file.write_all(&out)
+    }
+
+    /// Writes out pending partial lines, each ended with a newline.
+    pub fn flush_partial(&mut self) -> io::Result<()> {
+        let now = Utc::now();
+        for partial in &mut self.partial {
+            if partial.is_empty() {
+                continue;
+            }
+            let mut out = format!("{} ", now.format(LINE_TIME_FORMAT)).into_bytes();
+            out.append(partial);
+            out.push(b'\n');
+            self.file.write_all(&out)?;
+        }
+        Ok(())
+    }
+
+    /// Syncs the file and renames it to its final status.
+    pub fn finish(mut self, result: RunResult) -> io::Result<LogMeta> {
+        self.flush_partial()?;
+        self.file.sync_all()?;
+        let status = LogStatus::Finished(result);
+        fsutil::durable_rename(&self.path, &self.log_dir.path(self.counter, status))?;
+        Ok(LogMeta {
+            counter: self.counter,
+            status,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(bytes: &[u8]) -> Vec<String> {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn assert_timestamped(line: &str) {
+        assert!(
+            NaiveDateTime::parse_from_str(&line[..19], LINE_TIME_FORMAT).is_ok()
+                && &line[19..20] == " ",
+            "line without a time prefix: {line:?}"
+        );
+    }
+
+    #[test]
+    fn a_run_log_is_written_line_by_line_and_renamed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = LogDir::new(dir.path().join("job"), "backup");
+        let mut log = logs.create(7).expect("create");
+        assert!(dir.path().join("job/backup.7.started").exists());
+        log.line("=== run 7 started").expect("line");
+        log.output(OutputKind::Stdout, b"hel").expect("out");
+        log.output(OutputKind::Stderr, b"oops\n").expect("out");
+        log.output(OutputKind::Stdout, b"lo\nworld").expect("out");
+        log.line("=== run 7 finished: success").expect("line");
+        let meta = log.finish(RunResult::Success).expect("finish");
+        assert_eq!(meta.status, LogStatus::Finished(RunResult::Success));
+        let content = fs::read(dir.path().join("job/backup.7.success")).expect("read");
+        let lines = lines(&content);
+        let texts: Vec<_> = lines.iter().map(|l| &l[20..]).collect();
+        assert_eq!(
+            texts,
+            [
+                "=== run 7 started",
+                "oops",
+                "hello",
+                "world",
+                "=== run 7 finished: success"
+            ]
+        );
+        lines.iter().for_each(|l| assert_timestamped(l));
+    }
+
+    #[test]
+    fn very_long_lines_are_cut_not_buffered_forever() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = LogDir::new(dir.path().to_path_buf(), "j");
+        let mut log = logs.create(1).expect("create");
+        log.output(OutputKind::Stdout, &vec![b'x'; MAX_PARTIAL_LINE + 10])
+            .expect("out");
+        assert!(log.partial[0].is_empty());
+        let content = fs::read(logs.path(1, LogStatus::Started)).expect("read");
+        assert_eq!(content.len(), 20 + MAX_PARTIAL_LINE + 10 + 1);
+    }
+
+    #[test]
+    fn scan_lists_only_this_jobs_logs_in_counter_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = LogDir::new(dir.path().to_path_buf(), "a");
+        for name in [
+            "a.10.success",
+            "a.9.fail",
+            "a.11.started",
+            "a.x.success",
+            "a.12.weird",
+            "ab.1.success",
+            "b.1.success",
+            ".tmp-123",
+        ] {
+            fs::write(dir.path().join(name), b"").expect("write");
+        }
+        let got = logs.scan().expect("scan");
+        let counters: Vec<_> = got.iter().map(|l| (l.counter, l.status.as_str())).collect();
+        assert_eq!(counters, [(9, "fail"), (10, "success"), (11, "started")]);
+        assert!(
+            LogDir::new(dir.path().join("none"), "a")
+                .scan()
+                .expect("scan")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn retention_deletes_the_oldest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = LogDir::new(dir.path().to_path_buf(), "a");
+        for counter in 1..=5 {
+            logs.create(counter)
+                .expect("create")
+                .finish(RunResult::Success)
+                .expect("finish");
+        }
+        let mut list = logs.scan().expect("scan");
+        logs.enforce_retention(&mut list, 2).expect("retention");
+        assert_eq!(list.iter().map(|l| l.counter).collect::<Vec<_>>(), [4, 5]);
+        assert_eq!(logs.scan().expect("scan"), list);
+    }
+
+    #[test]
+    fn interrupted_runs_become_failures_with_a_final_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = LogDir::new(dir.path().to_path_buf(), "a");
+        let mut log = logs.create(3).expect("create");
+        log.line("=== run 3 started").expect("line");
+        log.output(OutputKind::Stdout, b"half a li").expect("out");
+        log.file
+            .write_all(b"half a li")
+            .expect("simulate crash mid-line");
+        drop(log);
+        let mut list = logs.scan().expect("scan");
+        assert_eq!(logs.recover_interrupted(&mut list).expect("recover"), [3]);
+        assert_eq!(list[0].status, LogStatus::Finished(RunResult::Fail));
+        let (status, content) = logs.read(3).expect("read").expect("present");
+        assert_eq!(status.as_str(), "fail");
+        let lines = lines(&content);
+        let last = lines.last().expect("a last line");
+        assert!(last.ends_with("interrupted, the controller stopped before the run ended"));
+        assert_timestamped(last);
+        assert!(logs.first_line_time(3, status).is_some());
+    }
+
+    #[test]
+    fn read_tail_returns_at_most_max_bytes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = LogDir::new(dir.path().to_path_buf(), "a");
+        fs::write(logs.path(1, LogStatus::Started), vec![b'z'; 5000]).expect("write");
+        assert_eq!(
+            logs.read_tail(1, LogStatus::Started, 2048)
+                .expect("tail")
+                .len(),
+            2048
+        );
+    }
+}

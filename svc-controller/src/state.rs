@@ -1,0 +1,256 @@
+//! The persisted state of a job: its state file under `var/run/svc/...`.
+//!
+//! Plain `key = value` lines (see docs/formats.md), replaced atomically. Unknown keys are
+//! ignored so that a newer release's file still loads; a value that does not parse makes
+//! the file unusable and the state is then rebuilt from the logs.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::fsutil;
+
+/// Result of a finished run, as stored in a state file and used in log names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunResult {
+    Success,
+    Fail,
+}
+
+impl RunResult {
+    /// Spelling in log file names and JobLog `status`: `success` or `fail`.
+    pub fn log_status(self) -> &'static str {
+        match self {
+            RunResult::Success => "success",
+            RunResult::Fail => "fail",
+        }
+    }
+
+    /// Spelling of the job status after such a run: `success` or `failed`.
+    pub fn job_status(self) -> &'static str {
+        match self {
+            RunResult::Success => "success",
+            RunResult::Fail => "failed",
+        }
+    }
+}
+
+/// What survives a restart of the controller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobState {
+    /// When the last run started.
+    pub last_run: Option<DateTime<Utc>>,
+    /// Result of the last finished run; `None` if it never finished one.
+    pub last_result: Option<RunResult>,
+    /// True while a run is going on. Only ever `true` in a file when the controller died
+    /// during a run; the next start repairs it.
+    pub started: bool,
+    /// Counter of the last run started; the next run gets `counter + 1`.
+    pub counter: u64,
+    pub paused: bool,
+}
+
+/// Why a state file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}: line {line}: {message}")]
+    Parse {
+        path: String,
+        line: usize,
+        message: String,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl JobState {
+    /// The `status` value written to the file.
+    fn status_text(&self) -> &'static str {
+        if self.started {
+            "started"
+        } else {
+            self.last_result.map_or("", RunResult::job_status)
+        }
+    }
+
+    /// Serialises to the file format.
+    pub fn to_text(&self) -> String {
+        let mut text = String::new();
+        let last_run = self
+            .last_run
+            .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+            .unwrap_or_default();
+        let _ = writeln!(text, "last_run = {last_run}");
+        let _ = writeln!(text, "status = {}", self.status_text());
+        let _ = writeln!(text, "counter = {}", self.counter);
+        let _ = writeln!(text, "paused = {}", self.paused);
+        text
+    }
+
+    /// Parses the file format. `origin` names the file in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<JobState, StateError> {
+        let mut state = JobState::default();
+        for (index, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fail = |message: String| StateError::Parse {
+                path: origin.to_string(),
+                line: index + 1,
+                message,
+            };
+            let (key, value) = line
+                .split_once('=')
+                .ok_or_else(|| fail(format!("expected `key = value`, got {line:?}")))?;
+            let value = value.trim();
+            match key.trim() {
+                "last_run" if value.is_empty() => state.last_run = None,
+                "last_run" => {
+                    let time = DateTime::parse_from_rfc3339(value)
+                        .map_err(|e| fail(format!("last_run {value:?}: {e}")))?;
+                    state.last_run = Some(time.with_timezone(&Utc));
+                }
+                "status" => {
+                    (state.last_result, state.started) = match value {
+                        "" | "paused" => (None, false),
+                        "success" => (Some(RunResult::Success), false),
+                        "failed" | "fail" => (Some(RunResult::Fail), false),
+                        "started" => (None, true),
+                        other => return Err(fail(format!("unknown status {other:?}"))),
+                    }
+                }
+                "counter" => {
+                    state.counter = value
+                        .parse()
+                        .map_err(|e| fail(format!("counter {value:?}: {e}")))?;
+                }
+                "paused" => {
+                    state.paused = match value {
+                        "true" => true,
+                        "false" => false,
+                        other => return Err(fail(format!("paused {other:?} is not a boolean"))),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(state)
+    }
+
+    /// Reads a state file; `Ok(None)` when it does not exist.
+    pub fn load(path: &Path) -> Result<Option<JobState>, StateError> {
+        let origin = path.display().to_string();
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                JobState::parse(&text, &origin).map(Some)
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StateError::Read {
+                path: origin,
+                source,
+            }),
+        }
+    }
+
+    /// Replaces the state file atomically.
+    pub fn save(&self, path: &Path) -> Result<(), StateError> {
+        fsutil::atomic_write(path, self.to_text().as_bytes()).map_err(|source| StateError::Write {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn sample() -> JobState {
+        JobState {
+            last_run: Some(
+                Utc.with_ymd_and_hms(2026, 11, 20, 23, 30, 0)
+                    .single()
+                    .expect("time"),
+            ),
+            last_result: Some(RunResult::Fail),
+            started: false,
+            counter: 42,
+            paused: true,
+        }
+    }
+
+    #[test]
+    fn text_round_trips() {
+        let state = sample();
+        let text = state.to_text();
+        assert_eq!(
+            text,
+            "last_run = 2026-11-20T23:30:00Z\nstatus = failed\ncounter = 42\npaused = true\n"
+        );
+        assert_eq!(JobState::parse(&text, "t").expect("parse"), state);
+    }
+
+    #[test]
+    fn never_run_state_round_trips() {
+        let state = JobState::default();
+        assert_eq!(
+            JobState::parse(&state.to_text(), "t").expect("parse"),
+            state
+        );
+    }
+
+    #[test]
+    fn started_status_is_kept() {
+        let state = JobState::parse("status = started\ncounter = 3\n", "t").expect("parse");
+        assert!(state.started);
+        assert_eq!(state.counter, 3);
+    }
+
+    #[test]
+    fn bad_values_are_errors_naming_file_and_line() {
+        for text in [
+            "counter = -1",
+            "counter = x",
+            "paused = maybe",
+            "status = weird",
+            "last_run = yesterday",
+            "garbage",
+        ] {
+            let err = JobState::parse(text, "/var/run/svc/job/x").expect_err(text);
+            assert!(
+                err.to_string().contains("/var/run/svc/job/x: line 1"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_ignored() {
+        let state = JobState::parse("counter = 1\nfuture_key = 9\n", "t").expect("parse");
+        assert_eq!(state.counter, 1);
+    }
+
+    #[test]
+    fn save_and_load() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job");
+        assert_eq!(JobState::load(&path).expect("missing is fine"), None);
+        sample().save(&path).expect("save");
+        assert_eq!(JobState::load(&path).expect("load"), Some(sample()));
+    }
+}
