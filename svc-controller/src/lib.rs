@@ -11,5 +11,6 @@ pub mod exec;
 pub mod fsutil;
 pub mod http;
 pub mod logstore;
+pub mod metrics;
 pub mod schedule;
 pub mod state;

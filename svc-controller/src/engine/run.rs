@@ -37,7 +37,14 @@ pub(super) async fn run_task(
         };
         let may_run = kind == Kind::Http || permit.is_some();
         if may_run && let Some(context) = engine.begin_run(kind, &id) {
+            let started = std::time::Instant::now();
             let (result, meta) = perform(&engine, &context, &trigger, &mut cancel).await;
+            crate::metrics::run_finished(
+                kind.as_str(),
+                &id,
+                result == RunResult::Success,
+                started.elapsed(),
+            );
             engine.end_run(kind, &id, result, meta);
         }
         drop(permit);

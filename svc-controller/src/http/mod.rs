@@ -4,6 +4,7 @@
 mod error;
 mod job_exec;
 mod job_http;
+mod public;
 mod response;
 mod webhook;
 
@@ -12,6 +13,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_http::compression::CompressionLayer;
@@ -68,9 +70,75 @@ pub fn router(state: AppState) -> Router {
         .merge(compressed)
         .merge(signed)
         .merge(webhooks)
-        .fallback(not_found)
+        .route("/svc/api/metrics", get(metrics))
+        .route("/svc", get(not_found))
+        .route("/svc/{*rest}", get(not_found))
+        .route_layer(middleware::from_fn(tag_route))
+        .fallback(public::serve)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::map_response(wrap_plain_errors))
+        .layer(middleware::from_fn(count_requests))
         .with_state(state)
+}
+
+/// Route template of a matched request, carried out to [`count_requests`].
+#[derive(Debug, Clone)]
+struct RouteLabel(String);
+
+/// Runs inside routing, where the matched route is known, and hands it outwards.
+async fn tag_route(
+    matched: axum::extract::MatchedPath,
+    request: axum::extract::Request,
+    next: middleware::Next,
+) -> Response {
+    let label = RouteLabel(matched.as_str().to_string());
+    let mut response = next.run(request).await;
+    response.extensions_mut().insert(label);
+    response
+}
+
+/// Counts answered requests by route template (never the raw path, which is
+/// unbounded); unmatched requests count as `other`.
+async fn count_requests(request: axum::extract::Request, next: middleware::Next) -> Response {
+    let response = next.run(request).await;
+    let route = response
+        .extensions()
+        .get::<RouteLabel>()
+        .map_or("other", |label| label.0.as_str());
+    crate::metrics::http_request(route, response.status().as_u16());
+    response
+}
+
+async fn metrics() -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::metrics::render(),
+    )
+        .into_response()
+}
+
+/// Puts every error answer that is not already JSON (axum's extractor rejections, the
+/// body limit's 413, ...) into the wrapper. The original text is dropped: it may echo
+/// the request.
+async fn wrap_plain_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !status.is_client_error() && !status.is_server_error() || is_json {
+        return response;
+    }
+    let message = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "request body too large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported content type",
+        _ => status.canonical_reason().unwrap_or("request failed"),
+    };
+    ApiError::new(status, message).into_response()
 }
 
 async fn not_found() -> Response {

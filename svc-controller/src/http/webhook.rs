@@ -21,10 +21,10 @@ pub(super) async fn trigger(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let path = format!("/{}", path.trim_start_matches('/'));
-    let id = state
-        .engine
-        .job_id_for_path(&path)
-        .ok_or_else(|| ApiError::not_found("no job has this path"))?;
+    let id = state.engine.job_id_for_path(&path).ok_or_else(|| {
+        crate::metrics::webhook_rejected("unknown_path");
+        ApiError::not_found("no job has this path")
+    })?;
     let job = state
         .engine
         .job_config(&id)
@@ -46,6 +46,7 @@ pub(super) async fn trigger(
         AuthKind::Patchhost => Err(auth::AuthError::Missing("x-payload-signature".into())),
     };
     verified.map_err(|e| {
+        crate::metrics::webhook_rejected("signature");
         tracing::info!(job = %id, reason = %e, "webhook refused");
         ApiError::unauthorized(e.to_string())
     })?;
@@ -57,5 +58,13 @@ pub(super) async fn trigger(
         body: Some(body),
         event,
     };
-    Ok(ok(state.engine.trigger(Kind::Job, &id, trigger)?))
+    let accepted = state.engine.trigger(Kind::Job, &id, trigger).map_err(|e| {
+        crate::metrics::webhook_rejected(match e {
+            crate::engine::EngineError::Paused => "paused",
+            crate::engine::EngineError::Busy => "busy",
+            _ => "other",
+        });
+        e
+    })?;
+    Ok(ok(accepted))
 }
