@@ -148,6 +148,9 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     }
     let hub = RunnerHub::start(&main.dir_runtime(), runner)?;
     let engine = Engine::new(&config, hub);
+    let replay = Arc::new(crate::replay::ReplayStores::open(
+        &main.dir_lib().join("replay"),
+    )?);
 
     let listener = tokio::net::TcpListener::bind(&main.listen_address)
         .await
@@ -159,6 +162,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     let app = http::router(AppState {
         engine: engine.clone(),
         secret,
+        replay,
     });
     println!(
         "svc: {} listening on http://{address}; UI at http://{address}/svc",

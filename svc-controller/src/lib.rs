@@ -12,5 +12,6 @@ pub mod fsutil;
 pub mod http;
 pub mod logstore;
 pub mod metrics;
+pub mod replay;
 pub mod schedule;
 pub mod state;

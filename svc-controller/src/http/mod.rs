@@ -34,6 +34,8 @@ pub struct AppState {
     pub engine: Engine,
     /// The main secret, for signed API calls and jobs without their own.
     pub secret: Arc<str>,
+    /// Deliveries and nonces already accepted.
+    pub replay: Arc<crate::replay::ReplayStores>,
 }
 
 /// The whole application router.
