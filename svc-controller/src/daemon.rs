@@ -171,20 +171,20 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     tracing::info!(%address, jobs = config.jobs.len(), http_jobs = config.http_jobs.len(), "started");
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
+    let server = tokio::spawn(http::server::serve(
+        listener,
+        app,
+        async move {
+            let _ = stop_rx.await;
+        },
+        Duration::from_secs(1),
+    ));
 
     wait_for_stop(&engine, &config_path).await?;
     tracing::info!("stopping");
     let _ = stop_tx.send(());
     engine.shutdown(SHUTDOWN_LIMIT).await;
-    // Open connections get a moment to finish; the process exits regardless.
-    let _ = tokio::time::timeout(Duration::from_secs(1), server).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
     tracing::info!("stopped");
     Ok(())
 }

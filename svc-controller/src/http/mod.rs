@@ -6,6 +6,7 @@ mod job_exec;
 mod job_http;
 mod public;
 mod response;
+pub mod server;
 mod webhook;
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_http::compression::CompressionLayer;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 pub use error::ApiError;
 pub use response::{ok, wrapper};
@@ -25,6 +27,8 @@ use crate::engine::Engine;
 
 /// Largest request body on the webhook routes.
 pub const WEBHOOK_BODY_LIMIT: usize = 25 * 1024 * 1024;
+/// Time a client has to send a whole request body.
+pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Largest request body elsewhere.
 pub const API_BODY_LIMIT: usize = 1024 * 1024;
 
@@ -79,8 +83,28 @@ pub fn router(state: AppState) -> Router {
         .fallback(public::serve)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::map_response(wrap_plain_errors))
+        .layer(RequestBodyTimeoutLayer::new(BODY_READ_TIMEOUT))
+        .layer(middleware::from_fn(limit_header_size))
         .layer(middleware::from_fn(count_requests))
         .with_state(state)
+}
+
+/// Refuses requests whose headers add up to more than [`server::MAX_HEADER_BYTES`].
+async fn limit_header_size(request: axum::extract::Request, next: middleware::Next) -> Response {
+    let size: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum::<usize>()
+        + request.uri().to_string().len();
+    if size > server::MAX_HEADER_BYTES {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "request headers too large",
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Route template of a matched request, carried out to [`count_requests`].
