@@ -124,6 +124,7 @@ fn runner_path(configured: Option<&Path>) -> anyhow::Result<PathBuf> {
 /// Starts everything and serves until SIGTERM or SIGINT.
 pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     let main = config.main.clone();
+    crate::metrics::init();
     let secret: Arc<str> = match &main.secret {
         Some(secret) => Arc::from(secret.as_str()),
         None => {

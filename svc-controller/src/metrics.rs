@@ -1,23 +1,449 @@
-//! Process-wide metrics, rendered in the Prometheus text format at `/svc/api/metrics`.
+//! Process-wide metrics, rendered in the Prometheus/OpenMetrics text format at `/svc/api/metrics`.
 //!
-//! PLACEHOLDER: the recording functions are wired into the engine and the HTTP layer;
-//! the implementation is being written (issue 3, item 8).
+//! One registry per process (the controller is one process per `dir_base`), built on first
+//! use with [`prometheus_client`]. The recording functions below are what the engine and the
+//! HTTP layer call; they only touch atomics and the families' own (non-poisoning) locks, so
+//! they are cheap and never panic. Label values are escaped by the crate's encoder.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `svc_runs_total` | counter | `kind` (`job`, `job_http`), `job`, `result` (`success`, `fail`) |
+//! | `svc_run_duration_seconds` | histogram | `kind` |
+//! | `svc_run_queue_length` | gauge | |
+//! | `svc_webhook_rejections_total` | counter | `reason` |
+//! | `svc_http_requests_total` | counter | `route` (template or `other`), `status` |
+//! | `svc_build_info` | gauge (always 1) | `version` |
+//! | `svc_start_time_seconds` | gauge | |
 
-use std::time::Duration;
+use std::sync::LazyLock;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+/// Upper bounds (seconds) of the run duration buckets: from 10 ms to one hour.
+const RUN_DURATION_BUCKETS: [f64; 12] = [
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+/// Labels of `svc_runs_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RunLabels {
+    kind: &'static str,
+    job: String,
+    result: &'static str,
+}
+
+/// Labels of `svc_run_duration_seconds`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+/// Labels of `svc_webhook_rejections_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RejectionLabels {
+    reason: &'static str,
+}
+
+/// Labels of `svc_http_requests_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct HttpLabels {
+    route: String,
+    status: u16,
+}
+
+/// Labels of `svc_build_info`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+fn run_duration_histogram() -> Histogram {
+    Histogram::new(RUN_DURATION_BUCKETS)
+}
+
+/// A registry with every svc metric, and the handles that record into it.
+#[derive(Debug)]
+struct Metrics {
+    registry: Registry,
+    runs: Family<RunLabels, Counter>,
+    run_duration: Family<KindLabels, Histogram, fn() -> Histogram>,
+    queue_length: Gauge,
+    webhook_rejections: Family<RejectionLabels, Counter>,
+    http_requests: Family<HttpLabels, Counter>,
+}
+
+impl Metrics {
+    /// A fresh registry; `start_time` is the Unix time reported by `svc_start_time_seconds`.
+    fn new(start_time: f64) -> Self {
+        let mut registry = Registry::with_prefix("svc");
+
+        let runs = Family::<RunLabels, Counter>::default();
+        registry.register(
+            "runs",
+            "Finished runs by kind (job, job_http), job ID and result (success, fail)",
+            runs.clone(),
+        );
+        let run_duration = Family::<KindLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            run_duration_histogram,
+        );
+        registry.register_with_unit(
+            "run_duration",
+            "Duration of finished runs by kind",
+            Unit::Seconds,
+            run_duration.clone(),
+        );
+        let queue_length = Gauge::default();
+        registry.register(
+            "run_queue_length",
+            "Runs waiting: queued triggers plus runs waiting for a max_job_running permit",
+            queue_length.clone(),
+        );
+        let webhook_rejections = Family::<RejectionLabels, Counter>::default();
+        registry.register(
+            "webhook_rejections",
+            "Refused webhook triggers by reason",
+            webhook_rejections.clone(),
+        );
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "Answered HTTP requests by route template (or other) and status code",
+            http_requests.clone(),
+        );
+
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "Always 1; the version label is the svc-controller version",
+            build_info,
+        );
+        let start = Gauge::<f64, AtomicU64>::default();
+        start.set(start_time);
+        registry.register_with_unit(
+            "start_time",
+            "Unix time the controller process started",
+            Unit::Seconds,
+            start,
+        );
+
+        Self {
+            registry,
+            runs,
+            run_duration,
+            queue_length,
+            webhook_rejections,
+            http_requests,
+        }
+    }
+
+    fn run_finished(&self, kind: &str, job_id: &str, success: bool, duration: Duration) {
+        let kind = kind_label(kind);
+        self.runs
+            .get_or_create(&RunLabels {
+                kind,
+                job: job_id.to_owned(),
+                result: if success { "success" } else { "fail" },
+            })
+            .inc();
+        self.run_duration
+            .get_or_create(&KindLabels { kind })
+            .observe(duration.as_secs_f64());
+    }
+
+    fn set_queue_length(&self, waiting: usize) {
+        self.queue_length
+            .set(i64::try_from(waiting).unwrap_or(i64::MAX));
+    }
+
+    fn webhook_rejected(&self, reason: &'static str) {
+        self.webhook_rejections
+            .get_or_create(&RejectionLabels { reason })
+            .inc();
+    }
+
+    fn http_request(&self, route: &str, status: u16) {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                route: route.to_owned(),
+                status,
+            })
+            .inc();
+    }
+
+    fn render(&self) -> String {
+        let mut text = String::with_capacity(4096);
+        if let Err(err) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            // Writing to a String does not fail; keep whatever was written if it ever does.
+            tracing::warn!(error = %err, "encoding the metrics failed");
+        }
+        text
+    }
+}
+
+/// The `kind` label: one of the two known kinds, anything else as `other` (keeps the
+/// label's values bounded whatever a caller passes).
+fn kind_label(kind: &str) -> &'static str {
+    match kind {
+        "job" => "job",
+        "job_http" => "job_http",
+        _ => "other",
+    }
+}
+
+/// Unix time of the process start: from `/proc` when it can be read, else now.
+fn process_start_time() -> f64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |since| since.as_secs_f64());
+    proc_start_time()
+        .filter(|start| *start > 0.0 && *start <= now)
+        .unwrap_or(now)
+}
+
+/// Boot time (`btime` of `/proc/stat`) plus the process's `starttime` (field 22 of
+/// `/proc/self/stat`, in clock ticks since boot).
+fn proc_start_time() -> Option<f64> {
+    // USER_HZ: the unit of /proc times, fixed by the kernel ABI at 100 on Linux ports.
+    const USER_HZ: f64 = 100.0;
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may itself contain spaces or `)`.
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    // Fields from 3 (state) on; starttime is field 22.
+    let ticks: f64 = after_comm.split_whitespace().nth(22 - 3)?.parse().ok()?;
+    let boot = std::fs::read_to_string("/proc/stat").ok()?;
+    let btime: f64 = boot
+        .lines()
+        .find_map(|line| line.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(btime + ticks / USER_HZ)
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics::new(process_start_time()));
+
+/// Builds the registry now rather than on first use (optional: every other function
+/// builds it when needed). Calling it early at start-up makes the fallback start time
+/// (used when `/proc` cannot be read) the start-up time.
+pub fn init() {
+    LazyLock::force(&METRICS);
+}
 
 /// A finished run of a Job (`kind` = `job`) or JobHttp (`job_http`).
-pub fn run_finished(_kind: &str, _job_id: &str, _success: bool, _duration: Duration) {}
+pub fn run_finished(kind: &str, job_id: &str, success: bool, duration: Duration) {
+    METRICS.run_finished(kind, job_id, success, duration);
+}
 
 /// Number of runs waiting (queued triggers plus runs waiting for a permit) changed.
-pub fn set_queue_length(_waiting: usize) {}
+pub fn set_queue_length(waiting: usize) {
+    METRICS.set_queue_length(waiting);
+}
 
 /// A webhook was refused; `reason` is a short fixed word such as `signature`.
-pub fn webhook_rejected(_reason: &'static str) {}
+pub fn webhook_rejected(reason: &'static str) {
+    METRICS.webhook_rejected(reason);
+}
 
-/// An HTTP request was answered.
-pub fn http_request(_route: &str, _status: u16) {}
+/// An HTTP request was answered; `route` is the matched route template (never the raw
+/// path) or `other`.
+pub fn http_request(route: &str, status: u16) {
+    METRICS.http_request(route, status);
+}
 
-/// The text exposition of every metric.
+/// The text exposition of every metric (OpenMetrics text, which ends with `# EOF`;
+/// Prometheus's text parser reads it too).
 pub fn render() -> String {
-    String::new()
+    METRICS.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A private registry, so that assertions do not depend on other tests.
+    fn fresh() -> Metrics {
+        Metrics::new(1_700_000_000.5)
+    }
+
+    #[test]
+    fn runs_are_counted_by_kind_job_and_result() {
+        let m = fresh();
+        m.run_finished("job", "a", true, Duration::from_millis(20));
+        m.run_finished("job", "a", true, Duration::from_millis(20));
+        m.run_finished("job", "a", false, Duration::from_secs(2));
+        m.run_finished("job_http", "h", true, Duration::from_secs(7200));
+        let text = m.render();
+        assert!(text.contains("# TYPE svc_runs counter\n"), "{text}");
+        for line in [
+            "svc_runs_total{kind=\"job\",job=\"a\",result=\"success\"} 2\n",
+            "svc_runs_total{kind=\"job\",job=\"a\",result=\"fail\"} 1\n",
+            "svc_runs_total{kind=\"job_http\",job=\"h\",result=\"success\"} 1\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn durations_fall_into_the_job_buckets() {
+        let m = fresh();
+        m.run_finished("job", "a", true, Duration::from_millis(20));
+        m.run_finished("job", "a", false, Duration::from_secs(2));
+        m.run_finished("job_http", "h", true, Duration::from_secs(7200));
+        let text = m.render();
+        assert!(
+            text.contains("# TYPE svc_run_duration_seconds histogram\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# UNIT svc_run_duration_seconds seconds\n"),
+            "{text}"
+        );
+        for line in [
+            "svc_run_duration_seconds_count{kind=\"job\"} 2\n",
+            "svc_run_duration_seconds_sum{kind=\"job\"} 2.02\n",
+            "svc_run_duration_seconds_bucket{le=\"0.01\",kind=\"job\"} 0\n",
+            "svc_run_duration_seconds_bucket{le=\"0.05\",kind=\"job\"} 1\n",
+            "svc_run_duration_seconds_bucket{le=\"5.0\",kind=\"job\"} 2\n",
+            "svc_run_duration_seconds_bucket{le=\"3600.0\",kind=\"job_http\"} 0\n",
+            "svc_run_duration_seconds_bucket{le=\"+Inf\",kind=\"job_http\"} 1\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn unknown_kind_is_labelled_other() {
+        let m = fresh();
+        m.run_finished("surprise", "x", true, Duration::ZERO);
+        let text = m.render();
+        assert!(
+            text.contains("svc_runs_total{kind=\"other\",job=\"x\",result=\"success\"} 1\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn queue_length_is_a_gauge() {
+        let m = fresh();
+        assert!(m.render().contains("svc_run_queue_length 0\n"));
+        m.set_queue_length(3);
+        let text = m.render();
+        assert!(
+            text.contains("# TYPE svc_run_queue_length gauge\n"),
+            "{text}"
+        );
+        assert!(text.contains("svc_run_queue_length 3\n"), "{text}");
+        m.set_queue_length(usize::MAX);
+        assert!(
+            m.render()
+                .contains(&format!("svc_run_queue_length {}\n", i64::MAX))
+        );
+    }
+
+    #[test]
+    fn rejections_and_http_requests_are_counted() {
+        let m = fresh();
+        m.webhook_rejected("signature");
+        m.webhook_rejected("signature");
+        m.webhook_rejected("unknown_path");
+        m.http_request("/svc/api/job/run/{*path}", 200);
+        m.http_request("other", 404);
+        let text = m.render();
+        for line in [
+            "# TYPE svc_webhook_rejections counter\n",
+            "svc_webhook_rejections_total{reason=\"signature\"} 2\n",
+            "svc_webhook_rejections_total{reason=\"unknown_path\"} 1\n",
+            "# TYPE svc_http_requests counter\n",
+            "svc_http_requests_total{route=\"/svc/api/job/run/{*path}\",status=\"200\"} 1\n",
+            "svc_http_requests_total{route=\"other\",status=\"404\"} 1\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn build_info_start_time_and_eof() {
+        let text = fresh().render();
+        let version = env!("CARGO_PKG_VERSION");
+        assert!(
+            text.contains(&format!("svc_build_info{{version=\"{version}\"}} 1\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains("svc_start_time_seconds 1700000000.5\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn families_without_samples_are_left_out() {
+        let text = fresh().render();
+        assert!(!text.contains("svc_runs"), "{text}");
+        assert!(!text.contains("svc_webhook_rejections"), "{text}");
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let m = fresh();
+        m.run_finished("job", "we\"ird\\id\nx", false, Duration::ZERO);
+        m.http_request("/a\"b", 500);
+        let text = m.render();
+        assert!(
+            text.contains(
+                "svc_runs_total{kind=\"job\",job=\"we\\\"ird\\\\id\\nx\",result=\"fail\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("svc_http_requests_total{route=\"/a\\\"b\",status=\"500\"} 1\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn start_time_is_plausible() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |since| since.as_secs_f64());
+        let start = process_start_time();
+        assert!(start <= now, "start {start} after now {now}");
+        // The test process started recently (allow a slow machine and coarse btime).
+        assert!(now - start < 3600.0, "start {start}, now {now}");
+    }
+
+    /// The public facade records into the process-wide registry; the labels are unique to
+    /// this test because every unit test of the binary shares that registry.
+    #[test]
+    fn facade_records_into_the_process_registry() {
+        init();
+        run_finished("job", "unit_test_runs_1", true, Duration::from_millis(5));
+        run_finished("job", "unit_test_runs_1", false, Duration::from_millis(5));
+        http_request("/unit_test/route/{x}", 418);
+        webhook_rejected("unit_test_reason");
+        set_queue_length(0);
+        let text = render();
+        for line in [
+            "svc_runs_total{kind=\"job\",job=\"unit_test_runs_1\",result=\"success\"} 1\n",
+            "svc_runs_total{kind=\"job\",job=\"unit_test_runs_1\",result=\"fail\"} 1\n",
+            "svc_http_requests_total{route=\"/unit_test/route/{x}\",status=\"418\"} 1\n",
+            "svc_webhook_rejections_total{reason=\"unit_test_reason\"} 1\n",
+            "svc_start_time_seconds ",
+            "svc_run_queue_length ",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
 }

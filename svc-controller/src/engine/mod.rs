@@ -171,6 +171,20 @@ impl Registry {
     fn get(&mut self, kind: Kind, id: &str) -> Option<&mut Entry> {
         self.map(kind).get_mut(id).filter(|e| !e.retired)
     }
+    /// Publishes how many runs wait: queued triggers plus runs waiting for a permit.
+    fn publish_queue_length(&self) {
+        let waiting: usize = self
+            .jobs
+            .values()
+            .chain(self.http.values())
+            .map(|e| {
+                usize::from(e.queued.is_some())
+                    + usize::from(e.run.as_ref().is_some_and(|r| r.counter.is_none()))
+            })
+            .sum();
+        crate::metrics::set_queue_length(waiting);
+    }
+
     fn rebuild_paths(&mut self) {
         self.paths = self
             .jobs
@@ -408,6 +422,7 @@ impl Engine {
             self.spawn_run(kind, id, entry, trigger);
             registry.run_tasks += 1;
         }
+        registry.publish_queue_length();
         let view = match registry.get(kind, id) {
             Some(entry) => view::entry_json(kind, id, entry),
             None => return Err(EngineError::NotFound),
@@ -439,6 +454,7 @@ impl Engine {
         }
         self.spawn_run(kind, id, entry, Trigger::new(TriggerSource::Timer));
         registry.run_tasks += 1;
+        registry.publish_queue_length();
         drop(registry);
         self.changed();
     }

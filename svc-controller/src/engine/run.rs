@@ -285,11 +285,13 @@ impl Engine {
             if let Some(run) = entry.run.as_mut() {
                 run.counter = Some(entry.state.counter);
             }
-            RunContext {
+            let context = RunContext {
                 def: entry.def.clone(),
                 counter: entry.state.counter,
                 log_dir: entry.log_dir.clone(),
-            }
+            };
+            registry.publish_queue_length();
+            context
         };
         self.persist(kind, id);
         self.changed();
@@ -351,6 +353,7 @@ impl Engine {
             },
             None => None,
         };
+        registry.publish_queue_length();
         if next.is_none() {
             registry.run_tasks = registry.run_tasks.saturating_sub(1);
             drop(registry);
