@@ -205,7 +205,7 @@ impl RunnerHub {
             },
             status = child.wait() => {
                 let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-                return Outcome::fail(format!("the runner exited ({status}) before it connected"));
+                return Outcome::fail(format!("the runner exited ({status}) before completing the handshake (it did not connect, or sent something other than a valid hello)"));
             }
             _ = sleep(CONNECT_TIMEOUT) => {
                 kill_runner(&mut child).await;

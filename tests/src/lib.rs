@@ -1,1 +1,62 @@
-//! Test harness: starts the real `svc-controller` binary on a temporary `dir_base`.
+//! Test harness: starts the real `svc-controller` binary on a temporary `dir_base` and talks
+//! to it over HTTP, signals and the files it writes.
+//!
+//! The pieces:
+//!
+//! - [`binaries()`]: builds (once per test process) and locates `svc-controller` and
+//!   `svc-runner` in the target directory the tests were built into;
+//! - [`TestService`] / [`TestServiceBuilder`]: a configuration tree in a temporary
+//!   directory, the controller process started on it, and typed helpers for the HTTP API,
+//!   the log files and the state files;
+//! - [`wait_until`] / [`wait_for`]: bounded polling, the only way tests wait;
+//! - [`hmac_sha256_hex`] / [`hmac_sha1_hex`]: request signatures;
+//! - [`proc`]: looking for processes by command line, for "nothing is left running" checks;
+//! - [`logs`]: reading log files in the format of `docs/formats.md`.
+
+mod binaries;
+pub mod logs;
+pub mod proc;
+mod service;
+mod sign;
+mod wait;
+
+pub use binaries::{Binaries, binaries};
+pub use logs::{LogFile, LogLine, check_timestamps, parse_log_lines};
+pub use service::{ApiResponse, TestService, TestServiceBuilder};
+pub use sign::{hmac_sha1_hex, hmac_sha256_hex};
+pub use wait::{wait_for, wait_until};
+
+/// Exit status the controller uses for an invalid configuration (`EX_CONFIG`).
+pub const EX_CONFIG: i32 = 78;
+
+/// Limit used by the tests for anything that should happen within a few seconds.
+pub const WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Text of a `[job "<name>"]` section with `lines` (each `key = value`) in it.
+pub fn job_section(name: &str, lines: &[&str]) -> String {
+    let mut text = format!("[job \"{name}\"]\n");
+    for line in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Writes an executable shell script atomically (a temporary file renamed over `path`), so
+/// a process exec'ing `path` meanwhile sees either the old or the new script, never half.
+pub fn write_script(path: &std::path::Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, body).unwrap_or_else(|err| panic!("write {}: {err}", tmp.display()));
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|err| panic!("chmod {}: {err}", tmp.display()));
+    std::fs::rename(&tmp, path).unwrap_or_else(|err| panic!("rename to {}: {err}", path.display()));
+}
+
+/// Parses an RFC 3339 time from a JSON string value; `None` when absent or malformed.
+pub fn rfc3339(value: &serde_json::Value) -> Option<chrono::DateTime<chrono::Utc>> {
+    let text = value.as_str()?;
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|time| time.with_timezone(&chrono::Utc))
+}

@@ -1,0 +1,865 @@
+//! [`TestService`]: one `svc-controller` process on its own temporary `dir_base`.
+//!
+//! Layout written by [`TestServiceBuilder::build`] (the temporary directory *is* `dir_base`,
+//! mode 0755 so that job users other than root can reach their working directories):
+//!
+//! ```text
+//! <dir_base>/etc/svc/svc.conf          main file, mode 0600: [svc] dir_base, listen_address,
+//!                                      secret, then the test's own lines
+//! <dir_base>/etc/svc/job.d/*.conf      job files
+//! <dir_base>/etc/svc/job_http.d/*.conf JobHttp files
+//! <dir_base>/test-output/controller.<n>.stdout|stderr   output of the n-th start
+//! ```
+//!
+//! Dropping a [`TestService`] SIGKILLs the controller if it still runs; when the thread is
+//! panicking it also prints the controller's output, and keeps the directory when the
+//! environment variable `SVC_TESTS_KEEP` is set (`SVC_TESTS_KEEP=always` keeps it even
+//! when the test passes).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use base64::Engine as _;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rand::Rng;
+use rand::distr::Alphanumeric;
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::binaries::binaries;
+use crate::logs::LogFile;
+use crate::sign::hmac_sha256_hex;
+use crate::wait::{wait_for, wait_until};
+
+/// How long [`TestService::start`] waits for the API to answer.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long [`TestService::stop`] waits for the controller to exit after SIGTERM before it
+/// gives up (and SIGKILLs it). Tests that assert the 10 s contract measure it themselves.
+const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A response of the HTTP API.
+#[derive(Debug, Clone)]
+pub struct ApiResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// The body parsed as JSON (`Value::Null` when it is not JSON; see `raw`).
+    pub body: Value,
+    /// The body as text.
+    pub raw: String,
+}
+
+impl ApiResponse {
+    /// The `data` member of the wrapper.
+    pub fn data(&self) -> &Value {
+        &self.body["data"]
+    }
+
+    /// The `code` member of the wrapper.
+    pub fn code(&self) -> Option<u64> {
+        self.body["code"].as_u64()
+    }
+
+    /// The `message` member of the wrapper.
+    pub fn message(&self) -> &str {
+        self.body["message"].as_str().unwrap_or_default()
+    }
+
+    /// Panics, showing the body, unless the HTTP status is `status` and the wrapper's
+    /// `code` equals it. Returns `self` for chaining.
+    #[track_caller]
+    pub fn assert_status(&self, status: u16) -> &Self {
+        assert_eq!(
+            self.status, status,
+            "expected HTTP {status}, got {}: {}",
+            self.status, self.raw
+        );
+        assert_eq!(
+            self.code(),
+            Some(u64::from(status)),
+            "the wrapper's code must equal the HTTP status: {}",
+            self.raw
+        );
+        self
+    }
+}
+
+/// Describes the configuration tree of a [`TestService`]; see the module documentation.
+#[derive(Debug)]
+pub struct TestServiceBuilder {
+    dir: TempDir,
+    port: u16,
+    secret: String,
+    svc_lines: Vec<String>,
+    main_extra: Vec<String>,
+    job_files: Vec<(String, Vec<u8>)>,
+    job_http_files: Vec<(String, Vec<u8>)>,
+    env: Vec<(String, String)>,
+}
+
+impl TestServiceBuilder {
+    /// A new temporary `dir_base` with a free port and a random 32-character secret.
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("svc-test-")
+            .tempdir()
+            .expect("create a temporary dir_base");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("make dir_base 0755");
+        let secret = rand::rng()
+            .sample_iter(&Alphanumeric)
+            .take(32)
+            .map(char::from)
+            .collect();
+        Self {
+            dir,
+            port: free_port(),
+            secret,
+            svc_lines: Vec::new(),
+            main_extra: Vec::new(),
+            job_files: Vec::new(),
+            job_http_files: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+
+    /// The temporary directory that becomes `dir_base` (known before the files are
+    /// written, so job definitions can name paths inside it).
+    pub fn dir_base(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Adds a `key = value` line to the `[svc]` section. A line setting `dir_base`,
+    /// `listen_address` or `secret` replaces the harness's default for that key
+    /// (`secret =` with no value makes the controller generate one).
+    pub fn svc(mut self, line: impl Into<String>) -> Self {
+        self.svc_lines.push(line.into());
+        self
+    }
+
+    /// Appends raw text (for example a `[job "x"]` section) to the main file after `[svc]`.
+    pub fn main_text(mut self, text: impl Into<String>) -> Self {
+        self.main_extra.push(text.into());
+        self
+    }
+
+    /// Writes `etc/svc/job.d/<name>.conf` with `contents`.
+    pub fn job_file(self, name: &str, contents: impl Into<String>) -> Self {
+        self.job_file_raw(&format!("{name}.conf"), contents.into().into_bytes())
+    }
+
+    /// Writes `etc/svc/job.d/<file_name>` (name taken as is) with arbitrary bytes.
+    pub fn job_file_raw(mut self, file_name: &str, contents: impl Into<Vec<u8>>) -> Self {
+        self.job_files.push((file_name.to_owned(), contents.into()));
+        self
+    }
+
+    /// Writes `etc/svc/job_http.d/<name>.conf` with `contents`.
+    pub fn job_http_file(mut self, name: &str, contents: impl Into<String>) -> Self {
+        self.job_http_files
+            .push((format!("{name}.conf"), contents.into().into_bytes()));
+        self
+    }
+
+    /// Sets an environment variable of the controller process.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Writes the configuration tree; the controller is not started.
+    pub fn build(self) -> TestService {
+        let dir_base = self.dir.path().to_path_buf();
+        let config_dir = dir_base.join("etc/svc");
+        for sub in ["job.d", "job_http.d"] {
+            std::fs::create_dir_all(config_dir.join(sub))
+                .unwrap_or_else(|err| panic!("create etc/svc/{sub}: {err}"));
+        }
+        std::fs::create_dir_all(dir_base.join("test-output")).expect("create test-output");
+
+        let overridden = |key: &str| {
+            self.svc_lines
+                .iter()
+                .find(|line| line_key(line).as_deref() == Some(key))
+                .map(|line| line_value(line))
+        };
+        let mut listen_address = format!("127.0.0.1:{}", self.port);
+        let mut secret = Some(self.secret.clone());
+        let mut main = String::from("# Written by the svc-tests harness.\n[svc]\n");
+        match overridden("dir_base") {
+            Some(_) => {}
+            None => main.push_str(&format!("dir_base = {}\n", dir_base.display())),
+        }
+        match overridden("listen_address") {
+            Some(value) => listen_address = value,
+            None => main.push_str(&format!("listen_address = {listen_address}\n")),
+        }
+        match overridden("secret") {
+            Some(value) if value.is_empty() => secret = None,
+            Some(value) => secret = Some(value),
+            None => main.push_str(&format!("secret = {}\n", self.secret)),
+        }
+        for line in &self.svc_lines {
+            main.push_str(line);
+            main.push('\n');
+        }
+        for text in &self.main_extra {
+            main.push('\n');
+            main.push_str(text);
+            main.push('\n');
+        }
+        let config_path = config_dir.join("svc.conf");
+        std::fs::write(&config_path, main).expect("write the main configuration file");
+        std::fs::set_permissions(&config_path, std::fs::Permissions::from_mode(0o600))
+            .expect("make the main file 0600");
+        for (name, contents) in &self.job_files {
+            std::fs::write(config_dir.join("job.d").join(name), contents)
+                .unwrap_or_else(|err| panic!("write job.d/{name}: {err}"));
+        }
+        for (name, contents) in &self.job_http_files {
+            std::fs::write(config_dir.join("job_http.d").join(name), contents)
+                .unwrap_or_else(|err| panic!("write job_http.d/{name}: {err}"));
+        }
+
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .gzip(true)
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("build the HTTP client");
+        TestService {
+            tempdir: Some(self.dir),
+            dir_base,
+            config_path,
+            listen_address,
+            secret,
+            env: self.env,
+            child: None,
+            last_exit: None,
+            starts: 0,
+            client,
+        }
+    }
+
+    /// Writes the tree and starts the controller ([`TestService::start`]).
+    pub async fn start(self) -> TestService {
+        let mut service = self.build();
+        service.start().await;
+        service
+    }
+}
+
+impl Default for TestServiceBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One controller on one configuration tree, restartable.
+#[derive(Debug)]
+pub struct TestService {
+    tempdir: Option<TempDir>,
+    dir_base: PathBuf,
+    config_path: PathBuf,
+    listen_address: String,
+    /// Main secret as configured; `None` when the controller generates it.
+    secret: Option<String>,
+    env: Vec<(String, String)>,
+    child: Option<Child>,
+    /// Exit status of the last controller process that was reaped.
+    last_exit: Option<ExitStatus>,
+    /// Number of times the controller was spawned (names the output files).
+    starts: u32,
+    client: reqwest::Client,
+}
+
+impl TestService {
+    /// Starts describing a configuration tree.
+    pub fn builder() -> TestServiceBuilder {
+        TestServiceBuilder::new()
+    }
+
+    // ----- paths -------------------------------------------------------------------------
+
+    /// `dir_base`, the temporary directory.
+    pub fn dir_base(&self) -> &Path {
+        &self.dir_base
+    }
+
+    /// The main configuration file, `etc/svc/svc.conf`.
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    /// `etc/svc/job.d`.
+    pub fn job_d(&self) -> PathBuf {
+        self.dir_base.join("etc/svc/job.d")
+    }
+
+    /// The configured `listen_address` (`127.0.0.1:<port>`).
+    pub fn listen_address(&self) -> &str {
+        &self.listen_address
+    }
+
+    /// `http://<listen_address>`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.listen_address)
+    }
+
+    /// Default working directory of job `id`: `var/lib/svc/job/<id>`.
+    pub fn dir_work(&self, id: &str) -> PathBuf {
+        self.dir_base.join("var/lib/svc/job").join(id)
+    }
+
+    /// Log directory of `kind` (`job` or `job_http`) `id`: `var/log/svc/<kind>/<id>`.
+    pub fn log_dir(&self, kind: &str, id: &str) -> PathBuf {
+        self.dir_base.join("var/log/svc").join(kind).join(id)
+    }
+
+    /// State file of job `id`: `var/run/svc/job/<id>`.
+    pub fn state_path(&self, id: &str) -> PathBuf {
+        self.dir_base.join("var/run/svc/job").join(id)
+    }
+
+    // ----- process -----------------------------------------------------------------------
+
+    /// Spawns `svc-controller --config <main file>` with stdout and stderr going to
+    /// `test-output/controller.<n>.*`, without waiting for anything.
+    pub fn spawn(&mut self) {
+        assert!(
+            !self.is_running(),
+            "spawn: the controller is already running"
+        );
+        self.starts += 1;
+        let (stdout, stderr) = self.output_paths(self.starts);
+        let stdout = File::create(&stdout).expect("create the controller stdout file");
+        let stderr = File::create(&stderr).expect("create the controller stderr file");
+        let mut command = Command::new(&binaries().controller);
+        command
+            .arg("--config")
+            .arg(&self.config_path)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr);
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        let child = command.spawn().expect("spawn svc-controller");
+        self.child = Some(child);
+        self.last_exit = None;
+    }
+
+    /// Spawns the controller and waits (at most 10 s) until `GET /svc/api/environment`
+    /// answers 200. Panics when the process exits first or the time runs out.
+    pub async fn start(&mut self) {
+        self.spawn();
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.try_wait() {
+                panic!(
+                    "svc-controller exited with {} before its API answered (output below)",
+                    describe_status(status)
+                );
+            }
+            if let Ok(response) = self.try_get("/svc/api/environment").await
+                && response.status == 200
+            {
+                return;
+            }
+            if started.elapsed() > START_TIMEOUT {
+                panic!("svc-controller did not answer within {START_TIMEOUT:?} (output below)");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts the controller again on the same directory (stopping it first with SIGTERM
+    /// if it still runs, and asserting that stop exits 0).
+    pub async fn restart(&mut self) {
+        if self.is_running() {
+            let status = self.stop().await;
+            assert_eq!(status.code(), Some(0), "stop before restart: {status:?}");
+        }
+        self.start().await;
+    }
+
+    /// PID of the running controller.
+    pub fn pid(&self) -> Option<i32> {
+        self.child.as_ref().map(|child| child.id() as i32)
+    }
+
+    /// True while the spawned controller has not exited (reaps it when it has).
+    pub fn is_running(&mut self) -> bool {
+        self.try_wait().is_none() && self.child.is_some()
+    }
+
+    /// Reaps the controller if it exited; `Some(status)` then.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        let child = self.child.as_mut()?;
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                self.child = None;
+                self.last_exit = Some(status);
+                Some(status)
+            }
+            Ok(None) => None,
+            Err(err) => panic!("waiting for svc-controller: {err}"),
+        }
+    }
+
+    /// Waits up to `timeout` for the controller to exit; `None` if it still runs. When it
+    /// was already reaped, returns the status it exited with.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if self.child.is_none() {
+            assert!(
+                self.last_exit.is_some(),
+                "wait_exit: the controller never ran"
+            );
+            return self.last_exit;
+        }
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.try_wait() {
+                return Some(status);
+            }
+            if started.elapsed() > timeout {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Sends `signal` to the controller.
+    pub fn signal(&self, signal: Signal) {
+        let pid = self.pid().expect("signal: the controller is not running");
+        kill(Pid::from_raw(pid), signal)
+            .unwrap_or_else(|err| panic!("send {signal} to the controller: {err}"));
+    }
+
+    /// SIGTERM, then waits for the exit and returns its status. Panics (after SIGKILL) when
+    /// the controller is still running after 20 s.
+    pub async fn stop(&mut self) -> ExitStatus {
+        self.signal(Signal::SIGTERM);
+        match self.wait_exit(STOP_TIMEOUT).await {
+            Some(status) => status,
+            None => {
+                self.kill9().await;
+                panic!("svc-controller did not exit within {STOP_TIMEOUT:?} of SIGTERM");
+            }
+        }
+    }
+
+    /// SIGKILL, then waits for the process to be gone.
+    pub async fn kill9(&mut self) {
+        self.signal(Signal::SIGKILL);
+        self.wait_exit(Duration::from_secs(10))
+            .await
+            .expect("svc-controller survived SIGKILL");
+    }
+
+    /// SIGHUP (reload job definitions).
+    pub fn sighup(&self) {
+        self.signal(Signal::SIGHUP);
+    }
+
+    /// Runs `svc-controller --config <main file> --check` (limit 30 s) and returns its
+    /// output.
+    pub async fn check(&self) -> Output {
+        let mut command = tokio::process::Command::new(&binaries().controller);
+        command
+            .arg("--config")
+            .arg(&self.config_path)
+            .arg("--check")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        tokio::time::timeout(Duration::from_secs(30), command.output())
+            .await
+            .expect("svc-controller --check finished within 30 s")
+            .expect("run svc-controller --check")
+    }
+
+    fn output_paths(&self, start: u32) -> (PathBuf, PathBuf) {
+        let dir = self.dir_base.join("test-output");
+        (
+            dir.join(format!("controller.{start}.stdout")),
+            dir.join(format!("controller.{start}.stderr")),
+        )
+    }
+
+    /// Standard output of the latest start so far.
+    pub fn stdout(&self) -> String {
+        read_lossy(&self.output_paths(self.starts).0)
+    }
+
+    /// Standard error of the latest start so far.
+    pub fn stderr(&self) -> String {
+        read_lossy(&self.output_paths(self.starts).1)
+    }
+
+    /// The main secret: as configured, or (when the configuration leaves it empty) the
+    /// generated one, read from the stdout line that contains `secret`.
+    pub fn secret(&self) -> String {
+        if let Some(secret) = &self.secret {
+            return secret.clone();
+        }
+        generated_secret(&self.stdout()).unwrap_or_else(|| {
+            panic!(
+                "no generated secret on the controller's stdout:\n{}",
+                self.stdout()
+            )
+        })
+    }
+
+    // ----- HTTP --------------------------------------------------------------------------
+
+    /// `GET <path_and_query>`; an error only when the request itself fails.
+    pub async fn try_get(&self, path_and_query: &str) -> anyhow::Result<ApiResponse> {
+        let response = self
+            .client
+            .get(format!("{}{path_and_query}", self.base_url()))
+            .send()
+            .await
+            .with_context(|| format!("GET {path_and_query}"))?;
+        to_api_response(response).await
+    }
+
+    /// `GET <path_and_query>`; panics when the request fails.
+    pub async fn get(&self, path_and_query: &str) -> ApiResponse {
+        self.try_get(path_and_query)
+            .await
+            .unwrap_or_else(|err| panic!("{err:#}"))
+    }
+
+    /// `POST <path>` with `body` and `headers`; panics when the request fails.
+    pub async fn post(&self, path: &str, body: &[u8], headers: &[(&str, &str)]) -> ApiResponse {
+        let mut request = self
+            .client
+            .post(format!("{}{path}", self.base_url()))
+            .body(body.to_vec());
+        for (key, value) in headers {
+            request = request.header(*key, *value);
+        }
+        let result = async {
+            let response = request
+                .send()
+                .await
+                .with_context(|| format!("POST {path}"))?;
+            to_api_response(response).await
+        }
+        .await;
+        result.unwrap_or_else(|err| panic!("{err:#}"))
+    }
+
+    /// The `data` of `GET /svc/api/environment`, or an error (request failed, status not
+    /// 200, or no object in `data`).
+    pub async fn try_environment(&self) -> anyhow::Result<Value> {
+        let response = self.try_get("/svc/api/environment").await?;
+        if response.status != 200 {
+            bail!("environment answered {}: {}", response.status, response.raw);
+        }
+        let data = response.data();
+        if !data.is_object() {
+            bail!("environment data is not an object: {}", response.raw);
+        }
+        Ok(data.clone())
+    }
+
+    /// The `data` of `GET /svc/api/environment` (the Environment); panics on failure.
+    pub async fn environment(&self) -> Value {
+        self.try_environment()
+            .await
+            .unwrap_or_else(|err| panic!("{err:#}"))
+    }
+
+    /// The Job named `name` in the Environment; panics when there is none.
+    pub async fn job(&self, name: &str) -> Value {
+        let environment = self.environment().await;
+        match environment["jobs"].get(name) {
+            Some(job) => job.clone(),
+            None => panic!("no job named {name:?} in the environment: {environment}"),
+        }
+    }
+
+    /// `status` of the Job named `name`.
+    pub async fn job_status(&self, name: &str) -> String {
+        self.job(name).await["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Triggers `POST /svc/api/job/run/<path>` (a leading `/` of `path` is dropped) with
+    /// `body` and `headers`, adding `x-svc-sign` = HMAC-SHA-256 of the body with the main
+    /// secret unless `headers` already carries `x-svc-sign`.
+    pub async fn trigger(&self, path: &str, body: &[u8], headers: &[(&str, &str)]) -> ApiResponse {
+        let has_sign = headers
+            .iter()
+            .any(|(key, _)| key.eq_ignore_ascii_case("x-svc-sign"));
+        if has_sign {
+            return self.trigger_unsigned(path, body, headers).await;
+        }
+        let signature = hmac_sha256_hex(self.secret(), body);
+        let mut all = headers.to_vec();
+        all.push(("x-svc-sign", &signature));
+        self.trigger_unsigned(path, body, &all).await
+    }
+
+    /// Triggers with `x-svc-sign` computed with `secret` (a job's own secret).
+    pub async fn trigger_with_secret(&self, path: &str, body: &[u8], secret: &str) -> ApiResponse {
+        let signature = hmac_sha256_hex(secret, body);
+        self.trigger_unsigned(path, body, &[("x-svc-sign", &signature)])
+            .await
+    }
+
+    /// Triggers without adding any signature.
+    pub async fn trigger_unsigned(
+        &self,
+        path: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> ApiResponse {
+        let path = path.trim_start_matches('/');
+        self.post(&format!("/svc/api/job/run/{path}"), body, headers)
+            .await
+    }
+
+    /// The signed form body and signature of a pause or resume request for `id`.
+    pub fn job_exec_form(&self, id: &str) -> (String, String) {
+        let epoch = chrono::Utc::now().timestamp();
+        let body = format!("_svc_epoch={epoch}&id={id}");
+        let signature = hmac_sha256_hex(self.secret(), &body);
+        (body, signature)
+    }
+
+    /// `POST /svc/api/job_exec/pause` for job `id`, signed with the main secret.
+    pub async fn pause(&self, id: &str) -> ApiResponse {
+        self.job_exec("pause", id).await
+    }
+
+    /// `POST /svc/api/job_exec/resume` for job `id`, signed with the main secret.
+    pub async fn resume(&self, id: &str) -> ApiResponse {
+        self.job_exec("resume", id).await
+    }
+
+    async fn job_exec(&self, action: &str, id: &str) -> ApiResponse {
+        let (body, signature) = self.job_exec_form(id);
+        self.post(
+            &format!("/svc/api/job_exec/{action}"),
+            body.as_bytes(),
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("X-Svc-Sign", &signature),
+            ],
+        )
+        .await
+    }
+
+    /// `GET /svc/api/job_exec/log?id=<id>&counter=<counter>`.
+    pub async fn log(&self, id: &str, counter: u64) -> ApiResponse {
+        self.get(&format!("/svc/api/job_exec/log?id={id}&counter={counter}"))
+            .await
+    }
+
+    /// The decoded `content` of [`TestService::log`]; panics unless it answers 200.
+    pub async fn log_content(&self, id: &str, counter: u64) -> String {
+        let response = self.log(id, counter).await;
+        response.assert_status(200);
+        let content = response.data()["content"]
+            .as_str()
+            .unwrap_or_else(|| panic!("JobLog without a content string: {}", response.raw));
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(content)
+            .unwrap_or_else(|err| panic!("JobLog content is not base64 ({err}): {content}"));
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    // ----- files -------------------------------------------------------------------------
+
+    /// Log files of `kind` (`job` or `job_http`) `id` on disk, sorted by counter.
+    pub fn log_files(&self, kind: &str, id: &str) -> Vec<LogFile> {
+        let dir = self.log_dir(kind, id);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut files: Vec<LogFile> = entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name();
+                LogFile::from_name(&dir, id, name.to_str()?)
+            })
+            .collect();
+        files.sort_by(|a, b| a.counter.cmp(&b.counter).then(a.status.cmp(&b.status)));
+        files
+    }
+
+    /// Log files of job `id`, sorted by counter.
+    pub fn job_logs(&self, id: &str) -> Vec<LogFile> {
+        self.log_files("job", id)
+    }
+
+    /// The log file of run `counter` of job `id`, if any.
+    pub fn job_log(&self, id: &str, counter: u64) -> Option<LogFile> {
+        self.job_logs(id)
+            .into_iter()
+            .find(|file| file.counter == counter)
+    }
+
+    /// Waits (at most `timeout`) until the log of run `counter` of job `id` has a final
+    /// status (not `started`), and returns it.
+    pub async fn wait_run_finished(&self, id: &str, counter: u64, timeout: Duration) -> LogFile {
+        wait_for(
+            timeout,
+            &format!("run {counter} of job {id} finished (log files on disk)"),
+            async || {
+                self.job_log(id, counter)
+                    .filter(|log| log.status != "started")
+            },
+        )
+        .await
+    }
+
+    /// Waits (at most `timeout`) until run `counter` of job `id` has a `started` log.
+    pub async fn wait_run_started(&self, id: &str, counter: u64, timeout: Duration) -> LogFile {
+        wait_for(
+            timeout,
+            &format!("run {counter} of job {id} started (log file on disk)"),
+            async || {
+                self.job_log(id, counter)
+                    .filter(|log| log.status == "started")
+            },
+        )
+        .await
+    }
+
+    /// Waits (at most `timeout`) until the Job named `name` has `status`.
+    pub async fn wait_job_status(&self, name: &str, status: &str, timeout: Duration) {
+        wait_until(
+            timeout,
+            &format!("job {name:?} has status {status:?}"),
+            async || {
+                self.try_environment()
+                    .await
+                    .ok()
+                    .and_then(|env| env["jobs"][name]["status"].as_str().map(str::to_owned))
+                    .is_some_and(|s| s == status)
+            },
+        )
+        .await
+    }
+
+    /// The state file of job `id` as a `key -> value` map; `None` when it does not exist.
+    pub fn state_file(&self, id: &str) -> Option<BTreeMap<String, String>> {
+        let text = std::fs::read_to_string(self.state_path(id)).ok()?;
+        Some(
+            text.lines()
+                .filter_map(|line| {
+                    let (key, value) = line.split_once('=')?;
+                    Some((key.trim().to_owned(), value.trim().to_owned()))
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for TestService {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let panicking = std::thread::panicking();
+        if panicking {
+            for start in 1..=self.starts {
+                let (stdout, stderr) = self.output_paths(start);
+                eprintln!(
+                    "----- svc-controller start {start} stdout -----\n{}\n\
+                     ----- svc-controller start {start} stderr -----\n{}\n-----",
+                    read_lossy(&stdout),
+                    read_lossy(&stderr)
+                );
+            }
+        }
+        let keep = std::env::var("SVC_TESTS_KEEP").ok();
+        if (panicking && keep.is_some() || keep.as_deref() == Some("always"))
+            && let Some(dir) = self.tempdir.take()
+        {
+            eprintln!("keeping {}", dir.keep().display());
+        }
+    }
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let address: SocketAddr = listener.local_addr().expect("local address");
+    address.port()
+}
+
+fn line_key(line: &str) -> Option<String> {
+    let (key, _) = line.split_once('=')?;
+    Some(key.trim().to_ascii_lowercase())
+}
+
+fn line_value(line: &str) -> String {
+    line.split_once('=')
+        .map(|(_, value)| value.trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn read_lossy(path: &Path) -> String {
+    std::fs::read(path)
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
+/// "exit status 3" or "signal 9".
+fn describe_status(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("signal {signal}"),
+        _ => format!("{status:?}"),
+    }
+}
+
+/// A 32-character alphanumeric word on a line that mentions `secret`.
+pub(crate) fn generated_secret(stdout: &str) -> Option<String> {
+    stdout
+        .lines()
+        .filter(|line| line.to_ascii_lowercase().contains("secret"))
+        .flat_map(|line| line.split(|c: char| !c.is_ascii_alphanumeric()))
+        .find(|word| word.len() == 32)
+        .map(str::to_owned)
+}
+
+async fn to_api_response(response: reqwest::Response) -> anyhow::Result<ApiResponse> {
+    let status = response.status().as_u16();
+    let raw = response.text().await.context("read the response body")?;
+    let body = serde_json::from_str(&raw).unwrap_or(Value::Null);
+    Ok(ApiResponse { status, body, raw })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_generated_secret() {
+        let out = "listening on http://127.0.0.1:1/svc\n\
+                   generated secret: Ab3dEf7hIj1lMn0pQr5tUv9xYz2bCd4f\n";
+        assert_eq!(
+            generated_secret(out).as_deref(),
+            Some("Ab3dEf7hIj1lMn0pQr5tUv9xYz2bCd4f")
+        );
+        assert_eq!(generated_secret("no such line"), None);
+    }
+}

@@ -1,0 +1,179 @@
+//! `svc-controller --check` and start-up with an invalid configuration.
+
+use std::process::Output;
+use std::time::Duration;
+
+use svc_tests::{EX_CONFIG, TestService, TestServiceBuilder, job_section};
+
+/// stdout and stderr of a process, together.
+fn combined(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Panics unless one line of `text` contains every string of one of the `alternatives`.
+#[track_caller]
+fn assert_line(text: &str, alternatives: &[&[&str]]) {
+    let found = text.lines().any(|line| {
+        alternatives
+            .iter()
+            .any(|parts| parts.iter().all(|part| line.contains(part)))
+    });
+    assert!(
+        found,
+        "no line names all of one of {alternatives:?}; the output was:\n{text}"
+    );
+}
+
+/// A tree with one problem of each kind.
+fn broken_tree() -> TestServiceBuilder {
+    TestService::builder()
+        .svc("bogus_key = bogus_value_1")
+        .job_file(
+            "interval",
+            job_section("bad interval", &["interval = 5x", "command = true"]),
+        )
+        .job_file(
+            "schedule",
+            job_section(
+                "bad schedule",
+                &["schedule = daily@25:00", "command = true"],
+            ),
+        )
+        .job_file("dup1", job_section("a b", &["command = true"]))
+        .job_file("dup2", job_section("a_b", &["command = true"]))
+        .job_file(
+            "hook1",
+            job_section("p1", &["path = /same", "command = true"]),
+        )
+        .job_file(
+            "hook2",
+            job_section("p2", &["path = /same", "command = true"]),
+        )
+        .job_file_raw(
+            "binary.conf",
+            &b"[job \"bin\xff\xfe\"]\ncommand = echo \xc3\x28\n"[..],
+        )
+}
+
+/// Every problem of [`broken_tree`] is named with its file, section, key and value.
+fn assert_names_every_problem(text: &str) {
+    assert_line(text, &[&["svc.conf", "svc", "bogus_key", "bogus_value_1"]]);
+    assert_line(
+        text,
+        &[&["interval.conf", "bad interval", "interval", "5x"]],
+    );
+    assert_line(
+        text,
+        &[&["schedule.conf", "bad schedule", "schedule", "daily@25:00"]],
+    );
+    assert_line(text, &[&["dup1.conf", "a_b"], &["dup2.conf", "a_b"]]);
+    assert_line(
+        text,
+        &[
+            &["hook1.conf", "/same", "path"],
+            &["hook2.conf", "/same", "path"],
+        ],
+    );
+    assert_line(text, &[&["binary.conf"]]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_accepts_a_valid_tree() {
+    let svc = TestService::builder()
+        .svc("max_job_running = 2")
+        .svc("name = check-me")
+        .job_file(
+            "jobs",
+            format!(
+                "{}\n{}",
+                job_section(
+                    "nightly backup",
+                    &[
+                        "schedule = daily@03:30",
+                        "command = echo backup",
+                        "command = echo done",
+                        "timeout = 90s",
+                        "log_retention = 3",
+                        "env = A=1",
+                    ],
+                ),
+                job_section(
+                    "deploy",
+                    &["path = /deploy", "auth_kind = codehost", "command = true"],
+                ),
+            ),
+        )
+        .job_http_file(
+            "ping",
+            "[job.http \"ping\"]\ninterval = 5m\nhttp_url = http://127.0.0.1:9/ping\n\
+             http_method = POST\nhttp_request_type = json\n",
+        )
+        .build();
+    let output = svc.check().await;
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "--check of a valid tree exits 0:\n{}",
+        combined(&output)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_reports_every_problem_and_exits_78() {
+    let svc = broken_tree().build();
+    let output = svc.check().await;
+    let text = combined(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(EX_CONFIG),
+        "exit status:\n{text}"
+    );
+    assert_names_every_problem(&text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_tree_exits_78_without_listening() {
+    let mut svc = broken_tree().build();
+    svc.spawn();
+    let status = svc
+        .wait_exit(Duration::from_secs(10))
+        .await
+        .expect("the controller exits on an invalid configuration");
+    let text = format!("{}{}", svc.stdout(), svc.stderr());
+    assert_eq!(status.code(), Some(EX_CONFIG), "exit status:\n{text}");
+    assert_names_every_problem(&text);
+    let url = format!("http://{}/svc", svc.listen_address());
+    assert!(!text.contains(&url), "it never announced {url}:\n{text}");
+    assert!(
+        std::net::TcpStream::connect(svc.listen_address()).is_err(),
+        "nothing listens on {}",
+        svc.listen_address()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_names_load_with_a_deprecation_note() {
+    let svc = TestService::builder()
+        .svc("max_hook_running = 2")
+        .job_file(
+            "legacy",
+            "[hook \"legacy\"]\npath = /legacy\ncommand = echo legacy-ran\n",
+        )
+        .build();
+    let output = svc.check().await;
+    let text = combined(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    let lower = text.to_lowercase();
+    assert_line(&lower, &[&["max_hook_running", "deprecated"]]);
+    assert_line(&lower, &[&["legacy", "deprecated"]]);
+
+    let mut svc = svc;
+    svc.start().await;
+    let environment = svc.environment().await;
+    assert_eq!(environment["max_job_running"], 2, "{environment}");
+    assert!(environment["jobs"].get("legacy").is_some(), "{environment}");
+}

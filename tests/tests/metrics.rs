@@ -1,0 +1,150 @@
+//! `GET /svc/api/metrics`: webhook runs, their results and durations, refused webhooks and
+//! answered requests show up in the text exposition.
+
+use svc_tests::{TestService, WAIT, job_section, wait_for};
+
+/// Value of the sample whose series is exactly `series` (name and labels as rendered),
+/// or `None` when the exposition has no such line.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+        value.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// True when some line starts with `prefix` (a sample of that name, any labels).
+fn has_line(text: &str, prefix: &str) -> bool {
+    text.lines().any(|line| line.starts_with(prefix))
+}
+
+/// `GET /svc/api/metrics` without the harness's JSON handling: `(status, content type, body)`.
+async fn metrics(svc: &TestService) -> (u16, String, String) {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("build the HTTP client");
+    let response = client
+        .get(format!("{}/svc/api/metrics", svc.base_url()))
+        .send()
+        .await
+        .unwrap_or_else(|err| panic!("GET /svc/api/metrics: {err}"));
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = response
+        .text()
+        .await
+        .unwrap_or_else(|err| panic!("read the metrics body: {err}"));
+    (status, content_type, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_runs_rejections_and_requests() {
+    let svc = TestService::builder()
+        .job_file(
+            "m_ok",
+            job_section("m_ok", &["path = /m", "command = true"]),
+        )
+        .job_file(
+            "m_fail",
+            job_section("m_fail", &["path = /m_fail", "command = false"]),
+        )
+        .start()
+        .await;
+
+    svc.trigger("/m", b"{}", &[]).await.assert_status(200);
+    svc.trigger("/m_fail", b"{}", &[]).await.assert_status(200);
+    svc.wait_run_finished("m_ok", 1, WAIT)
+        .await
+        .assert_status("success");
+    svc.wait_run_finished("m_fail", 1, WAIT)
+        .await
+        .assert_status("fail");
+
+    let bad = svc
+        .trigger("/m", b"{}", &[("x-svc-sign", &"0".repeat(64))])
+        .await;
+    assert_eq!(bad.status, 401, "badly signed trigger: {}", bad.raw);
+
+    let ok_series = r#"svc_runs_total{kind="job",job="m_ok",result="success"}"#;
+    let fail_series = r#"svc_runs_total{kind="job",job="m_fail",result="fail"}"#;
+    // The log gets its final name as the run ends; the counters follow right after.
+    let (status, content_type, text) =
+        wait_for(WAIT, "both runs counted in the metrics", async || {
+            let (status, content_type, text) = metrics(&svc).await;
+            (sample(&text, ok_series).is_some() && sample(&text, fail_series).is_some())
+                .then_some((status, content_type, text))
+        })
+        .await;
+
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "content type {content_type:?}"
+    );
+    for series in [ok_series, fail_series] {
+        let value = sample(&text, series).unwrap_or_default();
+        assert!(value >= 1.0, "{series} = {value}:\n{text}");
+    }
+    assert_eq!(
+        sample(
+            &text,
+            r#"svc_runs_total{kind="job",job="m_ok",result="fail"}"#
+        ),
+        None,
+        "the successful job has no failed run:\n{text}"
+    );
+    let count = sample(&text, r#"svc_run_duration_seconds_count{kind="job"}"#);
+    assert!(
+        count.is_some_and(|count| count >= 2.0),
+        "two job durations observed ({count:?}):\n{text}"
+    );
+    assert!(
+        has_line(&text, "svc_run_duration_seconds_bucket{"),
+        "histogram buckets:\n{text}"
+    );
+    assert_eq!(
+        sample(&text, r#"svc_webhook_rejections_total{reason="signature"}"#),
+        Some(1.0),
+        "one refused signature:\n{text}"
+    );
+    let triggers = sample(
+        &text,
+        r#"svc_http_requests_total{route="/svc/api/job/run/{*path}",status="200"}"#,
+    );
+    assert!(
+        triggers.is_some_and(|count| count >= 2.0),
+        "two accepted triggers counted under the route template ({triggers:?}):\n{text}"
+    );
+    let refused = sample(
+        &text,
+        r#"svc_http_requests_total{route="/svc/api/job/run/{*path}",status="401"}"#,
+    );
+    assert_eq!(refused, Some(1.0), "the refused trigger:\n{text}");
+    assert!(
+        !text.contains("route=\"/svc/api/job/run/m"),
+        "raw paths never become labels:\n{text}"
+    );
+    assert!(
+        sample(&text, "svc_run_queue_length").is_some(),
+        "queue length gauge:\n{text}"
+    );
+    let version = sample(
+        &text,
+        &format!(
+            r#"svc_build_info{{version="{}"}}"#,
+            env!("CARGO_PKG_VERSION")
+        ),
+    );
+    assert_eq!(version, Some(1.0), "build info:\n{text}");
+    let start = sample(&text, "svc_start_time_seconds").unwrap_or_default();
+    let now = chrono::Utc::now().timestamp() as f64;
+    assert!(
+        start > now - 600.0 && start <= now + 1.0,
+        "start time {start} near now {now}:\n{text}"
+    );
+}
