@@ -102,8 +102,9 @@ struct LogView<'a> {
     counter: u64,
 }
 
+/// Members every job view has, Job or JobHttp.
 #[derive(Serialize)]
-struct JobView<'a> {
+struct CommonView<'a> {
     last_run: String,
     next_run: String,
     id: &'a str,
@@ -114,33 +115,30 @@ struct JobView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     schedule: Option<String>,
     logs: Vec<LogView<'a>>,
+    log_retention: usize,
+}
+
+#[derive(Serialize)]
+struct JobView<'a> {
+    #[serde(flatten)]
+    common: CommonView<'a>,
     path: &'a str,
     auth_kind: &'static str,
     header_sign: &'a str,
     commands: &'a [String],
-    log_retention: usize,
     timeout: u64,
 }
 
 #[derive(Serialize)]
 struct HttpJobView<'a> {
-    last_run: String,
-    next_run: String,
-    id: &'a str,
-    name: &'a str,
-    description: &'a str,
-    status: &'static str,
-    interval: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    schedule: Option<String>,
-    logs: Vec<LogView<'a>>,
+    #[serde(flatten)]
+    common: CommonView<'a>,
     http_method: &'static str,
     http_url: String,
     http_request_type: &'static str,
     http_headers: Vec<String>,
     http_timeout: u64,
     http_insecure: bool,
-    log_retention: usize,
 }
 
 fn status(kind: Kind, entry: &Entry) -> &'static str {
@@ -175,57 +173,77 @@ fn logs<'a>(id: &'a str, entry: &'a Entry) -> Vec<LogView<'a>> {
         .collect()
 }
 
+/// The members shared by both kinds of job.
+struct Shared<'a> {
+    name: &'a str,
+    description: &'a str,
+    timer: Option<&'a Timer>,
+    log_retention: usize,
+}
+
+fn common<'a>(kind: Kind, id: &'a str, entry: &'a Entry, shared: Shared<'a>) -> CommonView<'a> {
+    let (interval, schedule) = timer_fields(shared.timer);
+    CommonView {
+        last_run: time(entry.state.last_run),
+        next_run: time(entry.next_run),
+        id,
+        name: shared.name,
+        description: shared.description,
+        status: status(kind, entry),
+        interval,
+        schedule,
+        logs: logs(id, entry),
+        log_retention: shared.log_retention,
+    }
+}
+
 fn entry_value(
     kind: Kind,
     id: &str,
     entry: &Entry,
 ) -> Result<serde_json::Value, serde_json::Error> {
     match &entry.def {
-        Def::Job(job) => {
-            let (interval, schedule) = timer_fields(job.timer.as_ref());
-            serde_json::to_value(JobView {
-                last_run: time(entry.state.last_run),
-                next_run: time(entry.next_run),
+        Def::Job(job) => serde_json::to_value(JobView {
+            common: common(
+                kind,
                 id,
-                name: &job.name,
-                description: &job.description,
-                status: status(kind, entry),
-                interval,
-                schedule,
-                logs: logs(id, entry),
-                path: job.path.as_deref().unwrap_or_default(),
-                auth_kind: job.auth_kind.as_str(),
-                header_sign: &job.header_sign,
-                commands: &job.commands,
-                log_retention: job.log_retention,
-                timeout: job.timeout.map_or(0, nanos),
-            })
-        }
-        Def::Http(job) => {
-            let (interval, schedule) = timer_fields(Some(&job.timer));
-            serde_json::to_value(HttpJobView {
-                last_run: time(entry.state.last_run),
-                next_run: time(entry.next_run),
+                entry,
+                Shared {
+                    name: &job.name,
+                    description: &job.description,
+                    timer: job.timer.as_ref(),
+                    log_retention: job.log_retention,
+                },
+            ),
+            path: job.path.as_deref().unwrap_or_default(),
+            auth_kind: job.auth_kind.as_str(),
+            header_sign: &job.header_sign,
+            commands: &job.commands,
+            timeout: job.timeout.map_or(0, nanos),
+        }),
+        Def::Http(job) => serde_json::to_value(HttpJobView {
+            common: common(
+                kind,
                 id,
-                name: &job.name,
-                description: &job.description,
-                status: status(kind, entry),
-                interval,
-                schedule,
-                logs: logs(id, entry),
-                http_method: job.http_method.as_str(),
-                http_url: redact_url(&job.http_url),
-                http_request_type: job.http_request_type.as_str(),
-                http_headers: job
-                    .http_headers
-                    .iter()
-                    .map(|(k, v)| redact_header(k, v))
-                    .collect(),
-                http_timeout: nanos(job.http_timeout),
-                http_insecure: job.http_insecure,
-                log_retention: job.log_retention,
-            })
-        }
+                entry,
+                Shared {
+                    name: &job.name,
+                    description: &job.description,
+                    timer: Some(&job.timer),
+                    log_retention: job.log_retention,
+                },
+            ),
+            http_method: job.http_method.as_str(),
+            http_url: redact_url(&job.http_url),
+            http_request_type: job.http_request_type.as_str(),
+            http_headers: job
+                .http_headers
+                .iter()
+                .map(|(k, v)| redact_header(k, v))
+                .collect(),
+            http_timeout: nanos(job.http_timeout),
+            http_insecure: job.http_insecure,
+        }),
     }
 }
 

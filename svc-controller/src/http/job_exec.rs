@@ -103,14 +103,29 @@ pub(super) fn signed_form(
     Ok(pairs)
 }
 
+/// A signed action on a Job named by the form's `id`.
+fn signed_job_action(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+    action: impl FnOnce(
+        &crate::engine::Engine,
+        &str,
+    ) -> Result<serde_json::Value, crate::engine::EngineError>,
+) -> Result<Response, ApiError> {
+    let pairs = signed_form(state, headers, body)?;
+    let id = job_id(param(&pairs, "id"))?;
+    Ok(ok(action(&state.engine, id)?))
+}
+
 pub(super) async fn pause(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let pairs = signed_form(&state, &headers, &body)?;
-    let id = job_id(param(&pairs, "id"))?;
-    Ok(ok(state.engine.pause(Kind::Job, id)?))
+    signed_job_action(&state, &headers, &body, |engine, id| {
+        engine.pause(Kind::Job, id)
+    })
 }
 
 pub(super) async fn resume(
@@ -118,9 +133,9 @@ pub(super) async fn resume(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let pairs = signed_form(&state, &headers, &body)?;
-    let id = job_id(param(&pairs, "id"))?;
-    Ok(ok(state.engine.resume(Kind::Job, id)?))
+    signed_job_action(&state, &headers, &body, |engine, id| {
+        engine.resume(Kind::Job, id)
+    })
 }
 
 pub(super) async fn cancel(
@@ -128,11 +143,7 @@ pub(super) async fn cancel(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let pairs = signed_form(&state, &headers, &body)?;
-    let id = job_id(param(&pairs, "id"))?;
-    Ok(ok(state.engine.cancel(
-        Kind::Job,
-        id,
-        "cancelled through the API",
-    )?))
+    signed_job_action(&state, &headers, &body, |engine, id| {
+        engine.cancel(Kind::Job, id, "cancelled through the API")
+    })
 }
