@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{Def, Entry, Kind, Registry};
 use crate::config::MainConfig;
-use crate::logstore::LogMeta;
+use crate::logstore::{LogMeta, LogStatus};
 use crate::schedule::Timer;
 
 /// What a time that never happened looks like (Go's zero time, as upstream sends it).
@@ -160,10 +160,20 @@ fn timer_fields(timer: Option<&Timer>) -> (u64, Option<String>) {
     }
 }
 
+/// The job's logs, oldest first; a run going on is listed last with status `started`.
 fn logs<'a>(id: &'a str, entry: &'a Entry) -> Vec<LogView<'a>> {
+    let running = entry
+        .run
+        .as_ref()
+        .and_then(|run| run.counter)
+        .map(|counter| LogMeta {
+            counter,
+            status: LogStatus::Started,
+        });
     entry
         .logs
         .iter()
+        .chain(running.as_ref())
         .map(|log: &LogMeta| LogView {
             job_id: id,
             name: entry.log_dir.file_name(log.counter, log.status),

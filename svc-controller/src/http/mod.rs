@@ -4,9 +4,11 @@
 mod error;
 mod job_exec;
 mod job_http;
+mod log_stream;
 mod public;
 mod response;
 pub mod server;
+mod ui;
 mod webhook;
 
 use std::sync::Arc;
@@ -77,7 +79,8 @@ pub fn router(state: AppState) -> Router {
         .merge(signed)
         .merge(webhooks)
         .route("/svc/api/metrics", get(metrics))
-        .route("/svc", get(not_found))
+        .route("/svc/api/job_exec/log/stream", get(log_stream::stream))
+        .merge(ui::router())
         .route("/svc/{*rest}", get(not_found))
         .route_layer(middleware::from_fn(tag_route))
         .fallback(public::serve)

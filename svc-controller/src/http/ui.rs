@@ -1,0 +1,184 @@
+//! The web UI: the dashboard shell at `/svc`, its static assets under `/svc/assets/`,
+//! and the documentation rendered at build time under `/svc/doc`.
+//!
+//! Everything is embedded in the binary (`include_str!` of `svc-controller/ui/*` and of
+//! the pages `build.rs` renders); nothing is read from disk or fetched from elsewhere at
+//! run time. HTML answers carry a strict Content-Security-Policy (scripts and styles from
+//! `'self'` only, no inline script), `X-Content-Type-Options: nosniff`,
+//! `Referrer-Policy: same-origin` and `Cache-Control: no-cache` (always revalidated).
+//! Assets carry an ETag and answer `304 Not Modified` to a matching `If-None-Match`.
+
+use std::sync::LazyLock;
+
+use axum::Router;
+use axum::extract::Path;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use sha2::{Digest, Sha256};
+
+use super::{ApiError, AppState};
+
+include!(concat!(env!("OUT_DIR"), "/docs.rs"));
+
+/// Policy of every UI page.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
+     form-action 'none'; frame-ancestors 'none'";
+
+/// The dashboard's HTML shell; the content is built by `app.js`.
+const SHELL: &str = include_str!("../../ui/index.html");
+
+/// One embedded file under `/svc/assets/`.
+struct Asset {
+    name: &'static str,
+    content_type: &'static str,
+    body: &'static [u8],
+    etag: String,
+}
+
+fn asset(name: &'static str, content_type: &'static str, body: &'static [u8]) -> Asset {
+    let digest = Sha256::digest(body);
+    let etag = format!("\"{}\"", hex::encode(&digest[..12]));
+    Asset {
+        name,
+        content_type,
+        body,
+        etag,
+    }
+}
+
+static ASSETS: LazyLock<Vec<Asset>> = LazyLock::new(|| {
+    vec![
+        asset(
+            "app.css",
+            "text/css; charset=utf-8",
+            include_bytes!("../../ui/app.css"),
+        ),
+        asset(
+            "app.js",
+            "text/javascript; charset=utf-8",
+            include_bytes!("../../ui/app.js"),
+        ),
+        asset(
+            "hmac.js",
+            "text/javascript; charset=utf-8",
+            include_bytes!("../../ui/hmac.js"),
+        ),
+        asset(
+            "favicon.svg",
+            "image/svg+xml",
+            include_bytes!("../../ui/favicon.svg"),
+        ),
+    ]
+});
+
+/// Routes of the UI: `/svc`, `/svc/`, `/svc/assets/*`, `/svc/doc`, `/svc/doc/*`.
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/svc", get(shell))
+        .route("/svc/", get(shell))
+        .route("/svc/assets/{*file}", get(asset_file))
+        .route("/svc/doc", get(doc_index))
+        .route("/svc/doc/", get(doc_index))
+        .route("/svc/doc/{*page}", get(doc_page))
+}
+
+/// An HTML page with the UI's security headers.
+fn html_page(body: &'static str) -> Response {
+    let mut response = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    common_headers(headers);
+    response
+}
+
+fn common_headers(headers: &mut HeaderMap) {
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+}
+
+async fn shell() -> Response {
+    html_page(SHELL)
+}
+
+async fn doc_index() -> Response {
+    html_page(DOC_INDEX)
+}
+
+async fn doc_page(Path(page): Path<String>) -> Response {
+    match DOC_PAGES.iter().find(|(slug, _, _)| *slug == page) {
+        Some((_, _, html)) => html_page(html),
+        None => ApiError::not_found("no such documentation page").into_response(),
+    }
+}
+
+async fn asset_file(Path(file): Path<String>, request_headers: HeaderMap) -> Response {
+    let Some(asset) = ASSETS.iter().find(|asset| asset.name == file) else {
+        return ApiError::not_found("no such resource").into_response();
+    };
+    let matches = request_headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|tag| tag.trim() == asset.etag || tag.trim() == "*")
+        });
+    let mut response = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        ([(header::CONTENT_TYPE, asset.content_type)], asset.body).into_response()
+    };
+    let headers = response.headers_mut();
+    common_headers(headers);
+    if let Ok(etag) = HeaderValue::from_str(&asset.etag) {
+        headers.insert(header::ETAG, etag);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_documentation_page_is_a_whole_document() {
+        assert!(DOC_INDEX.starts_with("<!DOCTYPE html>"));
+        for (slug, title, html) in DOC_PAGES {
+            assert!(html.starts_with("<!DOCTYPE html>"), "{slug}");
+            assert!(html.contains(title), "{slug}");
+            assert!(!html.contains("<script"), "{slug}: no script in doc pages");
+        }
+    }
+
+    #[test]
+    fn links_between_documents_point_at_their_pages() {
+        let readme = DOC_PAGES
+            .iter()
+            .find(|(slug, _, _)| *slug == "readme")
+            .map(|(_, _, html)| *html)
+            .unwrap_or_default();
+        assert!(readme.contains("href=\"/svc/doc/formats\""));
+        assert!(!readme.contains("href=\"docs/formats.md\""));
+        assert!(readme.contains("id=\"configuration\""));
+    }
+
+    #[test]
+    fn assets_have_distinct_etags() {
+        let mut tags: Vec<&str> = ASSETS.iter().map(|a| a.etag.as_str()).collect();
+        tags.sort_unstable();
+        tags.dedup();
+        assert_eq!(tags.len(), ASSETS.len());
+    }
+}

@@ -1,0 +1,833 @@
+/*
+ * svc web UI: dashboard, job details, signed actions and the live log viewer.
+ *
+ * Plain JavaScript, no framework, nothing loaded from elsewhere. Routes live in the URL
+ * fragment: #/ (dashboard), #/job/<id>[/log/<counter>], #/http/<id>[/log/<counter>].
+ * The Environment is fetched again every 10 seconds. A Job log is followed live with
+ * server-sent events (/svc/api/job_exec/log/stream); when that is not possible the log
+ * is fetched again every 5 seconds while its status is `started`.
+ *
+ * The secret typed in the top bar stays in sessionStorage (this tab only) and never
+ * leaves the browser: requests carry HMAC-SHA-256 signatures computed by hmac.js.
+ */
+(function () {
+  "use strict";
+
+  var ZERO_TIME = "0001-01-01T00:00:00Z";
+  var ENV_REFRESH_MS = 10000;
+  var LOG_POLL_MS = 5000;
+  var WAIT_FOR_RUN_MS = 60000;
+  var SECRET_KEY = "svc.secret";
+
+  var main = document.getElementById("main");
+  var secretInput = document.getElementById("secret");
+  var banner = document.getElementById("connection");
+
+  var env = null;
+  var view = null;
+  var filters = { text: "", status: "" };
+
+  // ----- small helpers -------------------------------------------------------------
+
+  /** Creates an element: h("a", {href: "#", class: "x"}, "text", child, ...). */
+  function h(tag, attrs) {
+    var el = document.createElement(tag);
+    if (attrs) {
+      Object.keys(attrs).forEach(function (key) {
+        var value = attrs[key];
+        if (value === null || value === undefined || value === false) return;
+        if (key === "class") el.className = value;
+        else if (key === "text") el.textContent = value;
+        else if (key.slice(0, 2) === "on") el.addEventListener(key.slice(2), value);
+        else if (value === true) el.setAttribute(key, "");
+        else el.setAttribute(key, String(value));
+      });
+    }
+    for (var i = 2; i < arguments.length; i++) append(el, arguments[i]);
+    return el;
+  }
+
+  function append(el, child) {
+    if (child === null || child === undefined || child === false) return;
+    if (Array.isArray(child)) child.forEach(function (c) { append(el, c); });
+    else el.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+  }
+
+  function nowSecs() {
+    return Math.floor(Date.now() / 1000);
+  }
+
+  function isNever(time) {
+    return !time || time === ZERO_TIME || time.indexOf("0001-01-01") === 0;
+  }
+
+  function pad(n) {
+    return (n < 10 ? "0" : "") + n;
+  }
+
+  function absTime(time) {
+    var d = new Date(time);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds());
+  }
+
+  /** "3h 5m", "12s": a non-negative number of seconds. */
+  function span(seconds) {
+    seconds = Math.max(0, Math.round(seconds));
+    var d = Math.floor(seconds / 86400), hh = Math.floor(seconds % 86400 / 3600);
+    var m = Math.floor(seconds % 3600 / 60), s = seconds % 60;
+    if (d) return d + "d " + hh + "h";
+    if (hh) return hh + "h " + m + "m";
+    if (m) return m + "m " + pad(s) + "s";
+    return s + "s";
+  }
+
+  function ago(time) {
+    if (isNever(time)) return "never";
+    var secs = (Date.now() - new Date(time).getTime()) / 1000;
+    if (secs < 5) return "just now";
+    return span(secs) + " ago";
+  }
+
+  /** Interval in nanoseconds as 1h30m, 90s, 250ms. */
+  function duration(ns) {
+    if (!ns) return "";
+    var ms = ns / 1e6;
+    if (ms < 1000) return ms + "ms";
+    var secs = Math.round(ms / 1000), out = "";
+    var hh = Math.floor(secs / 3600), m = Math.floor(secs % 3600 / 60), s = secs % 60;
+    if (hh) out += hh + "h";
+    if (m) out += m + "m";
+    if (s) out += s + "s";
+    return out;
+  }
+
+  function timing(job) {
+    if (job.schedule) return job.schedule;
+    if (job.interval) return "every " + duration(job.interval);
+    return "";
+  }
+
+  function statusOf(job) {
+    return job.status || "never";
+  }
+
+  var STATUS_TEXT = {
+    started: "running", success: "success", failed: "failed", fail: "failed",
+    paused: "paused", never: "never ran",
+  };
+
+  function badge(status, id) {
+    return h("span", { class: "badge " + status, id: id },
+      status === "started" ? h("span", { class: "spinner", "aria-hidden": "true" }) : null,
+      STATUS_TEXT[status] || status);
+  }
+
+  function timeCell(time) {
+    if (isNever(time)) return h("span", { class: "muted" }, "never");
+    return h("time", { datetime: time, title: absTime(time), "data-ago": time }, ago(time));
+  }
+
+  function countdown(job) {
+    if (isNever(job.next_run)) return h("span", { class: "muted" }, job.path ? "on trigger" : "—");
+    return h("time", {
+      class: "countdown", datetime: job.next_run, title: absTime(job.next_run),
+      "data-next": job.next_run, "data-status": statusOf(job),
+    }, countdownText(job.next_run, statusOf(job)));
+  }
+
+  function countdownText(next, status) {
+    var secs = (new Date(next).getTime() - Date.now()) / 1000;
+    if (status === "paused") return "paused";
+    if (secs <= 0) return status === "started" ? "running now" : "due now";
+    return "in " + span(secs);
+  }
+
+  function tick() {
+    document.querySelectorAll("[data-next]").forEach(function (el) {
+      el.textContent = countdownText(el.getAttribute("data-next"), el.getAttribute("data-status"));
+      var due = new Date(el.getAttribute("data-next")).getTime() <= Date.now();
+      el.classList.toggle("due", due);
+    });
+    document.querySelectorAll("[data-ago]").forEach(function (el) {
+      el.textContent = ago(el.getAttribute("data-ago"));
+    });
+  }
+
+  function jobsById(kind) {
+    var map = {};
+    var source = env ? (kind === "http" ? env.http_jobs : env.jobs) : null;
+    Object.keys(source || {}).forEach(function (name) {
+      map[source[name].id] = source[name];
+    });
+    return map;
+  }
+
+  function sortedJobs(source) {
+    return Object.keys(source || {}).sort().map(function (name) { return source[name]; });
+  }
+
+  function maxCounter(job) {
+    return (job.logs || []).reduce(function (max, log) { return Math.max(max, log.counter); }, 0);
+  }
+
+  /** Counter of the run going on now: the log listed as `started` (the Environment lists
+   * a running log), else, from an older server, the one after the newest listed. */
+  function runningCounter(job) {
+    if (job.status !== "started") return 0;
+    var live = (job.logs || []).filter(function (log) { return log.status === "started"; });
+    return live.length ? live[live.length - 1].counter : maxCounter(job) + 1;
+  }
+
+  // ----- secret and API calls --------------------------------------------------------
+
+  function getSecret() {
+    return secretInput.value;
+  }
+
+  function initSecret() {
+    try {
+      secretInput.value = sessionStorage.getItem(SECRET_KEY) || "";
+    } catch (e) { /* storage disabled: the field still works for this page */ }
+    secretInput.addEventListener("input", function () {
+      try {
+        if (secretInput.value) sessionStorage.setItem(SECRET_KEY, secretInput.value);
+        else sessionStorage.removeItem(SECRET_KEY);
+      } catch (e) { /* ignore */ }
+    });
+    document.getElementById("secret-clear").addEventListener("click", function () {
+      secretInput.value = "";
+      try { sessionStorage.removeItem(SECRET_KEY); } catch (e) { /* ignore */ }
+      secretInput.focus();
+    });
+    document.getElementById("secret-form").addEventListener("submit", function (ev) {
+      ev.preventDefault();
+    });
+  }
+
+  /** fetch returning {ok, status, message, data}; never throws. */
+  function api(method, url, body, headers) {
+    return fetch(url, { method: method, body: body, headers: headers || {}, cache: "no-store" })
+      .then(function (res) {
+        return res.json().then(function (json) {
+          return { ok: res.ok, status: res.status, message: json.message || "", data: json.data };
+        }, function () {
+          return { ok: res.ok, status: res.status, message: res.statusText, data: null };
+        });
+      }, function (err) {
+        return { ok: false, status: 0, message: "cannot reach the service (" + err.message + ")", data: null };
+      });
+  }
+
+  function explain(result) {
+    var msg = result.message ? ": " + result.message : "";
+    switch (result.status) {
+      case -1: return result.message;
+      case 0: return "The service could not be reached" + msg + ".";
+      case 401: return "Wrong secret: the service refused the signature (401" + msg + ").";
+      case 404: return "Not found (404" + msg + ").";
+      case 409: return "The job is not running (409" + msg + ").";
+      case 412: return "The job is paused (412" + msg + "); resume it first.";
+      case 429: return "The job is busy and a run is already queued (429" + msg + ").";
+      default: return "The request failed (" + result.status + msg + ").";
+    }
+  }
+
+  function needSecret(message) {
+    if (getSecret()) return false;
+    message.set("error", "Type the secret in the top bar first: actions are signed with it.");
+    secretInput.focus();
+    return true;
+  }
+
+  function signedForm(path, id) {
+    var body = "_svc_epoch=" + nowSecs() + "&id=" + encodeURIComponent(id);
+    return api("POST", path, body, {
+      "Content-Type": "application/x-www-form-urlencoded",
+      "X-Svc-Sign": SvcHmac.hmacSha256Hex(getSecret(), body),
+    });
+  }
+
+  function signedQuery(path, id) {
+    var query = "id=" + encodeURIComponent(id);
+    return api("POST", path + "?" + query, null, {
+      "X-Svc-Sign": SvcHmac.hmacSha256Hex(getSecret(), query),
+    });
+  }
+
+  function triggerPath(path) {
+    return "/svc/api/job/run/" + path.replace(/^\/+/, "").split("/").map(encodeURIComponent).join("/");
+  }
+
+  function runNow(job) {
+    var body = JSON.stringify({ source: "svc-ui", id: job.id, _svc_epoch: nowSecs() });
+    var signature = SvcHmac.hmacSha256Hex(getSecret(), body);
+    var headers = { "Content-Type": "application/json", "X-Webhook-Event": "manual" };
+    if (job.auth_kind === "codehost") headers["X-Hub-Signature-256"] = "sha256=" + signature;
+    else headers[job.header_sign || "x-svc-sign"] = signature;
+    return api("POST", triggerPath(job.path), body, headers);
+  }
+
+  function runNowBlocker(job) {
+    if (!job.path) return "This job has no path, so it cannot be triggered over HTTP.";
+    if (job.auth_kind === "patchhost") {
+      return "Run now is not available for patchhost jobs: their triggers are signed with " +
+        "Ed25519 by the patch-hosting service's private key, which this page does not have.";
+    }
+    if (job.status === "paused") return "The job is paused: resume it to run it.";
+    return "";
+  }
+
+  // ----- environment ---------------------------------------------------------------
+
+  function refresh() {
+    return api("GET", "/svc/api/environment").then(function (result) {
+      if (!result.ok) {
+        banner.hidden = false;
+        banner.textContent = "Cannot load the Environment: " + explain(result);
+        return;
+      }
+      banner.hidden = true;
+      env = result.data;
+      document.getElementById("server-name").textContent = env.name || "svc";
+      document.getElementById("server-version").textContent = env.version ? "v" + env.version : "";
+      document.getElementById("footer-status").textContent =
+        "Updated " + absTime(new Date().toISOString()) + " · refreshed every 10 seconds" +
+        (env.is_development ? " · development server" : "");
+      if (view) view.update();
+    });
+  }
+
+  // ----- message area ----------------------------------------------------------------
+
+  function messageArea(id) {
+    var el = h("div", { class: "message", id: id, role: "status", "aria-live": "polite" });
+    return {
+      el: el,
+      set: function (kind, text) {
+        el.className = "message " + kind;
+        el.textContent = text;
+      },
+      clear: function () { el.className = "message"; el.textContent = ""; },
+    };
+  }
+
+  // ----- dashboard -------------------------------------------------------------------
+
+  function matches(job) {
+    var text = filters.text.trim().toLowerCase();
+    if (text && job.name.toLowerCase().indexOf(text) < 0 && job.id.toLowerCase().indexOf(text) < 0) {
+      return false;
+    }
+    return !filters.status || statusOf(job) === filters.status ||
+      (filters.status === "failed" && job.status === "fail");
+  }
+
+  function dashboardView() {
+    document.title = (env && env.name ? env.name : "svc") + " · dashboard";
+    var textInput = h("input", {
+      type: "search", id: "filter-name", placeholder: "name contains…", value: filters.text,
+      oninput: function () { filters.text = textInput.value; update(); },
+    });
+    var statusSelect = h("select", {
+      id: "filter-status",
+      onchange: function () { filters.status = statusSelect.value; update(); },
+    },
+    [["", "All"], ["started", "Running"], ["success", "Success"], ["failed", "Failed"],
+      ["paused", "Paused"], ["never", "Never ran"]].map(function (pair) {
+      return h("option", { value: pair[0], selected: filters.status === pair[0] }, pair[1]);
+    }));
+    var count = h("span", { class: "count", "aria-live": "polite" });
+    var jobsBox = h("div", { class: "card table-wrap" });
+    var httpBox = h("div", { class: "card table-wrap" });
+    main.replaceChildren(
+      h("h1", { class: "visually-hidden" }, "Dashboard"),
+      h("div", { class: "filters", role: "search" },
+        h("label", { for: "filter-name" }, "Filter by name", textInput),
+        h("label", { for: "filter-status" }, "Status", statusSelect),
+        count),
+      h("h2", { id: "jobs-heading" }, "Jobs"), jobsBox,
+      h("h2", { id: "http-heading" }, "HTTP jobs"), httpBox);
+
+    function update() {
+      if (!env) return;
+      var jobs = sortedJobs(env.jobs), http = sortedJobs(env.http_jobs);
+      var shownJobs = jobs.filter(matches), shownHttp = http.filter(matches);
+      count.textContent = (shownJobs.length + shownHttp.length) + " of " +
+        (jobs.length + http.length) + " shown";
+      jobsBox.replaceChildren(jobs.length ? table("Jobs", ["Name", "Status", "Last run", "Next run",
+        "Interval / schedule", "Trigger"], shownJobs.map(jobRow)) : empty("No jobs are configured."));
+      httpBox.replaceChildren(http.length ? table("HTTP jobs", ["Name", "Status", "Last run", "Next run",
+        "Interval / schedule", "Request"], shownHttp.map(httpRow)) : empty("No HTTP jobs are configured."));
+    }
+    return { key: "dashboard", update: update, route: function () {}, destroy: function () {} };
+  }
+
+  function empty(text) {
+    return h("p", { class: "empty" }, text);
+  }
+
+  function table(caption, heads, rows) {
+    return h("table", { class: "responsive" },
+      h("caption", { class: "visually-hidden" }, caption),
+      h("thead", null, h("tr", null, heads.map(function (t) { return h("th", { scope: "col" }, t); }))),
+      h("tbody", null, rows.length ? rows :
+        h("tr", null, h("td", { colspan: heads.length, class: "empty" }, "Nothing matches the filter."))));
+  }
+
+  function cell(label, content, cls) {
+    return h("td", { "data-label": label, class: cls }, content);
+  }
+
+  function jobRow(job) {
+    var trigger = job.path
+      ? [h("code", null, job.path), h("span", { class: "sub" }, job.auth_kind)]
+      : h("span", { class: "muted" }, "timer only");
+    return h("tr", { "data-job": job.id },
+      cell("Name", h("a", { href: "#/job/" + encodeURIComponent(job.id) }, job.name), "name"),
+      cell("Status", badge(statusOf(job))),
+      cell("Last run", timeCell(job.last_run)),
+      cell("Next run", countdown(job)),
+      cell("Interval / schedule", timing(job) || h("span", { class: "muted" }, "none")),
+      cell("Trigger", trigger));
+  }
+
+  function httpRow(job) {
+    return h("tr", { "data-http": job.id },
+      cell("Name", h("a", { href: "#/http/" + encodeURIComponent(job.id) }, job.name), "name"),
+      cell("Status", badge(statusOf(job))),
+      cell("Last run", timeCell(job.last_run)),
+      cell("Next run", countdown(job)),
+      cell("Interval / schedule", timing(job)),
+      cell("Request", [h("code", null, job.http_method || "GET"), " ",
+        h("span", { class: "sub" }, job.http_url)]));
+  }
+
+  // ----- job and JobHttp details -----------------------------------------------------
+
+  function facts(pairs) {
+    var dl = h("dl", { class: "facts" });
+    pairs.forEach(function (pair) {
+      if (pair[1] === null || pair[1] === undefined || pair[1] === "") return;
+      append(dl, [h("dt", null, pair[0]), h("dd", null, pair[1])]);
+    });
+    return dl;
+  }
+
+  function logLinks(kind, job, current) {
+    var logs = (job.logs || []).slice().sort(function (a, b) { return b.counter - a.counter; });
+    var running = kind === "job" ? runningCounter(job) : 0;
+    var items = [];
+    if (running && !logs.some(function (l) { return l.counter === running; })) {
+      logs.unshift({ counter: running, status: "started" });
+    }
+    logs.forEach(function (log) {
+      var label = "#" + log.counter + " " + (STATUS_TEXT[log.status] || log.status);
+      items.push(h("li", null, h("a", {
+        href: "#/" + kind + "/" + encodeURIComponent(job.id) + "/log/" + log.counter,
+        class: log.status, "aria-current": log.counter === current ? "true" : null,
+        "data-counter": log.counter,
+      }, log.status === "started" ? h("span", { class: "spinner", "aria-hidden": "true" }) : null, label)));
+    });
+    if (!items.length) return empty("No logs yet.");
+    return h("ul", { class: "logs", "aria-label": "Logs, newest first" }, items);
+  }
+
+  function detailView(kind, id) {
+    var message = messageArea("action-message");
+    var head = h("div", { class: "detail-head" });
+    var description = h("div", { class: "description" });
+    var info = h("div", { class: "card panel" });
+    var side = h("div", { class: "card panel" });
+    var logsBox = h("div");
+    var viewerBox = h("div");
+    var buttons = {};
+    var hint = h("p", { class: "hint", id: "action-hint" });
+    var lastDescription = null;
+    var viewer = null;
+    var counter = 0;
+
+    function current() {
+      return jobsById(kind)[id];
+    }
+
+    function act(name, fn, success) {
+      var job = current();
+      if (!job || needSecret(message)) return;
+      message.set("", name + "…");
+      buttons[name].disabled = true;
+      fn(job).then(function (result) {
+        if (result.ok) {
+          message.set("ok", success(job, result));
+        } else {
+          message.set("error", explain(result));
+        }
+        return refresh();
+      }).then(update, update);
+    }
+
+    var actions = h("div", { class: "actions" });
+    function button(name, label, cls, fn, success) {
+      buttons[name] = h("button", {
+        type: "button", class: cls, id: "action-" + name,
+        "aria-describedby": "action-hint",
+        onclick: function () { act(name, fn, success); },
+      }, label);
+      actions.appendChild(buttons[name]);
+    }
+
+    if (kind === "job") {
+      button("run", "Run now", "primary", function (job) {
+        var blocker = runNowBlocker(job);
+        if (blocker) return Promise.resolve({ ok: false, status: -1, message: blocker });
+        counter = Math.max(maxCounter(job), runningCounter(job)) + 1;
+        return runNow(job);
+      }, function (job) {
+        location.hash = "#/job/" + encodeURIComponent(job.id) + "/log/" + counter;
+        return "Run accepted: following log #" + counter + ".";
+      });
+      button("pause", "Pause", "", function (job) {
+        return signedForm("/svc/api/job_exec/pause", job.id);
+      }, function () { return "Paused: timer ticks are skipped and triggers are refused."; });
+      button("resume", "Resume", "", function (job) {
+        return signedForm("/svc/api/job_exec/resume", job.id);
+      }, function () { return "Resumed."; });
+      button("cancel", "Cancel run", "danger", function (job) {
+        return signedForm("/svc/api/job_exec/cancel", job.id);
+      }, function () { return "Cancel sent: the run is being stopped."; });
+    } else {
+      button("pause", "Pause", "", function (job) {
+        return signedQuery("/svc/api/job_http/pause", job.id);
+      }, function () { return "Paused: timer ticks are skipped."; });
+      button("resume", "Resume", "", function (job) {
+        return signedQuery("/svc/api/job_http/resume", job.id);
+      }, function () { return "Resumed."; });
+    }
+
+    main.replaceChildren(
+      h("p", { class: "crumbs" }, h("a", { href: "#/" }, "Dashboard"), " › ",
+        kind === "job" ? "Job" : "HTTP job"),
+      head, description,
+      h("div", { class: "grid" }, info, side),
+      h("div", { class: "card panel viewer-logs" }, h("h2", null, "Logs"), logsBox),
+      viewerBox);
+
+    function update() {
+      var job = current();
+      if (!env) return;
+      if (!job) {
+        head.replaceChildren(h("h1", null, "Not found"));
+        info.replaceChildren(h("p", null, "There is no " + (kind === "job" ? "job" : "HTTP job") +
+          " with the ID ", h("code", null, id), ". ", h("a", { href: "#/" }, "Back to the dashboard.")));
+        return;
+      }
+      document.title = job.name + " · " + (env.name || "svc");
+      head.replaceChildren(h("h1", { id: "job-name" }, job.name), badge(statusOf(job), "job-status"));
+      if (job.description !== lastDescription) {
+        // Operator-written configuration, documented as HTML: shown as HTML. The page's
+        // Content-Security-Policy still refuses any script in it.
+        description.innerHTML = job.description || "";
+        lastDescription = job.description;
+      }
+      var common = [
+        ["ID", h("code", null, job.id)],
+        ["Status", STATUS_TEXT[statusOf(job)] || job.status],
+        ["Last run", timeCell(job.last_run)],
+        ["Next run", countdown(job)],
+        ["Interval / schedule", timing(job) || "none"],
+      ];
+      if (kind === "job") {
+        info.replaceChildren(h("h2", null, "Schedule and trigger"), facts(common.concat([
+          ["Path", job.path ? h("code", null, "POST " + triggerPath(job.path)) : "none (timer only)"],
+          ["Auth kind", job.path ? job.auth_kind : ""],
+          ["Signature header", job.path && job.auth_kind === "hmac-sha256" ? h("code", null, job.header_sign) : ""],
+          ["Time limit", job.timeout ? duration(job.timeout) : "none"],
+          ["Logs kept", String(job.log_retention)],
+        ])));
+        side.replaceChildren(h("h2", null, "Commands"),
+          h("pre", { class: "commands" }, (job.commands || []).map(function (c) { return "$ " + c + "\n"; }).join("")),
+          h("h2", null, "Actions"), actions, hint, message.el);
+        var blocker = runNowBlocker(job);
+        buttons.run.disabled = !!blocker;
+        buttons.pause.disabled = job.status === "paused";
+        buttons.resume.disabled = job.status !== "paused";
+        buttons.cancel.disabled = job.status !== "started";
+        hint.textContent = blocker ||
+          "Run now sends a JSON body signed with the secret (" +
+          (job.auth_kind === "codehost" ? "X-Hub-Signature-256" : job.header_sign) +
+          "); a job with its own secret needs that one.";
+      } else {
+        var headers = job.http_headers && job.http_headers.length
+          ? h("ul", { class: "headers", id: "http-headers" }, job.http_headers.map(function (x) { return h("li", null, x); }))
+          : h("span", { class: "muted" }, "none");
+        info.replaceChildren(h("h2", null, "Schedule"), facts(common.concat([
+          ["Logs kept", String(job.log_retention)],
+        ])));
+        side.replaceChildren(h("h2", null, "Request"), facts([
+          ["Method", h("code", null, job.http_method || "GET")],
+          ["URL", h("code", { id: "http-url" }, job.http_url)],
+          ["Request type", job.http_request_type || "query"],
+          ["Headers", headers],
+          ["Timeout", duration(job.http_timeout) || "default"],
+          ["Insecure TLS", job.http_insecure ? "accepted" : "no"],
+        ]), h("h2", null, "Actions"), actions, hint, message.el);
+        buttons.pause.disabled = job.status === "paused";
+        buttons.resume.disabled = job.status !== "paused";
+        hint.textContent = "Pause and resume are signed with the secret.";
+      }
+      logsBox.replaceChildren(logLinks(kind, job, viewer ? viewer.counter : 0));
+      if (viewer) viewer.jobUpdated(job);
+    }
+
+    function route(r) {
+      var wanted = r.counter || 0;
+      if (viewer && viewer.counter === wanted) return;
+      if (viewer) viewer.close();
+      viewer = null;
+      viewerBox.replaceChildren();
+      if (wanted) {
+        var job = current();
+        var waiting = !!job && (wanted > maxCounter(job));
+        viewer = logViewer(kind, id, wanted, waiting);
+        viewerBox.appendChild(viewer.el);
+      }
+      update();
+      if (viewer && r.scroll) viewer.el.scrollIntoView({ block: "start" });
+    }
+
+    return {
+      key: kind + ":" + id,
+      update: update,
+      route: route,
+      destroy: function () { if (viewer) viewer.close(); },
+    };
+  }
+
+  // ----- log viewer ------------------------------------------------------------------
+
+  function base64Bytes(text) {
+    var bin = atob(text);
+    var bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return bytes;
+  }
+
+  var LINE_TIME = /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (.*)$/;
+
+  function logViewer(kind, id, counter, waiting) {
+    var pre = h("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "Log content", "aria-live": "off" });
+    var statusBox = h("span", { id: "viewer-status" });
+    var mode = h("span", { class: "viewer-mode", id: "viewer-mode" });
+    var jump = h("button", { type: "button", class: "small", hidden: true,
+      onclick: function () { follow = true; jump.hidden = true; scroll(); } }, "Jump to the end");
+    var download = h("a", { href: "#", id: "log-download", download: id + "." + counter + ".log",
+      onclick: function () { prepareDownload(); } }, "Download");
+    var el = h("section", { class: "card viewer", "aria-labelledby": "viewer-title" },
+      h("div", { class: "viewer-head" },
+        h("h2", { id: "viewer-title" }, "Log #" + counter),
+        statusBox, mode, h("span", { class: "viewer-mode" }, "times in UTC"), h("span", { class: "spacer" }), jump, download),
+      pre);
+
+    var chunks = [];
+    var received = 0;
+    var decoder = new TextDecoder("utf-8");
+    var partial = "";
+    var partialNode = document.createTextNode("");
+    pre.appendChild(partialNode);
+    var follow = true;
+    var closed = false;
+    var status = "";
+    var source = null;
+    var timer = null;
+    var blobUrl = null;
+    var waitUntil = Date.now() + WAIT_FOR_RUN_MS;
+
+    pre.addEventListener("scroll", function () {
+      var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+      follow = atBottom;
+      jump.hidden = atBottom;
+    });
+
+    function scroll() {
+      if (follow) pre.scrollTop = pre.scrollHeight;
+    }
+
+    function setStatus(s, text) {
+      status = s;
+      statusBox.replaceChildren(badge(s === "fail" ? "failed" : s));
+      if (text !== undefined) mode.textContent = text;
+    }
+
+    function lineNode(line) {
+      var frag = document.createDocumentFragment();
+      var m = LINE_TIME.exec(line);
+      var text = m ? m[2] : line;
+      if (m) frag.appendChild(h("span", { class: "t" }, m[1] + " "));
+      var cls = /^(===|\$ |---)/.test(text) ? (/finished: fail|cancel/i.test(text) && /^===/.test(text) ? "svc bad" : "svc") : null;
+      frag.appendChild(cls ? h("span", { class: cls }, text) : document.createTextNode(text));
+      frag.appendChild(document.createTextNode("\n"));
+      return frag;
+    }
+
+    function addText(text) {
+      var all = partial + text;
+      var lines = all.split("\n");
+      partial = lines.pop();
+      var frag = document.createDocumentFragment();
+      lines.forEach(function (line) { frag.appendChild(lineNode(line)); });
+      pre.insertBefore(frag, partialNode);
+      partialNode.nodeValue = partial;
+    }
+
+    function addBytes(bytes, final) {
+      chunks.push(bytes);
+      received += bytes.length;
+      addText(decoder.decode(bytes, { stream: !final }));
+      scroll();
+    }
+
+    function reset() {
+      chunks = [];
+      received = 0;
+      decoder = new TextDecoder("utf-8");
+      partial = "";
+      pre.replaceChildren(partialNode);
+      partialNode.nodeValue = "";
+    }
+
+    function finish(s) {
+      addText(decoder.decode());
+      if (partial) { addText("\n"); }
+      setStatus(s, "");
+      scroll();
+      refresh();
+    }
+
+    function prepareDownload() {
+      if (blobUrl) URL.revokeObjectURL(blobUrl);
+      blobUrl = URL.createObjectURL(new Blob(chunks, { type: "text/plain" }));
+      download.href = blobUrl;
+    }
+
+    // Live: server-sent events. Kind "job" only.
+    function stream() {
+      if (closed) return;
+      if (typeof EventSource === "undefined" || kind !== "job") { poll(); return; }
+      var opened = false;
+      source = new EventSource("/svc/api/job_exec/log/stream?id=" + encodeURIComponent(id) + "&counter=" + counter);
+      source.addEventListener("meta", function () {
+        opened = true;
+        reset();
+        setStatus("started", "live");
+      });
+      source.addEventListener("chunk", function (ev) {
+        var data = JSON.parse(ev.data);
+        if (data.offset !== received) return;
+        addBytes(base64Bytes(data.content), false);
+      });
+      source.addEventListener("end", function (ev) {
+        var data = JSON.parse(ev.data);
+        source.close();
+        finish(data.status);
+      });
+      source.addEventListener("gone", function () {
+        source.close();
+        setStatus("never", "the log was removed");
+      });
+      source.addEventListener("timeout", function () {
+        source.close();
+        poll();
+      });
+      source.onerror = function () {
+        // Before the first event (404, no server-sent events on the way): poll instead.
+        // After it the browser reconnects by itself and the stream starts over.
+        if (!opened || source.readyState === EventSource.CLOSED) {
+          source.close();
+          if (!closed) poll();
+        }
+      };
+    }
+
+    // Fallback and JobHttp logs: the log endpoint, again every 5 s while started.
+    function poll() {
+      if (closed) return;
+      var url = (kind === "job" ? "/svc/api/job_exec/log" : "/svc/api/job_http/log") +
+        "?id=" + encodeURIComponent(id) + "&counter=" + counter;
+      api("GET", url).then(function (result) {
+        if (closed) return;
+        if (result.status === 404 && waiting && Date.now() < waitUntil) {
+          mode.textContent = "waiting for the run to start…";
+          timer = setTimeout(poll, 700);
+          return;
+        }
+        if (!result.ok) {
+          setStatus("never", explain(result));
+          return;
+        }
+        var log = result.data;
+        reset();
+        addBytes(base64Bytes(log.content || ""), log.status !== "started");
+        if (log.status === "started") {
+          if (waiting && kind === "job") { waiting = false; stream(); return; }
+          setStatus("started", "refreshed every 5 seconds");
+          timer = setTimeout(poll, LOG_POLL_MS);
+        } else {
+          finish(log.status);
+        }
+      });
+    }
+
+    setStatus("started", waiting ? "waiting for the run to start…" : "loading…");
+    if (waiting && kind === "job") poll();
+    else stream();
+
+    return {
+      el: el,
+      counter: counter,
+      jobUpdated: function () {},
+      close: function () {
+        closed = true;
+        if (source) source.close();
+        if (timer) clearTimeout(timer);
+        if (blobUrl) URL.revokeObjectURL(blobUrl);
+      },
+      status: function () { return status; },
+    };
+  }
+
+  // ----- routing ---------------------------------------------------------------------
+
+  function parseRoute() {
+    var parts = (location.hash || "#/").replace(/^#\/?/, "").split("/").map(function (p) {
+      try { return decodeURIComponent(p); } catch (e) { return p; }
+    });
+    if ((parts[0] === "job" || parts[0] === "http") && parts[1]) {
+      var counter = parts[2] === "log" ? parseInt(parts[3], 10) || 0 : 0;
+      return { key: parts[0] + ":" + parts[1], kind: parts[0], id: parts[1], counter: counter };
+    }
+    return { key: "dashboard" };
+  }
+
+  function onRoute() {
+    var r = parseRoute();
+    document.getElementById("nav-dashboard").setAttribute("aria-current", r.key === "dashboard" ? "page" : "false");
+    if (view && view.key === r.key) {
+      r.scroll = true;
+      view.route(r);
+      return;
+    }
+    if (view) view.destroy();
+    view = r.key === "dashboard" ? dashboardView() : detailView(r.kind, r.id);
+    view.route(r);
+    view.update();
+    main.focus({ preventScroll: true });
+    window.scrollTo(0, 0);
+  }
+
+  initSecret();
+  window.addEventListener("hashchange", onRoute);
+  onRoute();
+  refresh();
+  setInterval(refresh, ENV_REFRESH_MS);
+  setInterval(tick, 1000);
+})();

@@ -1,0 +1,280 @@
+// End-to-end scenarios of the svc web UI in headless Chromium, driven by playwright-core.
+//
+// Usage: node ui.mjs <scenario>...   (tests/tests/browser.rs runs it against a real
+// svc-controller started by the test harness; see that file for the configuration).
+//
+// Environment:
+//   SVC_BASE_URL     http://127.0.0.1:<port> of the service (required)
+//   SVC_SECRET       the main secret (required)
+//   SVC_NAME         the configured server name (required)
+//   SVC_SCREENSHOTS  directory for dashboard.png and log-viewer.png (optional)
+//   SVC_CHROMIUM     browser binary (default /usr/bin/chromium)
+//
+// Every scenario gets a fresh browser profile and at most 30 seconds. Any console error
+// on the page (a Content-Security-Policy violation included) fails the scenario. The
+// process exits 1 when a scenario failed.
+
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { chromium } from "playwright-core";
+
+const BASE = required("SVC_BASE_URL");
+const SECRET = required("SVC_SECRET");
+const NAME = required("SVC_NAME");
+const SCREENSHOTS = process.env.SVC_SCREENSHOTS || "";
+const CHROMIUM = process.env.SVC_CHROMIUM || "/usr/bin/chromium";
+const SCENARIO_TIMEOUT_MS = 30000;
+const STEP = { timeout: 20000 };
+
+function required(name) {
+  const value = process.env[name];
+  if (!value) {
+    console.error(`environment variable ${name} is required`);
+    process.exit(2);
+  }
+  return value;
+}
+
+async function typeSecret(page, secret) {
+  await page.getByLabel("Secret").fill(secret);
+}
+
+async function openJob(page, id) {
+  await page.goto(`${BASE}/svc/#/job/${id}`);
+  await page.locator("#job-name").waitFor(STEP);
+}
+
+async function logText(page) {
+  return (await page.locator("#log").textContent()) || "";
+}
+
+async function statusText(page, selector) {
+  return ((await page.locator(selector).textContent()) || "").trim();
+}
+
+async function waitForText(page, selector, pattern, what) {
+  try {
+    await page.waitForFunction(
+      ([sel, source, flags]) => {
+        const el = document.querySelector(sel);
+        return !!el && new RegExp(source, flags).test(el.textContent || "");
+      },
+      [selector, pattern.source, pattern.flags],
+      STEP,
+    );
+  } catch (err) {
+    const now = await page.locator(selector).textContent().catch(() => "(absent)");
+    const context = await page.evaluate(() => ["#viewer-mode", "#viewer-status", "#action-message"]
+      .map((sel) => `${sel}: ${document.querySelector(sel)?.textContent ?? "(absent)"}`).join("; "));
+    throw new Error(`${what}: ${selector} never matched ${pattern}; it reads ` +
+      `${JSON.stringify(now)} (${context})`);
+  }
+}
+
+async function shoot(page, name) {
+  if (!SCREENSHOTS) return;
+  fs.mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SCREENSHOTS, name) });
+}
+
+const scenarios = {
+  // The dashboard lists every configured Job and JobHttp, with name, version, countdowns
+  // and working filters; the page's own HMAC code gives the RFC 4231 answers.
+  async dashboard(page) {
+    await page.goto(`${BASE}/svc`);
+    await page.locator('tr[data-job="tick"]').waitFor(STEP);
+    for (const id of ["tick", "build", "long", "patch"]) {
+      assert.equal(await page.locator(`tr[data-job="${id}"]`).count(), 1, `job ${id} listed`);
+    }
+    assert.equal(await page.locator('tr[data-http="ping"]').count(), 1, "JobHttp ping listed");
+    assert.equal(await statusText(page, "#server-name"), NAME);
+    assert.match(await statusText(page, "#server-version"), /^v\d+\.\d+\.\d+/);
+    await waitForText(page, 'tr[data-job="tick"]', /success/, "the interval job ran at start");
+    const countdown = await statusText(page, 'tr[data-job="tick"] .countdown');
+    assert.match(countdown, /^in \d+m \d\ds$/, "next run as a countdown");
+    assert.match(await statusText(page, 'tr[data-job="tick"]'), /every 1h/);
+    assert.match(await statusText(page, 'tr[data-job="build"]'), /never/);
+    assert.match(await statusText(page, 'tr[data-job="build"]'), /\/build/);
+
+    await page.getByLabel("Filter by name").fill("lon");
+    assert.equal(await page.locator("tr[data-job]").count(), 1, "name filter");
+    assert.equal(await page.locator('tr[data-job="long"]').count(), 1);
+    await page.getByLabel("Filter by name").fill("");
+    await page.getByLabel("Status").selectOption("success");
+    assert.equal(await page.locator('tr[data-job="tick"]').count(), 1, "status filter keeps tick");
+    assert.equal(await page.locator('tr[data-job="build"]').count(), 0, "status filter hides build");
+    await page.getByLabel("Status").selectOption("");
+
+    const vector = await page.evaluate(() =>
+      window.SvcHmac.hmacSha256Hex("Jefe", "what do ya want for nothing?"));
+    assert.equal(vector, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    await page.locator("#filter-name").blur();
+    await shoot(page, "dashboard.png");
+  },
+
+  // Run now on a webhook job: the new log is shown while the run goes on (line 1 before
+  // line 5 exists), over server-sent events, and ends as success.
+  async run(page) {
+    await openJob(page, "build");
+    await typeSecret(page, SECRET);
+    await page.getByRole("button", { name: "Run now" }).click();
+    await page.waitForURL(/#\/job\/build\/log\/\d+$/, STEP);
+    await waitForText(page, "#log", /line 1/, "first output line");
+    const early = await logText(page);
+    assert.ok(!/line 5/.test(early), `line 5 must not exist yet when line 1 shows: ${early}`);
+    assert.equal(await statusText(page, "#viewer-mode"), "live", "followed with server-sent events");
+    await waitForText(page, "#viewer-status", /success/, "the run ends");
+    const text = await logText(page);
+    assert.match(text, /line 5/);
+    assert.match(text, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d /m, "lines keep their timestamps");
+    await waitForText(page, "#job-status", /success/, "the job's status follows");
+
+    const [download] = await Promise.all([
+      page.waitForEvent("download", STEP),
+      page.locator("#log-download").click(),
+    ]);
+    const saved = fs.readFileSync(await download.path(), "utf8");
+    assert.match(saved, /line 5/, "the download holds the raw log");
+    await page.locator("#log").evaluate((el) => { el.scrollTop = el.scrollHeight; });
+    await page.locator(".viewer").evaluate((el) => el.scrollIntoView({ block: "end" }));
+    await page.mouse.move(0, 0);
+    await shoot(page, "log-viewer.png");
+  },
+
+  // A wrong secret is refused with a clear message, and changes nothing.
+  async "wrong-secret"(page) {
+    await openJob(page, "build");
+    await page.getByRole("button", { name: "Pause" }).click();
+    await waitForText(page, "#action-message", /secret/i, "asks for the secret first");
+    await typeSecret(page, "not-the-secret");
+    await page.getByRole("button", { name: "Pause" }).click();
+    await waitForText(page, "#action-message", /Wrong secret.*401/, "pause with a wrong secret");
+    await page.getByRole("button", { name: "Run now" }).click();
+    await waitForText(page, "#action-message", /Wrong secret.*401/, "run with a wrong secret");
+    assert.doesNotMatch(await statusText(page, "#job-status"), /paused/);
+  },
+
+  // Pause: the job shows paused and Run now is disabled. (The test then sends a signed
+  // trigger itself and expects 412.)
+  async pause(page) {
+    await openJob(page, "build");
+    await typeSecret(page, SECRET);
+    await page.getByRole("button", { name: "Pause" }).click();
+    await waitForText(page, "#job-status", /paused/, "pause");
+    await waitForText(page, "#action-message", /Paused/, "pause confirmed");
+    assert.ok(await page.getByRole("button", { name: "Run now" }).isDisabled());
+    assert.ok(await page.getByRole("button", { name: "Pause" }).isDisabled());
+  },
+
+  async resume(page) {
+    await openJob(page, "build");
+    await waitForText(page, "#job-status", /paused/, "still paused");
+    await typeSecret(page, SECRET);
+    await page.getByRole("button", { name: "Resume" }).click();
+    await waitForText(page, "#job-status", /success/, "resume gives back the last status");
+    assert.ok(await page.getByRole("button", { name: "Run now" }).isEnabled());
+  },
+
+  // Cancel ends a long run; its log ends as failed and says it was cancelled.
+  async cancel(page) {
+    await openJob(page, "long");
+    await typeSecret(page, SECRET);
+    await page.getByRole("button", { name: "Run now" }).click();
+    await waitForText(page, "#log", /\$ sleep 30/, "the long run started");
+    const cancel = page.getByRole("button", { name: "Cancel run" });
+    await page.waitForFunction(() => !document.querySelector("#action-cancel").disabled, null, STEP);
+    await cancel.click();
+    await waitForText(page, "#viewer-status", /failed/, "the cancelled run ends as failed");
+    assert.match(await logText(page), /cancel/i);
+  },
+
+  // Run now is disabled, with the reason, for patchhost jobs and for jobs without a path.
+  async "run-now-disabled"(page) {
+    await openJob(page, "patch");
+    assert.ok(await page.getByRole("button", { name: "Run now" }).isDisabled());
+    assert.match(await statusText(page, "#action-hint"), /patchhost/);
+    await openJob(page, "tick");
+    await page.locator("#action-hint").waitFor(STEP);
+    assert.ok(await page.getByRole("button", { name: "Run now" }).isDisabled());
+    assert.match(await statusText(page, "#action-hint"), /no path/);
+  },
+
+  // JobHttp detail: request, redacted headers, logs, pause and resume.
+  async jobhttp(page) {
+    await page.goto(`${BASE}/svc/#/http/ping`);
+    await page.locator("#http-headers").waitFor(STEP);
+    const headers = await statusText(page, "#http-headers");
+    assert.match(headers, /Authorization: \[redacted\]/);
+    assert.match(headers, /X-Trace: visible-value/);
+    const body = (await page.locator("body").textContent()) || "";
+    assert.ok(!body.includes("very-secret-token"), "no secret header value on the page");
+    assert.match(body, /POST/);
+    assert.match(body, /json/);
+    await page.locator(".logs a").first().waitFor(STEP);
+    await page.locator(".logs a").first().click();
+    await waitForText(page, "#log", /JobHttp ping/, "the JobHttp log");
+    await typeSecret(page, SECRET);
+    await page.getByRole("button", { name: "Pause" }).click();
+    await waitForText(page, "#job-status", /paused/, "JobHttp pause");
+    await page.getByRole("button", { name: "Resume" }).click();
+    await waitForText(page, "#job-status", /running/, "JobHttp resume shows started");
+  },
+};
+
+async function runScenario(name) {
+  const scenario = scenarios[name];
+  if (!scenario) throw new Error(`unknown scenario ${name}`);
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "svc-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    acceptDownloads: true,
+    viewport: { width: 1280, height: 800 },
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+  const problems = [];
+  try {
+    const page = context.pages()[0] || (await context.newPage());
+    page.setDefaultTimeout(STEP.timeout);
+    page.on("console", (msg) => {
+      // A 401/404 answer the scenario asked for is logged by Chromium as a failed load.
+      if (msg.type() === "error" && !/status of (401|404|409|412)/.test(msg.text())) {
+        problems.push(`console: ${msg.text()}`);
+      }
+    });
+    page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
+    let timer;
+    const limit = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${SCENARIO_TIMEOUT_MS} ms`)),
+        SCENARIO_TIMEOUT_MS);
+    });
+    try {
+      await Promise.race([scenario(page), limit]);
+    } finally {
+      clearTimeout(timer);
+    }
+    assert.deepEqual(problems, [], "no console errors on the page");
+  } finally {
+    await context.close().catch(() => {});
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+let failed = 0;
+for (const name of process.argv.slice(2)) {
+  const started = Date.now();
+  try {
+    await runScenario(name);
+    console.log(`ok - ${name} (${Date.now() - started} ms)`);
+  } catch (err) {
+    failed += 1;
+    console.log(`not ok - ${name} (${Date.now() - started} ms)`);
+    console.log(String(err && err.stack ? err.stack : err).replace(/^/gm, "    "));
+  }
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,218 @@
+//! End-to-end tests of the web UI in headless Chromium.
+//!
+//! The test starts the real service (a main secret, an interval job, a webhook job that
+//! prints five lines slowly, a long job, a patchhost job and a JobHttp) and runs the
+//! playwright-core scenarios of `tests/browser/ui.mjs` against it, in phases: between
+//! phases the test itself checks, with the harness's own signing, what the UI did
+//! (a trigger of the job the UI paused gets 412; after the UI resumed it, 200).
+//! The scenarios also write `docs/screenshots/dashboard.png` and `log-viewer.png`.
+//!
+//! Prerequisites (checked first; a missing one fails with the command that installs it):
+//!
+//! ```sh
+//! apt-get update && apt-get install -y chromium     # /usr/bin/chromium
+//! (cd tests/browser && npm ci)                      # playwright-core; no browser download
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use svc_tests::{TestService, WAIT, hmac_sha256_hex, job_section};
+
+/// Browser binary the scenarios drive.
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// Limit of one scenario (ui.mjs enforces it too); a phase gets this per scenario plus
+/// start-up time.
+const SCENARIO_LIMIT: Duration = Duration::from_secs(30);
+const SETUP: &str = "apt-get update && apt-get install -y chromium nodejs npm && \
+                     (cd tests/browser && npm ci)";
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("browser")
+}
+
+fn screenshots_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots")
+}
+
+/// Panics with the setup command unless node, playwright-core and Chromium are there.
+fn require_prerequisites(need_browser: bool) {
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    assert!(
+        node,
+        "the browser tests need Node.js (`node` on PATH); set up with: {SETUP}"
+    );
+    if !need_browser {
+        return;
+    }
+    assert!(
+        browser_dir()
+            .join("node_modules/playwright-core/package.json")
+            .is_file(),
+        "tests/browser/node_modules is missing playwright-core; set up with: {SETUP}"
+    );
+    assert!(
+        Path::new(CHROMIUM).is_file(),
+        "{CHROMIUM} is missing (Debian's chromium package); set up with: {SETUP}"
+    );
+}
+
+/// Runs `node <args>` in tests/browser, bounded by `limit`; panics with its output
+/// unless it exits 0.
+async fn node(args: &[&str], envs: &[(&str, String)], limit: Duration) -> String {
+    let mut command = tokio::process::Command::new("node");
+    command
+        .args(args)
+        .current_dir(browser_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    let child = command.spawn().expect("spawn node");
+    let output = match tokio::time::timeout(limit, child.wait_with_output()).await {
+        Ok(output) => output.expect("wait for node"),
+        Err(_) => panic!("node {args:?} did not finish within {limit:?}"),
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    println!("node {args:?}:\n{stdout}{stderr}");
+    assert!(
+        output.status.success(),
+        "node {args:?} failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    stdout
+}
+
+/// Runs UI scenarios against `service`.
+async fn scenarios(service: &TestService, names: &[&str]) {
+    let mut args = vec!["ui.mjs"];
+    args.extend_from_slice(names);
+    let envs = [
+        ("SVC_BASE_URL", service.base_url()),
+        ("SVC_SECRET", service.secret()),
+        ("SVC_NAME", "browser-test".to_string()),
+        (
+            "SVC_SCREENSHOTS",
+            screenshots_dir().to_string_lossy().into_owned(),
+        ),
+        ("SVC_CHROMIUM", CHROMIUM.to_string()),
+    ];
+    let limit = SCENARIO_LIMIT * u32::try_from(names.len()).unwrap_or(1) + WAIT;
+    let out = node(&args, &envs, limit).await;
+    for name in names {
+        assert!(
+            out.contains(&format!("ok - {name} (")),
+            "scenario {name} did not pass:\n{out}"
+        );
+    }
+}
+
+async fn start_service() -> TestService {
+    let jobs = [
+        job_section(
+            "tick",
+            &[
+                "description = <p>Says <b>tick</b> every hour.</p>",
+                "interval = 1h",
+                "command = echo tick",
+            ],
+        ),
+        job_section(
+            "build",
+            &[
+                "description = Builds on a push.",
+                "path = /build",
+                "command = for i in 1 2 3 4 5; do echo line $i; sleep 0.5; done",
+            ],
+        ),
+        job_section("long", &["path = /long", "command = sleep 30"]),
+        job_section(
+            "patch",
+            &["path = /patch", "auth_kind = patchhost", "command = true"],
+        ),
+    ]
+    .join("\n");
+    TestService::builder()
+        .svc("name = browser-test")
+        .job_file("jobs", jobs)
+        .job_http_file(
+            "ping",
+            "[job.http \"ping\"]\n\
+             interval = 1h\n\
+             http_url = http://127.0.0.1:9/hook\n\
+             http_method = POST\n\
+             http_request_type = json\n\
+             http_header = Authorization: Bearer very-secret-token\n\
+             http_header = X-Trace: visible-value\n",
+        )
+        .start()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn web_ui_end_to_end_in_chromium() {
+    require_prerequisites(true);
+    let service = start_service().await;
+    service.wait_job_status("tick", "success", WAIT).await;
+
+    scenarios(
+        &service,
+        &[
+            "dashboard",
+            "run-now-disabled",
+            "jobhttp",
+            "wrong-secret",
+            "run",
+            "pause",
+        ],
+    )
+    .await;
+    // The run the UI started ended as success, with all its lines.
+    let log = service.wait_run_finished("build", 1, WAIT).await;
+    log.assert_status("success");
+    assert!(log.content().contains("line 5"), "{}", log.content());
+    // The UI paused `build`: a trigger signed by the test gets 412.
+    let body = br#"{"from":"test"}"#;
+    let signature = hmac_sha256_hex(service.secret(), body);
+    service
+        .trigger("/build", body, &[("x-svc-sign", signature.as_str())])
+        .await
+        .assert_status(412);
+    assert_eq!(service.job_status("build").await, "paused");
+
+    scenarios(&service, &["resume", "cancel"]).await;
+    // Resumed: triggers run again.
+    service
+        .trigger("/build", body, &[("x-svc-sign", signature.as_str())])
+        .await
+        .assert_status(200);
+    service.wait_run_finished("build", 2, WAIT).await;
+    // Cancelled through the UI: the long run failed and says so.
+    let long = service.wait_run_finished("long", 1, WAIT).await;
+    long.assert_status("fail");
+    assert!(
+        long.content().to_lowercase().contains("cancel"),
+        "{}",
+        long.content()
+    );
+    for name in ["dashboard.png", "log-viewer.png"] {
+        let path = screenshots_dir().join(name);
+        let bytes = std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        assert!(bytes.starts_with(b"\x89PNG"), "{} is a PNG", path.display());
+    }
+}
+
+#[tokio::test]
+async fn hmac_js_passes_the_fips_and_rfc_4231_vectors() {
+    require_prerequisites(false);
+    let out = node(&["--test", "hmac.test.cjs"], &[], Duration::from_secs(60)).await;
+    assert!(out.contains("# fail 0"), "{out}");
+}
