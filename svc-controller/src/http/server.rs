@@ -29,6 +29,9 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// Largest request head hyper buffers at all.
 pub const MAX_BUFFERED_HEAD: usize = 256 * 1024;
+/// Header lines hyper parses; far above what the byte limit allows, so that the
+/// router's [`MAX_HEADER_BYTES`] check (which answers in the JSON wrapper) decides.
+pub const MAX_HEADER_LINES: usize = 4096;
 /// Connections served at the same time.
 pub const MAX_CONNECTIONS: usize = 4096;
 
@@ -45,6 +48,7 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .max_buf_size(MAX_BUFFERED_HEAD)
+        .max_headers(MAX_HEADER_LINES)
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
