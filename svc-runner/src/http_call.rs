@@ -141,15 +141,32 @@ pub fn header_line(name: &str, value: &[u8]) -> String {
     }
 }
 
-/// The URL as written to the log: a password in it is hidden.
+/// The URL as written to the log: a password in it, and the values of query
+/// parameters whose names look sensitive (`token`, `key`, `secret`, ...), are hidden.
 pub fn loggable_url(url: &Url) -> String {
+    let mut shown = url.clone();
     if url.password().is_some() {
-        let mut shown = url.clone();
-        if shown.set_password(Some("redacted")).is_ok() {
-            return shown.to_string();
-        }
+        // Only fails for URLs that cannot have a password, which this one has.
+        let _ = shown.set_password(Some("redacted"));
     }
-    url.to_string()
+    if let Some(query) = url.query() {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| {
+                let name = pair.split('=').next().unwrap_or_default();
+                let decoded: String = form_urlencoded::parse(name.as_bytes())
+                    .map(|(k, _)| k.into_owned())
+                    .collect();
+                if is_sensitive_header(&decoded) {
+                    format!("{name}=[redacted]")
+                } else {
+                    pair.to_string()
+                }
+            })
+            .collect();
+        shown.set_query(Some(&pairs.join("&")));
+    }
+    shown.to_string()
 }
 
 /// Builds the header map: the content type of the body, the configured headers in order
@@ -508,5 +525,14 @@ mod tests {
         assert_eq!(loggable_url(&url), "https://u:redacted@h/x?q=1");
         let url = Url::parse("https://h/x").expect("url");
         assert_eq!(loggable_url(&url), "https://h/x");
+    }
+
+    #[test]
+    fn sensitive_query_values_are_hidden() {
+        let url = Url::parse("https://h/x?token=abc&page=2&api%5Fkey=k&_svc_epoch=1").expect("url");
+        assert_eq!(
+            loggable_url(&url),
+            "https://h/x?token=[redacted]&page=2&api%5Fkey=[redacted]&_svc_epoch=1"
+        );
     }
 }
