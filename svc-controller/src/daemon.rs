@@ -164,6 +164,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         engine: engine.clone(),
         secret,
         replay,
+        login: Arc::new(crate::login::Login::new(&config.users)),
     });
     println!(
         "svc: {} listening on http://{address}; UI at http://{address}/svc",

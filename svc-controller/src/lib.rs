@@ -10,6 +10,7 @@ pub mod engine;
 pub mod exec;
 pub mod fsutil;
 pub mod http;
+pub mod login;
 pub mod logstore;
 pub mod metrics;
 pub mod replay;

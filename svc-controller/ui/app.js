@@ -9,6 +9,10 @@
  *
  * The secret typed in the top bar stays in sessionStorage (this tab only) and never
  * leaves the browser: requests carry HMAC-SHA-256 signatures computed by hmac.js.
+ *
+ * When the service has users (login enabled), the top bar shows who is logged in and a
+ * Log out button, and any answer 401 "login required" sends the browser to the login
+ * page, which comes back here afterwards.
  */
 (function () {
   "use strict";
@@ -18,6 +22,7 @@
   var LOG_POLL_MS = 5000;
   var WAIT_FOR_RUN_MS = 60000;
   var SECRET_KEY = "svc.secret";
+  var LOGIN_REQUIRED = "login required";
 
   var main = document.getElementById("main");
   var secretInput = document.getElementById("secret");
@@ -205,7 +210,8 @@
     });
   }
 
-  /** fetch returning {ok, status, message, data}; never throws. */
+  /** fetch returning {ok, status, message, data}; never throws. A 401 "login required"
+   * (the session ended) also sends the browser to the login page. */
   function api(method, url, body, headers) {
     return fetch(url, { method: method, body: body, headers: headers || {}, cache: "no-store" })
       .then(function (res) {
@@ -216,7 +222,40 @@
         });
       }, function (err) {
         return { ok: false, status: 0, message: "cannot reach the service (" + err.message + ")", data: null };
+      })
+      .then(function (result) {
+        if (result.status === 401 && result.message === LOGIN_REQUIRED) goToLogin();
+        return result;
       });
+  }
+
+  // ----- login -----------------------------------------------------------------------
+
+  var leaving = false;
+
+  function goToLogin() {
+    if (leaving) return;
+    leaving = true;
+    location.assign("/svc/login?next=" +
+      encodeURIComponent(location.pathname + location.search + location.hash));
+  }
+
+  /** Shows the logged-in user and the Log out button when login is enabled. */
+  function initSession() {
+    var box = document.getElementById("session");
+    var logout = document.getElementById("logout");
+    logout.addEventListener("click", function () {
+      logout.disabled = true;
+      api("POST", "/svc/api/logout").then(function () {
+        leaving = true;
+        location.assign("/svc/login");
+      });
+    });
+    api("GET", "/svc/api/session").then(function (result) {
+      if (!result.ok || !result.data || !result.data.login) return;
+      document.getElementById("session-user").textContent = result.data.name;
+      box.hidden = false;
+    });
   }
 
   function explain(result) {
@@ -224,7 +263,9 @@
     switch (result.status) {
       case -1: return result.message;
       case 0: return "The service could not be reached" + msg + ".";
-      case 401: return "Wrong secret: the service refused the signature (401" + msg + ").";
+      case 401:
+        if (result.message === LOGIN_REQUIRED) return "Your session has ended: log in again.";
+        return "Wrong secret: the service refused the signature (401" + msg + ").";
       case 404: return "Not found (404" + msg + ").";
       case 409: return "The job is not running (409" + msg + ").";
       case 412: return "The job is paused (412" + msg + "); resume it first.";
@@ -825,6 +866,7 @@
   }
 
   initSecret();
+  initSession();
   window.addEventListener("hashchange", onRoute);
   onRoute();
   refresh();

@@ -9,6 +9,7 @@
 //   SVC_NAME         the configured server name (required)
 //   SVC_SCREENSHOTS  directory for dashboard.png and log-viewer.png (optional)
 //   SVC_CHROMIUM     browser binary (default /usr/bin/chromium)
+//   SVC_USER, SVC_PASSWORD  a user of user.conf and its password (the login scenario)
 //
 // Every scenario gets a fresh browser profile and at most 30 seconds. Any console error
 // on the page (a Content-Security-Policy violation included) fails the scenario. The
@@ -25,6 +26,8 @@ const SECRET = required("SVC_SECRET");
 const NAME = required("SVC_NAME");
 const SCREENSHOTS = process.env.SVC_SCREENSHOTS || "";
 const CHROMIUM = process.env.SVC_CHROMIUM || "/usr/bin/chromium";
+const USER = process.env.SVC_USER || "";
+const PASSWORD = process.env.SVC_PASSWORD || "";
 const SCENARIO_TIMEOUT_MS = 30000;
 const STEP = { timeout: 20000 };
 
@@ -199,6 +202,45 @@ const scenarios = {
     await page.locator("#action-hint").waitFor(STEP);
     assert.ok(await page.getByRole("button", { name: "Run now" }).isDisabled());
     assert.match(await statusText(page, "#action-hint"), /no path/);
+  },
+
+  // Login (a service with user.conf): the dashboard sends to the login page, a wrong
+  // password shows the error, the right one comes back to the page asked for, with the
+  // user's name in the top bar; Log out ends the session.
+  async login(page) {
+    assert.ok(USER && PASSWORD, "SVC_USER and SVC_PASSWORD are required");
+    await page.goto(`${BASE}/svc/#/job/tick`);
+    await page.waitForURL(/\/svc\/login\?next=/, STEP);
+    await page.locator("#login-form").waitFor(STEP);
+    assert.equal(await page.locator("#main").count(), 1);
+    assert.equal(await page.locator("#job-name").count(), 0, "no dashboard before login");
+
+    await page.getByLabel("Name").fill(USER);
+    await page.getByLabel("Password").fill("not-the-password");
+    await page.getByRole("button", { name: "Log in" }).click();
+    await waitForText(page, "#login-error", /Invalid name or password/, "a wrong password");
+    assert.match(page.url(), /\/svc\/login/, "still on the login page");
+    assert.equal(await page.getByLabel("Password").inputValue(), "", "the password is cleared");
+
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.waitForURL(/\/svc\/#\/job\/tick$/, STEP);
+    await page.locator("#job-name").waitFor(STEP);
+    assert.equal(await statusText(page, "#job-name"), "tick");
+    await waitForText(page, "#session-user", new RegExp(`^${USER}$`), "the user is shown");
+    assert.ok(await page.getByRole("button", { name: "Log out" }).isVisible());
+    const cookies = await page.context().cookies();
+    const session = cookies.find((c) => c.name === "svc_session");
+    assert.ok(session, "a session cookie");
+    assert.equal(session.httpOnly, true);
+    assert.equal(session.sameSite, "Strict");
+    assert.equal(session.path, "/svc");
+
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.waitForURL(/\/svc\/login/, STEP);
+    await page.goto(`${BASE}/svc/`);
+    await page.waitForURL(/\/svc\/login\?next=/, STEP);
+    await page.locator("#login-form").waitFor(STEP);
   },
 
   // JobHttp detail: request, redacted headers, logs, pause and resume.

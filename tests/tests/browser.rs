@@ -6,6 +6,7 @@
 //! phases the test itself checks, with the harness's own signing, what the UI did
 //! (a trigger of the job the UI paused gets 412; after the UI resumed it, 200).
 //! The scenarios also write `docs/screenshots/dashboard.png` and `log-viewer.png`.
+//! A second service, with a `user.conf`, runs the login scenario.
 //!
 //! Prerequisites (checked first; a missing one fails with the command that installs it):
 //!
@@ -91,11 +92,19 @@ async fn node(args: &[&str], envs: &[(&str, String)], limit: Duration) -> String
     stdout
 }
 
+/// One browser at a time: the tests of this file would otherwise start two Chromiums.
+static BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Runs UI scenarios against `service`.
 async fn scenarios(service: &TestService, names: &[&str]) {
+    scenarios_with(service, names, &[]).await;
+}
+
+/// Runs UI scenarios against `service` with more environment variables for ui.mjs.
+async fn scenarios_with(service: &TestService, names: &[&str], extra: &[(&str, String)]) {
     let mut args = vec!["ui.mjs"];
     args.extend_from_slice(names);
-    let envs = [
+    let mut envs = vec![
         ("SVC_BASE_URL", service.base_url()),
         ("SVC_SECRET", service.secret()),
         ("SVC_NAME", "browser-test".to_string()),
@@ -105,6 +114,7 @@ async fn scenarios(service: &TestService, names: &[&str]) {
         ),
         ("SVC_CHROMIUM", CHROMIUM.to_string()),
     ];
+    envs.extend(extra.iter().cloned());
     let limit = SCENARIO_LIMIT * u32::try_from(names.len()).unwrap_or(1) + WAIT;
     let out = node(&args, &envs, limit).await;
     for name in names {
@@ -160,6 +170,7 @@ async fn start_service() -> TestService {
 #[tokio::test(flavor = "multi_thread")]
 async fn web_ui_end_to_end_in_chromium() {
     require_prerequisites(true);
+    let _browser = BROWSER.lock().await;
     let service = start_service().await;
     service.wait_job_status("tick", "success", WAIT).await;
 
@@ -208,6 +219,70 @@ async fn web_ui_end_to_end_in_chromium() {
         let bytes = std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
         assert!(bytes.starts_with(b"\x89PNG"), "{} is a PNG", path.display());
     }
+}
+
+/// A service whose `user.conf` names `LOGIN_USER`. The harness's `start` waits for the
+/// Environment to answer 200, which needs a session here, so this waits for the login
+/// page instead.
+async fn start_service_with_login() -> TestService {
+    use std::os::unix::fs::PermissionsExt as _;
+    let builder = TestService::builder().svc("name = browser-test").job_file(
+        "jobs",
+        job_section("tick", &["interval = 1h", "command = echo tick"]),
+    );
+    let dir = builder.dir_base().join("etc/svc");
+    std::fs::create_dir_all(&dir).expect("create etc/svc");
+    let hash = svc_controller::login::hash_password(LOGIN_PASSWORD).expect("hash the password");
+    let file = dir.join("user.conf");
+    std::fs::write(
+        &file,
+        format!("[user \"{LOGIN_USER}\"]\npassword = {hash}\n"),
+    )
+    .expect("write user.conf");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let mut service = builder.build();
+    service.spawn();
+    let started = std::time::Instant::now();
+    loop {
+        assert!(
+            service.try_wait().is_none(),
+            "svc-controller exited:\n{}",
+            service.stderr()
+        );
+        if let Ok(response) = service.try_get("/svc/api/session").await {
+            assert_eq!(response.status, 401, "{}", response.raw);
+            return service;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "the service did not answer:\n{}",
+            service.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const LOGIN_USER: &str = "ann";
+const LOGIN_PASSWORD: &str = "a long browser test password";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn login_in_chromium() {
+    require_prerequisites(true);
+    let _browser = BROWSER.lock().await;
+    let service = start_service_with_login().await;
+    scenarios_with(
+        &service,
+        &["login"],
+        &[
+            ("SVC_USER", LOGIN_USER.to_string()),
+            ("SVC_PASSWORD", LOGIN_PASSWORD.to_string()),
+        ],
+    )
+    .await;
+    // The UI's logout ended the session: nothing is open without one.
+    let answer = service.get("/svc/api/environment").await;
+    answer.assert_status(401);
+    assert_eq!(answer.message(), "login required");
 }
 
 #[tokio::test]

@@ -5,7 +5,9 @@
 //!
 //! - main file: given on the command line (packaged: `/etc/svc/svc.conf`), section `[svc]`;
 //! - `$dir_base/etc/svc/job.d/*.conf`: `[job "NAME"]` sections (legacy `[hook "NAME"]`);
-//! - `$dir_base/etc/svc/job_http.d/*.conf`: `[job.http "NAME"]` sections.
+//! - `$dir_base/etc/svc/job_http.d/*.conf`: `[job.http "NAME"]` sections;
+//! - `$dir_base/etc/svc/user.conf` (optional): `[user "NAME"]` sections with a `password`
+//!   hash; when it names at least one user, the UI and the GET API need a login.
 //!
 //! The main file may hold job and JobHttp sections too. Loading never stops at the first
 //! problem: every problem is collected as a [`ConfigIssue`] naming file, section, key and
@@ -48,6 +50,8 @@ pub struct Config {
     pub jobs: Vec<JobConfig>,
     /// JobHttp definitions in load order.
     pub http_jobs: Vec<HttpJobConfig>,
+    /// Users of `user.conf` in file order; empty when the file is absent (no login).
+    pub users: Vec<UserConfig>,
     /// Problems that do not stop loading, such as deprecated names.
     pub warnings: Vec<ConfigIssue>,
 }
@@ -240,6 +244,29 @@ pub struct HttpJobConfig {
     pub group: Option<String>,
 }
 
+/// A `[user "NAME"]` section of `user.conf`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserConfig {
+    /// The quoted section name: the login name.
+    pub name: String,
+    /// `password`: an argon2 PHC string (`$argon2id$...`, `$argon2i$`, `$argon2d$`) or a
+    /// bcrypt hash (`$2a$`, `$2b$`, `$2y$`), validated at load.
+    pub password_hash: String,
+    /// File the section was read from.
+    pub file: PathBuf,
+}
+
+/// Never shows the hash.
+impl fmt::Debug for UserConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UserConfig")
+            .field("name", &self.name)
+            .field("password_hash", &"<hash>")
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
 /// One problem found in the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigIssue {
@@ -308,6 +335,10 @@ impl MainConfig {
     /// `$dir_base/etc/svc/job_http.d`.
     pub fn dir_job_http_d(&self) -> PathBuf {
         self.dir_base.join("etc/svc/job_http.d")
+    }
+    /// `$dir_base/etc/svc/user.conf`: the users who may log in (optional).
+    pub fn user_conf(&self) -> PathBuf {
+        self.dir_base.join("etc/svc/user.conf")
     }
     /// `$dir_base/var/log/svc/job`.
     pub fn dir_job_logs(&self) -> PathBuf {

@@ -1,7 +1,7 @@
 //! The git-config style line syntax of the configuration files.
 //!
-//! - `[svc]`, `[job "NAME"]`, `[job.http "NAME"]` and the legacy `[hook "NAME"]` start
-//!   sections; the section word is case-insensitive, the quoted NAME is kept exactly.
+//! - `[svc]`, `[job "NAME"]`, `[job.http "NAME"]`, the legacy `[hook "NAME"]` and (in
+//!   `user.conf`) `[user "NAME"]` start sections; the section word is case-insensitive, the quoted NAME is kept exactly.
 //! - `key = value`: the key is case-insensitive (returned lower-cased), the value is
 //!   everything after the first `=`, trimmed, kept literally (no quotes, no escapes, no
 //!   inline comments).
@@ -23,6 +23,8 @@ pub(super) enum SectionKind {
     Hook,
     /// `[job.http "NAME"]`.
     JobHttp,
+    /// `[user "NAME"]`, only valid in `user.conf`.
+    User,
 }
 
 /// One section and its entries in file order.
@@ -147,13 +149,14 @@ fn parse_header(line: &str) -> Result<(String, SectionKind, String), (String, St
         ));
     };
     let header = inner.trim().to_string();
-    let expected = "expected [svc], [job \"NAME\"] or [job.http \"NAME\"]";
+    let expected =
+        "expected [svc], [job \"NAME\"], [job.http \"NAME\"] or, in user.conf, [user \"NAME\"]";
     match header.split_once('"') {
         None => {
             let word = header.to_ascii_lowercase();
             match word.as_str() {
                 "svc" => Ok((header, SectionKind::Main, String::new())),
-                "job" | "job.http" | "hook" => {
+                "job" | "job.http" | "hook" | "user" => {
                     let message =
                         format!("section [{header}] needs a quoted name: [{word} \"NAME\"]");
                     Err((header, message))
@@ -170,6 +173,7 @@ fn parse_header(line: &str) -> Result<(String, SectionKind, String), (String, St
                 "job" => SectionKind::Job,
                 "job.http" => SectionKind::JobHttp,
                 "hook" => SectionKind::Hook,
+                "user" => SectionKind::User,
                 _ => {
                     let message = format!("unknown section [{header}]; {expected}");
                     return Err((header, message));
@@ -214,10 +218,10 @@ mod tests {
         let text = "\u{feff}# comment\n  ; indented comment\n[svc]\nName = x\n\
                     [JOB \"My Job\"]\ncommand = cd /srv && make; make install # not a comment\n\
                     command=  two  \nis_development\n\t[job.http \"h\"]\r\nhttp_header = A: b\r\n\
-                    [hook \"old\"]\nempty =\n";
+                    [hook \"old\"]\nempty =\n[User \"ann\"]\npassword = $2b$x\n";
         let (sections, errors) = parse(text);
         assert_eq!(errors, vec![]);
-        assert_eq!(sections.len(), 4);
+        assert_eq!(sections.len(), 5);
         assert_eq!(sections[0].kind, SectionKind::Main);
         assert_eq!(sections[0].entries[0].key, "name");
         assert_eq!(sections[0].entries[0].value.as_deref(), Some("x"));
@@ -236,6 +240,9 @@ mod tests {
         assert_eq!(sections[2].entries[0].value.as_deref(), Some("A: b"));
         assert_eq!(sections[3].kind, SectionKind::Hook);
         assert_eq!(sections[3].entries[0].value.as_deref(), Some(""));
+        assert_eq!(sections[4].kind, SectionKind::User);
+        assert_eq!(sections[4].name, "ann");
+        assert_eq!(sections[4].entries[0].value.as_deref(), Some("$2b$x"));
     }
 
     #[test]
@@ -259,6 +266,7 @@ mod tests {
             "[job \"\"]",
             "[job \"x\"] # c",
             "[cron \"x\"]",
+            "[user]",
         ] {
             let (sections, errors) = parse(&format!("{bad}\nkey = v\n"));
             assert!(sections.is_empty(), "{bad}");

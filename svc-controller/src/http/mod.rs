@@ -42,6 +42,8 @@ pub struct AppState {
     pub secret: Arc<str>,
     /// Deliveries and nonces already accepted.
     pub replay: Arc<crate::replay::ReplayStores>,
+    /// Users and sessions of the optional login (disabled without users).
+    pub login: Arc<crate::login::Login>,
 }
 
 /// The whole application router.
@@ -80,11 +82,18 @@ pub fn router(state: AppState) -> Router {
         .merge(webhooks)
         .route("/svc/api/metrics", get(metrics))
         .route("/svc/api/job_exec/log/stream", get(log_stream::stream))
+        .route("/svc/api/login", post(crate::login::login))
+        .route("/svc/api/logout", post(crate::login::logout))
+        .route("/svc/api/session", get(crate::login::session))
         .merge(ui::router())
         .route("/svc/{*rest}", get(not_found))
         .route_layer(middleware::from_fn(tag_route))
         .fallback(public::serve)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::login::guard,
+        ))
         .layer(middleware::map_response(wrap_plain_errors))
         .layer(RequestBodyTimeoutLayer::new(BODY_READ_TIMEOUT))
         .layer(middleware::from_fn(limit_header_size))

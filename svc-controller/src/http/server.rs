@@ -74,7 +74,11 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        // Handlers that care (the login throttle) find the client's address here.
+        let service = TowerToHyperService::new(tower::Layer::layer(
+            &axum::Extension(axum::extract::ConnectInfo(peer)),
+            app.clone(),
+        ));
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

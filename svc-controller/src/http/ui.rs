@@ -1,5 +1,6 @@
 //! The web UI: the dashboard shell at `/svc`, its static assets under `/svc/assets/`,
-//! and the documentation rendered at build time under `/svc/doc`.
+//! the login page at `/svc/login` (see [`crate::login`]), and the documentation rendered
+//! at build time under `/svc/doc`.
 //!
 //! Everything is embedded in the binary (`include_str!` of `svc-controller/ui/*` and of
 //! the pages `build.rs` renders); nothing is read from disk or fetched from elsewhere at
@@ -11,7 +12,7 @@
 use std::sync::LazyLock;
 
 use axum::Router;
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -28,6 +29,9 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The dashboard's HTML shell; the content is built by `app.js`.
 const SHELL: &str = include_str!("../../ui/index.html");
+
+/// The login page; its form is handled by `login.js`.
+const LOGIN_PAGE: &str = include_str!("../../ui/login.html");
 
 /// One embedded file under `/svc/assets/`.
 struct Asset {
@@ -61,6 +65,11 @@ static ASSETS: LazyLock<Vec<Asset>> = LazyLock::new(|| {
             include_bytes!("../../ui/app.js"),
         ),
         asset(
+            "login.js",
+            "text/javascript; charset=utf-8",
+            include_bytes!("../../ui/login.js"),
+        ),
+        asset(
             "hmac.js",
             "text/javascript; charset=utf-8",
             include_bytes!("../../ui/hmac.js"),
@@ -73,11 +82,13 @@ static ASSETS: LazyLock<Vec<Asset>> = LazyLock::new(|| {
     ]
 });
 
-/// Routes of the UI: `/svc`, `/svc/`, `/svc/assets/*`, `/svc/doc`, `/svc/doc/*`.
+/// Routes of the UI: `/svc`, `/svc/`, `/svc/login`, `/svc/assets/*`, `/svc/doc`,
+/// `/svc/doc/*`.
 pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/svc", get(shell))
         .route("/svc/", get(shell))
+        .route("/svc/login", get(login_page))
         .route("/svc/assets/{*file}", get(asset_file))
         .route("/svc/doc", get(doc_index))
         .route("/svc/doc/", get(doc_index))
@@ -111,6 +122,18 @@ fn common_headers(headers: &mut HeaderMap) {
 
 async fn shell() -> Response {
     html_page(SHELL)
+}
+
+/// The login page; without users (login disabled) a redirect to the dashboard.
+async fn login_page(State(state): State<AppState>) -> Response {
+    if !state.login.enabled() {
+        let mut response = StatusCode::SEE_OTHER.into_response();
+        response
+            .headers_mut()
+            .insert(header::LOCATION, HeaderValue::from_static("/svc/"));
+        return response;
+    }
+    html_page(LOGIN_PAGE)
 }
 
 async fn doc_index() -> Response {

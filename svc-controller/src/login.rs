@@ -1,0 +1,914 @@
+//! Optional login for the web UI and the GET API.
+//!
+//! Users come from `$dir_base/etc/svc/user.conf` ([`crate::config::UserConfig`]). With no
+//! user, nothing here changes anything: every route stays open, as in the interface.
+//! With at least one user:
+//!
+//! - [`guard`] (a middleware in front of the router) lets through only requests that
+//!   carry a live session cookie, except the login page, the assets, the login and logout
+//!   calls, the webhook triggers and the signed POST endpoints (their signatures are their
+//!   authentication), and everything outside `/svc` (the public directory). A refused
+//!   page (`/svc`, `/svc/doc/...`) is redirected to `/svc/login?next=<path>` (303); a
+//!   refused API call gets 401 `login required` in the JSON wrapper.
+//! - `POST /svc/api/login` ([`login`]) checks a name and password against the argon2 or
+//!   bcrypt hash of `user.conf` (an unknown name is checked against a dummy hash, so both
+//!   failures take about the same time and say the same thing), then starts a session:
+//!   a random 32-byte token (hex) in the cookie `svc_session` (`Path=/svc; HttpOnly;
+//!   SameSite=Strict; Max-Age=43200`, plus `Secure` behind a proxy that sets
+//!   `X-Forwarded-Proto: https`).
+//! - Sessions live in memory only (a restart ends them all), keyed by the SHA-256 of the
+//!   token (so a lookup's timing says nothing about the token), last [`SESSION_LIFETIME`]
+//!   from login, and are capped at [`MAX_SESSIONS`] (the oldest is dropped).
+//! - Failed logins are throttled in memory ([`Throttle`]): per client address (IPv6 by
+//!   /64) one attempt at a time, each after a delay that doubles with every consecutive
+//!   failure ([`FIRST_DELAY`] up to [`MAX_DELAY`]), and at most [`GLOBAL_MAX_FAILURES`]
+//!   failures per minute in all. At most [`MAX_CONCURRENT_VERIFICATIONS`] hashes are
+//!   checked at once (each argon2 check takes about 19 MiB and tens of milliseconds).
+//!
+//! Tokens and passwords are never logged; hashes never leave [`Login`].
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::io::BufRead;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+use argon2::password_hash::SaltString;
+use argon2::{Argon2, PasswordHash, PasswordHasher, PasswordVerifier};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rand::RngCore as _;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::config::UserConfig;
+use crate::http::{ApiError, AppState, ok};
+
+/// Name of the session cookie.
+pub const SESSION_COOKIE: &str = "svc_session";
+/// Life of a session from its login (the cookie's `Max-Age`).
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
+/// Live sessions kept at most; a login beyond it ends the oldest session.
+pub const MAX_SESSIONS: usize = 10_000;
+/// Wait before the attempt that follows one failed login from the same address.
+pub const FIRST_DELAY: Duration = Duration::from_millis(500);
+/// Longest wait between attempts of one address (the delay doubles up to it).
+pub const MAX_DELAY: Duration = Duration::from_secs(30);
+/// A wait up to this long is served by holding the request; a longer one is refused
+/// with 429 and `Retry-After`.
+pub const MAX_HELD_WAIT: Duration = Duration::from_secs(5);
+/// Failures of an address are forgotten after this long without attempts.
+pub const FORGET_FAILURES_AFTER: Duration = Duration::from_secs(60 * 60);
+/// Addresses tracked at most by the throttle.
+pub const MAX_TRACKED_CLIENTS: usize = 10_000;
+/// Window of the global failure cap.
+pub const GLOBAL_FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// Failed logins accepted in [`GLOBAL_FAILURE_WINDOW`] from all addresses together;
+/// beyond it every attempt is refused until the window moves on.
+pub const GLOBAL_MAX_FAILURES: usize = 100;
+/// Password hashes checked at the same time.
+pub const MAX_CONCURRENT_VERIFICATIONS: usize = 2;
+/// Largest body of `POST /svc/api/login`.
+pub const LOGIN_BODY_LIMIT: usize = 16 * 1024;
+/// Largest argon2 memory cost accepted in `user.conf`, in KiB (1 GiB).
+pub const MAX_ARGON2_MEMORY_KIB: u32 = 1024 * 1024;
+
+/// Message of a failed login, whether the name exists or not.
+pub const INVALID_LOGIN: &str = "invalid name or password";
+/// Message of a request that needs a session and has none.
+pub const LOGIN_REQUIRED: &str = "login required";
+/// Message of the login calls when `user.conf` names no user.
+pub const LOGIN_NOT_ENABLED: &str = "login is not enabled";
+
+// ---------------------------------------------------------------------------------------
+// Password hashes.
+
+/// Why [`hash_password`] failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HashError {
+    /// An empty password is refused.
+    #[error("the password is empty")]
+    Empty,
+    /// The hasher failed (not expected with the default parameters).
+    #[error("cannot hash the password: {0}")]
+    Hash(String),
+}
+
+/// An argon2id PHC string of `password` with a random salt and the argon2 crate's
+/// default parameters (m=19456 KiB, t=2, p=1).
+pub fn hash_password(password: &str) -> Result<String, HashError> {
+    if password.is_empty() {
+        return Err(HashError::Empty);
+    }
+    let mut salt = [0u8; 16];
+    rand::rng().fill_bytes(&mut salt);
+    let salt = SaltString::encode_b64(&salt).map_err(|e| HashError::Hash(e.to_string()))?;
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|hash| hash.to_string())
+        .map_err(|e| HashError::Hash(e.to_string()))
+}
+
+/// `svc-controller hash-password`: reads one line (the password) from standard input and
+/// returns its argon2id hash, for `user.conf`.
+pub fn hash_password_from_stdin() -> anyhow::Result<String> {
+    hash_password_from_reader(std::io::stdin().lock())
+}
+
+/// As [`hash_password_from_stdin`] from any reader: the first line, without its line
+/// ending; an empty password (or no input) is refused.
+pub fn hash_password_from_reader(reader: impl BufRead) -> anyhow::Result<String> {
+    let mut line = String::new();
+    reader
+        .take(64 * 1024)
+        .read_line(&mut line)
+        .map_err(|e| anyhow::anyhow!("cannot read the password from standard input: {e}"))?;
+    let password = line
+        .strip_suffix('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .unwrap_or(&line);
+    if password.is_empty() {
+        anyhow::bail!("no password: write it on standard input, one line");
+    }
+    Ok(hash_password(password)?)
+}
+
+/// The families of hashes `user.conf` accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HashKind {
+    Argon2,
+    Bcrypt,
+}
+
+fn hash_kind(hash: &str) -> Option<HashKind> {
+    if ["$argon2id$", "$argon2i$", "$argon2d$"]
+        .iter()
+        .any(|p| hash.starts_with(p))
+    {
+        Some(HashKind::Argon2)
+    } else if ["$2a$", "$2b$", "$2y$"].iter().any(|p| hash.starts_with(p)) {
+        Some(HashKind::Bcrypt)
+    } else {
+        None
+    }
+}
+
+/// Checks that `value` is a usable password hash. The message never contains the value.
+pub fn check_password_hash(value: &str) -> Result<(), String> {
+    match hash_kind(value) {
+        Some(HashKind::Argon2) => {
+            let hash = PasswordHash::new(value)
+                .map_err(|e| format!("not a valid argon2 PHC string: {e}"))?;
+            let params = argon2::Params::try_from(&hash)
+                .map_err(|e| format!("invalid argon2 parameters: {e}"))?;
+            if hash.salt.is_none() || hash.hash.is_none() {
+                return Err("the argon2 string lacks its salt or its hash".into());
+            }
+            if params.m_cost() > MAX_ARGON2_MEMORY_KIB {
+                return Err(format!(
+                    "the argon2 memory cost m={} KiB is over the limit of {MAX_ARGON2_MEMORY_KIB} KiB",
+                    params.m_cost()
+                ));
+            }
+            Ok(())
+        }
+        Some(HashKind::Bcrypt) => {
+            let parts: bcrypt::HashParts = value
+                .parse()
+                .map_err(|e| format!("not a valid bcrypt hash: {e}"))?;
+            if !(4..=31).contains(&parts.get_cost()) {
+                return Err(format!("bcrypt cost {} is outside 4..31", parts.get_cost()));
+            }
+            Ok(())
+        }
+        None => Err(
+            "not an argon2 ($argon2id$...) or bcrypt ($2b$...) hash; make one with \
+             svc-controller hash-password"
+                .into(),
+        ),
+    }
+}
+
+/// True when `password` matches `hash` (argon2 with the hash's own variant and
+/// parameters, or bcrypt). A hash that [`check_password_hash`] refuses (one that does not
+/// parse, or asks for too much memory) matches nothing.
+pub fn verify_password(password: &str, hash: &str) -> bool {
+    if check_password_hash(hash).is_err() {
+        return false;
+    }
+    match hash_kind(hash) {
+        Some(HashKind::Argon2) => PasswordHash::new(hash).is_ok_and(|parsed| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok()
+        }),
+        Some(HashKind::Bcrypt) => bcrypt::verify(password, hash).unwrap_or(false),
+        None => false,
+    }
+}
+
+/// Checked instead of a real hash when the name is unknown, so a failure takes as long
+/// for an unknown name as for a wrong password (default argon2id parameters).
+static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| {
+    let mut random = [0u8; 24];
+    rand::rng().fill_bytes(&mut random);
+    hash_password(&hex::encode(random)).unwrap_or_else(|_| FALLBACK_DUMMY_HASH.to_string())
+});
+
+/// Used only if hashing at start failed (it does not): same parameters, unknown password.
+const FALLBACK_DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$\
+     c3ZjZHVtbXlzYWx0MDAwMA$0lxCq0rQ9Jq0l9b+nMZz6hX7Jb8y5cQ0a6bKJ8u0k4s";
+
+// ---------------------------------------------------------------------------------------
+// Sessions.
+
+/// The clock sessions and the throttle use; injected by tests.
+pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
+/// SHA-256 of a well-formed token (64 lower-case hex digits); `None` otherwise.
+fn token_key(token: &str) -> Option<[u8; 32]> {
+    let well_formed = token.len() == 64
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    well_formed.then(|| Sha256::digest(token.as_bytes()).into())
+}
+
+#[derive(Debug)]
+struct Session {
+    user: String,
+    expires: Instant,
+    seq: u64,
+}
+
+/// Live sessions by token hash, with their order of creation. The lifetime is fixed, so
+/// the order of creation is also the order of expiry.
+#[derive(Debug, Default)]
+struct Sessions {
+    by_key: HashMap<[u8; 32], Session>,
+    order: BTreeMap<u64, [u8; 32]>,
+    next_seq: u64,
+}
+
+impl Sessions {
+    /// Drops expired sessions, then the oldest until there is room for one more.
+    fn make_room(&mut self, now: Instant) {
+        while let Some((_, key)) = self.order.first_key_value() {
+            let expired = self.by_key.get(key).is_none_or(|s| s.expires <= now);
+            let full = self.by_key.len() >= MAX_SESSIONS;
+            if !expired && !full {
+                break;
+            }
+            if let Some((_, key)) = self.order.pop_first() {
+                self.by_key.remove(&key);
+            }
+        }
+    }
+
+    fn insert(&mut self, user: &str, now: Instant) -> String {
+        self.make_room(now);
+        let mut bytes = [0u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        let token = hex::encode(bytes);
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.order.insert(seq, key);
+        self.by_key.insert(
+            key,
+            Session {
+                user: user.to_string(),
+                expires: now + SESSION_LIFETIME,
+                seq,
+            },
+        );
+        token
+    }
+
+    fn get(&mut self, token: &str, now: Instant) -> Option<String> {
+        let key = token_key(token)?;
+        let session = self.by_key.get(&key)?;
+        if session.expires <= now {
+            self.remove_key(&key);
+            return None;
+        }
+        Some(session.user.clone())
+    }
+
+    fn remove_key(&mut self, key: &[u8; 32]) -> Option<Session> {
+        let session = self.by_key.remove(key)?;
+        self.order.remove(&session.seq);
+        Some(session)
+    }
+
+    fn remove(&mut self, token: &str) -> Option<String> {
+        let key = token_key(token)?;
+        self.remove_key(&key).map(|s| s.user)
+    }
+
+    fn retain_users(&mut self, keep: impl Fn(&str) -> bool) {
+        let gone: Vec<[u8; 32]> = self
+            .by_key
+            .iter()
+            .filter(|(_, s)| !keep(&s.user))
+            .map(|(key, _)| *key)
+            .collect();
+        for key in gone {
+            self.remove_key(&key);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.by_key.len()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Throttle.
+
+/// Who a login attempt comes from: the peer address (IPv6 by its /64, IPv4-mapped IPv6
+/// as IPv4), or `Unknown` when the server did not record the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClientKey {
+    /// A peer address, masked.
+    Ip(IpAddr),
+    /// No peer address known: all such attempts share one entry.
+    Unknown,
+}
+
+impl ClientKey {
+    /// The key of a peer address.
+    pub fn from_addr(addr: IpAddr) -> ClientKey {
+        match addr {
+            IpAddr::V4(v4) => ClientKey::Ip(IpAddr::V4(v4)),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => ClientKey::Ip(IpAddr::V4(v4)),
+                None => {
+                    let masked = u128::from(v6) & !((1u128 << 64) - 1);
+                    ClientKey::Ip(IpAddr::V6(Ipv6Addr::from(masked)))
+                }
+            },
+        }
+    }
+
+    /// The key of a request: its `ConnectInfo<SocketAddr>` when the server recorded it.
+    fn of_request(request: &Request) -> ClientKey {
+        request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or(ClientKey::Unknown, |info| ClientKey::from_addr(info.0.ip()))
+    }
+}
+
+impl fmt::Display for ClientKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientKey::Ip(ip) => write!(f, "{ip}"),
+            ClientKey::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
+/// Why an attempt was not checked, or failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Wrong password, or unknown name (`known` says which, for the log only).
+    Invalid {
+        /// The name exists.
+        known: bool,
+    },
+    /// Another attempt from the same address is being checked.
+    Busy,
+    /// Too many failures: from this address, or from all of them together.
+    TooMany {
+        /// When an attempt may be made again.
+        retry_after: Duration,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct ClientState {
+    failures: u32,
+    blocked_until: Instant,
+    last_seen: Instant,
+    in_flight: bool,
+}
+
+/// Failed-login bookkeeping; see the module documentation.
+#[derive(Debug, Default)]
+struct Throttle {
+    clients: HashMap<ClientKey, ClientState>,
+    /// Times of the failures within the last [`GLOBAL_FAILURE_WINDOW`], oldest first.
+    global: VecDeque<Instant>,
+}
+
+/// The wait imposed after `failures` consecutive failures.
+fn delay_after(failures: u32) -> Duration {
+    if failures == 0 {
+        return Duration::ZERO;
+    }
+    let factor = 1u32 << (failures - 1).min(16);
+    FIRST_DELAY.saturating_mul(factor).min(MAX_DELAY)
+}
+
+impl Throttle {
+    /// Admits an attempt: the time it must wait before its check, or a refusal. An
+    /// admitted attempt must be ended with [`Throttle::finish`] or [`Throttle::release`].
+    fn admit(&mut self, key: ClientKey, now: Instant) -> Result<Duration, Refusal> {
+        while self
+            .global
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= GLOBAL_FAILURE_WINDOW)
+        {
+            self.global.pop_front();
+        }
+        if self.global.len() >= GLOBAL_MAX_FAILURES {
+            let oldest = self.global.front().copied().unwrap_or(now);
+            let retry_after = (oldest + GLOBAL_FAILURE_WINDOW).saturating_duration_since(now);
+            return Err(Refusal::TooMany { retry_after });
+        }
+        self.prune(now);
+        let client = self.clients.entry(key).or_insert(ClientState {
+            failures: 0,
+            blocked_until: now,
+            last_seen: now,
+            in_flight: false,
+        });
+        // Without a known peer every client shares one entry: serialising them would
+        // let anyone block everyone's login, so only the delay applies there.
+        if client.in_flight && key != ClientKey::Unknown {
+            return Err(Refusal::Busy);
+        }
+        if now.saturating_duration_since(client.last_seen) >= FORGET_FAILURES_AFTER {
+            client.failures = 0;
+            client.blocked_until = now;
+        }
+        let wait = client.blocked_until.saturating_duration_since(now);
+        if wait > MAX_HELD_WAIT {
+            return Err(Refusal::TooMany { retry_after: wait });
+        }
+        client.in_flight = true;
+        client.last_seen = now;
+        Ok(wait)
+    }
+
+    /// Records the outcome of an admitted attempt.
+    fn finish(&mut self, key: ClientKey, success: bool, now: Instant) {
+        if success {
+            self.clients.remove(&key);
+            return;
+        }
+        self.global.push_back(now);
+        let client = self.clients.entry(key).or_insert(ClientState {
+            failures: 0,
+            blocked_until: now,
+            last_seen: now,
+            in_flight: false,
+        });
+        client.failures = client.failures.saturating_add(1);
+        client.blocked_until = now + delay_after(client.failures);
+        client.last_seen = now;
+        client.in_flight = false;
+    }
+
+    /// Ends an admitted attempt whose outcome is unknown (the client went away).
+    fn release(&mut self, key: ClientKey) {
+        if let Some(client) = self.clients.get_mut(&key) {
+            client.in_flight = false;
+        }
+    }
+
+    /// Keeps at most [`MAX_TRACKED_CLIENTS`] entries: forgotten ones first, then the
+    /// least recently seen.
+    fn prune(&mut self, now: Instant) {
+        if self.clients.len() < MAX_TRACKED_CLIENTS {
+            return;
+        }
+        self.clients.retain(|_, c| {
+            c.in_flight || now.saturating_duration_since(c.last_seen) < FORGET_FAILURES_AFTER
+        });
+        if self.clients.len() < MAX_TRACKED_CLIENTS {
+            return;
+        }
+        let mut idle: Vec<(Instant, ClientKey)> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| !c.in_flight)
+            .map(|(key, c)| (c.last_seen, *key))
+            .collect();
+        idle.sort_unstable_by_key(|(seen, _)| *seen);
+        let excess = self.clients.len() + 1 - MAX_TRACKED_CLIENTS;
+        for (_, key) in idle.into_iter().take(excess) {
+            self.clients.remove(&key);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Login: users, sessions and throttle together.
+
+/// Users, live sessions and the failed-login throttle of one service.
+pub struct Login {
+    /// Name to hash.
+    users: RwLock<HashMap<String, Arc<str>>>,
+    sessions: Mutex<Sessions>,
+    throttle: Mutex<Throttle>,
+    verifying: tokio::sync::Semaphore,
+    /// Password checks made (against a real or the dummy hash).
+    checks: AtomicU64,
+    clock: Clock,
+}
+
+impl fmt::Debug for Login {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Login")
+            .field("users", &read(&self.users).len())
+            .field("sessions", &lock(&self.sessions).len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Login {
+    /// No users: login disabled.
+    fn default() -> Self {
+        Login::new(&[])
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Ends an admitted attempt when its request goes away before the outcome.
+struct Admitted<'a> {
+    login: &'a Login,
+    key: ClientKey,
+    finished: bool,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            lock(&self.login.throttle).release(self.key);
+        }
+    }
+}
+
+impl Login {
+    /// Login for `users` (none: disabled), on the system clock.
+    pub fn new(users: &[UserConfig]) -> Login {
+        Login::with_clock(users, Arc::new(Instant::now))
+    }
+
+    /// As [`Login::new`] with another clock.
+    pub fn with_clock(users: &[UserConfig], clock: Clock) -> Login {
+        let login = Login {
+            users: RwLock::new(HashMap::new()),
+            sessions: Mutex::new(Sessions::default()),
+            throttle: Mutex::new(Throttle::default()),
+            verifying: tokio::sync::Semaphore::new(MAX_CONCURRENT_VERIFICATIONS),
+            checks: AtomicU64::new(0),
+            clock,
+        };
+        login.set_users(users);
+        login
+    }
+
+    /// True when at least one user is configured.
+    pub fn enabled(&self) -> bool {
+        !read(&self.users).is_empty()
+    }
+
+    /// Replaces the users (on reload). Sessions of users removed, or whose hash changed,
+    /// end.
+    pub fn set_users(&self, users: &[UserConfig]) {
+        let new: HashMap<String, Arc<str>> = users
+            .iter()
+            .map(|u| (u.name.clone(), Arc::from(u.password_hash.as_str())))
+            .collect();
+        if !new.is_empty() {
+            LazyLock::force(&DUMMY_HASH);
+        }
+        let mut current = self.users.write().unwrap_or_else(|e| e.into_inner());
+        let unchanged = |name: &str| current.get(name).is_some_and(|h| new.get(name) == Some(h));
+        lock(&self.sessions).retain_users(unchanged);
+        *current = new;
+    }
+
+    /// The user of a live session `token`.
+    pub fn session_user(&self, token: &str) -> Option<String> {
+        let now = (self.clock)();
+        lock(&self.sessions).get(token, now)
+    }
+
+    /// Starts a session for `user` and returns its token.
+    pub fn create_session(&self, user: &str) -> String {
+        let now = (self.clock)();
+        lock(&self.sessions).insert(user, now)
+    }
+
+    /// Ends the session `token`; returns its user when it was live.
+    pub fn end_session(&self, token: &str) -> Option<String> {
+        lock(&self.sessions).remove(token)
+    }
+
+    /// Number of live sessions (expired ones may be counted until they are looked up).
+    pub fn session_count(&self) -> usize {
+        lock(&self.sessions).len()
+    }
+
+    /// Password checks made so far, an unknown name's included.
+    pub fn checks(&self) -> u64 {
+        self.checks.load(Ordering::Relaxed)
+    }
+
+    /// The user of the first live session cookie in `headers`.
+    pub fn user_of(&self, headers: &HeaderMap) -> Option<String> {
+        session_cookies(headers).find_map(|token| self.session_user(token))
+    }
+
+    /// Checks `name` and `password`, throttled; see the module documentation. On success
+    /// the caller starts the session.
+    pub async fn attempt(
+        &self,
+        client: ClientKey,
+        name: &str,
+        password: &str,
+    ) -> Result<(), Refusal> {
+        let wait = lock(&self.throttle).admit(client, (self.clock)())?;
+        let mut admitted = Admitted {
+            login: self,
+            key: client,
+            finished: false,
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let stored = read(&self.users).get(name).cloned();
+        let known = stored.is_some();
+        let hash: Arc<str> = stored.unwrap_or_else(|| Arc::from(DUMMY_HASH.as_str()));
+        let matches = {
+            let _permit = self.verifying.acquire().await;
+            let password = password.to_string();
+            self.checks.fetch_add(1, Ordering::Relaxed);
+            tokio::task::spawn_blocking(move || verify_password(&password, &hash))
+                .await
+                .unwrap_or(false)
+        };
+        let success = known && matches;
+        lock(&self.throttle).finish(client, success, (self.clock)());
+        admitted.finished = true;
+        if success {
+            Ok(())
+        } else {
+            Err(Refusal::Invalid { known })
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP: cookies, the guard and the handlers.
+
+/// The name of the user of a request that passed [`guard`] with a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentUser(pub String);
+
+/// Values of every `svc_session` cookie of the request.
+fn session_cookies(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| {
+            let (name, value) = pair.trim().split_once('=')?;
+            (name.trim() == SESSION_COOKIE).then(|| value.trim().trim_matches('"'))
+        })
+}
+
+/// True when a proxy in front says the request came over https.
+fn forwarded_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
+}
+
+/// The `Set-Cookie` value of a new session.
+pub fn session_cookie(token: &str, secure: bool) -> String {
+    format!(
+        "{SESSION_COOKIE}={token}; Path=/svc; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        SESSION_LIFETIME.as_secs(),
+        if secure { "; Secure" } else { "" }
+    )
+}
+
+/// The `Set-Cookie` value that removes the session cookie.
+pub fn cleared_cookie(secure: bool) -> String {
+    format!(
+        "{SESSION_COOKIE}=; Path=/svc; HttpOnly; SameSite=Strict; Max-Age=0{}",
+        if secure { "; Secure" } else { "" }
+    )
+}
+
+/// POST routes that carry their own authentication (a signature) or are the login
+/// calls themselves.
+const OPEN_POST_PATHS: &[&str] = &[
+    "/svc/api/login",
+    "/svc/api/logout",
+    "/svc/api/job_exec/pause",
+    "/svc/api/job_exec/resume",
+    "/svc/api/job_exec/cancel",
+    "/svc/api/job/pause",
+    "/svc/api/job/resume",
+    "/svc/api/job_http/pause",
+    "/svc/api/job_http/resume",
+];
+
+/// Prefixes of the webhook trigger routes (POST, signed).
+const OPEN_POST_PREFIXES: &[&str] = &["/svc/api/job/run/", "/svc/api/job_exec/run/", "/svc/job/"];
+
+/// True when a request needs a session while login is enabled: everything under `/svc`
+/// except the assets and the login page (GET), and the signed and login POST routes.
+/// The public directory (outside `/svc`) stays open.
+pub fn needs_login(method: &Method, path: &str) -> bool {
+    if path != "/svc" && !path.starts_with("/svc/") {
+        return false;
+    }
+    if *method == Method::GET || *method == Method::HEAD {
+        return !(path == "/svc/login" || path.starts_with("/svc/assets/"));
+    }
+    if *method == Method::POST {
+        return !(OPEN_POST_PATHS.contains(&path)
+            || OPEN_POST_PREFIXES.iter().any(|p| path.starts_with(p)));
+    }
+    true
+}
+
+/// Where a login may send the browser afterwards: a path below `/svc` (not the login
+/// page itself), else `/svc/`.
+pub fn safe_next(next: &str) -> String {
+    let below_svc = next == "/svc"
+        || ["/svc/", "/svc?", "/svc#"]
+            .iter()
+            .any(|p| next.starts_with(p));
+    let clean = !next.contains('\\') && !next.chars().any(|c| c.is_control() || c == ' ');
+    let login_page = next.starts_with("/svc/login");
+    if below_svc && clean && !login_page {
+        next.to_string()
+    } else {
+        "/svc/".to_string()
+    }
+}
+
+/// `/svc/login?next=<path and query, percent-encoded>`.
+fn login_location(path_and_query: &str) -> String {
+    let next: String = form_urlencoded::byte_serialize(path_and_query.as_bytes()).collect();
+    format!("/svc/login?next={next}")
+}
+
+fn no_store(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Middleware: with login enabled, a request that [`needs_login`] passes only with a
+/// live session (its user then in the [`CurrentUser`] extension); otherwise pages are
+/// redirected to the login page and API calls get 401 `login required`.
+pub async fn guard(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let login = &state.login;
+    if !login.enabled() || !needs_login(request.method(), request.uri().path()) {
+        return next.run(request).await;
+    }
+    if let Some(user) = login.user_of(request.headers()) {
+        request.extensions_mut().insert(CurrentUser(user));
+        return next.run(request).await;
+    }
+    let path = request.uri().path();
+    let is_page = !path.starts_with("/svc/api/")
+        && (*request.method() == Method::GET || *request.method() == Method::HEAD);
+    if is_page {
+        let target = request
+            .uri()
+            .path_and_query()
+            .map_or(path, |pq| pq.as_str());
+        let location = login_location(target);
+        let mut response = StatusCode::SEE_OTHER.into_response();
+        if let Ok(value) = HeaderValue::from_str(&location) {
+            response.headers_mut().insert(header::LOCATION, value);
+        }
+        return no_store(response);
+    }
+    no_store(ApiError::unauthorized(LOGIN_REQUIRED).into_response())
+}
+
+/// `POST /svc/api/login`, form `name=&password=&next=`.
+pub async fn login(State(state): State<AppState>, request: Request) -> Response {
+    if !state.login.enabled() {
+        return ApiError::not_found(LOGIN_NOT_ENABLED).into_response();
+    }
+    let client = ClientKey::of_request(&request);
+    let secure = forwarded_https(request.headers());
+    let Ok(body) = axum::body::to_bytes(request.into_body(), LOGIN_BODY_LIMIT).await else {
+        return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large")
+            .into_response();
+    };
+    let mut name = String::new();
+    let mut password = String::new();
+    let mut next = String::new();
+    for (key, value) in form_urlencoded::parse(&body) {
+        match key.as_ref() {
+            "name" => name = value.into_owned(),
+            "password" => password = value.into_owned(),
+            "next" => next = value.into_owned(),
+            _ => {}
+        }
+    }
+    if name.is_empty() || password.is_empty() {
+        return ApiError::bad_request("name and password are required").into_response();
+    }
+    match state.login.attempt(client, &name, &password).await {
+        Ok(()) => {
+            let token = state.login.create_session(&name);
+            tracing::info!(user = %name, %client, "login");
+            let mut response = ok(json!({ "name": name, "next": safe_next(&next) }));
+            if let Ok(cookie) = HeaderValue::from_str(&session_cookie(&token, secure)) {
+                response.headers_mut().insert(header::SET_COOKIE, cookie);
+            }
+            no_store(response)
+        }
+        Err(Refusal::Invalid { known }) => {
+            if known {
+                tracing::warn!(user = %name, %client, "failed login: wrong password");
+            } else {
+                tracing::warn!(%client, "failed login: unknown name");
+            }
+            no_store(ApiError::unauthorized(INVALID_LOGIN).into_response())
+        }
+        Err(Refusal::Busy) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "another login attempt from this address is in progress",
+        )
+        .into_response(),
+        Err(Refusal::TooMany { retry_after }) => {
+            let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+            tracing::warn!(%client, "login refused: too many failed logins");
+            let mut response = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("too many failed logins; try again in {secs} s"),
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            response
+        }
+    }
+}
+
+/// `POST /svc/api/logout`: ends the session of the cookie and clears the cookie.
+pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if !state.login.enabled() {
+        return ApiError::not_found(LOGIN_NOT_ENABLED).into_response();
+    }
+    for token in session_cookies(&headers) {
+        if let Some(user) = state.login.end_session(token) {
+            tracing::info!(%user, "logout");
+        }
+    }
+    let mut response = ok(serde_json::Value::Null);
+    if let Ok(cookie) = HeaderValue::from_str(&cleared_cookie(forwarded_https(&headers))) {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    no_store(response)
+}
+
+/// `GET /svc/api/session`: `{"login": false, "name": null}` without users; with users
+/// `{"login": true, "name": <user>}` (the guard answers 401 without a session).
+pub async fn session(State(state): State<AppState>, request: Request) -> Response {
+    if !state.login.enabled() {
+        return no_store(ok(json!({ "login": false, "name": null })));
+    }
+    match request.extensions().get::<CurrentUser>() {
+        Some(CurrentUser(name)) => no_store(ok(json!({ "login": true, "name": name }))),
+        None => no_store(ApiError::unauthorized(LOGIN_REQUIRED).into_response()),
+    }
+}
+
+#[cfg(test)]
+#[path = "login_tests.rs"]
+mod tests;

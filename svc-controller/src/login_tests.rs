@@ -1,0 +1,573 @@
+//! Tests of [`super`]: hashes, sessions on a fake clock, the throttle, cookies and the
+//! guard's rules.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use argon2::password_hash::SaltString;
+use argon2::{Algorithm, Argon2, Params, PasswordHasher, Version};
+
+use super::*;
+
+/// A clock that moves only when told to.
+#[derive(Clone)]
+struct FakeClock {
+    start: Instant,
+    offset: Arc<Mutex<Duration>>,
+}
+
+impl FakeClock {
+    fn new() -> FakeClock {
+        FakeClock {
+            start: Instant::now(),
+            offset: Arc::new(Mutex::new(Duration::ZERO)),
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.start + *self.offset.lock().expect("clock lock")
+    }
+
+    fn advance(&self, by: Duration) {
+        *self.offset.lock().expect("clock lock") += by;
+    }
+
+    fn clock(&self) -> Clock {
+        let me = self.clone();
+        Arc::new(move || me.now())
+    }
+}
+
+/// A cheap argon2 hash (tests only; the service hashes with the default parameters).
+fn cheap_argon2(algorithm: Algorithm, password: &str) -> String {
+    let params = Params::new(1024, 1, 1, None).expect("argon2 parameters");
+    let salt = SaltString::encode_b64(b"0123456789abcdef").expect("salt");
+    Argon2::new(algorithm, Version::V0x13, params)
+        .hash_password(password.as_bytes(), &salt)
+        .expect("argon2 hash")
+        .to_string()
+}
+
+fn user(name: &str, hash: &str) -> UserConfig {
+    UserConfig {
+        name: name.to_string(),
+        password_hash: hash.to_string(),
+        file: PathBuf::from("/etc/svc/user.conf"),
+    }
+}
+
+const IP1: ClientKey = ClientKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1)));
+const IP2: ClientKey = ClientKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 2)));
+
+// ----- hashes --------------------------------------------------------------------------
+
+#[test]
+fn hash_password_gives_an_argon2id_string_that_verifies() {
+    let hash = hash_password("correct horse").expect("hash");
+    assert!(
+        hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
+        "{hash}"
+    );
+    assert_eq!(check_password_hash(&hash), Ok(()));
+    assert!(verify_password("correct horse", &hash));
+    assert!(!verify_password("correct horse ", &hash));
+    assert!(!verify_password("", &hash));
+    // A new salt each time.
+    assert_ne!(hash, hash_password("correct horse").expect("hash"));
+    assert_eq!(hash_password(""), Err(HashError::Empty));
+}
+
+#[test]
+fn argon2i_and_argon2d_hashes_verify() {
+    for (algorithm, prefix) in [
+        (Algorithm::Argon2i, "$argon2i$"),
+        (Algorithm::Argon2d, "$argon2d$"),
+        (Algorithm::Argon2id, "$argon2id$"),
+    ] {
+        let hash = cheap_argon2(algorithm, "pw");
+        assert!(hash.starts_with(prefix), "{hash}");
+        assert_eq!(check_password_hash(&hash), Ok(()), "{hash}");
+        assert!(verify_password("pw", &hash), "{hash}");
+        assert!(!verify_password("pW", &hash), "{hash}");
+    }
+}
+
+#[test]
+fn bcrypt_hashes_verify_in_every_accepted_version() {
+    let hash = bcrypt::hash("hunter2", 4).expect("bcrypt hash");
+    assert!(hash.starts_with("$2b$04$"), "{hash}");
+    for prefix in ["$2a$", "$2b$", "$2y$"] {
+        let variant = format!("{prefix}{}", &hash[4..]);
+        assert_eq!(check_password_hash(&variant), Ok(()), "{variant}");
+        assert!(verify_password("hunter2", &variant), "{variant}");
+        assert!(!verify_password("hunter3", &variant), "{variant}");
+    }
+    // The buggy 2x variant is not accepted.
+    let x = format!("$2x${}", &hash[4..]);
+    assert!(check_password_hash(&x).is_err());
+    assert!(!verify_password("hunter2", &x));
+}
+
+#[test]
+fn bad_hashes_are_refused_without_quoting_them() {
+    let good_bcrypt = bcrypt::hash("x", 4).expect("bcrypt hash");
+    for bad in [
+        "hunter2".to_string(),
+        "$argon2id$v=19$m=19456,t=2,p=1$notbase64!!$xx".to_string(),
+        "$argon2id$v=19$m=19456,t=2,p=1".to_string(),
+        "$argon2id$v=19$m=4194304,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"
+            .to_string(),
+        "$2b$04$tooshort".to_string(),
+        format!("$2b$99${}", &good_bcrypt[7..]),
+        String::new(),
+    ] {
+        let message = check_password_hash(&bad).expect_err(&bad);
+        if bad.len() > 8 {
+            assert!(!message.contains(&bad[8..]), "{message} quotes {bad}");
+        }
+        assert!(!verify_password("x", &bad), "{bad}");
+    }
+    assert!(
+        check_password_hash("hunter2")
+            .expect_err("plain text")
+            .contains("hash-password")
+    );
+}
+
+#[test]
+fn hash_password_from_a_reader_takes_one_line() {
+    for input in ["s3cret\n", "s3cret\r\n", "s3cret", "s3cret\nsecond line\n"] {
+        let hash = hash_password_from_reader(input.as_bytes()).expect(input);
+        assert!(verify_password("s3cret", &hash), "{input:?}");
+    }
+    let spaced = hash_password_from_reader(" a b \n".as_bytes()).expect("spaces kept");
+    assert!(verify_password(" a b ", &spaced));
+    for empty in ["", "\n", "\r\n"] {
+        assert!(
+            hash_password_from_reader(empty.as_bytes()).is_err(),
+            "{empty:?}"
+        );
+    }
+}
+
+#[test]
+fn the_dummy_hash_costs_as_much_as_a_real_one() {
+    // Same algorithm and parameters as hash_password: an unknown name costs one full
+    // argon2id check, like a wrong password.
+    let real = hash_password("x").expect("hash");
+    let params = |h: &str| h.split('$').take(4).collect::<Vec<_>>().join("$");
+    assert_eq!(params(&DUMMY_HASH), params(&real));
+    assert_eq!(check_password_hash(&DUMMY_HASH), Ok(()));
+    assert_eq!(params(FALLBACK_DUMMY_HASH), params(&real));
+    assert_eq!(check_password_hash(FALLBACK_DUMMY_HASH), Ok(()));
+}
+
+#[tokio::test]
+async fn an_unknown_name_is_checked_against_the_dummy_hash() {
+    let login = Login::new(&[user("ann", &cheap_argon2(Algorithm::Argon2id, "pw"))]);
+    assert!(login.enabled());
+    assert_eq!(login.attempt(IP1, "ann", "pw").await, Ok(()));
+    assert_eq!(login.checks(), 1);
+    assert_eq!(
+        login.attempt(IP2, "bob", "pw").await,
+        Err(Refusal::Invalid { known: false })
+    );
+    assert_eq!(login.checks(), 2, "the unknown name cost a hash check too");
+    // Even the dummy hash's own password does not log an unknown name in.
+    let started = Instant::now();
+    let unknown = login.attempt(IP1, "nobody", "whatever").await;
+    assert_eq!(unknown, Err(Refusal::Invalid { known: false }));
+    assert!(started.elapsed() > Duration::from_millis(1));
+    assert_eq!(
+        login.attempt(ClientKey::Unknown, "ann", "wrong").await,
+        Err(Refusal::Invalid { known: true })
+    );
+}
+
+// ----- sessions ------------------------------------------------------------------------
+
+#[test]
+fn sessions_last_twelve_hours_from_login() {
+    let clock = FakeClock::new();
+    let login = Login::with_clock(&[], clock.clock());
+    let token = login.create_session("ann");
+    assert_eq!(token.len(), 64);
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(login.session_user(&token).as_deref(), Some("ann"));
+    clock.advance(SESSION_LIFETIME - Duration::from_secs(1));
+    assert_eq!(login.session_user(&token).as_deref(), Some("ann"));
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(login.session_user(&token), None);
+    assert_eq!(login.session_count(), 0, "an expired session is dropped");
+    // Expired sessions also go when a new one is made.
+    let _old = login.create_session("ann");
+    clock.advance(SESSION_LIFETIME);
+    let fresh = login.create_session("bob");
+    assert_eq!(login.session_count(), 1);
+    assert_eq!(login.session_user(&fresh).as_deref(), Some("bob"));
+}
+
+#[test]
+fn tokens_are_random_and_looked_up_exactly() {
+    let login = Login::default();
+    let a = login.create_session("ann");
+    let b = login.create_session("ann");
+    assert_ne!(a, b);
+    assert_eq!(login.session_user(&a.to_uppercase()), None);
+    assert_eq!(login.session_user(&a[..63]), None);
+    assert_eq!(login.session_user(""), None);
+    let mut other = a.clone().into_bytes();
+    other[0] = if other[0] == b'0' { b'1' } else { b'0' };
+    let other = String::from_utf8(other).expect("hex");
+    assert_eq!(login.session_user(&other), None);
+    assert_eq!(login.end_session(&a).as_deref(), Some("ann"));
+    assert_eq!(login.session_user(&a), None);
+    assert_eq!(login.session_user(&b).as_deref(), Some("ann"));
+    assert_eq!(login.end_session(&a), None);
+}
+
+#[test]
+fn the_session_cap_drops_the_oldest() {
+    let login = Login::default();
+    let first = login.create_session("first");
+    let second = login.create_session("second");
+    for _ in 2..MAX_SESSIONS {
+        login.create_session("many");
+    }
+    assert_eq!(login.session_count(), MAX_SESSIONS);
+    assert_eq!(login.session_user(&first).as_deref(), Some("first"));
+    let newest = login.create_session("newest");
+    assert_eq!(login.session_count(), MAX_SESSIONS);
+    assert_eq!(login.session_user(&first), None, "the oldest went");
+    assert_eq!(login.session_user(&second).as_deref(), Some("second"));
+    assert_eq!(login.session_user(&newest).as_deref(), Some("newest"));
+}
+
+#[test]
+fn new_users_end_the_sessions_of_removed_or_changed_users() {
+    let ann = user("ann", &cheap_argon2(Algorithm::Argon2id, "a"));
+    let bob = user("bob", &cheap_argon2(Algorithm::Argon2id, "b"));
+    let cy = user("cy", &cheap_argon2(Algorithm::Argon2id, "c"));
+    let login = Login::new(&[ann.clone(), bob.clone(), cy.clone()]);
+    let (a, b, c) = (
+        login.create_session("ann"),
+        login.create_session("bob"),
+        login.create_session("cy"),
+    );
+    let bob_new = user("bob", &cheap_argon2(Algorithm::Argon2i, "b2"));
+    login.set_users(&[ann, bob_new]);
+    assert_eq!(login.session_user(&a).as_deref(), Some("ann"));
+    assert_eq!(login.session_user(&b), None, "bob's password changed");
+    assert_eq!(login.session_user(&c), None, "cy was removed");
+    login.set_users(&[]);
+    assert!(!login.enabled());
+    assert_eq!(login.session_user(&a), None);
+}
+
+// ----- throttle ------------------------------------------------------------------------
+
+#[test]
+fn the_delay_doubles_with_each_failure_up_to_the_cap() {
+    let delays: Vec<Duration> = (0..10).map(delay_after).collect();
+    assert_eq!(delays[0], Duration::ZERO);
+    assert_eq!(delays[1], FIRST_DELAY);
+    assert_eq!(delays[2], FIRST_DELAY * 2);
+    assert_eq!(delays[3], FIRST_DELAY * 4);
+    assert!(delays.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(delay_after(9), MAX_DELAY);
+    assert_eq!(delay_after(u32::MAX), MAX_DELAY);
+}
+
+#[test]
+fn failures_of_one_address_slow_down_only_that_address() {
+    let clock = FakeClock::new();
+    let mut throttle = Throttle::default();
+    let now = clock.now();
+    assert_eq!(throttle.admit(IP1, now), Ok(Duration::ZERO));
+    // One attempt at a time per address.
+    assert_eq!(throttle.admit(IP1, now), Err(Refusal::Busy));
+    throttle.finish(IP1, false, now);
+    assert_eq!(throttle.admit(IP1, now), Ok(FIRST_DELAY));
+    throttle.finish(IP1, false, now);
+    assert_eq!(throttle.admit(IP1, now), Ok(FIRST_DELAY * 2));
+    throttle.finish(IP1, false, now);
+    assert_eq!(
+        throttle.admit(IP2, now),
+        Ok(Duration::ZERO),
+        "other addresses"
+    );
+    throttle.finish(IP2, true, now);
+    // The wait counts from the last failure.
+    clock.advance(FIRST_DELAY);
+    assert_eq!(throttle.admit(IP1, clock.now()), Ok(FIRST_DELAY * 3));
+    throttle.release(IP1);
+    // Past MAX_HELD_WAIT the attempt is refused with the time to wait.
+    for _ in 0..2 {
+        let now = clock.now();
+        throttle.admit(IP1, now).expect("admitted");
+        throttle.finish(IP1, false, now);
+    }
+    let now = clock.now();
+    match throttle.admit(IP1, now) {
+        Err(Refusal::TooMany { retry_after }) => assert_eq!(retry_after, delay_after(5)),
+        other => panic!("expected TooMany, got {other:?}"),
+    }
+    // A success forgets the failures.
+    clock.advance(MAX_DELAY);
+    assert!(throttle.admit(IP1, clock.now()).is_ok());
+    throttle.finish(IP1, true, clock.now());
+    assert_eq!(throttle.admit(IP1, clock.now()), Ok(Duration::ZERO));
+    throttle.finish(IP1, false, clock.now());
+    // So does an hour without attempts.
+    clock.advance(FORGET_FAILURES_AFTER);
+    assert_eq!(throttle.admit(IP1, clock.now()), Ok(Duration::ZERO));
+}
+
+#[test]
+fn a_released_attempt_frees_its_address() {
+    let now = Instant::now();
+    let mut throttle = Throttle::default();
+    assert!(throttle.admit(IP1, now).is_ok());
+    throttle.release(IP1);
+    assert_eq!(throttle.admit(IP1, now), Ok(Duration::ZERO));
+}
+
+#[test]
+fn attempts_without_a_known_address_share_the_delay_but_not_the_lock() {
+    let now = Instant::now();
+    let mut throttle = Throttle::default();
+    assert!(throttle.admit(ClientKey::Unknown, now).is_ok());
+    assert!(throttle.admit(ClientKey::Unknown, now).is_ok());
+    throttle.finish(ClientKey::Unknown, false, now);
+    assert_eq!(throttle.admit(ClientKey::Unknown, now), Ok(FIRST_DELAY));
+}
+
+#[test]
+fn the_global_cap_stops_a_spread_out_attack() {
+    let clock = FakeClock::new();
+    let mut throttle = Throttle::default();
+    for i in 0..GLOBAL_MAX_FAILURES {
+        let key =
+            ClientKey::from_addr(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i as u32)));
+        let now = clock.now();
+        assert_eq!(throttle.admit(key, now), Ok(Duration::ZERO));
+        throttle.finish(key, false, now);
+        clock.advance(Duration::from_millis(100));
+    }
+    match throttle.admit(IP1, clock.now()) {
+        Err(Refusal::TooMany { retry_after }) => {
+            assert!(retry_after <= GLOBAL_FAILURE_WINDOW, "{retry_after:?}");
+            assert!(retry_after > Duration::ZERO);
+        }
+        other => panic!("expected TooMany, got {other:?}"),
+    }
+    clock.advance(GLOBAL_FAILURE_WINDOW);
+    assert_eq!(throttle.admit(IP1, clock.now()), Ok(Duration::ZERO));
+}
+
+#[test]
+fn the_throttle_tracks_a_bounded_number_of_addresses() {
+    let now = Instant::now();
+    let mut throttle = Throttle::default();
+    for i in 0..(MAX_TRACKED_CLIENTS as u32 + 50) {
+        let key = ClientKey::from_addr(IpAddr::V4(std::net::Ipv4Addr::from(0x0b00_0000 + i)));
+        throttle.admit(key, now).expect("admitted");
+        throttle.release(key);
+    }
+    assert!(throttle.clients.len() <= MAX_TRACKED_CLIENTS);
+}
+
+#[test]
+fn ipv6_addresses_are_grouped_by_their_64_bit_prefix() {
+    let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().expect("ip");
+    let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().expect("ip");
+    let c: IpAddr = "2001:db8:1:3::1".parse().expect("ip");
+    assert_eq!(ClientKey::from_addr(a), ClientKey::from_addr(b));
+    assert_ne!(ClientKey::from_addr(a), ClientKey::from_addr(c));
+    let mapped: IpAddr = "::ffff:192.0.2.1".parse().expect("ip");
+    assert_eq!(ClientKey::from_addr(mapped), IP1);
+}
+
+#[tokio::test]
+async fn a_wrong_password_delays_the_next_attempt_of_that_address() {
+    let login = Login::new(&[user("ann", &cheap_argon2(Algorithm::Argon2id, "pw"))]);
+    assert!(login.attempt(IP1, "ann", "nope").await.is_err());
+    let started = Instant::now();
+    assert_eq!(login.attempt(IP1, "ann", "pw").await, Ok(()));
+    assert!(
+        started.elapsed() >= FIRST_DELAY - Duration::from_millis(50),
+        "{:?}",
+        started.elapsed()
+    );
+    // The success cleared the address.
+    let started = Instant::now();
+    assert_eq!(login.attempt(IP1, "ann", "pw").await, Ok(()));
+    assert!(started.elapsed() < FIRST_DELAY, "{:?}", started.elapsed());
+}
+
+// ----- HTTP pieces ---------------------------------------------------------------------
+
+#[test]
+fn session_cookie_attributes() {
+    let cookie = session_cookie("ab12", false);
+    assert_eq!(
+        cookie,
+        "svc_session=ab12; Path=/svc; HttpOnly; SameSite=Strict; Max-Age=43200"
+    );
+    assert!(session_cookie("ab12", true).ends_with("; Secure"));
+    let cleared = cleared_cookie(false);
+    assert!(cleared.starts_with("svc_session=;"));
+    assert!(cleared.contains("Max-Age=0"));
+    assert!(cleared.contains("Path=/svc"));
+    assert!(cleared_cookie(true).contains("Secure"));
+}
+
+#[test]
+fn https_is_taken_from_x_forwarded_proto() {
+    let mut headers = HeaderMap::new();
+    assert!(!forwarded_https(&headers));
+    headers.insert("x-forwarded-proto", HeaderValue::from_static("HTTPS"));
+    assert!(forwarded_https(&headers));
+    headers.insert("x-forwarded-proto", HeaderValue::from_static("https, http"));
+    assert!(forwarded_https(&headers));
+    headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    assert!(!forwarded_https(&headers));
+}
+
+#[test]
+fn the_session_cookie_is_found_among_others() {
+    let login = Login::default();
+    let token = login.create_session("ann");
+    let mut headers = HeaderMap::new();
+    headers.append(
+        header::COOKIE,
+        HeaderValue::from_static("theme=dark; svc_session=0000"),
+    );
+    assert_eq!(login.user_of(&headers), None);
+    headers.append(
+        header::COOKIE,
+        HeaderValue::from_str(&format!("a=b; svc_session={token}; c=d")).expect("header"),
+    );
+    assert_eq!(login.user_of(&headers).as_deref(), Some("ann"));
+    let names: Vec<&str> = session_cookies(&headers).collect();
+    assert_eq!(names, vec!["0000", token.as_str()]);
+}
+
+#[test]
+fn what_needs_a_login() {
+    let get = Method::GET;
+    let post = Method::POST;
+    for path in [
+        "/svc",
+        "/svc/",
+        "/svc/doc/api",
+        "/svc/api/environment",
+        "/svc/api/job_exec/log",
+        "/svc/api/job_exec/log/stream",
+        "/svc/api/job_http",
+        "/svc/api/metrics",
+        "/svc/api/session",
+        "/svc/api/nothing",
+        "/svc/loginx",
+        "/svc/assets",
+    ] {
+        assert!(needs_login(&get, path), "GET {path}");
+        assert!(needs_login(&Method::HEAD, path), "HEAD {path}");
+    }
+    for path in [
+        "/svc/login",
+        "/svc/assets/app.css",
+        "/",
+        "/index.html",
+        "/svcx",
+        "/svc-doc",
+    ] {
+        assert!(!needs_login(&get, path), "GET {path}");
+    }
+    for path in [
+        "/svc/api/login",
+        "/svc/api/logout",
+        "/svc/api/job_exec/pause",
+        "/svc/api/job_exec/resume",
+        "/svc/api/job_exec/cancel",
+        "/svc/api/job/pause",
+        "/svc/api/job/resume",
+        "/svc/api/job_http/pause",
+        "/svc/api/job_http/resume",
+        "/svc/api/job/run/deploy",
+        "/svc/api/job_exec/run/a/b",
+        "/svc/job/deploy",
+        "/upload",
+    ] {
+        assert!(!needs_login(&post, path), "POST {path}");
+    }
+    for path in ["/svc/api/environment", "/svc/api/other", "/svc/login"] {
+        assert!(needs_login(&post, path), "POST {path}");
+    }
+    assert!(needs_login(&Method::DELETE, "/svc/api/environment"));
+    assert!(needs_login(&Method::PUT, "/svc/api/job/run/deploy"));
+}
+
+#[test]
+fn next_stays_below_svc() {
+    for good in ["/svc", "/svc/", "/svc/#/job/x", "/svc/doc/api", "/svc?x=1"] {
+        assert_eq!(safe_next(good), good);
+    }
+    for bad in [
+        "",
+        "/",
+        "https://example.com/svc/",
+        "//example.com/svc/",
+        "/svcx",
+        "/svc/login?next=/svc/",
+        "/svc/\\\\example.com",
+        "/svc/\nx",
+        "javascript:alert(1)",
+    ] {
+        assert_eq!(safe_next(bad), "/svc/", "{bad:?}");
+    }
+    assert_eq!(
+        login_location("/svc/doc/api?x=1&y=2"),
+        "/svc/login?next=%2Fsvc%2Fdoc%2Fapi%3Fx%3D1%26y%3D2"
+    );
+}
+
+#[test]
+fn debug_output_shows_no_hash() {
+    let hash = cheap_argon2(Algorithm::Argon2id, "pw");
+    let login = Login::new(&[user("ann", &hash)]);
+    let text = format!("{login:?} {:?}", user("ann", &hash));
+    assert!(!text.contains(&hash), "{text}");
+    assert!(!text.contains("argon2"), "{text}");
+}
+
+/// The server records the peer as `ConnectInfo` with this wrapping (see `http/server.rs`);
+/// the throttle then keys on it.
+#[tokio::test]
+async fn the_peer_address_recorded_by_the_server_is_the_client_key() {
+    use tower::ServiceExt as _;
+    async fn key(request: Request) -> String {
+        ClientKey::of_request(&request).to_string()
+    }
+    let app: axum::Router = axum::Router::new().route("/", axum::routing::get(key));
+    let peer: SocketAddr = "192.0.2.1:4242".parse().expect("address");
+    let service = tower::Layer::layer(&axum::Extension(ConnectInfo(peer)), app.clone());
+    let request = || {
+        axum::http::Request::builder()
+            .uri("/")
+            .body(axum::body::Body::empty())
+            .expect("request")
+    };
+    let response = service.oneshot(request()).await.expect("response");
+    let body = axum::body::to_bytes(response.into_body(), 1024)
+        .await
+        .expect("body");
+    assert_eq!(&body[..], b"192.0.2.1");
+    // Without it every client is one.
+    let response = app.oneshot(request()).await.expect("response");
+    let body = axum::body::to_bytes(response.into_body(), 1024)
+        .await
+        .expect("body");
+    assert_eq!(&body[..], b"unknown");
+}

@@ -1,0 +1,486 @@
+//! The optional login, against the real binary: without `user.conf` everything stays
+//! open; with a user the UI and every GET under `/svc` need a session cookie, while
+//! assets, the login page, the public directory, webhook triggers and signed calls do
+//! not; `--check` reports a bad `user.conf` without showing the hash.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use svc_tests::{EX_CONFIG, TestService, TestServiceBuilder, hmac_sha256_hex, job_section};
+
+/// Password of the user `ann`, whose hash the test makes with the library.
+const ANN_PASSWORD: &str = "correct horse battery staple";
+/// A bcrypt (`$2a$`) hash of `password` made by another tool, for the user `bob`.
+const BOB_BCRYPT: &str = "$2a$04$UuTkLRZZ6QofpDOlMz32MuuxEHA43WOemOYHPz6.SjsVsyO1tDU96";
+
+/// Writes `etc/svc/user.conf` below the builder's `dir_base` with `mode`.
+fn write_user_conf(dir_base: &Path, text: &str, mode: u32) {
+    let dir = dir_base.join("etc/svc");
+    std::fs::create_dir_all(&dir).expect("create etc/svc");
+    let file = dir.join("user.conf");
+    std::fs::write(&file, text).expect("write user.conf");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// `ann` (argon2id from `hash_password`) and `bob` (bcrypt).
+fn users_text() -> String {
+    let hash = svc_controller::login::hash_password(ANN_PASSWORD).expect("hash a password");
+    assert!(svc_controller::login::verify_password(ANN_PASSWORD, &hash));
+    format!("[user \"ann\"]\npassword = {hash}\n\n[user \"bob\"]\npassword = {BOB_BCRYPT}\n")
+}
+
+/// The test's service: a main secret, a webhook job, an interval job, a JobHttp and a
+/// public directory.
+fn builder() -> TestServiceBuilder {
+    let builder = TestService::builder()
+        .svc("dir_public = public")
+        .job_file(
+            "jobs",
+            [
+                job_section("deploy", &["path = /deploy", "command = echo deployed"]),
+                job_section("hello", &["interval = 1h", "command = echo hello"]),
+            ]
+            .join("\n"),
+        )
+        .job_http_file(
+            "ping",
+            "[job.http \"ping\"]\ninterval = 1h\nhttp_url = http://127.0.0.1:9/\n",
+        );
+    let public = builder.dir_base().join("public");
+    std::fs::create_dir_all(&public).expect("create public");
+    std::fs::write(public.join("index.html"), "<p>public</p>\n").expect("write index.html");
+    builder
+}
+
+/// Starts a service whose `user.conf` names users. The harness's `start` waits for the
+/// Environment to answer 200, which it no longer does without a session, so this waits
+/// for the session endpoint's 401 instead.
+async fn start_with_users() -> TestService {
+    let builder = builder();
+    write_user_conf(builder.dir_base(), &users_text(), 0o600);
+    let mut service = builder.build();
+    service.spawn();
+    let started = Instant::now();
+    loop {
+        if let Some(status) = service.try_wait() {
+            panic!(
+                "svc-controller exited with {status:?}:\n{}",
+                service.stderr()
+            );
+        }
+        if let Ok(response) = service.try_get("/svc/api/session").await {
+            assert_eq!(response.status, 401, "{}", response.raw);
+            return service;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the service did not answer:\n{}",
+            service.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An HTTP client that shows redirects instead of following them and keeps no cookies.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("HTTP client")
+}
+
+/// One answer: status, headers and the body as JSON (`Null` when it is not JSON).
+struct Answer {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: Value,
+    raw: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+
+    /// Asserts the status and, for JSON answers, the wrapper's code and message.
+    #[track_caller]
+    fn expect(&self, status: u16, message: Option<&str>) -> &Self {
+        assert_eq!(self.status, status, "{}", self.raw);
+        if let Some(message) = message {
+            assert_eq!(self.body["code"], status, "{}", self.raw);
+            assert_eq!(self.body["message"], message, "{}", self.raw);
+        }
+        self
+    }
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Answer {
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let raw = response.text().await.expect("body");
+    let body = serde_json::from_str(&raw).unwrap_or(Value::Null);
+    Answer {
+        status,
+        headers,
+        body,
+        raw,
+    }
+}
+
+async fn get(service: &TestService, path: &str, cookie: Option<&str>) -> Answer {
+    let mut request = client().get(format!("{}{path}", service.base_url()));
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", cookie);
+    }
+    send(request).await
+}
+
+async fn login(service: &TestService, form: &[(&str, &str)], extra: &[(&str, &str)]) -> Answer {
+    let body: String = form_body(form);
+    let mut request = client()
+        .post(format!("{}/svc/api/login", service.base_url()))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body);
+    for (key, value) in extra {
+        request = request.header(*key, *value);
+    }
+    send(request).await
+}
+
+fn form_body(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            let v: String = url_encode(v);
+            format!("{k}={v}")
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn url_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// `svc_session=<token>` from a `Set-Cookie` value.
+fn cookie_pair(set_cookie: &str) -> String {
+    set_cookie
+        .split(';')
+        .next()
+        .expect("a cookie pair")
+        .trim()
+        .to_string()
+}
+
+#[tokio::test]
+async fn without_users_everything_stays_open() {
+    let service = builder().start().await;
+    get(&service, "/svc/api/environment", None)
+        .await
+        .expect(200, Some(""));
+    let page = get(&service, "/svc", None).await;
+    page.expect(200, None);
+    assert!(page.raw.contains("<!DOCTYPE html>"));
+    get(&service, "/svc/doc/api", None).await.expect(200, None);
+    get(&service, "/svc/api/metrics", None)
+        .await
+        .expect(200, None);
+    let session = get(&service, "/svc/api/session", None).await;
+    session.expect(200, Some(""));
+    assert_eq!(session.body["data"]["login"], false);
+    assert_eq!(session.body["data"]["name"], Value::Null);
+    login(
+        &service,
+        &[("name", "ann"), ("password", ANN_PASSWORD)],
+        &[],
+    )
+    .await
+    .expect(404, Some("login is not enabled"));
+    let logout = send(client().post(format!("{}/svc/api/logout", service.base_url()))).await;
+    logout.expect(404, Some("login is not enabled"));
+    let page = get(&service, "/svc/login", None).await;
+    page.expect(303, None);
+    assert_eq!(page.header("location"), "/svc/");
+}
+
+#[tokio::test]
+async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
+    let service = start_with_users().await;
+
+    // Refused without a session: API calls in the wrapper, pages by a redirect.
+    for path in [
+        "/svc/api/environment",
+        "/svc/api/job_exec/log?id=hello&counter=1",
+        "/svc/api/job/log?id=hello&counter=1",
+        "/svc/api/job_exec/log/stream?id=hello&counter=1",
+        "/svc/api/job_http?id=ping",
+        "/svc/api/job_http/logs?id=ping",
+        "/svc/api/metrics",
+        "/svc/api/session",
+        "/svc/api/nothing-here",
+    ] {
+        let answer = get(&service, path, None).await;
+        answer.expect(401, Some("login required"));
+        assert!(
+            answer
+                .header("content-type")
+                .starts_with("application/json")
+        );
+        assert_eq!(answer.header("cache-control"), "no-store", "{path}");
+    }
+    for (path, next) in [
+        ("/svc", "%2Fsvc"),
+        ("/svc/", "%2Fsvc%2F"),
+        ("/svc/doc/api", "%2Fsvc%2Fdoc%2Fapi"),
+    ] {
+        let answer = get(&service, path, None).await;
+        answer.expect(303, None);
+        assert_eq!(
+            answer.header("location"),
+            format!("/svc/login?next={next}"),
+            "{path}"
+        );
+    }
+    // Open: assets, the login page, the public directory.
+    let css = get(&service, "/svc/assets/app.css", None).await;
+    css.expect(200, None);
+    assert!(css.header("content-type").starts_with("text/css"));
+    get(&service, "/svc/assets/login.js", None)
+        .await
+        .expect(200, None);
+    let page = get(&service, "/svc/login", None).await;
+    page.expect(200, None);
+    assert!(page.raw.contains("id=\"login-form\""));
+    assert!(page.raw.contains("/svc/assets/login.js"));
+    assert!(!page.raw.contains("<script>"), "no inline script");
+    assert!(
+        page.header("content-security-policy")
+            .contains("script-src 'self'")
+    );
+    let public = get(&service, "/index.html", None).await;
+    public.expect(200, None);
+    assert!(public.raw.contains("public"));
+
+    // Wrong password and unknown name: the same answer, no cookie.
+    for (name, password) in [("ann", "wrong"), ("nobody", ANN_PASSWORD)] {
+        let answer = login(&service, &[("name", name), ("password", password)], &[]).await;
+        answer.expect(401, Some("invalid name or password"));
+        assert!(answer.headers.get("set-cookie").is_none());
+    }
+    login(&service, &[("name", "ann")], &[])
+        .await
+        .expect(400, Some("name and password are required"));
+
+    // The right password (after the failures' growing delay, which the server waits out).
+    let answer = login(
+        &service,
+        &[
+            ("name", "ann"),
+            ("password", ANN_PASSWORD),
+            ("next", "/svc/#/job/hello"),
+        ],
+        &[],
+    )
+    .await;
+    answer.expect(200, Some(""));
+    assert_eq!(answer.body["data"]["name"], "ann");
+    assert_eq!(answer.body["data"]["next"], "/svc/#/job/hello");
+    let set_cookie = answer.header("set-cookie").to_string();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/svc", "Max-Age=43200"] {
+        assert!(set_cookie.contains(attribute), "{attribute}: {set_cookie}");
+    }
+    assert!(!set_cookie.contains("Secure"), "{set_cookie}");
+    let cookie = cookie_pair(&set_cookie);
+    let token = cookie.strip_prefix("svc_session=").expect("svc_session");
+    assert_eq!(token.len(), 64, "{cookie}");
+    assert!(!service.stderr().contains(token), "the token is not logged");
+    assert!(
+        !service.stderr().contains(ANN_PASSWORD),
+        "the password is not logged"
+    );
+
+    // With the cookie: everything answers.
+    let environment = get(&service, "/svc/api/environment", Some(&cookie)).await;
+    environment.expect(200, Some(""));
+    assert!(environment.body["data"]["jobs"]["deploy"].is_object());
+    let session = get(&service, "/svc/api/session", Some(&cookie)).await;
+    session.expect(200, Some(""));
+    assert_eq!(session.body["data"]["login"], true);
+    assert_eq!(session.body["data"]["name"], "ann");
+    get(&service, "/svc", Some(&cookie)).await.expect(200, None);
+    get(&service, "/svc/doc/api", Some(&cookie))
+        .await
+        .expect(200, None);
+    get(&service, "/svc/api/metrics", Some(&cookie))
+        .await
+        .expect(200, None);
+    get(&service, "/svc/api/job_http?id=ping", Some(&cookie))
+        .await
+        .expect(200, Some(""));
+    let other = format!("theme=dark; {cookie}");
+    get(&service, "/svc/api/environment", Some(&other))
+        .await
+        .expect(200, Some(""));
+
+    // A second user, with a bcrypt hash, behind an https proxy: a Secure cookie.
+    let bob = login(
+        &service,
+        &[("name", "bob"), ("password", "password")],
+        &[("x-forwarded-proto", "https")],
+    )
+    .await;
+    bob.expect(200, Some(""));
+    assert_eq!(bob.body["data"]["next"], "/svc/", "no next: the dashboard");
+    assert!(bob.header("set-cookie").contains("; Secure"));
+    let bob_cookie = cookie_pair(bob.header("set-cookie"));
+
+    // Log out: the cookie is cleared and the old one no longer works.
+    let logout = send(
+        client()
+            .post(format!("{}/svc/api/logout", service.base_url()))
+            .header("cookie", &cookie),
+    )
+    .await;
+    logout.expect(200, Some(""));
+    let cleared = logout.header("set-cookie");
+    assert!(cleared.starts_with("svc_session=;"), "{cleared}");
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    get(&service, "/svc/api/environment", Some(&cookie))
+        .await
+        .expect(401, Some("login required"));
+    // Other sessions go on.
+    get(&service, "/svc/api/environment", Some(&bob_cookie))
+        .await
+        .expect(200, Some(""));
+    // A made-up token is refused like none.
+    let fake = format!("svc_session={}", "0".repeat(64));
+    get(&service, "/svc/api/environment", Some(&fake))
+        .await
+        .expect(401, Some("login required"));
+}
+
+#[tokio::test]
+async fn webhooks_and_signed_calls_need_no_login() {
+    let service = start_with_users().await;
+    let body = br#"{"ref":"main"}"#;
+    let signature = hmac_sha256_hex(service.secret(), body);
+    service
+        .trigger("/deploy", body, &[("x-svc-sign", signature.as_str())])
+        .await
+        .assert_status(200);
+    // Legacy and later trigger paths too (the job may still be busy: 200 or 429, never 401).
+    for path in ["/svc/job/deploy", "/svc/api/job_exec/run/deploy"] {
+        let answer = service
+            .post(path, body, &[("x-svc-sign", signature.as_str())])
+            .await;
+        assert!(
+            answer.status == 200 || answer.status == 429,
+            "{path}: {}",
+            answer.raw
+        );
+    }
+    // A bad signature is still refused, by the signature check.
+    let refused = service
+        .trigger("/deploy", body, &[("x-svc-sign", "00")])
+        .await;
+    refused.assert_status(401);
+    assert_ne!(refused.message(), "login required");
+
+    let paused = service.pause("hello").await;
+    paused.assert_status(200);
+    assert_eq!(paused.data()["status"], "paused");
+    service.resume("hello").await.assert_status(200);
+
+    let query = "id=ping";
+    let signature = hmac_sha256_hex(service.secret(), query.as_bytes());
+    service
+        .post(
+            &format!("/svc/api/job_http/pause?{query}"),
+            b"",
+            &[("x-svc-sign", signature.as_str())],
+        )
+        .await
+        .assert_status(200);
+    service
+        .post(
+            &format!("/svc/api/job_http/resume?{query}"),
+            b"",
+            &[("x-svc-sign", signature.as_str())],
+        )
+        .await
+        .assert_status(200);
+}
+
+#[tokio::test]
+async fn check_reports_a_bad_user_conf_without_the_hash() {
+    let builder = builder();
+    let hash = svc_controller::login::hash_password("x").expect("hash");
+    let broken = format!("{}!", &hash[..hash.len() - 1]);
+    let text =
+        format!("[user \"ann\"]\npassword = {broken}\n[user \"bob\"]\npasswd = {BOB_BCRYPT}\n");
+    write_user_conf(builder.dir_base(), &text, 0o600);
+    let service = builder.build();
+    let output = service.check().await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(EX_CONFIG), "{stderr}");
+    let file = service.dir_base().join("etc/svc/user.conf");
+    let ann = stderr
+        .lines()
+        .find(|line| line.contains("[user \"ann\"]"))
+        .unwrap_or_else(|| panic!("no line about ann:\n{stderr}"));
+    assert!(ann.contains(&file.display().to_string()), "{ann}");
+    assert!(ann.contains("password = \"<hash>\""), "{ann}");
+    assert!(ann.contains("argon2"), "{ann}");
+    let bob = stderr
+        .lines()
+        .find(|line| line.contains("[user \"bob\"]") && line.contains("passwd"))
+        .unwrap_or_else(|| panic!("no line about bob's passwd:\n{stderr}"));
+    assert!(bob.contains("unknown key"), "{bob}");
+    assert!(
+        !stderr.contains(&broken[30..]),
+        "the hash is not shown:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains(&BOB_BCRYPT[7..]),
+        "the hash is not shown:\n{stderr}"
+    );
+
+    // Readable by everyone: a warning only.
+    write_user_conf(service.dir_base(), &users_text(), 0o644);
+    let output = service.check().await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("warning:"), "{stderr}");
+    assert!(stderr.contains("user.conf"), "{stderr}");
+    assert!(stderr.contains("0644"), "{stderr}");
+}
+
+#[test]
+fn hash_password_makes_argon2id_hashes_that_verify() {
+    use svc_controller::login::{hash_password, hash_password_from_reader, verify_password};
+    let hash = hash_password("s3cret").expect("hash");
+    assert!(hash.starts_with("$argon2id$"), "{hash}");
+    assert!(verify_password("s3cret", &hash));
+    assert!(!verify_password("s3cret\n", &hash));
+    let from_input = hash_password_from_reader(&b"s3cret\n"[..]).expect("hash from input");
+    assert!(verify_password("s3cret", &from_input));
+    assert!(hash_password_from_reader(&b"\n"[..]).is_err());
+    assert!(hash_password("").is_err());
+}
