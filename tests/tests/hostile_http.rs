@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
 /// How long one malformed request may take before it counts as unanswered.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Number of malformed requests sent.
 const REQUESTS: usize = 300;
 /// Malformed requests in flight at once.
@@ -718,7 +718,7 @@ async fn an_idle_connection_is_closed_while_others_are_served() {
     let url = format!("{}/svc/api/environment", svc.base_url());
     let mut answers = 0;
     let mut slowest = Duration::ZERO;
-    while !closed.is_finished() && opened.elapsed() < Duration::from_secs(13) {
+    while !closed.is_finished() && opened.elapsed() < Duration::from_secs(16) {
         let start = Instant::now();
         let response = client.get(&url).send().await.expect("environment answers");
         assert_eq!(response.status(), 200);
@@ -742,7 +742,7 @@ async fn an_idle_connection_is_closed_while_others_are_served() {
         "idle connection closed after {after:?}; {answers} answers meanwhile, slowest {slowest:?}"
     );
     assert!(
-        after >= Duration::from_secs(9) && after <= Duration::from_millis(12_500),
+        after >= Duration::from_secs(9) && after <= Duration::from_secs(15),
         "the idle connection was closed after {after:?}, expected about 10 s"
     );
     assert!(answers >= 10, "only {answers} answers while waiting");
@@ -782,7 +782,7 @@ async fn a_slow_header_client_is_cut_off_by_the_header_timeout() {
     );
     let mut sent = 0;
     for byte in head.bytes().chain(std::iter::repeat(b'a')) {
-        if closed.is_finished() || started.elapsed() > Duration::from_secs(14) {
+        if closed.is_finished() || started.elapsed() > Duration::from_secs(17) {
             break;
         }
         if writer.write_all(&[byte]).await.is_err() {
@@ -800,7 +800,7 @@ async fn a_slow_header_client_is_cut_off_by_the_header_timeout() {
         String::from_utf8_lossy(&answer)
     );
     assert!(
-        after >= Duration::from_secs(9) && after <= Duration::from_millis(12_500),
+        after >= Duration::from_secs(9) && after <= Duration::from_secs(15),
         "the slow client was cut off after {after:?}, expected about 10 s"
     );
     assert!(
