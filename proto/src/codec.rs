@@ -144,6 +144,11 @@ mod tests {
                 groups: vec![65534],
                 user_name: "nobody".into(),
             }),
+            limits: ResourceLimits {
+                nproc: Some(64),
+                nofile: Some(256),
+                address_space: None,
+            },
             action: Action::Commands {
                 commands: vec!["echo 'hi'".into(), "false".into()],
                 env: vec![("PATH".into(), "/usr/bin:/bin".into())],

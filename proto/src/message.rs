@@ -97,7 +97,21 @@ pub struct ExecRequest {
     pub kill_grace_ms: u64,
     /// Who the work runs as. `None`: stay who the runner was started as.
     pub credentials: Option<Credentials>,
+    /// Resource limits of each command process.
+    #[serde(default)]
+    pub limits: ResourceLimits,
     pub action: Action,
+}
+
+/// `setrlimit` values (soft and hard) applied to each command before it executes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceLimits {
+    /// `RLIMIT_NPROC`: processes of the command's user (all of them, system-wide).
+    pub nproc: Option<u64>,
+    /// `RLIMIT_NOFILE`: open file descriptors per process.
+    pub nofile: Option<u64>,
+    /// `RLIMIT_AS`: bytes of address space per process.
+    pub address_space: Option<u64>,
 }
 
 /// User and groups to switch to before doing the work (only possible when root).

@@ -125,6 +125,25 @@ async fn forward<R>(
     }
 }
 
+/// Sets each configured limit, soft and hard, in the current (child) process. A limit is
+/// only ever lowered: one above the inherited hard limit is clamped to it, since raising
+/// it would need a privilege the service does not keep.
+fn apply_limits(limits: &proto::ResourceLimits) -> std::io::Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    for (resource, value) in [
+        (Resource::RLIMIT_NPROC, limits.nproc),
+        (Resource::RLIMIT_NOFILE, limits.nofile),
+        (Resource::RLIMIT_AS, limits.address_space),
+    ] {
+        if let Some(value) = value {
+            let (_, hard) = getrlimit(resource).map_err(std::io::Error::from)?;
+            let value = value.min(hard);
+            setrlimit(resource, value, value).map_err(std::io::Error::from)?;
+        }
+    }
+    Ok(())
+}
+
 async fn run_one(
     work: &mut Work<'_>,
     index: usize,
@@ -143,6 +162,14 @@ async fn run_one(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
+    let limits = work.limits;
+    if limits != proto::ResourceLimits::default() {
+        // SAFETY: the closure runs in the child between fork and exec. It only calls
+        // setrlimit(2), which is async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || apply_limits(&limits));
+        }
+    }
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|err| err.to_string())?;
     let pid = child

@@ -90,6 +90,8 @@ pub struct Work<'a> {
     pub timeout_ms: Option<u64>,
     /// Time between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// Resource limits set in each command process before it executes.
+    pub limits: proto::ResourceLimits,
 }
 
 /// Runs the whole life of the runner. `parent` is the parent pid read at startup.
@@ -172,6 +174,7 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
         deadline,
         timeout_ms: request.timeout_ms,
         kill_grace: Duration::from_millis(request.kill_grace_ms),
+        limits: request.limits,
     };
     let finish = match &request.action {
         Action::Commands {

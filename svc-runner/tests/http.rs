@@ -98,6 +98,7 @@ fn http_request(call: HttpCall) -> ExecRequest {
         timeout_ms: Some(2000),
         kill_grace_ms: 300,
         credentials: None,
+        limits: Default::default(),
         action: Action::Http(call),
     }
 }

@@ -158,6 +158,21 @@ pub struct JobConfig {
     pub dir_work: Option<PathBuf>,
     /// `env`, repeated `K=V`, in order.
     pub env: Vec<(String, String)>,
+    /// `limit_nproc`, `limit_nofile`, `limit_as`: resource limits of each command.
+    pub limits: ResourceLimits,
+}
+
+/// Per-command resource limits (`setrlimit`, soft and hard alike); `None` leaves the
+/// limit inherited from the service.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// `limit_nproc`: processes the job's user may have, system-wide (`RLIMIT_NPROC`;
+    /// ignored by the kernel for root).
+    pub nproc: Option<u64>,
+    /// `limit_nofile`: open files per process (`RLIMIT_NOFILE`).
+    pub nofile: Option<u64>,
+    /// `limit_as`: address space per process in bytes (`RLIMIT_AS`).
+    pub address_space: Option<u64>,
 }
 
 /// HTTP method of a JobHttp.

@@ -13,7 +13,7 @@ use super::{
     AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_HEADER_SIGN, DEFAULT_HTTP_TIMEOUT,
     DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_RETENTION, DEFAULT_NAME,
     DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig,
-    MainConfig, UserConfig, resolve_path,
+    MainConfig, ResourceLimits, UserConfig, resolve_path,
 };
 use crate::schedule::{Schedule, Timer};
 
@@ -62,6 +62,9 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("dir_work", Scalar),
     ("env", List),
     ("public_key", Scalar),
+    ("limit_nproc", Scalar),
+    ("limit_nofile", Scalar),
+    ("limit_as", Scalar),
 ];
 
 const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -271,6 +274,43 @@ fn parse_count(value: &str) -> Result<usize, String> {
         Ok(n) => Ok(n),
         Err(_) => Err("not a whole number of at least 1".into()),
     }
+}
+
+/// A whole number of at least 1, as a resource limit.
+fn parse_limit(value: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("not a whole number of at least 1".into()),
+    }
+}
+
+/// A size in bytes: a whole number with an optional binary suffix `K`, `M`, `G` or `T`
+/// (also written `KiB`, `MB` ...; any case), at least 1 MiB so that a shell can start.
+pub(crate) fn parse_bytes(value: &str) -> Result<u64, String> {
+    let text = value.trim();
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(digits_end);
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| "not a size (a whole number with an optional K, M, G or T)".to_string())?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => return Err(format!("unknown size unit {other:?} (use K, M, G or T)")),
+    };
+    let bytes = number
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| "size too large".to_string())?;
+    if bytes < 1 << 20 {
+        return Err("must be at least 1M: below that no command can start".into());
+    }
+    Ok(bytes)
 }
 
 /// A timeout: at least 1ms, which catches a bare number meant as seconds (a bare
@@ -735,6 +775,11 @@ impl<'m> Loader<'m> {
         let base = main.dir_base.clone();
         let dir_work = r.parsed("dir_work", |v| Ok(resolve_path(&base, Path::new(v))));
         let env = r.list("env", parse_env);
+        let limits = ResourceLimits {
+            nproc: r.parsed("limit_nproc", parse_limit),
+            nofile: r.parsed("limit_nofile", parse_limit),
+            address_space: r.parsed("limit_as", parse_bytes),
+        };
 
         if !r.has("command") {
             r.fail_key("command", "a job needs at least one command");
@@ -792,6 +837,7 @@ impl<'m> Loader<'m> {
             group,
             dir_work,
             env,
+            limits,
         });
     }
 

@@ -490,6 +490,12 @@ fn job_invalid_values() {
         ("public_key", "not base64!", "not base64"),
         ("public_key", "AAAA", "32 bytes"),
         ("command", "", "empty value"),
+        ("limit_nproc", "0", "at least 1"),
+        ("limit_nofile", "lots", "whole number"),
+        ("limit_as", "512X", "unknown size unit"),
+        ("limit_as", "100K", "at least 1M"),
+        ("limit_as", "99999999999T", "too large"),
+        ("limit_as", "big", "not a size"),
     ] {
         let tree = Tree::new("");
         let line = if key == "command" {
@@ -508,6 +514,29 @@ fn job_invalid_values() {
             "{key} = {value:?}: {issue}"
         );
     }
+}
+
+#[test]
+fn job_resource_limits() {
+    let tree = Tree::new("");
+    tree.job(
+        "x.conf",
+        "[job \"x\"]\npath = /p\ncommand = true\nlimit_nproc = 50\nlimit_nofile = 128\nlimit_as = 512M\n\n\
+         [job \"y\"]\npath = /q\ncommand = true\nlimit_as = 2GiB\n\n\
+         [job \"z\"]\npath = /r\ncommand = true\n",
+    );
+    let jobs = tree.load().jobs;
+    let limits: Vec<_> = jobs.iter().map(|j| j.limits).collect();
+    assert_eq!(
+        limits[0],
+        ResourceLimits {
+            nproc: Some(50),
+            nofile: Some(128),
+            address_space: Some(512 << 20),
+        }
+    );
+    assert_eq!(limits[1].address_space, Some(2 << 30));
+    assert_eq!(limits[2], ResourceLimits::default());
 }
 
 #[test]

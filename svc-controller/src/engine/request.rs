@@ -162,6 +162,11 @@ pub fn job_request(
         timeout_ms: job.timeout.map(duration_ms),
         kill_grace_ms: duration_ms(KILL_GRACE),
         credentials: run_as.credentials.clone(),
+        limits: proto::ResourceLimits {
+            nproc: job.limits.nproc,
+            nofile: job.limits.nofile,
+            address_space: job.limits.address_space,
+        },
         action: Action::Commands {
             commands: job.commands.clone(),
             env,
@@ -178,6 +183,7 @@ pub fn http_request(job: &HttpJobConfig, counter: u64, run_as: &RunAs) -> ExecRe
         timeout_ms: Some(duration_ms(job.http_timeout)),
         kill_grace_ms: duration_ms(KILL_GRACE),
         credentials: run_as.credentials.clone(),
+        limits: proto::ResourceLimits::default(),
         action: Action::Http(HttpCall {
             method: job.http_method.as_str().to_string(),
             url: job.http_url.clone(),
@@ -234,6 +240,7 @@ mod tests {
             group: None,
             dir_work: None,
             env: vec![("PATH".into(), "/opt/bin".into()), ("A".into(), "1".into())],
+            limits: Default::default(),
         }
     }
 

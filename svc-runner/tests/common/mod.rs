@@ -169,6 +169,7 @@ pub fn commands_request(commands: &[&str], dir_work: &str) -> ExecRequest {
         timeout_ms: None,
         kill_grace_ms: 300,
         credentials: None,
+        limits: Default::default(),
         action: Action::Commands {
             commands: commands.iter().map(|c| c.to_string()).collect(),
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
