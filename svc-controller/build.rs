@@ -43,6 +43,12 @@ const SOURCES: &[Source] = &[
         path: "docs/formats.md",
     },
     Source {
+        slug: "install",
+        title: "Installation",
+        summary: "Packages, where every file lives, upgrades, the systemd sandbox.",
+        path: "docs/install.md",
+    },
+    Source {
         slug: "architecture",
         title: "Architecture",
         summary: "How the code is laid out and the rules it keeps.",

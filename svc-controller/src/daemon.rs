@@ -1,4 +1,11 @@
 //! The daemon's life: command line, `--check`, start-up, signals, reload and shutdown.
+//!
+//! Under systemd (`Type=notify`) the service manager is told when the service is ready,
+//! reloading and stopping, and the watchdog is pinged from the main loop (see
+//! [`notify`]).
+
+mod manpage;
+mod notify;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -6,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use rand::distr::{Alphanumeric, SampleString};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -21,11 +28,20 @@ pub const EXIT_CONFIG: u8 = 78;
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
 
 /// Command line of `svc-controller`.
+///
+/// Without a subcommand it starts the service (or checks the configuration with
+/// `--check`). Further tools become variants of [`Command`]; `--config` and `--check` stay
+/// top-level options, so `svc-controller --config FILE --check` keeps working.
 #[derive(Debug, Parser)]
 #[command(
     name = "svc-controller",
     version,
-    about = "svc: job scheduler and webhook runner"
+    about = "svc: job scheduler and webhook runner",
+    long_about = "svc: job scheduler and webhook runner.\n\n\
+        Runs commands on timers and on signed webhooks, calls URLs on timers, keeps the log \
+        of every run and serves it all over a JSON API and a web UI. Each execution runs in \
+        its own svc-runner process, as the job's user.",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
     /// Main configuration file.
@@ -35,10 +51,56 @@ pub struct Cli {
     /// 0 when valid, 78 with every problem listed otherwise.
     #[arg(long)]
     pub check: bool,
+    /// A tool instead of the service.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands: tools that run instead of the service.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the manual page (roff) generated from this command line; used by the
+    /// packaging, hence hidden.
+    #[command(name = "man-page", hide = true)]
+    ManPage,
+    /// Read a password (one line) on standard input and print its argon2id hash, for
+    /// `password = ...` in user.conf.
+    #[command(name = "hash-password")]
+    HashPassword,
 }
 
 /// Runs the program; the return value is the process exit status.
 pub fn main_with_args(cli: Cli) -> ExitCode {
+    match cli.command {
+        Some(Command::ManPage) => print_man_page(),
+        Some(Command::HashPassword) => match crate::login::hash_password_from_stdin() {
+            Ok(hash) => {
+                println!("{hash}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("error: {err:#}");
+                ExitCode::FAILURE
+            }
+        },
+        None => serve_or_check(cli),
+    }
+}
+
+/// Writes the manual page to standard output.
+fn print_man_page() -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match manpage::render(&mut out).and_then(|()| std::io::Write::flush(&mut out)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: cannot write the manual page: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--check`, or the service itself.
+fn serve_or_check(cli: Cli) -> ExitCode {
     let config = match config::load(&cli.config) {
         Ok(config) => config,
         Err(err) => {
@@ -160,17 +222,23 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         .local_addr()
         .context("cannot read the listening address")?;
     engine.start_timers();
+    let login = Arc::new(crate::login::Login::new(&config.users));
     let app = http::router(AppState {
         engine: engine.clone(),
         secret,
         replay,
-        login: Arc::new(crate::login::Login::new(&config.users)),
+        login: login.clone(),
     });
     println!(
         "svc: {} listening on http://{address}; UI at http://{address}/svc",
         main.name
     );
     tracing::info!(%address, jobs = config.jobs.len(), http_jobs = config.http_jobs.len(), "started");
+    notify::ready(&format!(
+        "listening on {address}; {} jobs, {} http jobs",
+        config.jobs.len(),
+        config.http_jobs.len()
+    ));
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(http::server::serve(
@@ -182,8 +250,9 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         Duration::from_secs(1),
     ));
 
-    wait_for_stop(&engine, &config_path).await?;
+    wait_for_stop(&engine, &login, &config_path).await?;
     tracing::info!("stopping");
+    notify::stopping();
     let _ = stop_tx.send(());
     engine.shutdown(SHUTDOWN_LIMIT).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
@@ -191,38 +260,72 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Handles SIGHUP (reload) until SIGTERM or SIGINT arrives.
-async fn wait_for_stop(engine: &Engine, config_path: &Path) -> anyhow::Result<()> {
+/// The main loop: handles SIGHUP (reload) and pings the systemd watchdog until SIGTERM
+/// or SIGINT arrives.
+async fn wait_for_stop(
+    engine: &Engine,
+    login: &crate::login::Login,
+    config_path: &Path,
+) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+    let watchdog_every = notify::watchdog_interval();
+    if let Some(every) = watchdog_every {
+        tracing::debug!(?every, "pinging the systemd watchdog");
+    }
+    // Without a watchdog the interval exists but its branch is disabled.
+    let mut watchdog = tokio::time::interval(watchdog_every.unwrap_or(Duration::from_secs(3600)));
+    watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = terminate.recv() => return Ok(()),
             _ = interrupt.recv() => return Ok(()),
-            _ = hangup.recv() => reload(engine, config_path).await,
+            _ = hangup.recv() => {
+                notify::reloading();
+                let status = if reload(engine, login, config_path).await {
+                    "configuration reloaded"
+                } else {
+                    "reload refused: invalid configuration, running jobs unchanged"
+                };
+                notify::ready(status);
+            }
+            _ = watchdog.tick(), if watchdog_every.is_some() => {
+                // Taking the registry lock proves the engine is not stuck; a deadlock
+                // stops the pings and systemd restarts the service.
+                let _ = engine.job_id_for_path("");
+                notify::watchdog();
+            }
         }
     }
 }
 
-async fn reload(engine: &Engine, config_path: &Path) {
+/// Reloads the job definitions and the users; false when the new configuration was
+/// refused.
+async fn reload(engine: &Engine, login: &crate::login::Login, config_path: &Path) -> bool {
     let path = config_path.to_path_buf();
     let loaded = tokio::task::spawn_blocking(move || config::load(&path)).await;
     match loaded {
         Ok(Ok(config)) => {
             engine.reload(&config);
+            login.set_users(&config.users);
             tracing::info!(
                 jobs = config.jobs.len(),
                 http_jobs = config.http_jobs.len(),
                 "configuration reloaded"
             );
+            true
         }
         Ok(Err(err)) => {
             for issue in &err.issues {
                 tracing::error!("reload refused: {issue}");
             }
             tracing::error!("configuration not reloaded: the running jobs are unchanged");
+            false
         }
-        Err(err) => tracing::error!(error = %err, "reload failed"),
+        Err(err) => {
+            tracing::error!(error = %err, "reload failed");
+            false
+        }
     }
 }

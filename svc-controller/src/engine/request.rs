@@ -107,10 +107,12 @@ pub fn prepare_dir_work(dir: &Path, is_default: bool, run_as: &RunAs) -> Result<
     if let Some(creds) = &run_as.credentials
         && Uid::effective().is_root()
     {
-        chown(dir, Some(creds.uid), Some(creds.gid))
-            .map_err(|e| format!("cannot hand {} to {}: {e}", dir.display(), creds.user_name))?;
+        // Mode first, while root still owns it: changing the mode of a directory one
+        // does not own would need CAP_FOWNER, which the systemd unit does not grant.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
             .map_err(|e| format!("cannot set mode of {}: {e}", dir.display()))?;
+        chown(dir, Some(creds.uid), Some(creds.gid))
+            .map_err(|e| format!("cannot hand {} to {}: {e}", dir.display(), creds.user_name))?;
     }
     Ok(())
 }

@@ -1,0 +1,25 @@
+# %post of the svc package: svc's directories, then enable and (when systemd runs)
+# start the service on installation ($1 = 1), restart it on upgrade ($1 >= 2).
+if ! { command -v systemd-tmpfiles >/dev/null 2>&1 &&
+    systemd-tmpfiles --create /usr/lib/tmpfiles.d/svc.conf; }; then
+    install -d -m 0755 /run/svc /var/lib/svc /var/lib/svc/job
+    install -d -m 0750 /var/log/svc
+    install -d -m 0711 /var/lib/svc/run
+    install -d -m 0700 -o svc -g svc /var/lib/svc/home
+fi
+# Empty directories for the operator's job files (cargo-generate-rpm 0.21 cannot package
+# an empty directory).
+for dir in /etc/svc/job.d /etc/svc/job_http.d; do
+    [ -d "$dir" ] || install -d -m 0755 "$dir"
+done
+if [ "$1" -eq 1 ] && command -v systemctl >/dev/null 2>&1; then
+    systemctl --no-reload enable svc.service >/dev/null 2>&1 || :
+fi
+if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload >/dev/null 2>&1 || :
+    if [ "$1" -eq 1 ]; then
+        systemctl start svc.service >/dev/null 2>&1 || :
+    else
+        systemctl try-restart svc.service >/dev/null 2>&1 || :
+    fi
+fi
