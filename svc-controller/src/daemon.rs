@@ -205,6 +205,9 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create directory {}", dir.display()))?;
     }
+    for dir in [main.dir_job_state(), main.dir_job_http_state()] {
+        crate::fsutil::remove_stale_temp_files(&dir);
+    }
     let runner = runner_path(main.runner_path.as_deref())?;
     if !runner.is_file() {
         tracing::warn!(runner = %runner.display(), "the runner binary is missing: every run will fail");

@@ -266,16 +266,19 @@ impl RunnerHub {
 
         let mut outcome = None;
         let mut cancel_sent = false;
+        // Process group of the command running now, to end it if the runner cannot.
+        let mut command_group: Option<u32> = None;
         loop {
             tokio::select! {
                 frame = framed.next() => match frame {
                     Some(Ok(message)) => {
-                        if let Some(end) = handle_message(message, sink) {
+                        if let Some(end) = handle_message(message, sink, &mut command_group) {
                             outcome = Some(end);
                         }
                     }
                     Some(Err(err)) => {
                         kill_runner(&mut child).await;
+                        end_orphaned_commands(command_group);
                         return Outcome::fail(format!("the runner sent an invalid frame: {err}"));
                     }
                     None => break,
@@ -289,6 +292,7 @@ impl RunnerHub {
                 }
                 _ = sleep_until(backstop) => {
                     kill_runner(&mut child).await;
+                    end_orphaned_commands(command_group);
                     return Outcome::fail("the runner did not end the work in time and was killed");
                 }
             }
@@ -302,6 +306,10 @@ impl RunnerHub {
                 "killed: it did not exit".to_string()
             }
         };
+        if outcome.is_none() {
+            // The runner died without reporting the end: its commands may live on.
+            end_orphaned_commands(command_group);
+        }
         outcome.unwrap_or_else(|| {
             Outcome::fail(format!(
                 "the runner died before reporting the end of the run ({status})"
@@ -328,15 +336,39 @@ impl RunnerHub {
     }
 }
 
+/// Ends the process group of the command a runner was running, when the runner itself
+/// can no longer do it (it died, sent garbage, or hung). The command was started in a
+/// group of its own whose id is its pid, as `CommandStarted` reported.
+fn end_orphaned_commands(command_group: Option<u32>) {
+    let Some(pgid) = command_group.and_then(|pid| i32::try_from(pid).ok()) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    match nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGKILL,
+    ) {
+        Ok(()) => tracing::warn!(pgid, "ended the commands of a runner that died"),
+        Err(nix::errno::Errno::ESRCH) => {}
+        Err(err) => {
+            tracing::error!(pgid, error = %err, "cannot end the commands of a runner that died")
+        }
+    }
+}
+
 /// Turns one runner message into log events; returns the outcome when the run is over.
 fn handle_message(
     message: RunnerMessage,
     sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    command_group: &mut Option<u32>,
 ) -> Option<Outcome> {
     match message {
         RunnerMessage::Log { line } => sink(RunEvent::Line(format!("--- {line}"))),
-        RunnerMessage::CommandStarted { command, .. } => {
-            sink(RunEvent::Line(format!("$ {command}")))
+        RunnerMessage::CommandStarted { command, pid, .. } => {
+            *command_group = Some(pid);
+            sink(RunEvent::Line(format!("$ {command}")));
         }
         RunnerMessage::Output { stream, data } => {
             let kind = match stream {
@@ -347,6 +379,7 @@ fn handle_message(
             sink(RunEvent::Output(kind, &data));
         }
         RunnerMessage::CommandExited { exit, .. } => {
+            *command_group = None;
             let seconds = exit.duration_ms as f64 / 1000.0;
             let how = match (exit.code, exit.signal) {
                 (Some(code), _) => format!("exit code {code}"),

@@ -34,6 +34,24 @@ fn parent_dir(path: &Path) -> io::Result<&Path> {
     }
 }
 
+/// Prefix of the temporary files [`atomic_write`] creates.
+const TEMP_PREFIX: &str = ".tmp-";
+
+/// Removes temporary files that an [`atomic_write`] interrupted by a crash left in `dir`.
+/// Only called at start, when no write can be in progress.
+pub fn remove_stale_temp_files(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+            if let Err(err) = fs::remove_file(entry.path()) {
+                tracing::warn!(path = %entry.path().display(), error = %err, "cannot remove a stale temporary file");
+            }
+        }
+    }
+}
+
 /// Creates `dir` and its parents, then sets its permission bits to `mode`.
 pub fn create_dir_with_mode(dir: &Path, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
@@ -64,6 +82,16 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("missing/state");
         assert!(atomic_write(&path, b"x").is_err());
+    }
+
+    #[test]
+    fn stale_temp_files_are_removed_and_others_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join(".tmp-abc"), b"torn").expect("write");
+        fs::write(dir.path().join("job"), b"state").expect("write");
+        remove_stale_temp_files(dir.path());
+        assert!(!dir.path().join(".tmp-abc").exists());
+        assert!(dir.path().join("job").exists());
     }
 
     #[test]

@@ -320,8 +320,17 @@ impl Engine {
             state
         });
         if state.started {
+            // The controller stopped during a run. If that run's log was finished (the
+            // stop came between the log's rename and the state write), its result
+            // stands; otherwise the run was interrupted (its log is now `.fail`).
             state.started = false;
-            state.last_result = Some(RunResult::Fail);
+            state.last_result = match &newest {
+                Some(log) if log.counter == state.counter => match log.status {
+                    LogStatus::Finished(result) => Some(result),
+                    LogStatus::Started => Some(RunResult::Fail),
+                },
+                _ => Some(RunResult::Fail),
+            };
         }
         if let Some(log) = &newest
             && log.counter > state.counter

@@ -127,6 +127,12 @@ struct JobView<'a> {
     header_sign: &'a str,
     commands: &'a [String],
     timeout: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit_nproc: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit_nofile: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit_as: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -230,6 +236,9 @@ fn entry_value(
             header_sign: &job.header_sign,
             commands: &job.commands,
             timeout: job.timeout.map_or(0, nanos),
+            limit_nproc: job.limits.nproc,
+            limit_nofile: job.limits.nofile,
+            limit_as: job.limits.address_space,
         }),
         Def::Http(job) => serde_json::to_value(HttpJobView {
             common: common(

@@ -20,6 +20,7 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_http::compression::CompressionLayer;
+use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 pub use error::ApiError;
@@ -70,12 +71,14 @@ pub fn router(state: AppState) -> Router {
         .route("/svc/api/job_http", get(job_http::view))
         .route("/svc/api/job_http/pause", post(job_http::pause))
         .route("/svc/api/job_http/resume", post(job_http::resume))
-        .layer(DefaultBodyLimit::max(API_BODY_LIMIT));
+        .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
+        .layer(RequestBodyLimitLayer::new(API_BODY_LIMIT));
     let webhooks = Router::new()
         .route("/svc/api/job/run/{*path}", post(webhook::trigger))
         .route("/svc/api/job_exec/run/{*path}", post(webhook::trigger))
         .route("/svc/job/{*path}", post(webhook::trigger))
-        .layer(DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT));
+        .layer(DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT))
+        .layer(RequestBodyLimitLayer::new(WEBHOOK_BODY_LIMIT));
     Router::new()
         .merge(compressed)
         .merge(signed)
