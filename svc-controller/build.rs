@@ -49,6 +49,12 @@ const SOURCES: &[Source] = &[
         path: "docs/install.md",
     },
     Source {
+        slug: "reliability",
+        title: "Reliability",
+        summary: "Crash, fault, containment, hostile-input and load tests, and their figures.",
+        path: "docs/reliability.md",
+    },
+    Source {
         slug: "architecture",
         title: "Architecture",
         summary: "How the code is laid out and the rules it keeps.",
