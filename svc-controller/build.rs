@@ -49,6 +49,12 @@ const SOURCES: &[Source] = &[
         path: "docs/install.md",
     },
     Source {
+        slug: "performance",
+        title: "Performance",
+        summary: "The benchmark: method, figures against a peer and the machine, analysis.",
+        path: "docs/performance.md",
+    },
+    Source {
         slug: "reliability",
         title: "Reliability",
         summary: "Crash, fault, containment, hostile-input and load tests, and their figures.",

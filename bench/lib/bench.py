@@ -1,0 +1,1036 @@
+#!/usr/bin/env python3
+"""Helpers of bench/run: configuration trees, signed request sets, loads, probes, report.
+
+Standard library only (python3 >= 3.9). Every wait is bounded; every failure exits
+non-zero with a message on standard error, so that bench/run (set -e) stops loudly.
+Subcommands write their result as one JSON object on standard output unless told
+otherwise; bench/run stores them under $WORK/res/ and `report` reads them all.
+"""
+
+import argparse
+import datetime as dt
+import glob
+import gzip
+import hashlib
+import hmac
+import http.client
+import json
+import math
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+BODY = '{{"ref":"refs/heads/main","job":"{job}"}}'
+BAD_SIGNATURE = "0" * 64  # well-formed hex, so the server does the whole HMAC check
+
+
+def die(message):
+    print(f"bench.py: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def sign(secret, body):
+    return hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
+
+
+def job_names(count, prefix="j"):
+    width = max(2, len(str(count - 1)))
+    return [f"{prefix}{i:0{width}d}" for i in range(count)]
+
+
+def percentile(values, p):
+    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100.0 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def out(obj):
+    json.dump(obj, sys.stdout, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+def write(path, text, mode=None):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    if mode is not None:
+        os.chmod(path, mode)
+
+
+def iso(ts):
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def log_time(ts):
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# ----- HTTP ------------------------------------------------------------------------------
+
+
+def split_url(url):
+    m = re.match(r"^http://([^/:]+):(\d+)(/.*)?$", url)
+    if not m:
+        die(f"unsupported URL {url!r}")
+    return m.group(1), int(m.group(2)), m.group(3) or "/"
+
+
+def http_get(url, headers=None, timeout=5.0):
+    host, port, path = split_url(url)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) counts as dead.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_ready(url, pid, timeout, method="GET", headers=None, poll=0.001):
+    """Polls until `url` answers 200 (GET) or any HTTP answer (method ANY); returns the
+    seconds waited. Fails when the process `pid` dies or the time runs out."""
+    start = time.monotonic()
+    host, port, path = split_url(url)
+    while True:
+        if pid and not pid_alive(pid):
+            die(f"the server (pid {pid}) exited before answering {url}")
+        try:
+            conn = http.client.HTTPConnection(host, port, timeout=2)
+            conn.request("GET" if method == "ANY" else method, path, headers=headers or {})
+            resp = conn.getresponse()
+            resp.read()
+            conn.close()
+            if method == "ANY" or resp.status == 200:
+                return time.monotonic() - start
+        except (OSError, http.client.HTTPException):
+            pass
+        if time.monotonic() - start > timeout:
+            die(f"{url} did not answer within {timeout} s")
+        time.sleep(poll)
+
+
+# ----- /proc -----------------------------------------------------------------------------
+
+
+def mem_kb(pid):
+    """(VmRSS, VmHWM) in KiB of process `pid`."""
+    rss = hwm = None
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1])
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1])
+    except OSError as err:
+        die(f"cannot read the memory of pid {pid}: {err}")
+    if rss is None or hwm is None:
+        die(f"pid {pid}: no VmRSS/VmHWM")
+    return rss, hwm
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """(own user+system CPU, CPU of reaped children) in seconds of process `pid`."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError as err:
+        die(f"cannot read the CPU time of pid {pid}: {err}")
+    # Fields 14-17 (utime, stime, cutime, cstime) are at 11..14 after the command name.
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return (utime + stime) / CLK_TCK, (cutime + cstime) / CLK_TCK
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid, every=0.05):
+        super().__init__(daemon=True)
+        self.pid, self.every = pid, every
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                self.peak = max(self.peak, mem_kb(self.pid)[0])
+            except SystemExit:
+                return
+            self.stop.wait(self.every)
+
+
+# ----- svc metrics and counted commands ----------------------------------------------------
+
+
+def svc_metrics(metrics_url):
+    """(finished job runs, sum of their durations in seconds) from svc's metrics."""
+    status, _, body = http_get(metrics_url)
+    if status != 200:
+        die(f"{metrics_url} answered {status}")
+    total, duration = 0, 0.0
+    for line in body.decode().splitlines():
+        if line.startswith("svc_runs_total{") and 'kind="job"' in line:
+            total += int(float(line.rsplit(" ", 1)[1]))
+        elif line.startswith('svc_run_duration_seconds_sum{kind="job"}'):
+            duration = float(line.rsplit(" ", 1)[1])
+    return total, duration
+
+
+def svc_runs(metrics_url):
+    return svc_metrics(metrics_url)[0]
+
+
+def count_lines(path):
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
+
+
+def counter_reader(args):
+    if args.metrics:
+        return lambda: svc_runs(args.metrics)
+    if args.count_file:
+        return lambda: count_lines(args.count_file)
+    return None
+
+
+# ----- configuration trees ---------------------------------------------------------------
+
+
+def svc_main(args, dir_base, max_running):
+    return (
+        "# Written by bench/lib/bench.py.\n[svc]\n"
+        f"dir_base = {dir_base}\n"
+        f"listen_address = 127.0.0.1:{args.port}\n"
+        f"secret = {args.secret}\n"
+        f"max_job_running = {max_running}\n"
+        f"runner_path = {args.runner}\n"
+    )
+
+
+def write_state(dir_base, job, last_run, status, counter):
+    write(
+        os.path.join(dir_base, "var/run/svc/job", job),
+        f"last_run = {iso(last_run) if last_run else ''}\nstatus = {status}\n"
+        f"counter = {counter}\npaused = false\n",
+    )
+
+
+def cmd_gen_svc(args):
+    d = os.path.abspath(args.dir)
+    conf = os.path.join(d, "etc/svc")
+    os.makedirs(os.path.join(conf, "job.d"), exist_ok=True)
+    os.makedirs(os.path.join(conf, "job_http.d"), exist_ok=True)
+    jobs = []
+    max_running = args.max_running
+    info = {"dir_base": d}
+    if args.kind == "trigger":
+        for name in job_names(args.jobs):
+            jobs.append((name, [f"path = /bench/{name}", "command = /bin/true"]))
+    elif args.kind == "idle":
+        for name in job_names(args.jobs):
+            jobs.append((name, [f"path = /bench/{name}", "command = /bin/true"]))
+    elif args.kind == "overhead":
+        stamps = os.path.join(d, "stamps.txt")
+        jobs.append(("stamp", ["path = /bench/stamp", f"command = date +%s.%N >> {stamps}"]))
+        info["stamps"] = stamps
+    elif args.kind == "timer":
+        out_file = os.path.join(d, "timer.txt")
+        # A last_run in the future puts every job's first due time at t0 + 1 s, a whole
+        # second, and the grid (due + k * 1 s) on whole seconds from there.
+        t0 = float(math.ceil(time.time()) + args.lead)
+        for name in job_names(args.jobs, "t"):
+            jobs.append(
+                (
+                    name,
+                    [
+                        "interval = 1s",
+                        f'command = echo "$SVC_JOB_ID $(date +%s.%N)" >> {out_file}',
+                    ],
+                )
+            )
+            write_state(d, name, t0, "success", 0)
+        info.update({"t0": t0, "file": out_file})
+    elif args.kind == "env":
+        now = time.time()
+        logs = 0
+        for i, name in enumerate(job_names(args.jobs, "e")):
+            if i % 2 == 0:
+                # Ran an hour ago, next due in 23 h: no run during the benchmark.
+                lines = ["interval = 24h"]
+            else:
+                lines = [f"path = /env/{name}"]
+            lines += [
+                "command = echo one",
+                "command = echo two",
+                f"description = benchmark job {i}, <b>{name}</b>",
+            ]
+            jobs.append((name, lines))
+            last = now - 3600
+            log_dir = os.path.join(d, "var/log/svc/job", name)
+            os.makedirs(log_dir, exist_ok=True)
+            for counter in range(1, args.logs + 1):
+                t = last - (args.logs - counter) * 3600
+                text = "".join(
+                    f"{log_time(t)} {line}\n"
+                    for line in (
+                        f"=== run {counter} of job {name} started by timer",
+                        "$ echo one",
+                        "one",
+                        "--- exit code 0 after 0.002s",
+                        "$ echo two",
+                        "two",
+                        "--- exit code 0 after 0.002s",
+                        f"=== run {counter} finished: success",
+                    )
+                )
+                write(os.path.join(log_dir, f"{name}.{counter}.success"), text)
+                logs += 1
+            write_state(d, name, last, "success", args.logs)
+        info["logs"] = logs
+    else:
+        die(f"unknown kind {args.kind}")
+    write(os.path.join(conf, "svc.conf"), svc_main(args, d, max_running), 0o600)
+    text = "".join(
+        f'[job "{name}"]\n' + "".join(f"{line}\n" for line in lines) + "\n" for name, lines in jobs
+    )
+    write(os.path.join(conf, "job.d/bench.conf"), text)
+    info.update({"config": os.path.join(conf, "svc.conf"), "jobs": len(jobs)})
+    out(info)
+
+
+def cmd_gen_webhook(args):
+    d = os.path.abspath(args.dir)
+    os.makedirs(d, exist_ok=True)
+    count_file = os.path.join(d, "count.txt")
+    script = os.path.join(d, "count.sh")
+    # What svc's job does (/bin/sh, /bin/true) plus the line that counts the run.
+    write(script, f"#!/bin/sh\n/bin/true\necho x >> {count_file}\n", 0o755)
+    hooks = []
+    for name in job_names(args.jobs):
+        hooks.append(
+            {
+                "id": name,
+                "execute-command": script,
+                "command-working-directory": d,
+                "include-command-output-in-response": bool(args.sync),
+                # A rule that does not match is answered 401, as in svc. (webhook 2.8.0
+                # answers a wrong signature 500 "Error occurred while evaluating hook
+                # rules" whatever this says: it treats it as an evaluation error.)
+                "trigger-rule-mismatch-http-response-code": 401,
+                "trigger-rule": {
+                    "match": {
+                        "type": "payload-hmac-sha256",
+                        "secret": args.secret,
+                        "parameter": {"source": "header", "name": "X-Svc-Sign"},
+                    }
+                },
+            }
+        )
+    write(os.path.join(d, "hooks.json"), json.dumps(hooks, indent=1))
+    out({"hooks": os.path.join(d, "hooks.json"), "count_file": count_file})
+
+
+def cmd_gen_reqs(args):
+    """A Lua data file for bench/wrk/bench.lua: the pre-signed requests, one per job."""
+
+    def lua(s):
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    items = []
+    for name in job_names(args.jobs):
+        body = BODY.format(job=name)
+        sig = BAD_SIGNATURE if args.bad else sign(args.secret, body)
+        items.append(
+            f"  {{path = {lua(args.prefix + name)}, body = {lua(body)}, sig = {lua(sig)}}},"
+        )
+    text = (
+        "-- Written by bench/lib/bench.py: pre-signed requests, one per job.\n"
+        f"return {{\n header = {lua(args.header)},\n items = {{\n"
+        + "\n".join(items)
+        + "\n }\n}\n"
+    )
+    write(args.out, text)
+
+
+# ----- start-up, readiness, memory -------------------------------------------------------
+
+
+def cmd_wait(args):
+    waited = wait_ready(args.url, args.pid, args.timeout, method=args.method)
+    out({"seconds": round(waited, 4)})
+
+
+def cmd_startup(args):
+    """Spawns the command (its pid appended to --pidfile at once), polls --url until it
+    answers 200 and prints the time from spawn to that answer. Leaves it running."""
+    stdout = open(args.stdout, "ab")
+    stderr = open(args.stderr, "ab")
+    start = time.monotonic()
+    proc = subprocess.Popen(args.command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+    with open(args.pidfile, "a") as f:
+        f.write(f"{proc.pid}\n")
+    # Polls without sleeping much: the figure is start-up time, not poll granularity.
+    host, port, path = split_url(args.url)
+    while True:
+        if proc.poll() is not None:
+            die(f"{args.command[0]} exited with {proc.returncode} before answering")
+        try:
+            conn = http.client.HTTPConnection(host, port, timeout=5)
+            conn.request("GET", path, headers={"Accept-Encoding": "gzip"})
+            resp = conn.getresponse()
+            resp.read()
+            conn.close()
+            if resp.status == 200:
+                break
+        except (OSError, http.client.HTTPException):
+            pass
+        if time.monotonic() - start > args.timeout:
+            die(f"{args.url} did not answer 200 within {args.timeout} s")
+        time.sleep(0.0005)
+    elapsed = time.monotonic() - start
+    out({"pid": proc.pid, "ms": round(elapsed * 1000, 1)})
+
+
+def cmd_mem(args):
+    rss, hwm = mem_kb(args.pid)
+    out({"rss_kb": rss, "hwm_kb": hwm})
+
+
+def cmd_stop(args):
+    """SIGTERM, then SIGKILL after --grace seconds; waits (bounded) until gone."""
+    for pid in args.pids:
+        if not pid_alive(pid):
+            continue
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        deadline = time.monotonic() + args.grace
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if pid_alive(pid):
+            print(f"bench.py: pid {pid} still there after {args.grace} s: SIGKILL", file=sys.stderr)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + 5
+            while pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
+
+
+# ----- loads -----------------------------------------------------------------------------
+
+
+def run_wrk(args):
+    env = dict(os.environ)
+    if args.reqs:
+        env["BENCH_REQS"] = args.reqs
+    cmd = [
+        "wrk",
+        f"-t{args.threads}",
+        f"-c{args.connections}",
+        f"-d{args.seconds}s",
+        "--timeout",
+        "5s",
+        "-s",
+        args.script,
+    ]
+    for header in args.header or []:
+        cmd += ["-H", header]
+    cmd.append(args.url)
+    try:
+        done = subprocess.run(
+            cmd, env=env, capture_output=True, text=True, timeout=args.seconds + 30
+        )
+    except subprocess.TimeoutExpired:
+        die(f"wrk did not end within {args.seconds + 30} s")
+    if done.returncode != 0:
+        die(f"wrk failed ({done.returncode}): {done.stderr.strip()} {done.stdout.strip()}")
+    for line in done.stdout.splitlines():
+        if line.startswith("BENCH_JSON "):
+            return json.loads(line[len("BENCH_JSON ") :]), done.stdout
+    die(f"no BENCH_JSON line in the output of wrk:\n{done.stdout}\n{done.stderr}")
+
+
+def settle(read, seconds):
+    """Reads the counter until it stops moving for 1 s (at most `seconds`)."""
+    deadline = time.monotonic() + seconds
+    last, since = read(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        value = read()
+        if value != last:
+            last, since = value, time.monotonic()
+        elif time.monotonic() - since >= 1.0:
+            break
+    return last
+
+
+def cmd_load(args):
+    counter = counter_reader(args)
+    result = {"label": args.label}
+    if args.pid:
+        result["rss_before_kb"] = mem_kb(args.pid)[0]
+        sampler = RssSampler(args.pid)
+        sampler.start()
+    runs_before = counter() if counter else None
+    if args.pid:
+        cpu_before = cpu_seconds(args.pid)
+    wrk, text = run_wrk(args)
+    if counter:
+        runs_end = counter()
+    if args.pid:
+        cpu_end = cpu_seconds(args.pid)
+        result["cpu_s"] = cpu_end[0] - cpu_before[0]
+        result["children_cpu_s"] = cpu_end[1] - cpu_before[1]
+        result["cpu_us_per_req"] = result["cpu_s"] * 1e6 / max(1, wrk["requests"])
+    if args.pid:
+        sampler.stop.set()
+        sampler.join()
+        rss_end, hwm = mem_kb(args.pid)
+        result.update(
+            {"rss_end_kb": rss_end, "rss_peak_sampled_kb": max(sampler.peak, rss_end), "hwm_kb": hwm}
+        )
+    result.update(wrk)
+    duration = wrk["duration_us"] / 1e6
+    result["rps"] = wrk["requests"] / duration
+    if counter:
+        result["runs_in_window"] = runs_end - runs_before
+        result["runs_per_sec"] = (runs_end - runs_before) / duration
+        if args.pid and result["runs_in_window"]:
+            result["children_cpu_ms_per_run"] = (
+                result["children_cpu_s"] * 1000 / result["runs_in_window"]
+            )
+    if args.after:
+        time.sleep(args.after)
+        if args.pid:
+            result["rss_after_kb"] = mem_kb(args.pid)[0]
+    if counter and args.drain:
+        result["runs_total"] = settle(counter, args.drain) - runs_before
+    write(os.path.join(args.res, args.label + ".wrk.txt"), text)
+    out(result)
+
+
+# ----- run overhead ----------------------------------------------------------------------
+
+
+def read_new_lines(path, offset):
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return [], offset
+    if not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+    return data.decode().splitlines(), offset + len(data)
+
+
+def cmd_overhead(args):
+    host, port, _ = split_url(args.url)
+    body = BODY.format(job="stamp")
+    headers = {
+        "Content-Type": "application/json",
+        "x-svc-sign": sign(args.secret, body),
+    }
+    conn = http.client.HTTPConnection(host, port, timeout=5)
+    latencies, cycles, failures = [], [], []
+    offset = 0
+    runs, duration_before = svc_metrics(args.metrics)
+    runs_before = runs
+    for i in range(args.count):
+        sent = time.time()
+        conn.request("POST", args.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        if resp.status != 200:
+            failures.append(resp.status)
+            time.sleep(0.1)
+            continue
+        deadline = time.monotonic() + 5
+        lines = []
+        while not lines:
+            lines, offset = read_new_lines(args.file, offset)
+            if lines:
+                break
+            if time.monotonic() > deadline:
+                die(f"trigger {i}: the command did not write its timestamp within 5 s")
+            time.sleep(0.0002)
+        latencies.append((float(lines[-1]) - sent) * 1000.0)
+        # Wait for the run to be over (counted in the metrics), then let the service idle.
+        runs += 1
+        deadline = time.monotonic() + 5
+        while svc_runs(args.metrics) < runs:
+            if time.monotonic() > deadline:
+                die(f"trigger {i}: the run did not finish within 5 s")
+            time.sleep(0.001)
+        cycles.append((time.time() - sent) * 1000.0)
+        time.sleep(args.pause)
+    conn.close()
+    runs_after, duration_after = svc_metrics(args.metrics)
+    out(
+        {
+            "latencies_ms": [round(x, 3) for x in latencies],
+            "failures": failures,
+            # Trigger sent -> the run counted as finished in the metrics (1 ms polling).
+            "cycle_p50_ms": percentile(cycles, 50),
+            # svc_run_duration_seconds: from the permit to the end of the run.
+            "run_duration_mean_ms": (duration_after - duration_before)
+            * 1000
+            / max(1, runs_after - runs_before),
+        }
+    )
+
+
+def cmd_latency_stats(args):
+    data = json.load(open(args.file))
+    values = data["latencies_ms"]
+    if not values:
+        die(f"{args.file}: no latencies")
+    data.update(
+        {
+            "n": len(values),
+            "p50_ms": percentile(values, 50),
+            "p99_ms": percentile(values, 99),
+            "max_ms": max(values),
+            "mean_ms": statistics.fmean(values),
+        }
+    )
+    out(data)
+
+
+# ----- timer precision -------------------------------------------------------------------
+
+
+def cmd_timer_analyze(args):
+    """Each line: `<job> <start time>`. Due times are whole seconds from t0 + 1 on;
+    delay = start - due, where due = the whole second at or before the start."""
+    first_due = args.t0 + 1
+    last_due = first_due + args.ticks - 1
+    delays, per_job, outside = [], {}, 0
+    with open(args.file) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) != 2:
+                continue
+            job, ts = parts[0], float(parts[1])
+            due = math.floor(ts)
+            if due < first_due or due > last_due:
+                outside += 1
+                continue
+            delays.append((ts - due) * 1000.0)
+            per_job[job] = per_job.get(job, 0) + 1
+    if not delays:
+        die(f"{args.file}: no run between {first_due} and {last_due}")
+    expected = args.jobs * args.ticks
+    out(
+        {
+            "runs": len(delays),
+            "expected": expected,
+            "jobs_seen": len(per_job),
+            "outside_window": outside,
+            "p50_ms": percentile(delays, 50),
+            "p99_ms": percentile(delays, 99),
+            "max_ms": max(delays),
+            "mean_ms": statistics.fmean(delays),
+        }
+    )
+
+
+def cmd_burst_analyze(args):
+    delays = []
+    with open(args.file) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2:
+                ts = float(parts[1])
+                delays.append((ts - math.floor(ts)) * 1000.0)
+    if not delays:
+        die(f"{args.file}: empty")
+    out(
+        {
+            "runs": len(delays),
+            "p50_ms": percentile(delays, 50),
+            "p99_ms": percentile(delays, 99),
+            "max_ms": max(delays),
+        }
+    )
+
+
+# ----- environment size ------------------------------------------------------------------
+
+
+def cmd_env_size(args):
+    status, headers, body = http_get(args.url, {"Accept-Encoding": "gzip"})
+    if status != 200:
+        die(f"{args.url} answered {status}")
+    encoding = {k.lower(): v for k, v in headers.items()}.get("content-encoding", "")
+    plain = gzip.decompress(body) if encoding == "gzip" else body
+    data = json.loads(plain)["data"]
+    logs = sum(len(j["logs"]) for j in data["jobs"].values())
+    out(
+        {
+            "encoding": encoding,
+            "wire_bytes": len(body),
+            "json_bytes": len(plain),
+            "jobs": len(data["jobs"]),
+            "logs": logs,
+        }
+    )
+
+
+# ----- report ----------------------------------------------------------------------------
+
+
+def load_results(res):
+    results = {}
+    for path in glob.glob(os.path.join(res, "*.json")):
+        with open(path) as f:
+            results[os.path.basename(path)[:-5]] = json.load(f)
+    return results
+
+
+def fmt(value, unit=""):
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}" + unit
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return "-"
+    if abs(value) >= 1000:
+        text = f"{value:,.0f}"
+    elif abs(value) >= 100:
+        text = f"{value:.0f}"
+    elif abs(value) >= 10:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.2f}"
+    return text + unit
+
+
+def mib(kb):
+    return None if kb is None else kb / 1024.0
+
+
+def cmd_report(args):
+    r = load_results(args.res)
+
+    def get(name, key, default=None):
+        return r.get(name, {}).get(key, default)
+
+    rows = []  # (figure, svc, other, ratio, target, verdict)
+
+    def row(figure, svc, other="-", ratio=None, target="", ok=None, unit="", other_unit=None):
+        other_unit = unit if other_unit is None else other_unit
+        verdict = "" if ok is None else ("met" if ok else "MISSED")
+        rows.append(
+            (
+                figure,
+                fmt(svc, unit),
+                fmt(other, other_unit) if not isinstance(other, str) else other,
+                "-" if ratio is None else f"{ratio:.2f}x",
+                target,
+                verdict,
+            )
+        )
+
+    def ratio(a, b):
+        if a is None or b in (None, 0):
+            return None
+        return a / b
+
+    def mix(name):
+        s = r.get(name)
+        if not s:
+            return "-"
+        return f"{s['s2xx']}/{s['s4xx']}/{s['s5xx']}" + (
+            f" (+{s['errors']} err)" if s.get("errors") else ""
+        )
+
+    spawn = get("spawn_loop", "per_sec")
+    t_svc, t_floor, t_wh, t_whs = "trigger_svc", "trigger_floor", "trigger_webhook", "trigger_webhook_sync"
+    svc_rps, floor_rps, wh_rps = get(t_svc, "rps"), get(t_floor, "rps"), get(t_wh, "rps")
+    rows.append(("TRIGGER LOAD (32 connections, 16 jobs, valid signatures)", "", "", "", "", ""))
+    x = ratio(svc_rps, floor_rps)
+    row("requests/s vs floor server", svc_rps, floor_rps, x, ">= 0.70x", x is not None and x >= 0.70)
+    x = ratio(svc_rps, wh_rps)
+    row("requests/s vs webhook (default mode)", svc_rps, wh_rps, x, ">= 3x", x is not None and x >= 3.0)
+    row("requests/s vs webhook (sync mode)", svc_rps, get(t_whs, "rps"), ratio(svc_rps, get(t_whs, "rps")))
+    rows.append(("status 2xx/4xx/5xx vs webhook", mix(t_svc), mix(t_wh), "-", "", ""))
+    rows.append(("status 2xx/4xx/5xx: floor; webhook sync", mix(t_floor), mix(t_whs), "-", "", ""))
+    s5 = get(t_svc, "s5xx")
+    row("svc responses 5xx", s5, "-", None, "= 0", s5 == 0 if s5 is not None else False)
+    row("latency p50 vs webhook", get(t_svc, "p50_ms"), get(t_wh, "p50_ms"), ratio(get(t_svc, "p50_ms"), get(t_wh, "p50_ms")), unit=" ms")
+    row("latency p99 vs webhook", get(t_svc, "p99_ms"), get(t_wh, "p99_ms"), ratio(get(t_svc, "p99_ms"), get(t_wh, "p99_ms")), unit=" ms")
+    row("latency p99 vs floor", get(t_svc, "p99_ms"), get(t_floor, "p99_ms"), ratio(get(t_svc, "p99_ms"), get(t_floor, "p99_ms")), unit=" ms")
+    cpu = get(t_svc, "cpu_us_per_req")
+    row("server CPU per request vs floor", cpu, get(t_floor, "cpu_us_per_req"), ratio(cpu, get(t_floor, "cpu_us_per_req")), unit=" us")
+    runs = get(t_svc, "runs_per_sec")
+    x = ratio(runs, spawn)
+    row("runs completed/s vs spawn loop", runs, spawn, x, ">= 0.40x", x is not None and x >= 0.40)
+    row("runs completed/s vs webhook (ran in window)", runs, get(t_wh, "runs_per_sec"), ratio(runs, get(t_wh, "runs_per_sec")))
+    row("runs completed/s vs webhook sync", runs, get(t_whs, "runs_per_sec"), ratio(runs, get(t_whs, "runs_per_sec")))
+    if "trigger_svc_default" in r:
+        d_rps = get("trigger_svc_default", "rps")
+        row("requests/s with max_job_running = 1 (default) vs floor", d_rps, floor_rps, ratio(d_rps, floor_rps))
+        row("runs/s with max_job_running = 1 (default)", get("trigger_svc_default", "runs_per_sec"), spawn, ratio(get("trigger_svc_default", "runs_per_sec"), spawn))
+    c = get(t_svc, "children_cpu_ms_per_run")
+    row("CPU of children per run vs webhook", c, get(t_wh, "children_cpu_ms_per_run"), ratio(c, get(t_wh, "children_cpu_ms_per_run")), unit=" ms")
+    row("webhook: commands run in window; after drain", get(t_wh, "runs_in_window"), get(t_wh, "runs_total"))
+    idle = mib(get(t_svc, "rss_before_kb"))
+    after = mib(get(t_svc, "rss_after_kb"))
+    row("RSS before load vs webhook", idle, mib(get(t_wh, "rss_before_kb")), ratio(idle, mib(get(t_wh, "rss_before_kb"))), unit=" MiB")
+    row("RSS at end of load vs webhook", mib(get(t_svc, "rss_end_kb")), mib(get(t_wh, "rss_end_kb")), ratio(mib(get(t_svc, "rss_end_kb")), mib(get(t_wh, "rss_end_kb"))), unit=" MiB")
+    row("RSS peak (VmHWM) vs webhook", mib(get(t_svc, "hwm_kb")), mib(get(t_wh, "hwm_kb")), ratio(mib(get(t_svc, "hwm_kb")), mib(get(t_wh, "hwm_kb"))), unit=" MiB")
+    x = ratio(after, idle)
+    row("RSS 2 s after load / before", after, idle, x, "<= 2x", x is not None and x <= 2.0, unit=" MiB")
+
+    rows.append(("REJECTION LOAD (32 connections, wrong signature)", "", "", "", "", ""))
+    j_svc, j_floor, j_wh = get("reject_svc", "rps"), get("reject_floor", "rps"), get("reject_webhook", "rps")
+    x = ratio(j_svc, j_floor)
+    row("requests/s vs floor server", j_svc, j_floor, x, ">= 0.80x", x is not None and x >= 0.80)
+    row("requests/s vs webhook", j_svc, j_wh, ratio(j_svc, j_wh))
+    cpu = get("reject_svc", "cpu_us_per_req")
+    row("server CPU per request vs floor", cpu, get("reject_floor", "cpu_us_per_req"), ratio(cpu, get("reject_floor", "cpu_us_per_req")), unit=" us")
+    row("server CPU per request vs webhook", cpu, get("reject_webhook", "cpu_us_per_req"), ratio(cpu, get("reject_webhook", "cpu_us_per_req")), unit=" us")
+    row("latency p99 vs floor", get("reject_svc", "p99_ms"), get("reject_floor", "p99_ms"), ratio(get("reject_svc", "p99_ms"), get("reject_floor", "p99_ms")), unit=" ms")
+    row("latency p99 vs webhook", get("reject_svc", "p99_ms"), get("reject_webhook", "p99_ms"), ratio(get("reject_svc", "p99_ms"), get("reject_webhook", "p99_ms")), unit=" ms")
+    rows.append(("status 2xx/4xx/5xx vs webhook", mix("reject_svc"), mix("reject_webhook"), "-", "", ""))
+
+    rows.append(("RUN OVERHEAD (200 sequential triggers, idle)", "", "", "", "", ""))
+    o, b = r.get("overhead_svc", {}), r.get("overhead_spawn", {})
+    p50, p99 = o.get("p50_ms"), o.get("p99_ms")
+    row("trigger sent -> command started p50 vs direct spawn", p50, b.get("p50_ms"), ratio(p50, b.get("p50_ms")), "<= 5 ms", p50 is not None and p50 <= 5, unit=" ms")
+    row("trigger sent -> command started p99 vs direct spawn", p99, b.get("p99_ms"), ratio(p99, b.get("p99_ms")), "<= 20 ms", p99 is not None and p99 <= 20, unit=" ms")
+    row("trigger sent -> command started max vs direct spawn", o.get("max_ms"), b.get("max_ms"), ratio(o.get("max_ms"), b.get("max_ms")), unit=" ms")
+    row("trigger sent -> run finished (p50)", o.get("cycle_p50_ms"), unit=" ms")
+    row("run duration (svc_run_duration_seconds, mean)", o.get("run_duration_mean_ms"), unit=" ms")
+    if o.get("failures"):
+        rows.append(("  non-200 answers", str(len(o["failures"])), "", "", "", ""))
+
+    rows.append(("ENVIRONMENT (1,000 jobs, 5,000 logs, gzip)", "", "", "", "", ""))
+    e1, e32 = r.get("env_1conn", {}), r.get("env_32conn", {})
+    p99 = e1.get("p99_ms")
+    row("requests/s, 1 connection", e1.get("rps"))
+    row("latency p50, 1 connection", e1.get("p50_ms"), unit=" ms")
+    row("latency p99, 1 connection", p99, "-", None, "<= 20 ms", p99 is not None and p99 <= 20, unit=" ms")
+    row("server CPU per request, 1 connection", e1.get("cpu_us_per_req") and e1["cpu_us_per_req"] / 1000, unit=" ms")
+    row("requests/s, 32 connections", e32.get("rps"))
+    row("latency p99, 32 connections", e32.get("p99_ms"), unit=" ms")
+    size = r.get("env_size", {})
+    row("response size: gzip; plain JSON", size.get("wire_bytes") and size["wire_bytes"] / 1024.0, size.get("json_bytes") and size["json_bytes"] / 1024.0, unit=" KiB")
+    row("RSS after the environment loads", mib(get("env_32conn", "rss_after_kb")), unit=" MiB")
+
+    rows.append(("FOOTPRINT AND START-UP", "", "", "", "", ""))
+    i3 = mib(get("idle_3", "rss_kb"))
+    row("idle RSS, 3 jobs vs webhook (16 hooks)", i3, mib(get(t_wh, "rss_before_kb")), ratio(i3, mib(get(t_wh, "rss_before_kb"))), "<= 10 MiB", i3 is not None and i3 <= 10, unit=" MiB")
+    row("idle RSS, 3 jobs vs floor server", i3, mib(get(t_floor, "rss_before_kb")), ratio(i3, mib(get(t_floor, "rss_before_kb"))), unit=" MiB")
+    i1k = mib(get("idle_1000", "rss_kb"))
+    row("idle RSS, 1,000 jobs", i1k, "-", None, "<= 40 MiB", i1k is not None and i1k <= 40, unit=" MiB")
+    st = r.get("startup", {})
+    ms = st.get("median_ms")
+    row("start -> first environment 200 (median of 3)", ms, "-", None, "<= 500 ms", ms is not None and ms <= 500, unit=" ms")
+    row("start -> first environment 200 (max of 3)", st.get("max_ms"), unit=" ms")
+
+    rows.append(("TIMER PRECISION (50 jobs, interval 1 s, 10 s)", "", "", "", "", ""))
+    t, tb = r.get("timer_svc", {}), r.get("timer_spawn", {})
+    row("delay due -> start p50 vs 50 spawns at once", t.get("p50_ms"), tb.get("p50_ms"), ratio(t.get("p50_ms"), tb.get("p50_ms")), unit=" ms")
+    row("delay due -> start p99 vs 50 spawns at once", t.get("p99_ms"), tb.get("p99_ms"), ratio(t.get("p99_ms"), tb.get("p99_ms")), "<= 10 ms", t.get("p99_ms") is not None and t["p99_ms"] <= 10, unit=" ms")
+    row("delay due -> start max vs 50 spawns at once", t.get("max_ms"), tb.get("max_ms"), ratio(t.get("max_ms"), tb.get("max_ms")), "<= 50 ms", t.get("max_ms") is not None and t["max_ms"] <= 50, unit=" ms")
+    row("runs seen; expected", t.get("runs"), t.get("expected"))
+
+    rows.append(("BASELINES", "", "", "", "", ""))
+    row("spawn loop: /bin/sh -c /bin/true per second", "-", spawn)
+    row("floor server idle RSS", "-", mib(get(t_floor, "rss_before_kb")), unit=" MiB")
+
+    headers = ("figure", "svc", "peer / baseline", "ratio", "target", "result")
+    shown = [
+        (f"**{cells[0]}**", "", "", "", "", "") if cells[1:] == ("", "", "", "", "") else cells
+        for cells in rows
+    ]
+    widths = [max(len(str(cells[i])) for cells in shown + [headers]) for i in range(6)]
+    lines = []
+
+    def line(cells):
+        lines.append(
+            "| " + " | ".join(str(c).ljust(widths[i]) for i, c in enumerate(cells)) + " |"
+        )
+
+    line(headers)
+    lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for cells in shown:
+        line(cells)
+    met = sum(1 for c in rows if c[5] == "met")
+    missed, section = [], ""
+    for c in rows:
+        if c[1:] == ("", "", "", "", ""):
+            section = c[0].split(" (")[0].lower()
+        elif c[5] == "MISSED":
+            missed.append(f"{section}: {c[0]}")
+    lines.append("")
+    lines.append(f"targets: {met} met, {len(missed)} missed")
+    lines += [f"  missed: {name}" for name in missed]
+    print("\n".join(lines))
+
+
+# ----- main ------------------------------------------------------------------------------
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("free-port")
+    s.set_defaults(func=lambda a: print(free_port()))
+
+    s = sub.add_parser("gen-svc")
+    s.add_argument("--dir", required=True)
+    s.add_argument("--kind", required=True, choices=["trigger", "idle", "overhead", "timer", "env"])
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--secret", required=True)
+    s.add_argument("--runner", required=True)
+    s.add_argument("--jobs", type=int, default=16)
+    s.add_argument("--logs", type=int, default=5)
+    s.add_argument("--max-running", type=int, default=1)
+    s.add_argument("--lead", type=int, default=2, help="timer: seconds before t0")
+    s.set_defaults(func=cmd_gen_svc)
+
+    s = sub.add_parser("gen-webhook")
+    s.add_argument("--dir", required=True)
+    s.add_argument("--secret", required=True)
+    s.add_argument("--jobs", type=int, default=16)
+    s.add_argument("--sync", type=int, default=0)
+    s.set_defaults(func=cmd_gen_webhook)
+
+    s = sub.add_parser("gen-reqs")
+    s.add_argument("--out", required=True)
+    s.add_argument("--prefix", required=True)
+    s.add_argument("--secret", required=True)
+    s.add_argument("--header", default="x-svc-sign")
+    s.add_argument("--jobs", type=int, default=16)
+    s.add_argument("--bad", action="store_true")
+    s.set_defaults(func=cmd_gen_reqs)
+
+    s = sub.add_parser("wait")
+    s.add_argument("--url", required=True)
+    s.add_argument("--pid", type=int, default=0)
+    s.add_argument("--timeout", type=float, default=15)
+    s.add_argument("--method", default="GET", help="GET: wait for a 200; ANY: any answer")
+    s.set_defaults(func=cmd_wait)
+
+    s = sub.add_parser("startup")
+    s.add_argument("--url", required=True)
+    s.add_argument("--pidfile", required=True)
+    s.add_argument("--stdout", required=True)
+    s.add_argument("--stderr", required=True)
+    s.add_argument("--timeout", type=float, default=15)
+    s.add_argument("command", nargs="+")
+    s.set_defaults(func=cmd_startup)
+
+    s = sub.add_parser("mem")
+    s.add_argument("--pid", type=int, required=True)
+    s.set_defaults(func=cmd_mem)
+
+    s = sub.add_parser("stop")
+    s.add_argument("--grace", type=float, default=10)
+    s.add_argument("pids", type=int, nargs="*")
+    s.set_defaults(func=cmd_stop)
+
+    s = sub.add_parser("load")
+    s.add_argument("--label", required=True)
+    s.add_argument("--res", required=True)
+    s.add_argument("--url", required=True)
+    s.add_argument("--script", required=True)
+    s.add_argument("--reqs")
+    s.add_argument("--header", action="append")
+    s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--connections", type=int, default=32)
+    s.add_argument("--seconds", type=int, default=10)
+    s.add_argument("--pid", type=int, default=0)
+    s.add_argument("--metrics", help="svc metrics URL: count runs from svc_runs_total")
+    s.add_argument("--count-file", help="count runs as lines of this file")
+    s.add_argument("--after", type=float, default=0, help="seconds to wait, then RSS again")
+    s.add_argument("--drain", type=float, default=0, help="wait (max) until runs settle")
+    s.set_defaults(func=cmd_load)
+
+    s = sub.add_parser("overhead")
+    s.add_argument("--url", required=True)
+    s.add_argument("--path", required=True)
+    s.add_argument("--secret", required=True)
+    s.add_argument("--file", required=True)
+    s.add_argument("--metrics", required=True)
+    s.add_argument("--count", type=int, default=200)
+    s.add_argument("--pause", type=float, default=0.02)
+    s.set_defaults(func=cmd_overhead)
+
+    s = sub.add_parser("latency-stats")
+    s.add_argument("file")
+    s.set_defaults(func=cmd_latency_stats)
+
+    s = sub.add_parser("timer-analyze")
+    s.add_argument("--file", required=True)
+    s.add_argument("--t0", type=float, required=True)
+    s.add_argument("--jobs", type=int, required=True)
+    s.add_argument("--ticks", type=int, required=True)
+    s.set_defaults(func=cmd_timer_analyze)
+
+    s = sub.add_parser("burst-analyze")
+    s.add_argument("--file", required=True)
+    s.set_defaults(func=cmd_burst_analyze)
+
+    s = sub.add_parser("env-size")
+    s.add_argument("--url", required=True)
+    s.set_defaults(func=cmd_env_size)
+
+    s = sub.add_parser("report")
+    s.add_argument("--res", required=True)
+    s.set_defaults(func=cmd_report)
+
+    args = p.parse_args()
+    args.func(args)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)
