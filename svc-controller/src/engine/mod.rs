@@ -28,6 +28,19 @@ use crate::logstore::{LogDir, LogMeta, LogStatus};
 use crate::schedule::Timer;
 use crate::state::{JobState, RunResult};
 
+/// gzip at the fastest level: the answer is rebuilt at every change, so speed beats the
+/// last few percent of size.
+fn gzip_fast(data: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(data.len() / 8),
+        flate2::Compression::fast(),
+    );
+    // Writing to a Vec cannot fail.
+    let _ = encoder.write_all(data);
+    encoder.finish().unwrap_or_default()
+}
+
 /// Which namespace a job lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -208,6 +221,15 @@ struct Inner {
     run_task_ended: Notify,
     /// Bumped on every change visible in the Environment.
     generation: watch::Sender<u64>,
+    /// The Environment answer of a generation, built once and served until it changes.
+    environment_cache: Mutex<Option<(u64, Arc<EnvironmentAnswer>)>>,
+}
+
+/// The Environment answer, ready to send: plain JSON and its gzip.
+#[derive(Debug)]
+pub struct EnvironmentAnswer {
+    pub json: Bytes,
+    pub gzip: Bytes,
 }
 
 /// Handle on the job engine.
@@ -235,6 +257,7 @@ impl Engine {
             shutting_down: AtomicBool::new(false),
             run_task_ended: Notify::new(),
             generation: watch::Sender::new(0),
+            environment_cache: Mutex::new(None),
         });
         let engine = Engine { inner };
         {
@@ -559,10 +582,32 @@ impl Engine {
         }
     }
 
-    /// The Environment, as served by the API.
-    pub fn environment_json(&self) -> serde_json::Value {
-        let registry = self.lock();
-        view::environment_json(&self.inner.main, &registry)
+    /// The Environment answer (wrapper included) as plain and gzip bytes. It is built once
+    /// per change (generation) and shared by every request until the next change, so
+    /// polling dashboards cost one copy of the bytes each.
+    pub fn environment_answer(&self) -> Arc<EnvironmentAnswer> {
+        // Read before building: a change made meanwhile bumps the generation after it,
+        // so the next request rebuilds; a stale answer is never kept past a change.
+        let generation = *self.inner.generation.borrow();
+        if let Ok(cache) = self.inner.environment_cache.lock()
+            && let Some((cached, answer)) = cache.as_ref()
+            && *cached == generation
+        {
+            return answer.clone();
+        }
+        let json = {
+            let registry = self.lock();
+            view::environment_answer(&self.inner.main, &registry)
+        };
+        let gzip = gzip_fast(&json);
+        let answer = Arc::new(EnvironmentAnswer {
+            json: Bytes::from(json),
+            gzip: Bytes::from(gzip),
+        });
+        if let Ok(mut cache) = self.inner.environment_cache.lock() {
+            *cache = Some((generation, answer.clone()));
+        }
+        answer
     }
 
     /// One job's view.

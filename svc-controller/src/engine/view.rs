@@ -213,13 +213,17 @@ fn common<'a>(kind: Kind, id: &'a str, entry: &'a Entry, shared: Shared<'a>) -> 
     }
 }
 
-fn entry_value(
-    kind: Kind,
-    id: &str,
-    entry: &Entry,
-) -> Result<serde_json::Value, serde_json::Error> {
+/// A job's view, Job or JobHttp, serialised as its own members.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum EntryView<'a> {
+    Job(JobView<'a>),
+    Http(HttpJobView<'a>),
+}
+
+fn entry_view<'a>(kind: Kind, id: &'a str, entry: &'a Entry) -> EntryView<'a> {
     match &entry.def {
-        Def::Job(job) => serde_json::to_value(JobView {
+        Def::Job(job) => EntryView::Job(JobView {
             common: common(
                 kind,
                 id,
@@ -240,7 +244,7 @@ fn entry_value(
             limit_nofile: job.limits.nofile,
             limit_as: job.limits.address_space,
         }),
-        Def::Http(job) => serde_json::to_value(HttpJobView {
+        Def::Http(job) => EntryView::Http(HttpJobView {
             common: common(
                 kind,
                 id,
@@ -268,7 +272,7 @@ fn entry_value(
 
 /// The view of one job.
 pub(super) fn entry_json(kind: Kind, id: &str, entry: &Entry) -> serde_json::Value {
-    entry_value(kind, id, entry).unwrap_or_else(|err| {
+    serde_json::to_value(entry_view(kind, id, entry)).unwrap_or_else(|err| {
         tracing::error!(job = id, error = %err, "cannot serialise a job");
         serde_json::Value::Null
     })
@@ -276,8 +280,8 @@ pub(super) fn entry_json(kind: Kind, id: &str, entry: &Entry) -> serde_json::Val
 
 #[derive(Serialize)]
 struct EnvironmentView<'a> {
-    jobs: BTreeMap<&'a str, serde_json::Value>,
-    http_jobs: BTreeMap<&'a str, serde_json::Value>,
+    jobs: BTreeMap<&'a str, EntryView<'a>>,
+    http_jobs: BTreeMap<&'a str, EntryView<'a>>,
     name: &'a str,
     version: &'static str,
     listen_address: &'a str,
@@ -288,15 +292,15 @@ struct EnvironmentView<'a> {
     is_development: bool,
 }
 
-fn collect(kind: Kind, map: &BTreeMap<String, Entry>) -> BTreeMap<&str, serde_json::Value> {
+fn collect(kind: Kind, map: &BTreeMap<String, Entry>) -> BTreeMap<&str, EntryView<'_>> {
     map.iter()
         .filter(|(_, e)| !e.retired)
-        .map(|(id, e)| (e.def.name(), entry_json(kind, id, e)))
+        .map(|(id, e)| (e.def.name(), entry_view(kind, id, e)))
         .collect()
 }
 
-pub(super) fn environment_json(main: &MainConfig, registry: &Registry) -> serde_json::Value {
-    let view = EnvironmentView {
+fn environment_view<'a>(main: &'a MainConfig, registry: &'a Registry) -> EnvironmentView<'a> {
+    EnvironmentView {
         jobs: collect(Kind::Job, &registry.jobs),
         http_jobs: collect(Kind::Http, &registry.http),
         name: &main.name,
@@ -311,10 +315,26 @@ pub(super) fn environment_json(main: &MainConfig, registry: &Registry) -> serde_
         http_timeout: nanos(main.http_timeout),
         max_job_running: main.max_job_running,
         is_development: main.is_development,
-    };
-    serde_json::to_value(view).unwrap_or_else(|err| {
+    }
+}
+
+/// The whole 200 answer of the Environment endpoint, wrapper included, as JSON bytes,
+/// serialised straight from the views.
+pub(super) fn environment_answer(main: &MainConfig, registry: &Registry) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Answer<'a> {
+        code: u16,
+        message: &'static str,
+        data: EnvironmentView<'a>,
+    }
+    serde_json::to_vec(&Answer {
+        code: 200,
+        message: "",
+        data: environment_view(main, registry),
+    })
+    .unwrap_or_else(|err| {
         tracing::error!(error = %err, "cannot serialise the environment");
-        serde_json::Value::Null
+        br#"{"code":500,"message":"internal error","data":null}"#.to_vec()
     })
 }
 

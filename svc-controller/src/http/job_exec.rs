@@ -42,8 +42,46 @@ pub(super) fn job_id(value: Option<&str>) -> Result<&str, ApiError> {
     }
 }
 
-pub(super) async fn environment(State(state): State<AppState>) -> Response {
-    ok(state.engine.environment_json())
+pub(super) async fn environment(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    use axum::http::{HeaderValue, header};
+    let answer = state.engine.environment_answer();
+    let gzip = accepts_gzip(&headers);
+    let body = if gzip {
+        answer.gzip.clone()
+    } else {
+        answer.json.clone()
+    };
+    let mut response = Response::new(axum::body::Body::from(body));
+    let response_headers = response.headers_mut();
+    response_headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response_headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if gzip {
+        response_headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    response
+}
+
+/// True when `Accept-Encoding` lists gzip (or `*`) without `q=0`.
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(axum::http::header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|item| {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or_default().trim();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q == 0.0)
+            });
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+        })
 }
 
 pub(super) async fn log(

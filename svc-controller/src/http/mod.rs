@@ -50,7 +50,6 @@ pub struct AppState {
 /// The whole application router.
 pub fn router(state: AppState) -> Router {
     let compressed = Router::new()
-        .route("/svc/api/environment", get(job_exec::environment))
         .route("/svc/api/job_exec/log", get(job_exec::log))
         .route("/svc/api/job/log", get(job_exec::log))
         .route("/svc/api/job_http/log", get(job_http::log))
@@ -80,6 +79,8 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(WEBHOOK_BODY_LIMIT));
     Router::new()
+        // The Environment brings its own gzip, built once per change.
+        .route("/svc/api/environment", get(job_exec::environment))
         .merge(compressed)
         .merge(signed)
         .merge(webhooks)
