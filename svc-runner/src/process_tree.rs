@@ -49,8 +49,21 @@ pub fn parse_stat(content: &str) -> Option<ProcStat> {
     })
 }
 
-/// Every process whose parent is `parent`, read from `/proc`.
+/// Every process whose parent is `parent`, read from `/proc`. For the runner itself the
+/// kernel's own list of its children is read (`/proc/self/task/*/children`, which also
+/// holds orphans re-parented to it as subreaper) instead of the stat of every process on
+/// the host; the full scan remains for other parents and kernels without that list.
 pub fn children_of(parent: i32) -> Vec<ProcStat> {
+    if parent == getpid().as_raw()
+        && let Some(pids) = own_children()
+    {
+        return pids
+            .into_iter()
+            .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+            .filter_map(|content| parse_stat(&content))
+            .filter(|stat| stat.ppid == parent)
+            .collect();
+    }
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -66,6 +79,24 @@ pub fn children_of(parent: i32) -> Vec<ProcStat> {
         .filter_map(|content| parse_stat(&content))
         .filter(|stat| stat.ppid == parent)
         .collect()
+}
+
+/// Pids the kernel lists as children of this process's threads; `None` when the kernel
+/// does not offer the list (CONFIG_PROC_CHILDREN).
+fn own_children() -> Option<Vec<i32>> {
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut pids = Vec::new();
+    let mut listed = false;
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            listed = true;
+            pids.extend(
+                text.split_whitespace()
+                    .filter_map(|pid| pid.parse::<i32>().ok()),
+            );
+        }
+    }
+    listed.then_some(pids)
 }
 
 /// True while process group `pgid` has at least one member (zombies included).
@@ -152,6 +183,23 @@ pub async fn sweep(owned: &BTreeSet<i32>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn own_children_lists_a_spawned_child() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = i32::try_from(child.id()).expect("pid");
+        let me = getpid().as_raw();
+        let found = children_of(me).iter().any(|stat| stat.pid == pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            found,
+            "the child {pid} is listed among the children of {me}"
+        );
+    }
 
     #[test]
     fn parses_plain_stat() {
