@@ -164,7 +164,10 @@ fn init_tracing(level: Option<&str>) {
     let result = if std::env::var_os("JOURNAL_STREAM").is_some() {
         builder.without_time().with_ansi(false).try_init()
     } else {
-        builder.try_init()
+        // Colour codes only for a person at a terminal, not for files or pipes.
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init()
     };
     if let Err(err) = result {
         eprintln!("warning: logging already initialised: {err}");

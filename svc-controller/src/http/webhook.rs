@@ -105,7 +105,9 @@ fn refuse_signature(id: &str, err: &AuthError) -> ApiError {
         return ApiError::internal("webhook: the job's public key is unusable", id);
     }
     crate::metrics::webhook_rejected("signature");
-    tracing::info!(job = %id, reason = %err, "webhook refused");
+    // Debug, not info: a flood of forged requests must not become a flood of log lines
+    // (they are counted in svc_webhook_rejections_total).
+    tracing::debug!(job = %id, reason = %err, "webhook refused");
     ApiError::unauthorized(err.to_string())
 }
 
