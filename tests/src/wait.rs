@@ -10,11 +10,19 @@ pub const POLL: Duration = Duration::from_millis(15);
 /// passes first. The condition is evaluated one last time after the deadline, so a slow
 /// poll cannot make a met condition fail.
 ///
-/// ```ignore
-/// wait_until(Duration::from_secs(10), "job a succeeded", async || {
-///     svc.job_status("a").await == "success"
+/// ```
+/// # use std::time::Duration;
+/// # use svc_tests::wait_until;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let mut polls = 0;
+/// wait_until(Duration::from_secs(10), "the third poll", async || {
+///     polls += 1;
+///     polls == 3
 /// })
 /// .await;
+/// assert_eq!(polls, 3);
+/// # }
 /// ```
 pub async fn wait_until(timeout: Duration, what: &str, mut cond: impl AsyncFnMut() -> bool) {
     wait_for(timeout, what, async || cond().await.then_some(())).await
