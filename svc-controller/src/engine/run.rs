@@ -36,7 +36,13 @@ pub(super) async fn run_task(
             None
         };
         let may_run = kind == Kind::Http || permit.is_some();
-        if may_run && let Some(context) = engine.begin_run(kind, &id) {
+        let begun = if may_run {
+            let (engine, id) = (engine.clone(), id.clone());
+            on_disk(move || engine.begin_run(kind, &id)).await
+        } else {
+            None
+        };
+        if let Some(context) = begun {
             let started = std::time::Instant::now();
             let (result, meta) = perform(&engine, &context, &trigger, &mut cancel).await;
             crate::metrics::run_finished(
@@ -45,7 +51,8 @@ pub(super) async fn run_task(
                 result == RunResult::Success,
                 started.elapsed(),
             );
-            engine.end_run(kind, &id, result, meta);
+            let (engine, id) = (engine.clone(), id.clone());
+            on_disk(move || engine.end_run(kind, &id, result, meta)).await;
         }
         drop(permit);
         match engine.take_next(kind, &id) {
@@ -55,6 +62,20 @@ pub(super) async fn run_task(
             }
             None => return,
         }
+    }
+}
+
+/// Runs file work that syncs to disk on tokio's blocking pool, so that a slow disk does
+/// not stall the runtime's worker threads (and with them every HTTP request). Only file
+/// work goes there: runners are spawned from the workers, since a runner's parent-death
+/// signal follows the thread that spawned it and blocking threads exit when idle.
+async fn on_disk<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(err) => match err.try_into_panic() {
+            Ok(payload) => std::panic::resume_unwind(payload),
+            Err(err) => panic!("disk work cancelled: {err}"),
+        },
     }
 }
 
@@ -99,7 +120,8 @@ async fn perform(
     cancel: &mut watch::Receiver<Option<String>>,
 ) -> (RunResult, Option<LogMeta>) {
     let counter = context.counter;
-    let mut writer = match context.log_dir.create(counter) {
+    let log_dir = context.log_dir.clone();
+    let mut writer = match on_disk(move || log_dir.create(counter)).await {
         Ok(log) => LogWriter {
             log: Some(log),
             error: None,
@@ -171,7 +193,7 @@ async fn perform(
     };
     writer.line(end);
     let meta = match writer.log.take() {
-        Some(log) => match log.finish(result) {
+        Some(log) => match on_disk(move || log.finish(result)).await {
             Ok(meta) => Some(meta),
             Err(err) => {
                 tracing::error!(job = id, counter, error = %err, "cannot finish the log");
