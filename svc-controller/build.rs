@@ -13,6 +13,10 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+/// The same escaping the service uses at run time.
+#[path = "src/html.rs"]
+mod html_text;
+
 use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd, html};
 
 /// One page: address slug, title, one-line summary, source path from the repository root.
@@ -129,21 +133,6 @@ fn write(path: &Path, text: &str) {
     }
 }
 
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn index_body() -> String {
     let mut body = String::from(
         "<h1>Documentation</h1>\n<p>Rendered from the Markdown files of the svc repository, \
@@ -154,8 +143,8 @@ fn index_body() -> String {
             body,
             "<li><a href=\"/svc/doc/{}\">{}</a> <span class=\"muted\">{}</span></li>",
             source.slug,
-            escape(source.title),
-            escape(source.summary)
+            html_text::escape(source.title),
+            html_text::escape(source.summary)
         );
         if source.slug == "readme" {
             body.push_str(
@@ -192,7 +181,7 @@ fn page(title: &str, current: Option<&str>, body: &str) -> String {
             nav,
             "<li><a href=\"/svc/doc/{}\"{mark}>{}</a></li>",
             source.slug,
-            escape(source.title)
+            html_text::escape(source.title)
         );
     }
     format!(
@@ -208,7 +197,7 @@ fn page(title: &str, current: Option<&str>, body: &str) -> String {
          <div class=\"doc-layout\">\n<nav class=\"doc-nav\" aria-label=\"Documentation pages\">\
          <ul>{nav}</ul></nav>\n<main id=\"main\" class=\"doc-body\">\n{body}</main>\n</div>\n\
          </body>\n</html>\n",
-        title = escape(title)
+        title = html_text::escape(title)
     )
 }
 
@@ -296,7 +285,7 @@ fn render(markdown: &str, from: &str, by_path: &HashMap<&str, &str>) -> String {
                     link_kept.push(false);
                     Event::Html(CowStr::from(format!(
                         "<span class=\"repo-path\" title=\"{} in the repository\">",
-                        escape(&dest_url)
+                        html_text::escape(&dest_url)
                     )))
                 }
             },
@@ -308,7 +297,7 @@ fn render(markdown: &str, from: &str, by_path: &HashMap<&str, &str>) -> String {
                 image_kept.push(false);
                 Event::Html(CowStr::from(format!(
                     "<span class=\"repo-image\" title=\"{} in the repository\">Picture: ",
-                    escape(&dest_url)
+                    html_text::escape(&dest_url)
                 )))
             }
             Event::Start(Tag::Image {
@@ -365,7 +354,7 @@ fn render(markdown: &str, from: &str, by_path: &HashMap<&str, &str>) -> String {
                     events.push(Event::Html(CowStr::from(format!(
                         "<h{level} id=\"{id}\">{inner_html} <a class=\"anchor\" href=\"#{id}\" \
                          aria-label=\"Link to this section\">#</a></h{level}>\n",
-                        id = escape(&id)
+                        id = html_text::escape(&id)
                     ))));
                 }
             }

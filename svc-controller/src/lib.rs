@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod engine;
 pub mod exec;
 pub mod fsutil;
+pub mod html;
 pub mod http;
 pub mod login;
 pub mod logstore;

@@ -348,7 +348,7 @@ fn list_dir(root: &Path, dir: &Path, top_level: bool) -> io::Result<Vec<IndexEnt
 /// `/` for directories; size; modification time in UTC). Names are HTML-escaped and
 /// hrefs percent-encoded.
 pub(crate) fn render_index(display_path: &str, entries: &[IndexEntry]) -> String {
-    let title = html_escape(display_path);
+    let title = crate::html::escape(display_path);
     let mut html = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <title>Index of {title}</title>\n\
@@ -377,8 +377,8 @@ pub(crate) fn render_index(display_path: &str, entries: &[IndexEntry]) -> String
         html.push_str(&format!(
             "<tr><td><a href=\"{href}{slash}\">{name}{slash}</a></td>\
              <td class=\"size\">{size}</td><td>{modified}</td></tr>\n",
-            href = html_escape(&percent_encode(&entry.name)),
-            name = html_escape(&entry.name),
+            href = crate::html::escape(&percent_encode(&entry.name)),
+            name = crate::html::escape(&entry.name),
         ));
     }
     if entries.len() >= MAX_INDEX_ENTRIES {
@@ -386,22 +386,6 @@ pub(crate) fn render_index(display_path: &str, entries: &[IndexEntry]) -> String
     }
     html.push_str("</tbody>\n</table>\n</body>\n</html>\n");
     html
-}
-
-/// Escapes the five characters that matter in HTML text and attribute values.
-fn html_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 // ----- responses -------------------------------------------------------------------------
