@@ -299,8 +299,9 @@ async fn wait_for_stop(
             _ = watchdog.tick(), if watchdog_every.is_some() => {
                 // Taking the registry lock proves the engine is not stuck; a deadlock
                 // stops the pings and systemd restarts the service.
-                let _ = engine.job_id_for_path("");
-                notify::watchdog();
+                if engine.is_responsive() {
+                    notify::watchdog();
+                }
             }
         }
     }

@@ -162,10 +162,6 @@ impl RunnerHub {
         Ok(RunnerHub { inner })
     }
 
-    pub fn runner_path(&self) -> &Path {
-        &self.inner.runner_path
-    }
-
     /// Performs `request` in a new runner. `cancel` ends the work early when it receives
     /// a reason. Events go to `sink` as they happen.
     pub async fn execute(

@@ -280,11 +280,6 @@ impl Engine {
         &self.inner.main
     }
 
-    /// Bumped whenever something shown in the Environment changes.
-    pub fn generation(&self) -> watch::Receiver<u64> {
-        self.inner.generation.subscribe()
-    }
-
     fn changed(&self) {
         self.inner
             .generation
@@ -417,17 +412,22 @@ impl Engine {
         }
     }
 
-    /// Finds the job whose `path` is `path` (with a leading `/`).
-    pub fn job_id_for_path(&self, path: &str) -> Option<String> {
-        self.lock().paths.get(path).cloned()
-    }
-
-    /// The configuration of a Job.
-    pub fn job_config(&self, id: &str) -> Option<Arc<JobConfig>> {
-        match self.lock().get(Kind::Job, id).map(|e| e.def.clone()) {
+    /// The Job whose trigger `path` is `path` (with a leading `/`), in one registry
+    /// lookup; its ID is `id` of the configuration.
+    pub fn job_for_path(&self, path: &str) -> Option<Arc<JobConfig>> {
+        let mut registry = self.lock();
+        let id = registry.paths.get(path)?.clone();
+        match registry.get(Kind::Job, &id).map(|e| e.def.clone()) {
             Some(Def::Job(job)) => Some(job),
             _ => None,
         }
+    }
+
+    /// Takes and releases the registry lock: true unless the engine is stuck (the
+    /// systemd watchdog pings only while this returns).
+    pub fn is_responsive(&self) -> bool {
+        drop(self.lock());
+        true
     }
 
     /// Starts a run of a job now, or queues it when the job is busy.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use nix::unistd::{Gid, Group, Uid, User, getgrouplist};
 use proto::{Action, Credentials, ExecRequest, HttpCall};
 
-use crate::config::{HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, MainConfig};
+use crate::config::{HttpJobConfig, HttpRequestType, JobConfig, MainConfig};
 
 /// Time between SIGTERM and SIGKILL when a run is ended early.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
@@ -212,11 +212,6 @@ pub fn dir_work(main: &MainConfig, job: &JobConfig) -> (PathBuf, bool) {
 
 fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// `true` for methods that carry a body for the form and json request types.
-pub fn method_has_body(method: HttpMethod) -> bool {
-    matches!(method, HttpMethod::Post | HttpMethod::Put)
 }
 
 #[cfg(test)]

@@ -122,8 +122,8 @@ pub(super) async fn trigger(
         crate::metrics::webhook_rejected("unknown_path");
         ApiError::not_found("no job has this path")
     };
-    let id = state.engine.job_id_for_path(&path).ok_or_else(unknown)?;
-    let job = state.engine.job_config(&id).ok_or_else(unknown)?;
+    let job = state.engine.job_for_path(&path).ok_or_else(unknown)?;
+    let id = job.id.clone();
 
     let secret = job.secret.as_deref().unwrap_or(&state.secret).as_bytes();
     let (verified, replay) = match job.auth_kind {
