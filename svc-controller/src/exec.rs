@@ -112,18 +112,50 @@ impl std::fmt::Debug for RunnerHub {
 }
 
 /// Removes a pending token when the execution that registered it ends, however it ends.
-struct PendingGuard<'a> {
-    hub: &'a HubInner,
+struct PendingGuard {
+    hub: Arc<HubInner>,
     token: String,
 }
 
-impl Drop for PendingGuard<'_> {
+impl Drop for PendingGuard {
     fn drop(&mut self) {
         if let Ok(mut pending) = self.hub.pending.lock() {
             pending.remove(&self.token);
         }
     }
 }
+
+/// A runner started ahead of its work: spawned and its token registered, so it starts
+/// and connects while the controller gets the run ready (state and log on disk), or
+/// before a timer is due. Dropping it kills the runner, which has done nothing yet.
+pub struct LaunchedRunner {
+    _guard: PendingGuard,
+    runner_path: PathBuf,
+    spawned: io::Result<Child>,
+    accepted_rx: oneshot::Receiver<Accepted>,
+    launched_at: std::time::Instant,
+}
+
+impl std::fmt::Debug for LaunchedRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchedRunner")
+            .field("pid", &self.spawned.as_ref().ok().and_then(Child::id))
+            .field("launched_at", &self.launched_at)
+            .finish()
+    }
+}
+
+impl LaunchedRunner {
+    /// Whether the runner can still be handed work: a runner waits for it for a limited
+    /// time after connecting, so one launched too long ago is not used.
+    pub fn is_fresh(&self) -> bool {
+        self.launched_at.elapsed() < LAUNCHED_FRESH_FOR
+    }
+}
+
+/// How long a launched runner is used for work; well under the runner's own wait for the
+/// controller's answer after its hello.
+const LAUNCHED_FRESH_FOR: Duration = Duration::from_secs(10);
 
 impl RunnerHub {
     /// Creates the socket in `runtime_dir` and starts accepting runners.
@@ -170,25 +202,75 @@ impl RunnerHub {
         cancel: &mut watch::Receiver<Option<String>>,
         sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
     ) -> Outcome {
+        self.launch().await.execute(request, cancel, sink).await
+    }
+
+    /// Spawns a runner for work that [`LaunchedRunner::execute`] hands it later. Call
+    /// it from a runtime worker thread, not a blocking one: the runner's parent-death
+    /// signal follows the thread that spawned it, and blocking threads exit when idle.
+    pub async fn launch(&self) -> LaunchedRunner {
         let token = Alphanumeric.sample_string(&mut rand::rng(), 32);
         let (accepted_tx, accepted_rx) = oneshot::channel();
-        match self.inner.pending.lock() {
-            Ok(mut pending) => {
-                pending.insert(token.clone(), accepted_tx);
-            }
-            Err(_) => return Outcome::fail("internal error: runner registry poisoned"),
+        if let Ok(mut pending) = self.inner.pending.lock() {
+            pending.insert(token.clone(), accepted_tx);
         }
-        let _guard = PendingGuard {
-            hub: &self.inner,
+        // (A poisoned registry leaves the token unknown: the runner is then rejected and
+        // the execution fails with the reason.)
+        let guard = PendingGuard {
+            hub: self.inner.clone(),
             token: token.clone(),
         };
+        let spawned = self.spawn_runner(&token).await;
+        LaunchedRunner {
+            _guard: guard,
+            runner_path: self.inner.runner_path.clone(),
+            spawned,
+            accepted_rx,
+            launched_at: std::time::Instant::now(),
+        }
+    }
 
-        let mut child = match self.spawn_runner(&token).await {
+    async fn spawn_runner(&self, token: &str) -> io::Result<Child> {
+        let mut child = Command::new(&self.inner.runner_path)
+            .arg("--socket")
+            .arg(&self.inner.socket_path)
+            .env_clear()
+            .env("PATH", RUNNER_PATH_ENV)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A runner that dies at once makes this fail; the connect wait reports it.
+            let _ = stdin.write_all(format!("{token}\n").as_bytes()).await;
+        }
+        Ok(child)
+    }
+}
+
+impl LaunchedRunner {
+    /// Performs `request` in this runner. `cancel` ends the work early when it receives
+    /// a reason. Events go to `sink` as they happen.
+    pub async fn execute(
+        self,
+        request: ExecRequest,
+        cancel: &mut watch::Receiver<Option<String>>,
+        sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    ) -> Outcome {
+        let LaunchedRunner {
+            _guard,
+            runner_path,
+            spawned,
+            accepted_rx,
+            ..
+        } = self;
+        let mut child = match spawned {
             Ok(child) => child,
             Err(err) => {
                 return Outcome::fail(format!(
                     "cannot start the runner {}: {err}",
-                    self.inner.runner_path.display()
+                    runner_path.display()
                 ));
             }
         };
@@ -311,24 +393,6 @@ impl RunnerHub {
                 "the runner died before reporting the end of the run ({status})"
             ))
         })
-    }
-
-    async fn spawn_runner(&self, token: &str) -> io::Result<Child> {
-        let mut child = Command::new(&self.inner.runner_path)
-            .arg("--socket")
-            .arg(&self.inner.socket_path)
-            .env_clear()
-            .env("PATH", RUNNER_PATH_ENV)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // A runner that dies at once makes this fail; the connect wait reports it.
-            let _ = stdin.write_all(format!("{token}\n").as_bytes()).await;
-        }
-        Ok(child)
     }
 }
 

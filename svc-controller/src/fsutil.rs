@@ -8,12 +8,32 @@ use std::path::Path;
 /// file or the new one, never a torn mix: write a temp file in the same directory, fsync
 /// it, rename it over `path`, fsync the directory.
 pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
+    replace_file(path, contents)?;
+    sync_dir(parent_dir(path)?)
+}
+
+/// Like [`atomic_write`] without the directory sync: a crash, even a power failure,
+/// still leaves the old file or the new one, complete (the new one is synced before it
+/// takes the name), but after a power failure the name may still point to the old one.
+/// For writes whose loss is repaired at start (see the callers).
+pub fn replace_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = parent_dir(path)?;
-    let mut temp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)?;
     temp.write_all(contents)?;
     temp.as_file().sync_all()?;
     temp.persist(path).map_err(|err| err.error)?;
-    sync_dir(dir)
+    Ok(())
+}
+
+/// How far a write must have reached disk when it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Contents and name on disk ([`atomic_write`]).
+    Durable,
+    /// Contents on disk, the name possibly not yet ([`replace_file`]).
+    Atomic,
 }
 
 /// Renames `from` to `to` and makes the rename durable by syncing the directory.

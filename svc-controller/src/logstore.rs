@@ -122,12 +122,14 @@ impl LogDir {
         Ok(logs)
     }
 
-    /// Starts the log of run `counter`.
+    /// Starts the log of run `counter`. The new name is not synced to disk here: the
+    /// run's counter and `started` mark are already durable in the state file (a power
+    /// failure now is recovered from it as an interrupted run), and the name reaches disk
+    /// with the directory sync after [`RunLog::finish`].
     pub fn create(&self, counter: u64) -> io::Result<RunLog> {
         fs::create_dir_all(&self.dir)?;
         let path = self.path(counter, LogStatus::Started);
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
-        fsutil::sync_dir(&self.dir)?;
         Ok(RunLog {
             file,
             path,
@@ -163,11 +165,26 @@ impl LogDir {
         Ok(tail)
     }
 
-    /// Deletes the oldest finished logs until at most `keep` remain in `logs`.
+    /// Deletes the oldest finished logs until at most `keep` remain in `logs`, and makes
+    /// the deletions durable.
     pub fn enforce_retention(&self, logs: &mut Vec<LogMeta>, keep: usize) -> io::Result<()> {
+        if self.remove_excess(logs, keep)? > 0 {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the directory's entries (logs created, renamed or deleted) to disk.
+    pub fn sync(&self) -> io::Result<()> {
+        fsutil::sync_dir(&self.dir)
+    }
+
+    /// Deletes the oldest logs until at most `keep` remain in `logs`, without syncing the
+    /// directory; returns how many went.
+    pub fn remove_excess(&self, logs: &mut Vec<LogMeta>, keep: usize) -> io::Result<usize> {
         let excess = logs.len().saturating_sub(keep);
         if excess == 0 {
-            return Ok(());
+            return Ok(0);
         }
         let mut removed = 0;
         let mut result = Ok(());
@@ -182,10 +199,7 @@ impl LogDir {
             }
         }
         logs.drain(..removed);
-        if removed > 0 {
-            fsutil::sync_dir(&self.dir)?;
-        }
-        result
+        result.map(|()| removed)
     }
 
     /// Finishes every `.started` log left by a controller that died during a run: appends
@@ -307,12 +321,14 @@ impl RunLog {
         Ok(())
     }
 
-    /// Syncs the file and renames it to its final status.
+    /// Syncs the file and renames it to its final status. The rename is durable once the
+    /// caller has synced the directory ([`LogDir::sync`]), which it does once for the
+    /// rename and the retention deletes together.
     pub fn finish(mut self, result: RunResult) -> io::Result<LogMeta> {
         self.flush_partial()?;
         self.file.sync_all()?;
         let status = LogStatus::Finished(result);
-        fsutil::durable_rename(&self.path, &self.log_dir.path(self.counter, status))?;
+        fs::rename(&self.path, self.log_dir.path(self.counter, status))?;
         Ok(LogMeta {
             counter: self.counter,
             status,

@@ -166,9 +166,14 @@ impl JobState {
         }
     }
 
-    /// Replaces the state file atomically.
-    pub fn save(&self, path: &Path) -> Result<(), StateError> {
-        fsutil::atomic_write(path, self.to_text().as_bytes()).map_err(|source| StateError::Write {
+    /// Replaces the state file atomically, durably unless `durability` says otherwise.
+    pub fn save(&self, path: &Path, durability: fsutil::Durability) -> Result<(), StateError> {
+        let text = self.to_text();
+        match durability {
+            fsutil::Durability::Durable => fsutil::atomic_write(path, text.as_bytes()),
+            fsutil::Durability::Atomic => fsutil::replace_file(path, text.as_bytes()),
+        }
+        .map_err(|source| StateError::Write {
             path: path.display().to_string(),
             source,
         })
@@ -250,7 +255,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("job");
         assert_eq!(JobState::load(&path).expect("missing is fine"), None);
-        sample().save(&path).expect("save");
+        sample()
+            .save(&path, fsutil::Durability::Durable)
+            .expect("save");
         assert_eq!(JobState::load(&path).expect("load"), Some(sample()));
     }
 }

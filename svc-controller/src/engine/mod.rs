@@ -24,6 +24,7 @@ use tokio::task::AbortHandle;
 
 use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig};
 use crate::exec::RunnerHub;
+use crate::fsutil::Durability;
 use crate::logstore::{LogDir, LogMeta, LogStatus};
 use crate::schedule::Timer;
 use crate::state::{JobState, RunResult};
@@ -368,7 +369,7 @@ impl Engine {
             {
                 tracing::error!(dir = %dir.display(), error = %err, "cannot create the state directory");
             }
-            if let Err(err) = state.save(&state_path) {
+            if let Err(err) = state.save(&state_path, Durability::Durable) {
                 tracing::error!(job = id, error = %err, "cannot write the state file");
             }
         }
@@ -464,6 +465,11 @@ impl Engine {
         Ok(view)
     }
 
+    /// Whether the service is stopping (no new run begins).
+    fn is_shutting_down(&self) -> bool {
+        self.inner.shutting_down.load(Ordering::SeqCst)
+    }
+
     /// Called by a timer when a job is due.
     fn timer_fired(&self, kind: Kind, id: &str) {
         if self.inner.shutting_down.load(Ordering::SeqCst) {
@@ -532,7 +538,7 @@ impl Engine {
             }
             view::entry_json(kind, id, entry)
         };
-        self.persist(kind, id);
+        self.persist(kind, id, Durability::Durable);
         self.changed();
         Ok(view)
     }
@@ -555,7 +561,7 @@ impl Engine {
     }
 
     /// Writes the current state of a job to its state file.
-    fn persist(&self, kind: Kind, id: &str) {
+    fn persist(&self, kind: Kind, id: &str, durability: Durability) {
         let (save_lock, path) = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
@@ -577,7 +583,7 @@ impl Engine {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        if let Err(err) = snapshot.save(&path) {
+        if let Err(err) = snapshot.save(&path, durability) {
             tracing::error!(job = id, error = %err, "cannot write the state file");
         }
     }

@@ -8,8 +8,9 @@ use tokio::sync::watch;
 
 use super::request::{self, RequestData};
 use super::{Def, Engine, Kind, Trigger};
-use crate::exec::{Outcome, RunEvent};
-use crate::logstore::{LogDir, LogMeta, RunLog};
+use crate::exec::{LaunchedRunner, Outcome, RunEvent};
+use crate::fsutil::Durability;
+use crate::logstore::{LogDir, RunLog};
 use crate::state::RunResult;
 
 /// What a run needs, copied out of the registry when it begins.
@@ -37,22 +38,33 @@ pub(super) async fn run_task(
         };
         let may_run = kind == Kind::Http || permit.is_some();
         let begun = if may_run {
-            let (engine, id) = (engine.clone(), id.clone());
-            on_disk(move || engine.begin_run(kind, &id)).await
+            begin(&engine, kind, &id).await
         } else {
             None
         };
-        if let Some(context) = begun {
+        if let Some((context, log, runner)) = begun {
             let started = std::time::Instant::now();
-            let (result, meta) = perform(&engine, &context, &trigger, &mut cancel).await;
-            crate::metrics::run_finished(
-                kind.as_str(),
-                &id,
-                result == RunResult::Success,
-                started.elapsed(),
-            );
-            let (engine, id) = (engine.clone(), id.clone());
-            on_disk(move || engine.end_run(kind, &id, result, meta)).await;
+            let (outcome, log) =
+                perform(&engine, &context, log, runner, &trigger, &mut cancel).await;
+            let duration = started.elapsed();
+            let result = if outcome.success {
+                RunResult::Success
+            } else {
+                RunResult::Fail
+            };
+            let counter = context.counter;
+            {
+                let (engine, id) = (engine.clone(), id.clone());
+                on_disk(move || engine.end_run(kind, &id, result, log)).await;
+            }
+            // Counted and reported once the log has its final name and the state is saved,
+            // so whoever sees the end of a run here also finds it on disk.
+            crate::metrics::run_finished(kind.as_str(), &id, outcome.success, duration);
+            if outcome.success {
+                tracing::info!(job = id, counter, "run succeeded");
+            } else {
+                tracing::warn!(job = id, counter, summary = %outcome.summary, "run failed");
+            }
         }
         drop(permit);
         match engine.take_next(kind, &id) {
@@ -63,6 +75,30 @@ pub(super) async fn run_task(
             None => return,
         }
     }
+}
+
+/// Gets a run going: its counter and `started` mark durable in the state file and its
+/// log created, on the blocking pool, then a runner started. `None` when the run must
+/// not happen.
+async fn begin(
+    engine: &Engine,
+    kind: Kind,
+    id: &str,
+) -> Option<(RunContext, std::io::Result<RunLog>, LaunchedRunner)> {
+    if engine.is_shutting_down() {
+        return None;
+    }
+    let (context, log) = {
+        let (engine, id) = (engine.clone(), id.to_string());
+        on_disk(move || {
+            let context = engine.begin_run(kind, &id)?;
+            let log = context.log_dir.create(context.counter);
+            Some((context, log))
+        })
+        .await?
+    };
+    let runner = engine.inner.hub.launch().await;
+    Some((context, log, runner))
 }
 
 /// Runs file work that syncs to disk on tokio's blocking pool, so that a slow disk does
@@ -113,15 +149,18 @@ impl LogWriter {
     }
 }
 
+/// Does the run in `runner` and writes its log; returns how it ended and the log, still
+/// to be finished.
 async fn perform(
     engine: &Engine,
     context: &RunContext,
+    log: std::io::Result<RunLog>,
+    runner: LaunchedRunner,
     trigger: &Trigger,
     cancel: &mut watch::Receiver<Option<String>>,
-) -> (RunResult, Option<LogMeta>) {
+) -> (Outcome, Option<RunLog>) {
     let counter = context.counter;
-    let log_dir = context.log_dir.clone();
-    let mut writer = match on_disk(move || log_dir.create(counter)).await {
+    let mut writer = match log {
         Ok(log) => LogWriter {
             log: Some(log),
             error: None,
@@ -157,11 +196,7 @@ async fn perform(
         match prepare(engine, context, trigger, &mut body_file) {
             Ok(exec_request) => {
                 let mut sink = |event: RunEvent<'_>| writer.event(event);
-                engine
-                    .inner
-                    .hub
-                    .execute(exec_request, cancel, &mut sink)
-                    .await
+                runner.execute(exec_request, cancel, &mut sink).await
             }
             Err(message) => Outcome {
                 success: false,
@@ -182,32 +217,13 @@ async fn perform(
             summary: error,
         };
     }
-    let result = if outcome.success {
-        RunResult::Success
+    let end = if outcome.success {
+        format!("=== run {counter} finished: success")
     } else {
-        RunResult::Fail
-    };
-    let end = match result {
-        RunResult::Success => format!("=== run {counter} finished: success"),
-        RunResult::Fail => format!("=== run {counter} finished: fail: {}", outcome.summary),
+        format!("=== run {counter} finished: fail: {}", outcome.summary)
     };
     writer.line(end);
-    let meta = match writer.log.take() {
-        Some(log) => match on_disk(move || log.finish(result)).await {
-            Ok(meta) => Some(meta),
-            Err(err) => {
-                tracing::error!(job = id, counter, error = %err, "cannot finish the log");
-                None
-            }
-        },
-        None => None,
-    };
-    if !outcome.success {
-        tracing::warn!(job = id, counter, summary = %outcome.summary, "run failed");
-    } else {
-        tracing::info!(job = id, counter, "run succeeded");
-    }
-    (result, meta)
+    (outcome, writer.log.take())
 }
 
 /// Resolves credentials, prepares the working directory and the request body file, and
@@ -287,11 +303,7 @@ impl Engine {
     /// Gives the run its counter and marks the job started; `None` when the run must not
     /// happen (job paused or gone, or the service is stopping).
     fn begin_run(&self, kind: Kind, id: &str) -> Option<RunContext> {
-        if self
-            .inner
-            .shutting_down
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
+        if self.is_shutting_down() {
             return None;
         }
         let context = {
@@ -315,13 +327,28 @@ impl Engine {
             registry.publish_queue_length();
             context
         };
-        self.persist(kind, id);
+        // Durable before the log exists and the command starts: a run's counter is never
+        // used twice, even after a power failure.
+        self.persist(kind, id, Durability::Durable);
         self.changed();
         Some(context)
     }
 
-    fn end_run(&self, kind: Kind, id: &str, result: RunResult, meta: Option<LogMeta>) {
-        {
+    /// Records the end of a run: finishes its log (synced, renamed to its result),
+    /// applies retention, syncs the log directory once for both, and saves the state.
+    fn end_run(&self, kind: Kind, id: &str, result: RunResult, log: Option<RunLog>) {
+        let had_log = log.is_some();
+        let meta = log.and_then(|log| {
+            let counter = log.counter();
+            match log.finish(result) {
+                Ok(meta) => Some(meta),
+                Err(err) => {
+                    tracing::error!(job = id, counter, error = %err, "cannot finish the log");
+                    None
+                }
+            }
+        });
+        let log_dir = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
                 return;
@@ -334,12 +361,19 @@ impl Engine {
             if let Some(meta) = meta {
                 entry.logs.push(meta);
             }
+            // Unlinking is quick; the directory sync, the slow part, waits for the unlock.
             let keep = entry.def.log_retention();
-            if let Err(err) = entry.log_dir.enforce_retention(&mut entry.logs, keep) {
+            if let Err(err) = entry.log_dir.remove_excess(&mut entry.logs, keep) {
                 tracing::error!(job = id, error = %err, "cannot delete old logs");
             }
+            entry.log_dir.clone()
+        };
+        if had_log && let Err(err) = log_dir.sync() {
+            tracing::error!(job = id, error = %err, "cannot sync the log directory");
         }
-        self.persist(kind, id);
+        // The log's final name is durable now, so the state need not be: if a power
+        // failure loses this write, the start-up takes the result from the log.
+        self.persist(kind, id, Durability::Atomic);
         self.changed();
     }
 
