@@ -23,7 +23,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::AbortHandle;
 
 use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig};
-use crate::exec::RunnerHub;
+use crate::exec::{LaunchedRunner, RunnerHub};
 use crate::fsutil::Durability;
 use crate::logstore::{LogDir, LogMeta, LogStatus};
 use crate::schedule::Timer;
@@ -452,7 +452,7 @@ impl Engine {
             }
             entry.queued = Some(trigger);
         } else {
-            self.spawn_run(kind, id, entry, trigger);
+            self.spawn_run(kind, id, entry, trigger, None);
             registry.run_tasks += 1;
         }
         registry.publish_queue_length();
@@ -470,8 +470,19 @@ impl Engine {
         self.inner.shutting_down.load(Ordering::SeqCst)
     }
 
-    /// Called by a timer when a job is due.
-    fn timer_fired(&self, kind: Kind, id: &str) {
+    /// Whether a timer firing now would start a run (the job idle and not paused).
+    fn timer_would_fire(&self, kind: Kind, id: &str) -> bool {
+        if self.is_shutting_down() {
+            return false;
+        }
+        let mut registry = self.lock();
+        registry
+            .get(kind, id)
+            .is_some_and(|entry| !entry.state.paused && entry.run.is_none())
+    }
+
+    /// Called by a timer when a job is due, with the runner it started ahead if any.
+    fn timer_fired(&self, kind: Kind, id: &str, runner: Option<LaunchedRunner>) {
         if self.inner.shutting_down.load(Ordering::SeqCst) {
             return;
         }
@@ -490,14 +501,21 @@ impl Engine {
             );
             return;
         }
-        self.spawn_run(kind, id, entry, Trigger::new(TriggerSource::Timer));
+        self.spawn_run(kind, id, entry, Trigger::new(TriggerSource::Timer), runner);
         registry.run_tasks += 1;
         registry.publish_queue_length();
         drop(registry);
         self.changed();
     }
 
-    fn spawn_run(&self, kind: Kind, id: &str, entry: &mut Entry, trigger: Trigger) {
+    fn spawn_run(
+        &self,
+        kind: Kind,
+        id: &str,
+        entry: &mut Entry,
+        trigger: Trigger,
+        runner: Option<LaunchedRunner>,
+    ) {
         let (cancel, cancel_rx) = watch::channel(None);
         entry.run = Some(ActiveRun {
             counter: None,
@@ -508,6 +526,7 @@ impl Engine {
             kind,
             id.to_string(),
             trigger,
+            runner,
             cancel_rx,
         ));
     }

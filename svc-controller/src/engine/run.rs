@@ -25,6 +25,7 @@ pub(super) async fn run_task(
     kind: Kind,
     id: String,
     mut trigger: Trigger,
+    mut runner: Option<LaunchedRunner>,
     mut cancel: watch::Receiver<Option<String>>,
 ) {
     loop {
@@ -38,7 +39,7 @@ pub(super) async fn run_task(
         };
         let may_run = kind == Kind::Http || permit.is_some();
         let begun = if may_run {
-            begin(&engine, kind, &id).await
+            begin(&engine, kind, &id, runner.take()).await
         } else {
             None
         };
@@ -78,26 +79,31 @@ pub(super) async fn run_task(
 }
 
 /// Gets a run going: its counter and `started` mark durable in the state file and its
-/// log created, on the blocking pool, then a runner started. `None` when the run must
-/// not happen.
+/// log created, on the blocking pool, while a runner starts meanwhile (the runner gets
+/// no work before both are done), unless one was started ahead (by a timer) and is still
+/// fresh. `None` when the run must not happen.
 async fn begin(
     engine: &Engine,
     kind: Kind,
     id: &str,
+    started_ahead: Option<LaunchedRunner>,
 ) -> Option<(RunContext, std::io::Result<RunLog>, LaunchedRunner)> {
     if engine.is_shutting_down() {
         return None;
     }
-    let (context, log) = {
+    let disk = {
         let (engine, id) = (engine.clone(), id.to_string());
-        on_disk(move || {
+        tokio::task::spawn_blocking(move || {
             let context = engine.begin_run(kind, &id)?;
             let log = context.log_dir.create(context.counter);
             Some((context, log))
         })
-        .await?
     };
-    let runner = engine.inner.hub.launch().await;
+    let runner = match started_ahead {
+        Some(runner) if runner.is_fresh() => runner,
+        _ => engine.inner.hub.launch().await,
+    };
+    let (context, log) = join_blocking(disk).await?;
     Some((context, log, runner))
 }
 
@@ -106,7 +112,12 @@ async fn begin(
 /// work goes there: runners are spawned from the workers, since a runner's parent-death
 /// signal follows the thread that spawned it and blocking threads exit when idle.
 async fn on_disk<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(work).await {
+    join_blocking(tokio::task::spawn_blocking(work)).await
+}
+
+/// Waits for blocking work, passing a panic in it on to the caller.
+async fn join_blocking<T>(handle: tokio::task::JoinHandle<T>) -> T {
+    match handle.await {
         Ok(value) => value,
         Err(err) => match err.try_into_panic() {
             Ok(payload) => std::panic::resume_unwind(payload),
