@@ -188,6 +188,9 @@ fn runner_path(configured: Option<&Path>) -> anyhow::Result<PathBuf> {
 
 /// Starts everything and serves until SIGTERM or SIGINT.
 pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
+    // First of all: a signal that arrives before its handler exists takes its default
+    // action, which for all three is to end the process at once, without a clean stop.
+    let signals = StopSignals::install()?;
     let main = config.main.clone();
     crate::metrics::init();
     let secret: Arc<str> = match &main.secret {
@@ -256,7 +259,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         Duration::from_secs(1),
     ));
 
-    wait_for_stop(&engine, &login, &config_path).await?;
+    wait_for_stop(signals, &engine, &login, &config_path).await?;
     tracing::info!("stopping");
     notify::stopping();
     let _ = stop_tx.send(());
@@ -266,16 +269,36 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The signals the daemon handles, caught from the start of [`run`].
+struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn install() -> anyhow::Result<StopSignals> {
+        Ok(StopSignals {
+            terminate: signal(SignalKind::terminate()).context("cannot handle SIGTERM")?,
+            interrupt: signal(SignalKind::interrupt()).context("cannot handle SIGINT")?,
+            hangup: signal(SignalKind::hangup()).context("cannot handle SIGHUP")?,
+        })
+    }
+}
+
 /// The main loop: handles SIGHUP (reload) and pings the systemd watchdog until SIGTERM
 /// or SIGINT arrives.
 async fn wait_for_stop(
+    signals: StopSignals,
     engine: &Engine,
     login: &crate::login::Login,
     config_path: &Path,
 ) -> anyhow::Result<()> {
-    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-    let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+    let StopSignals {
+        mut terminate,
+        mut interrupt,
+        mut hangup,
+    } = signals;
     let watchdog_every = notify::watchdog_interval();
     if let Some(every) = watchdog_every {
         tracing::debug!(?every, "pinging the systemd watchdog");
