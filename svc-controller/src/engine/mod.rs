@@ -691,6 +691,23 @@ impl Engine {
         for job in &config.http_jobs {
             wanted.push((Kind::Http, job.id.clone(), Def::Http(Arc::new(job.clone()))));
         }
+        // New entries are read from disk (logs listed, interrupted runs repaired, state
+        // written) before the registry is locked, so no sync to disk happens under it.
+        let added: Vec<(Kind, String, Def)> = {
+            let mut registry = self.lock();
+            wanted
+                .iter()
+                .filter(|(kind, id, _)| !registry.map(*kind).contains_key(id))
+                .cloned()
+                .collect()
+        };
+        let mut loaded: HashMap<(Kind, String), Entry> = added
+            .into_iter()
+            .map(|(kind, id, def)| {
+                let entry = self.load_entry(kind, def, &id);
+                ((kind, id), entry)
+            })
+            .collect();
         let mut registry = self.lock();
         for kind in [Kind::Job, Kind::Http] {
             let removed: Vec<String> = registry
@@ -730,7 +747,12 @@ impl Engine {
                     tracing::info!(job = %id, "job definition changed");
                 }
                 None => {
-                    let mut entry = self.load_entry(kind, def, &id);
+                    let mut entry = match loaded.remove(&(kind, id.clone())) {
+                        Some(entry) => entry,
+                        // Reloads run one at a time, so only a job dropped while its
+                        // last run ended comes here; reading it again is rare and short.
+                        None => self.load_entry(kind, def, &id),
+                    };
                     self.restart_timer(kind, &id, &mut entry);
                     registry.map(kind).insert(id.clone(), entry);
                     tracing::info!(job = %id, "job added");
