@@ -27,32 +27,56 @@ pub enum AuthError {
 
 /// Hex HMAC-SHA-256 of `data` with `secret`.
 pub fn hmac_sha256_hex(secret: &[u8], data: &[u8]) -> String {
-    hex::encode(hmac_sha256(secret, data))
+    hmac_sha256(secret, data)
+        .map(hex::encode)
+        .unwrap_or_default()
 }
 
-fn hmac_sha256(secret: &[u8], data: &[u8]) -> Vec<u8> {
+// Fixed-size results, on the stack: these run for every webhook, forged ones included.
+fn hmac_sha256(secret: &[u8], data: &[u8]) -> Option<[u8; 32]> {
     // HMAC accepts keys of any length, so this cannot fail.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return Vec::new();
-    };
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).ok()?;
     mac.update(data);
-    mac.finalize().into_bytes().to_vec()
+    Some(mac.finalize().into_bytes().into())
 }
 
-fn hmac_sha1(secret: &[u8], data: &[u8]) -> Vec<u8> {
-    let Ok(mut mac) = Hmac::<Sha1>::new_from_slice(secret) else {
-        return Vec::new();
-    };
+fn hmac_sha1(secret: &[u8], data: &[u8]) -> Option<[u8; 20]> {
+    let mut mac = Hmac::<Sha1>::new_from_slice(secret).ok()?;
     mac.update(data);
-    mac.finalize().into_bytes().to_vec()
+    Some(mac.finalize().into_bytes().into())
 }
+
+/// Longest MAC [`check_hex`] decodes on the stack (SHA-256's).
+const MAX_STACK_MAC: usize = 32;
 
 /// Compares a hex signature (with an optional `prefix=` such as `sha256=`) to the
-/// expected MAC bytes in constant time.
-fn check_hex(header: &str, value: &str, prefix: &str, expected: &[u8]) -> Result<(), AuthError> {
+/// expected MAC bytes in constant time. `None` (no MAC could be computed) never matches.
+fn check_hex(
+    header: &str,
+    value: &str,
+    prefix: &str,
+    expected: Option<&[u8]>,
+) -> Result<(), AuthError> {
     let value = value.trim();
     let value = value.strip_prefix(prefix).unwrap_or(value);
-    let given = hex::decode(value).map_err(|_| AuthError::Malformed(header.to_string()))?;
+    let malformed = |_| AuthError::Malformed(header.to_string());
+    let expected = expected.unwrap_or_default();
+    // A value of the expected length (the usual case) is decoded onto the stack; any
+    // other is decoded in full only to tell malformed hex (refused as such) from a
+    // wrong length (a mismatch), as before.
+    let mut stack = [0u8; MAX_STACK_MAC];
+    let heap;
+    let given: &[u8] = if !expected.is_empty()
+        && expected.len() <= MAX_STACK_MAC
+        && value.len() == 2 * expected.len()
+    {
+        let given = &mut stack[..expected.len()];
+        hex::decode_to_slice(value, given).map_err(malformed)?;
+        given
+    } else {
+        heap = hex::decode(value).map_err(malformed)?;
+        &heap
+    };
     if expected.is_empty() || !bool::from(given.ct_eq(expected)) {
         return Err(AuthError::Mismatch);
     }
@@ -69,7 +93,13 @@ pub fn verify_hmac_sha256(
     let value = value
         .filter(|v| !v.trim().is_empty())
         .ok_or_else(|| AuthError::Missing(header.to_string()))?;
-    check_hex(header, value, "sha256=", &hmac_sha256(secret, body))
+    let expected = hmac_sha256(secret, body);
+    check_hex(
+        header,
+        value,
+        "sha256=",
+        expected.as_ref().map(|mac| &mac[..]),
+    )
 }
 
 /// `codehost` (GitHub style): `X-Hub-Signature-256: sha256=<hex>`, or when that header
@@ -84,14 +114,23 @@ pub fn verify_codehost(
         sha256_value.filter(|v| !v.trim().is_empty()),
         sha1_value.filter(|v| !v.trim().is_empty()),
     ) {
-        (Some(value), _) => check_hex(
-            "x-hub-signature-256",
-            value,
-            "sha256=",
-            &hmac_sha256(secret, body),
-        ),
+        (Some(value), _) => {
+            let expected = hmac_sha256(secret, body);
+            check_hex(
+                "x-hub-signature-256",
+                value,
+                "sha256=",
+                expected.as_ref().map(|mac| &mac[..]),
+            )
+        }
         (None, Some(value)) => {
-            check_hex("x-hub-signature", value, "sha1=", &hmac_sha1(secret, body))
+            let expected = hmac_sha1(secret, body);
+            check_hex(
+                "x-hub-signature",
+                value,
+                "sha1=",
+                expected.as_ref().map(|mac| &mac[..]),
+            )
         }
         (None, None) => Err(AuthError::Missing("x-hub-signature-256".into())),
     }
@@ -165,7 +204,10 @@ mod tests {
 
     #[test]
     fn codehost_falls_back_to_sha1() {
-        let sha1 = format!("sha1={}", hex::encode(hmac_sha1(b"s", b"body")));
+        let sha1 = format!(
+            "sha1={}",
+            hex::encode(hmac_sha1(b"s", b"body").expect("any key length"))
+        );
         verify_codehost(b"s", b"body", None, Some(&sha1)).expect("valid sha1");
         assert_eq!(
             verify_codehost(b"s", b"body!", None, Some(&sha1)),
@@ -200,6 +242,42 @@ mod tests {
         // A truncated signature is a mismatch, never a partial match.
         assert_eq!(
             verify_hmac_sha256(b"k", b"{}", "x-svc-sign", Some(&sig[..10])),
+            Err(AuthError::Mismatch)
+        );
+    }
+
+    /// Values of the MAC's length are decoded on the stack, others in full: both tell
+    /// malformed hex from a mismatch the same way.
+    #[test]
+    fn malformed_and_mismatched_values_of_every_length() {
+        let sig = hmac_sha256_hex(b"k", b"{}");
+        let malformed = Err(AuthError::Malformed("x-svc-sign".into()));
+        let check = |value: &str| verify_hmac_sha256(b"k", b"{}", "x-svc-sign", Some(value));
+        // The expected length: one wrong digit, one non-hex character.
+        let mut wrong = sig.clone().into_bytes();
+        wrong[63] = if wrong[63] == b'0' { b'1' } else { b'0' };
+        let wrong = String::from_utf8(wrong).expect("ascii");
+        assert_eq!(check(&wrong), Err(AuthError::Mismatch));
+        assert_eq!(check(&format!("{}g", &sig[..63])), malformed);
+        assert_eq!(check(&"0".repeat(64)), Err(AuthError::Mismatch));
+        // Other lengths: longer, odd, empty after the prefix.
+        assert_eq!(check(&format!("{sig}00")), Err(AuthError::Mismatch));
+        assert_eq!(check(&sig[..63]), malformed);
+        assert_eq!(check(&format!("{sig}0")), malformed);
+        assert_eq!(check("sha256="), Err(AuthError::Mismatch));
+        // SHA-1 (codehost's legacy header) the same way.
+        let sha1 = hex::encode(hmac_sha1(b"s", b"body").expect("any key length"));
+        assert_eq!(
+            verify_codehost(b"s", b"body", None, Some(&format!("sha1={}x", &sha1[..39]))),
+            Err(AuthError::Malformed("x-hub-signature".into()))
+        );
+        assert_eq!(
+            verify_codehost(
+                b"s",
+                b"body",
+                None,
+                Some(&format!("sha1={}", "0".repeat(40)))
+            ),
             Err(AuthError::Mismatch)
         );
     }

@@ -4,7 +4,7 @@
 //! user, nothing here changes anything: every route stays open, as in the interface.
 //! With at least one user:
 //!
-//! - [`guard`] (a middleware in front of the router) lets through only requests that
+//! - [`guard`] (in front of the router) lets through only requests that
 //!   carry a live session cookie, except the login page, the assets, the login and logout
 //!   calls, the webhook triggers and the signed POST endpoints (their signatures are their
 //!   authentication), and everything outside `/svc` (the public directory). A refused
@@ -39,7 +39,6 @@ use argon2::password_hash::SaltString;
 use argon2::{Argon2, PasswordHash, PasswordHasher, PasswordVerifier};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rand::RngCore as _;
 use serde_json::json;
@@ -786,17 +785,18 @@ fn no_store(mut response: Response) -> Response {
     response
 }
 
-/// Middleware: with login enabled, a request that [`needs_login`] passes only with a
-/// live session (its user then in the [`CurrentUser`] extension); otherwise pages are
-/// redirected to the login page and API calls get 401 `login required`.
-pub async fn guard(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let login = &state.login;
-    if !login.enabled() || !needs_login(request.method(), request.uri().path()) {
-        return next.run(request).await;
+/// The login check of the front ([`crate::http::App`]): with login enabled, a request
+/// that [`needs_login`] passes only with a live session (its user then in the
+/// [`CurrentUser`] extension); otherwise pages are redirected to the login page and API
+/// calls get 401 `login required`: the answer to send instead of routing the request.
+pub fn guard(login: &Login, request: &mut Request) -> Option<Response> {
+    // The path test first: it is cheap and spares the webhooks the users' lock.
+    if !needs_login(request.method(), request.uri().path()) || !login.enabled() {
+        return None;
     }
     if let Some(user) = login.user_of(request.headers()) {
         request.extensions_mut().insert(CurrentUser(user));
-        return next.run(request).await;
+        return None;
     }
     let path = request.uri().path();
     let is_page = !path.starts_with("/svc/api/")
@@ -811,9 +811,11 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
         if let Ok(value) = HeaderValue::from_str(&location) {
             response.headers_mut().insert(header::LOCATION, value);
         }
-        return no_store(response);
+        return Some(no_store(response));
     }
-    no_store(ApiError::unauthorized(LOGIN_REQUIRED).into_response())
+    Some(no_store(
+        ApiError::unauthorized(LOGIN_REQUIRED).into_response(),
+    ))
 }
 
 /// `POST /svc/api/login`, form `name=&password=&next=`.

@@ -1,10 +1,14 @@
 //! The one API error type. It becomes the `{code, message, data}` wrapper; internal
 //! details are logged, never sent.
 
-use axum::http::StatusCode;
+use std::sync::LazyLock;
+
+use axum::body::Bytes;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::response::wrapper;
+use super::response::wrapper_ref;
+use crate::auth::AuthError;
 use crate::engine::EngineError;
 
 /// An error answer of the API.
@@ -50,8 +54,117 @@ impl From<EngineError> for ApiError {
     }
 }
 
+/// A refusal answered often under load, with its body serialised once.
+struct Common {
+    status: StatusCode,
+    message: String,
+    body: &'static [u8],
+}
+
+/// The refusals a flood of webhooks gets: a forged signature, a busy or paused job, an
+/// unknown path. Their wrapped bodies are serialised once, by the same code as any other
+/// (the messages come from the errors' own texts, so they cannot drift apart).
+static COMMON: LazyLock<Vec<Common>> = LazyLock::new(|| {
+    [
+        (StatusCode::UNAUTHORIZED, AuthError::Mismatch.to_string()),
+        (StatusCode::TOO_MANY_REQUESTS, EngineError::Busy.to_string()),
+        (
+            StatusCode::PRECONDITION_FAILED,
+            EngineError::Paused.to_string(),
+        ),
+        (
+            StatusCode::NOT_FOUND,
+            super::webhook::UNKNOWN_PATH.to_string(),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(status, message)| {
+        let body = serialise(status, &message)?;
+        Some(Common {
+            status,
+            message,
+            // Once per process, a few dozen bytes each: a static body is sent without
+            // the reference count a shared `Bytes` would update on every answer.
+            body: Box::leak(body.into_boxed_slice()),
+        })
+    })
+    .collect()
+});
+
+/// The wrapped body of an error, as [`wrapper_ref`] writes it.
+fn serialise(status: StatusCode, message: &str) -> Option<Vec<u8>> {
+    let null = serde_json::Value::Null;
+    serde_json::to_vec(&super::response::Wrapper {
+        code: status.as_u16(),
+        data: &null,
+        message,
+    })
+    .ok()
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        wrapper(self.status, &self.message, serde_json::Value::Null)
+        if let Some(common) = COMMON
+            .iter()
+            .find(|c| c.status == self.status && c.message == self.message)
+        {
+            return (
+                self.status,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                Bytes::from_static(common.body),
+            )
+                .into_response();
+        }
+        wrapper_ref(self.status, &self.message, &serde_json::Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn parts(response: Response) -> (StatusCode, Vec<(String, Vec<u8>)>, Vec<u8>) {
+        let status = response.status();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.as_bytes().to_vec()))
+            .collect();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        (status, headers, body.to_vec())
+    }
+
+    /// A pre-serialised refusal is the very answer the wrapper would have built.
+    #[tokio::test]
+    async fn common_refusals_are_answered_as_any_other_error() {
+        assert_eq!(COMMON.len(), 4);
+        for common in COMMON.iter() {
+            let fast = ApiError::new(common.status, common.message.clone()).into_response();
+            let built = wrapper_ref(common.status, &common.message, &serde_json::Value::Null);
+            assert_eq!(parts(fast).await, parts(built).await, "{}", common.message);
+        }
+        // The same message with another status is not one of them.
+        let other = ApiError::new(StatusCode::FORBIDDEN, AuthError::Mismatch.to_string());
+        let (status, _, body) = parts(other.into_response()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            r#"{"code":403,"data":null,"message":"signature does not match"}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn engine_refusals_keep_their_status_and_text() {
+        let (status, _, body) = parts(ApiError::from(EngineError::Busy).into_response()).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            r#"{"code":429,"data":null,"message":"job is running and a run is already queued"}"#
+        );
     }
 }

@@ -1,5 +1,6 @@
-//! The HTTP API on axum: routes, the shared state handed to handlers, and the fallbacks
-//! that keep every answer in the JSON wrapper.
+//! The HTTP API on axum: routes, the shared state handed to handlers, the front every
+//! request passes ([`App`]: head size limit, body read timeout, login guard, metrics) and
+//! the fallbacks that keep every answer in the JSON wrapper.
 
 mod error;
 mod job_exec;
@@ -11,17 +12,20 @@ pub mod server;
 mod ui;
 mod webhook;
 
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
-use axum::middleware;
+use axum::extract::{DefaultBodyLimit, MatchedPath};
+use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::future::RouteFuture;
+use axum::routing::{Route, get, post};
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::timeout::RequestBodyTimeoutLayer;
 
 pub use error::ApiError;
 pub use response::{ok, wrapper};
@@ -30,7 +34,8 @@ use crate::engine::Engine;
 
 /// Largest request body on the webhook routes.
 pub const WEBHOOK_BODY_LIMIT: usize = 25 * 1024 * 1024;
-/// Time a client has to send a whole request body.
+/// Time a client may keep the server waiting for the next part of a request body (see
+/// `ReadTimeout`).
 pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Largest request body elsewhere.
 pub const API_BODY_LIMIT: usize = 1024 * 1024;
@@ -47,8 +52,8 @@ pub struct AppState {
     pub login: Arc<crate::login::Login>,
 }
 
-/// The whole application router.
-pub fn router(state: AppState) -> Router {
+/// The whole application: the routes behind the front checks of [`App`].
+pub fn router(state: AppState) -> App {
     let compressed = Router::new()
         .route("/svc/api/job_exec/log", get(job_exec::log))
         .route("/svc/api/job/log", get(job_exec::log))
@@ -61,6 +66,11 @@ pub fn router(state: AppState) -> Router {
                 .no_deflate()
                 .no_zstd(),
         );
+    // Each `layer` or `route_layer` call wraps every route once more in a boxed service
+    // that a request clones on its way through, so the body limits and the route tag of
+    // these two groups go in as one layer, outermost first. A `route_layer` is enough:
+    // `method_not_allowed_fallback` below replaces the routes' fallbacks, layers and all,
+    // so their 405 answers never had these limits.
     let signed = Router::new()
         .route("/svc/api/job_exec/pause", post(job_exec::pause))
         .route("/svc/api/job_exec/resume", post(job_exec::resume))
@@ -70,20 +80,24 @@ pub fn router(state: AppState) -> Router {
         .route("/svc/api/job_http", get(job_http::view))
         .route("/svc/api/job_http/pause", post(job_http::pause))
         .route("/svc/api/job_http/resume", post(job_http::resume))
-        .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
-        .layer(RequestBodyLimitLayer::new(API_BODY_LIMIT));
+        .route_layer((
+            RequestBodyLimitLayer::new(API_BODY_LIMIT),
+            DefaultBodyLimit::max(API_BODY_LIMIT),
+            TagRouteLayer,
+        ));
     let webhooks = Router::new()
         .route("/svc/api/job/run/{*path}", post(webhook::trigger))
         .route("/svc/api/job_exec/run/{*path}", post(webhook::trigger))
         .route("/svc/job/{*path}", post(webhook::trigger))
-        .layer(DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT))
-        .layer(RequestBodyLimitLayer::new(WEBHOOK_BODY_LIMIT));
-    Router::new()
+        .route_layer((
+            RequestBodyLimitLayer::new(WEBHOOK_BODY_LIMIT),
+            DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT),
+            TagRouteLayer,
+        ));
+    let routes = Router::new()
         // The Environment brings its own gzip, built once per change.
         .route("/svc/api/environment", get(job_exec::environment))
         .merge(compressed)
-        .merge(signed)
-        .merge(webhooks)
         .route("/svc/api/metrics", get(metrics))
         .route("/svc/api/job_exec/log/stream", get(log_stream::stream))
         .route("/svc/api/login", post(crate::login::login))
@@ -91,64 +105,309 @@ pub fn router(state: AppState) -> Router {
         .route("/svc/api/session", get(crate::login::session))
         .merge(ui::router())
         .route("/svc/{*rest}", get(not_found))
-        .route_layer(middleware::from_fn(tag_route))
+        // Before the two groups, which are tagged already.
+        .route_layer(TagRouteLayer)
+        .merge(signed)
+        .merge(webhooks)
         .fallback(public::serve)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            crate::login::guard,
-        ))
-        .layer(middleware::map_response(wrap_plain_errors))
-        .layer(RequestBodyTimeoutLayer::new(BODY_READ_TIMEOUT))
-        .layer(middleware::from_fn(limit_header_size))
-        .layer(middleware::from_fn(count_requests))
-        .with_state(state)
+        .with_state(state.clone());
+    App {
+        routes,
+        login: state.login,
+    }
 }
 
-/// Refuses requests whose headers add up to more than [`server::MAX_HEADER_BYTES`].
-async fn limit_header_size(request: axum::extract::Request, next: middleware::Next) -> Response {
-    let size: usize = request
+/// The application as the server runs it. Every request, matched or not, passes the front
+/// checks in this order:
+///
+/// 1. the size of its head: over [`server::MAX_HEADER_BYTES`] it is answered 431;
+/// 2. its body gets [`BODY_READ_TIMEOUT`] between frames;
+/// 3. the login guard ([`crate::login::guard`]);
+/// 4. routing; then an error answer that is not JSON is put into the wrapper
+///    (`wrap_plain_errors`);
+///
+/// and every answer is counted in `svc_http_requests_total` by route template (`other`
+/// when no route matched, for answers of the front itself and for replaced answers).
+///
+/// One hand-written service rather than a stack of `from_fn` middlewares: axum applies a
+/// `Router::layer` to each route separately, and a request cloned the whole chain of boxed
+/// services below every layer it passed, which made refusing a forged webhook cost about
+/// twice the CPU of the floor server.
+#[derive(Debug, Clone)]
+pub struct App {
+    routes: Router,
+    login: Arc<crate::login::Login>,
+}
+
+impl<B> tower::Service<axum::http::Request<B>> for App
+where
+    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + Unpin + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = AppFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::http::Request<B>) -> AppFuture {
+        let head = request.method() == Method::HEAD;
+        if head_size(&request) > server::MAX_HEADER_BYTES {
+            let refusal = ApiError::new(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "request headers too large",
+            );
+            return AppFuture::answered(head, refusal.into_response());
+        }
+        let mut request =
+            request.map(|body| axum::body::Body::new(ReadTimeout::new(body, BODY_READ_TIMEOUT)));
+        if let Some(refusal) = crate::login::guard(&self.login, &mut request) {
+            return AppFuture::answered(head, refusal);
+        }
+        AppFuture {
+            head,
+            step: Step::Routed(self.routes.call(request)),
+        }
+    }
+}
+
+/// Future of [`App`]: the routed answer, or the front's own, then wrapped and counted.
+pub struct AppFuture {
+    /// A HEAD request: an answer made here goes out without its body.
+    head: bool,
+    step: Step,
+}
+
+enum Step {
+    /// Answered by the front; taken when polled.
+    Answered(Option<Response>),
+    Routed(RouteFuture<Infallible>),
+}
+
+impl std::fmt::Debug for AppFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppFuture")
+            .field("head", &self.head)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppFuture {
+    fn answered(head: bool, response: Response) -> AppFuture {
+        AppFuture {
+            head,
+            step: Step::Answered(Some(response)),
+        }
+    }
+}
+
+impl Future for AppFuture {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let (response, made_here) = match &mut this.step {
+            Step::Answered(response) => {
+                let response = response.take().expect("AppFuture polled after completion");
+                (wrap_plain_errors(response).0, true)
+            }
+            Step::Routed(future) => {
+                let Poll::Ready(Ok(response)) = Pin::new(future).poll(cx) else {
+                    return Poll::Pending;
+                };
+                wrap_plain_errors(response)
+            }
+        };
+        // Read after wrapping: a replaced answer has lost its label and counts as `other`.
+        let route = response
+            .extensions()
+            .get::<RouteLabel>()
+            .map_or("other", |label| label.0.as_str());
+        crate::metrics::http_request(route, response.status().as_u16());
+        let response = if made_here {
+            finish(this.head, response)
+        } else {
+            response
+        };
+        Poll::Ready(Ok(response))
+    }
+}
+
+/// What axum's router does to the answers it makes (they leave the router finished this
+/// way), for the answers made or replaced in front of it: a `content-length` when the
+/// body's size is known, no body for HEAD.
+fn finish(head: bool, mut response: Response) -> Response {
+    use axum::body::HttpBody as _;
+    use axum::http::header::CONTENT_LENGTH;
+    if !response.headers().contains_key(CONTENT_LENGTH) {
+        if let Some(size) = response.body().size_hint().exact() {
+            response.headers_mut().insert(CONTENT_LENGTH, size.into());
+        }
+    }
+    if head {
+        *response.body_mut() = axum::body::Body::empty();
+    }
+    response
+}
+
+/// Size of a request head as the limit counts it: every header line's name and value plus
+/// four bytes (`: ` and CRLF), and the request target as the URI prints.
+fn head_size<B>(request: &axum::http::Request<B>) -> usize {
+    request
         .headers()
         .iter()
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum::<usize>()
-        + request.uri().to_string().len();
-    if size > server::MAX_HEADER_BYTES {
-        return ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "request headers too large",
-        )
-        .into_response();
+        + uri_len(request.uri())
+}
+
+/// `uri.to_string().len()` without building the string (it ran on every request).
+fn uri_len(uri: &Uri) -> usize {
+    uri.scheme_str()
+        .map_or(0, |scheme| scheme.len() + "://".len())
+        + uri
+            .authority()
+            .map_or(0, |authority| authority.as_str().len())
+        + uri.path().len()
+        + uri.query().map_or(0, |query| "?".len() + query.len())
+}
+
+/// A request body that fails once the client has sent nothing for `timeout` while a
+/// frame is awaited, as tower-http's `TimeoutBody` (the timer restarts with every frame;
+/// size hint and end of stream are left unknown, as there). Its timer is armed only when
+/// the client actually keeps the server waiting: tower-http's creates and registers one
+/// on every poll, although a small body has usually arrived with the head.
+struct ReadTimeout<B> {
+    body: B,
+    timeout: std::time::Duration,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<B> ReadTimeout<B> {
+    fn new(body: B, timeout: std::time::Duration) -> ReadTimeout<B> {
+        ReadTimeout {
+            body,
+            timeout,
+            timer: None,
+        }
     }
-    next.run(request).await
 }
 
-/// Route template of a matched request, carried out to [`count_requests`].
+/// The error of a body that timed out.
+#[derive(Debug)]
+struct BodyReadTimedOut;
+
+impl std::fmt::Display for BodyReadTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the request body was not received in time")
+    }
+}
+
+impl std::error::Error for BodyReadTimedOut {}
+
+impl<B> hyper::body::Body for ReadTimeout<B>
+where
+    B: hyper::body::Body + Unpin,
+    B::Error: Into<axum::BoxError>,
+{
+    type Data = B::Data;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, axum::BoxError>>> {
+        let this = &mut *self;
+        if let Some(timer) = &mut this.timer {
+            if timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Some(Err(BodyReadTimedOut.into())));
+            }
+        }
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.timer = None;
+                Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                if this.timer.is_none() {
+                    let mut timer = Box::pin(tokio::time::sleep(this.timeout));
+                    // Polled once so that it wakes this task when it expires.
+                    if timer.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Some(Err(BodyReadTimedOut.into())));
+                    }
+                    this.timer = Some(timer);
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Route template of a matched request, carried out to [`App`] in the response.
 #[derive(Debug, Clone)]
-struct RouteLabel(String);
+struct RouteLabel(MatchedPath);
 
-/// Runs inside routing, where the matched route is known, and hands it outwards.
-async fn tag_route(
-    matched: axum::extract::MatchedPath,
-    request: axum::extract::Request,
-    next: middleware::Next,
-) -> Response {
-    let label = RouteLabel(matched.as_str().to_string());
-    let mut response = next.run(request).await;
-    response.extensions_mut().insert(label);
-    response
+/// Tags the answers of matched routes (only: a `route_layer`) with their [`RouteLabel`].
+/// A plain layer rather than `from_fn`, which boxes a future and clones the service below
+/// it on every call.
+#[derive(Debug, Clone, Copy)]
+struct TagRouteLayer;
+
+impl tower::Layer<Route> for TagRouteLayer {
+    type Service = TagRoute;
+
+    fn layer(&self, inner: Route) -> TagRoute {
+        TagRoute(inner)
+    }
 }
 
-/// Counts answered requests by route template (never the raw path, which is
-/// unbounded); unmatched requests count as `other`.
-async fn count_requests(request: axum::extract::Request, next: middleware::Next) -> Response {
-    let response = next.run(request).await;
-    let route = response
-        .extensions()
-        .get::<RouteLabel>()
-        .map_or("other", |label| label.0.as_str());
-    crate::metrics::http_request(route, response.status().as_u16());
-    response
+/// See [`TagRouteLayer`].
+#[derive(Debug, Clone)]
+struct TagRoute(Route);
+
+impl<B> tower::Service<axum::http::Request<B>> for TagRoute
+where
+    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = TagFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: axum::http::Request<B>) -> TagFuture {
+        TagFuture {
+            label: request.extensions().get::<MatchedPath>().cloned(),
+            inner: self.0.call(request),
+        }
+    }
+}
+
+/// Future of [`TagRoute`].
+struct TagFuture {
+    label: Option<MatchedPath>,
+    inner: RouteFuture<Infallible>,
+}
+
+impl Future for TagFuture {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let Poll::Ready(Ok(mut response)) = Pin::new(&mut this.inner).poll(cx) else {
+            return Poll::Pending;
+        };
+        if let Some(label) = this.label.take() {
+            response.extensions_mut().insert(RouteLabel(label));
+        }
+        Poll::Ready(Ok(response))
+    }
 }
 
 async fn metrics() -> Response {
@@ -164,8 +423,8 @@ async fn metrics() -> Response {
 
 /// Puts every error answer that is not already JSON (axum's extractor rejections, the
 /// body limit's 413, ...) into the wrapper. The original text is dropped: it may echo
-/// the request.
-async fn wrap_plain_errors(response: Response) -> Response {
+/// the request. Also says whether the answer was replaced.
+fn wrap_plain_errors(response: Response) -> (Response, bool) {
     let status = response.status();
     let is_json = response
         .headers()
@@ -173,14 +432,14 @@ async fn wrap_plain_errors(response: Response) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
     if !status.is_client_error() && !status.is_server_error() || is_json {
-        return response;
+        return (response, false);
     }
     let message = match status {
         StatusCode::PAYLOAD_TOO_LARGE => "request body too large",
         StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported content type",
         _ => status.canonical_reason().unwrap_or("request failed"),
     };
-    ApiError::new(status, message).into_response()
+    (ApiError::new(status, message).into_response(), true)
 }
 
 async fn not_found() -> Response {
@@ -189,4 +448,82 @@ async fn not_found() -> Response {
 
 async fn method_not_allowed() -> Response {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed").into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use axum::body::{Body, Bytes};
+    use futures_util::StreamExt as _;
+
+    use super::*;
+
+    #[test]
+    fn uri_len_is_the_printed_length() {
+        for text in [
+            "/",
+            "/svc/api/job/run/bench/j00",
+            "/a?b=c&d",
+            "/a?",
+            "/%20x?%41",
+            "*",
+            "http://example.com",
+            "http://example.com/x/y?z=1",
+            "https://user@example.com:8443/?",
+            "example.com:443",
+        ] {
+            let uri: Uri = text.parse().expect(text);
+            assert_eq!(uri_len(&uri), uri.to_string().len(), "{text}");
+        }
+    }
+
+    /// A body whose chunks arrive after the given delays.
+    fn trickle(delays: &'static [u64]) -> Body {
+        Body::from_stream(futures_util::stream::iter(delays).then(|ms| async move {
+            tokio::time::sleep(Duration::from_millis(*ms)).await;
+            Ok::<_, std::io::Error>(Bytes::from_static(b"x"))
+        }))
+    }
+
+    async fn read(body: Body, timeout_ms: u64) -> Result<Bytes, axum::Error> {
+        let body = Body::new(ReadTimeout::new(body, Duration::from_millis(timeout_ms)));
+        axum::body::to_bytes(body, usize::MAX).await
+    }
+
+    #[tokio::test]
+    async fn a_stalled_body_times_out() {
+        let stalled =
+            Body::from_stream(futures_util::stream::pending::<Result<Bytes, std::io::Error>>());
+        let err = read(stalled, 50).await.expect_err("timed out");
+        assert!(
+            std::error::Error::source(&err)
+                .is_some_and(|source| source.to_string().contains("not received in time")),
+            "{err:?}"
+        );
+        // The wait is per frame: a pause longer than the limit between frames fails...
+        assert!(read(trickle(&[0, 300]), 150).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn the_timer_restarts_with_every_frame() {
+        // ...while frames that each come within it add up to far more.
+        let body = read(trickle(&[60, 60, 60, 60, 60]), 150)
+            .await
+            .expect("body");
+        assert_eq!(&body[..], b"xxxxx");
+    }
+
+    #[tokio::test]
+    async fn a_body_already_there_arms_no_timer() {
+        let mut body = ReadTimeout::new(Body::from("ready"), Duration::from_millis(50));
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let frame = hyper::body::Body::poll_frame(Pin::new(&mut body), &mut cx);
+        assert!(matches!(frame, Poll::Ready(Some(Ok(_)))));
+        assert!(body.timer.is_none());
+        let end = hyper::body::Body::poll_frame(Pin::new(&mut body), &mut cx);
+        assert!(matches!(end, Poll::Ready(None)));
+        assert!(body.timer.is_none());
+    }
 }

@@ -15,13 +15,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+
+use super::App;
 
 /// Time a client has to send a request head (and the idle limit between requests).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,7 +40,7 @@ pub const MAX_CONNECTIONS: usize = 4096;
 /// requests in flight.
 pub async fn serve(
     listener: TcpListener,
-    app: Router,
+    app: App,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {

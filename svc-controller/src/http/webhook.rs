@@ -13,9 +13,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 use super::{ApiError, AppState, ok, wrapper};
 use crate::auth::{self, AuthError};
@@ -25,6 +25,9 @@ use crate::replay::{MAX_VALUE_LEN, ReplayStores, Seen};
 
 /// Header with GitHub's delivery ID.
 const DELIVERY_HEADER: &str = "x-github-delivery";
+
+/// Message of the 404 answer to a path no job has.
+pub(super) const UNKNOWN_PATH: &str = "no job has this path";
 
 /// Message of the 200 answer to a repeated delivery.
 const DUPLICATE_DELIVERY: &str = "duplicate delivery: not run again";
@@ -114,16 +117,23 @@ fn refuse_signature(id: &str, err: &AuthError) -> ApiError {
 pub(super) async fn trigger(
     State(state): State<AppState>,
     Path(path): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    mut request: Request,
 ) -> Result<Response, ApiError> {
+    // What the `HeaderMap` and `Bytes` extractors would give, without copying the
+    // headers: reading the body needs only the rest of the request (its body limit is an
+    // extension), and a body that cannot be read is refused with that extractor's answer.
+    let headers = std::mem::take(request.headers_mut());
+    let body = match Bytes::from_request(request, &state).await {
+        Ok(body) => body,
+        Err(rejection) => return Ok(rejection.into_response()),
+    };
     let path = format!("/{}", path.trim_start_matches('/'));
     let unknown = || {
         crate::metrics::webhook_rejected("unknown_path");
-        ApiError::not_found("no job has this path")
+        ApiError::not_found(UNKNOWN_PATH)
     };
     let job = state.engine.job_for_path(&path).ok_or_else(unknown)?;
-    let id = job.id.clone();
+    let id: &str = &job.id;
 
     let secret = job.secret.as_deref().unwrap_or(&state.secret).as_bytes();
     let (verified, replay) = match job.auth_kind {
@@ -163,7 +173,7 @@ pub(super) async fn trigger(
             )
         }
     };
-    verified.map_err(|err| refuse_signature(&id, &err))?;
+    verified.map_err(|err| refuse_signature(id, &err))?;
 
     let recorded = match replay {
         None => None,
@@ -177,7 +187,7 @@ pub(super) async fn trigger(
         Some((kind, value)) => {
             let value = value.to_vec();
             let seen =
-                check_and_record(state.replay.clone(), kind, id.clone(), value.clone()).await?;
+                check_and_record(state.replay.clone(), kind, id.to_owned(), value.clone()).await?;
             match (seen, kind) {
                 (Seen::New, _) => Some((kind, value)),
                 (Seen::Replay, ReplayKind::Delivery) => {
@@ -185,7 +195,7 @@ pub(super) async fn trigger(
                     tracing::info!(job = %id, "duplicate webhook delivery: not run again");
                     let job = state
                         .engine
-                        .job_json(Kind::Job, &id)
+                        .job_json(Kind::Job, id)
                         .unwrap_or(serde_json::Value::Null);
                     return Ok(wrapper(StatusCode::OK, DUPLICATE_DELIVERY, job));
                 }
@@ -206,7 +216,7 @@ pub(super) async fn trigger(
         body: Some(body),
         event,
     };
-    match state.engine.trigger(Kind::Job, &id, trigger) {
+    match state.engine.trigger(Kind::Job, id, trigger) {
         Ok(accepted) => Ok(ok(accepted)),
         Err(err) => {
             crate::metrics::webhook_rejected(match err {
@@ -215,7 +225,7 @@ pub(super) async fn trigger(
                 _ => "other",
             });
             if let Some((kind, value)) = recorded {
-                forget(state.replay.clone(), kind, id, value).await;
+                forget(state.replay.clone(), kind, id.to_owned(), value).await;
             }
             Err(err.into())
         }
