@@ -267,8 +267,12 @@ async fn exchange(
     max_body_bytes: u64,
 ) -> Finish {
     let timeout_ms = work.timeout_ms;
-    let failed = |err: &reqwest::Error, what: &str| -> (String, String) {
-        let chain = error_chain(err);
+    // reqwest's errors end with "for url (...)", the full URL with its query, which may
+    // carry a token: it goes, since the request line logged before shows the URL with
+    // sensitive values hidden.
+    let failed = |err: reqwest::Error, what: &str| -> (String, String) {
+        let err = err.without_url();
+        let chain = error_chain(&err);
         let summary = if err.is_timeout() {
             format!(
                 "timed out after {}",
@@ -292,7 +296,7 @@ async fn exchange(
     let mut response = match request.send().await {
         Ok(response) => response,
         Err(err) => {
-            let (line, summary) = failed(&err, "request");
+            let (line, summary) = failed(err, "request");
             work.reporter.log(line).await;
             return Finish::fail(summary);
         }
@@ -360,7 +364,7 @@ async fn exchange(
         })
         .await;
     if let Some(err) = body_error {
-        let (line, summary) = failed(&err, "reading the response body");
+        let (line, summary) = failed(err, "reading the response body");
         work.reporter.log(line).await;
         return Finish::fail(summary);
     }

@@ -118,3 +118,51 @@ async fn no_answer_and_no_log_line_contains_a_secret() {
         }
     }
 }
+
+/// A JobHttp whose target refuses the connection: the client library's error names the
+/// URL, query included; neither the run's log nor the controller's output may show it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_call_does_not_show_the_url_query() {
+    let token = "refused-call-token-3d4e";
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let mut svc = TestService::builder()
+        .job_http_file(
+            "refused",
+            format!(
+                "[job.http \"refused\"]\n\
+                 interval = 1s\n\
+                 http_url = http://127.0.0.1:{port}/hook?token={token}&page=1\n"
+            ),
+        )
+        .start()
+        .await;
+    wait_until(WAIT, "the JobHttp to fail once", async || {
+        svc.log_files("job_http", "refused")
+            .iter()
+            .any(|log| log.status == "fail")
+    })
+    .await;
+    svc.stop().await;
+    let log = svc
+        .log_files("job_http", "refused")
+        .into_iter()
+        .find(|log| log.status == "fail")
+        .expect("a failed run");
+    let content = log.content();
+    assert!(content.contains("connection failed"), "{content}");
+    assert!(
+        content.contains("page=1"),
+        "the URL is still logged: {content}"
+    );
+    for (what, text) in [
+        ("the run's log", content.clone()),
+        ("controller stderr", svc.stderr()),
+        ("controller stdout", svc.stdout()),
+    ] {
+        assert!(!text.contains(token), "{what} shows the token:\n{text}");
+    }
+}
