@@ -2,9 +2,8 @@
 //!
 //! One registry per process (the controller is one process per `dir_base`), built on first
 //! use with [`prometheus_client`]. The recording functions below are what the engine and the
-//! HTTP layer call; they only touch atomics, the families' own (non-poisoning) locks and
-//! per-thread caches of counters, so they are cheap and never panic. Label values are
-//! escaped by the crate's encoder.
+//! HTTP layer call; they only touch atomics and the families' own (non-poisoning) locks, so
+//! they are cheap and never panic. Label values are escaped by the crate's encoder.
 //!
 //! | metric | type | labels |
 //! |---|---|---|
@@ -16,7 +15,6 @@
 //! | `svc_build_info` | gauge (always 1) | `version` |
 //! | `svc_start_time_seconds` | gauge | |
 
-use std::cell::RefCell;
 use std::sync::LazyLock;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -169,31 +167,19 @@ impl Metrics {
             .set(i64::try_from(waiting).unwrap_or(i64::MAX));
     }
 
-    /// What [`webhook_rejected`] does without its cache (tests use private registries).
-    #[cfg(test)]
     fn webhook_rejected(&self, reason: &'static str) {
-        self.rejection_counter(reason).inc();
-    }
-
-    fn rejection_counter(&self, reason: &'static str) -> Counter {
         self.webhook_rejections
             .get_or_create(&RejectionLabels { reason })
-            .clone()
+            .inc();
     }
 
-    /// What [`http_request`] does without its cache (tests use private registries).
-    #[cfg(test)]
     fn http_request(&self, route: &str, status: u16) {
-        self.http_counter(route, status).inc();
-    }
-
-    fn http_counter(&self, route: &str, status: u16) -> Counter {
         self.http_requests
             .get_or_create(&HttpLabels {
                 route: route.to_owned(),
                 status,
             })
-            .clone()
+            .inc();
     }
 
     fn render(&self) -> String {
@@ -265,57 +251,15 @@ pub fn set_queue_length(waiting: usize) {
     METRICS.set_queue_length(waiting);
 }
 
-thread_local! {
-    /// The counters of [`METRICS`] this thread has counted in already, by reason, and by
-    /// route and status. Counters share their value with their family (which renders
-    /// them), so a request is counted with one atomic add: the families' own lookups take
-    /// a read lock that every worker thread updates, and an owned label set (a `String`
-    /// per request for the route). Bounded as the families are: the reasons are fixed
-    /// words and the routes templates.
-    static REJECTION_COUNTERS: RefCell<Vec<(&'static str, Counter)>> =
-        const { RefCell::new(Vec::new()) };
-    static HTTP_COUNTERS: RefCell<Vec<(Box<str>, u16, Counter)>> =
-        const { RefCell::new(Vec::new()) };
-}
-
 /// A webhook was refused; `reason` is a short fixed word such as `signature`.
 pub fn webhook_rejected(reason: &'static str) {
-    let cached = REJECTION_COUNTERS.try_with(|counters| {
-        let mut counters = counters.borrow_mut();
-        if let Some((_, counter)) = counters.iter().find(|(r, _)| *r == reason) {
-            counter.inc();
-        } else {
-            let counter = METRICS.rejection_counter(reason);
-            counter.inc();
-            counters.push((reason, counter));
-        }
-    });
-    // Only while the thread is being torn down: count without the cache.
-    if cached.is_err() {
-        METRICS.rejection_counter(reason).inc();
-    }
+    METRICS.webhook_rejected(reason);
 }
 
 /// An HTTP request was answered; `route` is the matched route template (never the raw
 /// path) or `other`.
 pub fn http_request(route: &str, status: u16) {
-    let cached = HTTP_COUNTERS.try_with(|counters| {
-        let mut counters = counters.borrow_mut();
-        if let Some((_, _, counter)) = counters
-            .iter()
-            .find(|(r, s, _)| *s == status && **r == *route)
-        {
-            counter.inc();
-        } else {
-            let counter = METRICS.http_counter(route, status);
-            counter.inc();
-            counters.push((route.into(), status, counter));
-        }
-    });
-    // Only while the thread is being torn down: count without the cache.
-    if cached.is_err() {
-        METRICS.http_counter(route, status).inc();
-    }
+    METRICS.http_request(route, status);
 }
 
 /// The text exposition of every metric (OpenMetrics text, which ends with `# EOF`;
@@ -429,7 +373,7 @@ mod tests {
         }
     }
 
-    /// The first answer of a route and status creates its counter, later ones find it.
+    /// Answers of one route and status add up in one counter, apart from the others.
     #[test]
     fn repeated_http_requests_add_up() {
         let m = fresh();
@@ -517,29 +461,6 @@ mod tests {
             "svc_webhook_rejections_total{reason=\"unit_test_reason\"} 1\n",
             "svc_start_time_seconds ",
             "svc_run_queue_length ",
-        ] {
-            assert!(text.contains(line), "missing {line:?} in:\n{text}");
-        }
-    }
-
-    /// The per-thread caches of the facade count into the same process-wide counters.
-    #[test]
-    fn facade_counts_add_up_across_threads() {
-        let count = || {
-            for _ in 0..3 {
-                http_request("/unit_test/route/cached", 401);
-                webhook_rejected("unit_test_cached");
-            }
-            http_request("/unit_test/route/cached", 429);
-        };
-        count();
-        std::thread::spawn(count).join().expect("thread");
-        count();
-        let text = render();
-        for line in [
-            "svc_http_requests_total{route=\"/unit_test/route/cached\",status=\"401\"} 9\n",
-            "svc_http_requests_total{route=\"/unit_test/route/cached\",status=\"429\"} 3\n",
-            "svc_webhook_rejections_total{reason=\"unit_test_cached\"} 9\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }
