@@ -194,17 +194,6 @@ impl RunnerHub {
         Ok(RunnerHub { inner })
     }
 
-    /// Performs `request` in a new runner. `cancel` ends the work early when it receives
-    /// a reason. Events go to `sink` as they happen.
-    pub async fn execute(
-        &self,
-        request: ExecRequest,
-        cancel: &mut watch::Receiver<Option<String>>,
-        sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
-    ) -> Outcome {
-        self.launch().await.execute(request, cancel, sink).await
-    }
-
     /// Spawns a runner for work that [`LaunchedRunner::execute`] hands it later. Call
     /// it from a runtime worker thread, not a blocking one: the runner's parent-death
     /// signal follows the thread that spawned it, and blocking threads exit when idle.
