@@ -16,6 +16,7 @@
 mod binaries;
 pub mod logs;
 pub mod proc;
+pub mod raw_http;
 mod service;
 mod sign;
 mod wait;

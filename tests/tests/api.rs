@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
+use svc_tests::raw_http::{RawResponse, parse_response};
 use svc_tests::{TestService, WAIT, hmac_sha256_hex, job_section, wait_for, wait_until};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
@@ -163,45 +164,6 @@ async fn signed_query(svc: &TestService, path: &str, query: &str) -> Plain {
     .await
 }
 
-/// A response read off a raw TCP connection.
-#[derive(Debug)]
-struct RawResponse {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-/// Parses one response at the start of `buf`; `None` while incomplete (at `eof`, a body
-/// without a length ends at the end of the stream).
-fn parse_response(buf: &[u8], eof: bool) -> Option<RawResponse> {
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&buf[..end]);
-    let mut lines = head.split("\r\n");
-    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| {
-            let (name, value) = line.split_once(':')?;
-            Some((name.trim().to_ascii_lowercase(), value.trim().to_owned()))
-        })
-        .collect();
-    let rest = &buf[end + 4..];
-    let length = headers
-        .iter()
-        .find(|(name, _)| name == "content-length")
-        .and_then(|(_, value)| value.parse::<usize>().ok());
-    let body = match length {
-        Some(length) if rest.len() >= length => rest[..length].to_vec(),
-        Some(_) => return None,
-        None if eof => rest.to_vec(),
-        None => return None,
-    };
-    Some(RawResponse {
-        status,
-        headers,
-        body,
-    })
-}
-
 /// Sends `head` and then `body_len` bytes of body in 64 KiB chunks on a raw connection,
 /// while reading the answer at the same time. The server may answer before the body is
 /// all sent and then close the connection; the answer must have been sent before that.
@@ -232,10 +194,10 @@ async fn raw_upload(address: &str, head: &str, body_len: usize) -> (RawResponse,
         let mut chunk = [0u8; 8192];
         loop {
             match reader.read(&mut chunk).await {
-                Ok(0) => return parse_response(&buf, true).ok_or(buf),
+                Ok(0) => return parse_response(&buf, true, false).ok_or(buf),
                 Ok(n) => {
                     buf.extend_from_slice(&chunk[..n]);
-                    if let Some(response) = parse_response(&buf, false) {
+                    if let Some(response) = parse_response(&buf, false, false) {
                         return Ok(response);
                     }
                 }
@@ -987,10 +949,10 @@ async fn chunked_upload(address: &str, head: &str, body_len: usize) -> RawRespon
     let response = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             match reader.read(&mut piece).await {
-                Ok(0) => break parse_response(&buf, true),
+                Ok(0) => break parse_response(&buf, true, false),
                 Ok(n) => {
                     buf.extend_from_slice(&piece[..n]);
-                    if let Some(response) = parse_response(&buf, false) {
+                    if let Some(response) = parse_response(&buf, false, false) {
                         break Some(response);
                     }
                 }

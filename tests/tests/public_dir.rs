@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use svc_tests::TestService;
+use svc_tests::raw_http::{RawResponse, parse_response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Content of the file outside `dir_public` that no request may reveal.
@@ -19,26 +20,13 @@ const ODD_NAME: &str = "<b>&\"x.txt";
 /// A PNG signature plus bytes that are not UTF-8.
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\x00\xff\xfe";
 
-/// One raw HTTP response.
-#[derive(Debug)]
-struct Raw {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+/// The checks these tests make on an answer.
+trait Checks {
+    fn assert_refused(&self, what: &str);
+    fn assert_wrapper(&self, status: u16, what: &str);
 }
 
-impl Raw {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.as_str())
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
+impl Checks for RawResponse {
     /// Panics unless this is a 404 in the JSON wrapper that reveals nothing secret.
     #[track_caller]
     fn assert_refused(&self, what: &str) {
@@ -73,7 +61,12 @@ impl Raw {
 
 /// Sends `method target` with `headers` over a fresh connection and reads the whole
 /// answer (`Connection: close`); `target` is sent byte for byte.
-async fn raw(svc: &TestService, method: &str, target: &str, headers: &[(&str, &str)]) -> Raw {
+async fn raw(
+    svc: &TestService,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> RawResponse {
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(svc.listen_address())
             .await
@@ -100,49 +93,8 @@ async fn raw(svc: &TestService, method: &str, target: &str, headers: &[(&str, &s
     let answer = tokio::time::timeout(Duration::from_secs(10), exchange)
         .await
         .unwrap_or_else(|_| panic!("{method} {target}: no answer within 10 s"));
-    parse_response(&answer, method == "HEAD")
+    parse_response(&answer, true, method == "HEAD")
         .unwrap_or_else(|| panic!("{method} {target}: malformed answer: {answer:?}"))
-}
-
-/// Status line, headers and (de-chunked) body of an HTTP/1.1 answer.
-fn parse_response(answer: &[u8], head: bool) -> Option<Raw> {
-    let split = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head_text = std::str::from_utf8(&answer[..split]).ok()?;
-    let mut lines = head_text.split("\r\n");
-    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            Some((key.trim().to_owned(), value.trim().to_owned()))
-        })
-        .collect();
-    let mut body = answer[split + 4..].to_vec();
-    let chunked = headers.iter().any(|(key, value)| {
-        key.eq_ignore_ascii_case("transfer-encoding") && value.contains("chunked")
-    });
-    if chunked && !head {
-        body = dechunk(&body)?;
-    }
-    Some(Raw {
-        status,
-        headers,
-        body,
-    })
-}
-
-fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = data.windows(2).position(|w| w == b"\r\n")?;
-        let size_text = std::str::from_utf8(&data[..line_end]).ok()?;
-        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
-        data = &data[line_end + 2..];
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(data.get(..size)?);
-        data = data.get(size + 2..)?;
-    }
 }
 
 fn write(path: &Path, contents: &[u8]) {
