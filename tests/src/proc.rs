@@ -35,6 +35,17 @@ pub fn is_alive(pid: i32) -> bool {
     matches!(state(pid), Some(s) if s != 'Z' && s != 'X')
 }
 
+/// Live processes whose whole command line is `command` (arguments joined by spaces): the
+/// program itself, not a shell whose script names it. A test that waits for a command
+/// started inside `if ...; then ...; fi` needs this: the shell matches `find_by_cmdline`
+/// before it has run what comes first.
+pub fn find_by_exact_cmdline(command: &str) -> Vec<(i32, String)> {
+    find_by_cmdline(command)
+        .into_iter()
+        .filter(|(_, cmd)| cmd == command)
+        .collect()
+}
+
 /// Live (non-zombie) processes, other than this one, whose command line contains `marker`.
 pub fn find_by_cmdline(marker: &str) -> Vec<(i32, String)> {
     let own = std::process::id() as i32;

@@ -612,8 +612,10 @@ async fn a_runner_killed_mid_run_fails_the_run_and_the_controller_carries_on() {
         .start()
         .await;
     svc.trigger("/victim", b"", &[]).await.assert_status(200);
+    // The command itself, not the shell around it: once it runs, `slept` exists and the
+    // second run will not sleep.
     wait_until(WAIT, &format!("`{marker}` runs"), async || {
-        !proc::find_by_cmdline(marker).is_empty()
+        !proc::find_by_exact_cmdline(marker).is_empty()
     })
     .await;
     let runners = runner_of(svc.dir_base());

@@ -193,12 +193,9 @@ async fn sigkill_during_a_run_is_recorded_as_interrupted() {
         .await;
     svc.trigger("/long", b"", &[]).await.assert_status(200);
     svc.wait_run_started("long", 1, WAIT).await;
-    // The `sleep` itself, not the shell around it (whose command line also names it):
-    // once it runs, `slept` exists.
+    // The `sleep` itself, not the shell around it: once it runs, `slept` exists.
     wait_until(WAIT, "`sleep 30.123` is running", async || {
-        proc::find_by_cmdline("sleep 30.123")
-            .iter()
-            .any(|(_, cmd)| cmd.trim() == "sleep 30.123")
+        !proc::find_by_exact_cmdline("sleep 30.123").is_empty()
     })
     .await;
     // The runner may have started the second command before the controller has written
