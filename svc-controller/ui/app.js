@@ -213,20 +213,10 @@
   /** fetch returning {ok, status, message, data}; never throws. A 401 "login required"
    * (the session ended) also sends the browser to the login page. */
   function api(method, url, body, headers) {
-    return fetch(url, { method: method, body: body, headers: headers || {}, cache: "no-store" })
-      .then(function (res) {
-        return res.json().then(function (json) {
-          return { ok: res.ok, status: res.status, message: json.message || "", data: json.data };
-        }, function () {
-          return { ok: res.ok, status: res.status, message: res.statusText, data: null };
-        });
-      }, function (err) {
-        return { ok: false, status: 0, message: "cannot reach the service (" + err.message + ")", data: null };
-      })
-      .then(function (result) {
-        if (result.status === 401 && result.message === LOGIN_REQUIRED) goToLogin();
-        return result;
-      });
+    return SvcApi.call(method, url, body, headers).then(function (result) {
+      if (result.status === 401 && result.message === LOGIN_REQUIRED) goToLogin();
+      return result;
+    });
   }
 
   // ----- login -----------------------------------------------------------------------

@@ -39,20 +39,8 @@
     submit.disabled = true;
     errorLine.className = "message";
     errorLine.textContent = "";
-    fetch("/svc/api/login", {
-      method: "POST",
-      body: body.toString(),
-      headers: { "Content-Type": "application/x-www-form-urlencoded" },
-      credentials: "same-origin",
-      cache: "no-store",
-    }).then(function (res) {
-      return res.json().then(function (json) {
-        return { ok: res.ok, status: res.status, message: json.message || "", data: json.data };
-      }, function () {
-        return { ok: res.ok, status: res.status, message: res.statusText, data: null };
-      });
-    }, function (err) {
-      return { ok: false, status: 0, message: "cannot reach the service (" + err.message + ")", data: null };
+    SvcApi.call("POST", "/svc/api/login", body.toString(), {
+      "Content-Type": "application/x-www-form-urlencoded",
     }).then(function (result) {
       submit.disabled = false;
       if (result.ok) {

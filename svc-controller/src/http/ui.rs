@@ -65,6 +65,11 @@ static ASSETS: LazyLock<Vec<Asset>> = LazyLock::new(|| {
             include_bytes!("../../ui/app.js"),
         ),
         asset(
+            "api.js",
+            "text/javascript; charset=utf-8",
+            include_bytes!("../../ui/api.js"),
+        ),
+        asset(
             "login.js",
             "text/javascript; charset=utf-8",
             include_bytes!("../../ui/login.js"),
