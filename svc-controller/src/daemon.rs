@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use rand::distr::{Alphanumeric, SampleString};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::config::{self, Config, ConfigError};
+use crate::config::{self, Config, ConfigError, ConfigIssue, MainConfig};
 use crate::engine::Engine;
 use crate::exec::RunnerHub;
 use crate::http::{self, AppState};
+use crate::statedir::{self, StateDirLock};
 
 /// Exit status for an invalid configuration (EX_CONFIG).
 pub const EXIT_CONFIG: u8 = 78;
@@ -125,6 +125,13 @@ fn serve_or_check(cli: Cli) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    if let Some(issue) = runner_issue(&config.main) {
+        report_config_error(&ConfigError {
+            issues: vec![issue],
+            warnings: config.warnings,
+        });
+        return ExitCode::from(EXIT_CONFIG);
+    }
     for warning in &config.warnings {
         eprintln!("warning: {warning}");
     }
@@ -211,36 +218,20 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     let signals = StopSignals::install()?;
     let main = config.main.clone();
     crate::metrics::init();
-    let secret: Arc<str> = match &main.secret {
-        Some(secret) => Arc::from(secret.as_str()),
-        None => {
-            let secret = Alphanumeric.sample_string(&mut rand::rng(), 32);
-            println!("svc: no secret configured; generated secret for this run: {secret}");
-            Arc::from(secret.as_str())
-        }
+    let prepared = {
+        let main = main.clone();
+        tokio::task::spawn_blocking(move || prepare_state(&main))
+            .await
+            .context("preparing the state directory failed")??
     };
-    for dir in [
-        main.dir_job_logs(),
-        main.dir_job_http_logs(),
-        main.dir_job_state(),
-        main.dir_job_http_state(),
-        main.dir_lib(),
-    ] {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create directory {}", dir.display()))?;
-    }
-    for dir in [main.dir_job_state(), main.dir_job_http_state()] {
-        crate::fsutil::remove_stale_temp_files(&dir);
-    }
+    let PreparedState {
+        lock: _state_lock,
+        secret,
+    } = prepared;
     let runner = runner_path(main.runner_path.as_deref())?;
-    if !runner.is_file() {
-        tracing::warn!(runner = %runner.display(), "the runner binary is missing: every run will fail");
-    }
     let hub = RunnerHub::start(&main.dir_runtime(), runner)?;
     let engine = Engine::new(&config, hub);
-    let replay = Arc::new(crate::replay::ReplayStores::open(
-        &main.dir_lib().join("replay"),
-    )?);
+    let replay = Arc::new(crate::replay::ReplayStores::open(&main.dir_replay())?);
 
     let listener = tokio::net::TcpListener::bind(&main.listen_address)
         .await
@@ -285,6 +276,89 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What [`prepare_state`] hands to the service.
+struct PreparedState {
+    /// Held until the process ends.
+    lock: StateDirLock,
+    secret: Arc<str>,
+}
+
+/// Takes the state directory's lock before anything is written, takes over state from
+/// the old place, creates the directories, and settles the main secret. Blocking.
+fn prepare_state(main: &MainConfig) -> anyhow::Result<PreparedState> {
+    let lock = StateDirLock::acquire(&main.dir_state())?;
+    for dir in statedir::take_over_old_state(main)? {
+        tracing::info!(from = %dir.display(), to = %main.dir_state().display(), "state taken over from its old place");
+    }
+    for dir in [
+        main.dir_job_logs(),
+        main.dir_job_http_logs(),
+        main.dir_job_state(),
+        main.dir_job_http_state(),
+        main.dir_lib(),
+    ] {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create directory {}", dir.display()))?;
+    }
+    for dir in [main.dir_job_state(), main.dir_job_http_state()] {
+        crate::fsutil::remove_stale_temp_files(&dir);
+    }
+    let secret: Arc<str> = match &main.secret {
+        Some(secret) => Arc::from(secret.as_str()),
+        None => {
+            let stored = statedir::load_or_generate_secret(&main.dir_state())?;
+            if stored.generated {
+                // Shown once, to whoever installs the service; never logged again.
+                println!(
+                    "svc: no secret configured; generated secret (stored in {}): {}",
+                    stored.path.display(),
+                    stored.value
+                );
+            } else {
+                tracing::info!(file = %stored.path.display(), "no secret configured: using the secret stored in the state directory");
+            }
+            Arc::from(stored.value.as_str())
+        }
+    };
+    Ok(PreparedState { lock, secret })
+}
+
+/// The runner binary must exist and be executable; checked by `--check` and at start.
+fn runner_issue(main: &MainConfig) -> Option<ConfigIssue> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (path, value) = match &main.runner_path {
+        Some(path) => (path.clone(), path.display().to_string()),
+        None => match runner_path(None) {
+            Ok(path) => {
+                let shown = format!("{} (default: beside svc-controller)", path.display());
+                (path, shown)
+            }
+            Err(err) => {
+                return Some(ConfigIssue {
+                    file: main.file.clone(),
+                    section: Some("svc".to_string()),
+                    key: Some("runner_path".to_string()),
+                    value: None,
+                    message: format!("{err:#}"),
+                });
+            }
+        },
+    };
+    let problem = match std::fs::metadata(&path) {
+        Err(err) => format!("no runner binary there: {err}"),
+        Ok(meta) if !meta.is_file() => "not a regular file".to_string(),
+        Ok(meta) if meta.permissions().mode() & 0o111 == 0 => "not executable".to_string(),
+        Ok(_) => return None,
+    };
+    Some(ConfigIssue {
+        file: main.file.clone(),
+        section: Some("svc".to_string()),
+        key: Some("runner_path".to_string()),
+        value: Some(value),
+        message: problem,
+    })
 }
 
 /// The signals the daemon handles, caught from the start of [`run`].

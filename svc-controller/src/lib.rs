@@ -17,3 +17,4 @@ pub mod metrics;
 pub mod replay;
 pub mod schedule;
 pub mod state;
+pub mod statedir;

@@ -507,17 +507,20 @@ impl TestService {
     }
 
     /// The main secret: as configured, or (when the configuration leaves it empty) the
-    /// generated one, read from the stdout line that contains `secret`.
+    /// generated one, read from the stdout line that contains `secret`. The controller
+    /// prints it only on the start that generated it, so every start's output is searched.
     pub fn secret(&self) -> String {
         if let Some(secret) = &self.secret {
             return secret.clone();
         }
-        generated_secret(&self.stdout()).unwrap_or_else(|| {
-            panic!(
-                "no generated secret on the controller's stdout:\n{}",
-                self.stdout()
-            )
-        })
+        (1..=self.starts)
+            .find_map(|start| generated_secret(&read_lossy(&self.output_paths(start).0)))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no generated secret on the controller's stdout:\n{}",
+                    self.stdout()
+                )
+            })
     }
 
     // ----- HTTP --------------------------------------------------------------------------

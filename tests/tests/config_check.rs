@@ -177,3 +177,41 @@ async fn legacy_names_load_with_a_deprecation_note() {
     assert_eq!(environment["max_job_running"], 2, "{environment}");
     assert!(environment["jobs"].get("legacy").is_some(), "{environment}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_and_start_refuse_a_missing_runner() {
+    let builder = TestService::builder();
+    let missing = builder.dir_base().join("no/svc-runner");
+    let not_executable = builder.dir_base().join("etc/svc/svc-runner");
+    let mut svc = builder
+        .svc(format!("runner_path = {}", missing.display()))
+        .job_file(
+            "one",
+            job_section("one", &["path = /one", "command = true"]),
+        )
+        .build();
+    let output = svc.check().await;
+    let text = combined(&output);
+    assert_eq!(output.status.code(), Some(EX_CONFIG), "{text}");
+    let shown = missing.display().to_string();
+    assert_line(&text, &[&["svc.conf", "[svc]", "runner_path", &shown]]);
+    svc.spawn();
+    let status = svc
+        .wait_exit(Duration::from_secs(10))
+        .await
+        .expect("the controller exits");
+    assert_eq!(status.code(), Some(EX_CONFIG), "{}", svc.stderr());
+
+    // Present but not executable.
+    std::fs::write(&not_executable, "#!/bin/sh\n").expect("write");
+    let config = std::fs::read_to_string(svc.config_path()).expect("read");
+    std::fs::write(
+        svc.config_path(),
+        config.replace(&shown, &not_executable.display().to_string()),
+    )
+    .expect("write");
+    let output = svc.check().await;
+    let text = combined(&output);
+    assert_eq!(output.status.code(), Some(EX_CONFIG), "{text}");
+    assert_line(&text, &[&["runner_path", "not executable"]]);
+}

@@ -30,6 +30,8 @@ pub use parse::{job_id_from_name, load};
 pub const DEFAULT_LISTEN_ADDRESS: &str = "127.0.0.1:31937";
 /// Default server name.
 pub const DEFAULT_NAME: &str = "svc";
+/// Default `dir_state`, below `dir_base`.
+pub const DEFAULT_DIR_STATE: &str = "var/run/svc";
 /// Default number of logs kept per job.
 pub const DEFAULT_LOG_RETENTION: usize = 5;
 /// Default time limit of one Job run.
@@ -70,6 +72,10 @@ pub struct MainConfig {
     pub dir_base: PathBuf,
     /// `dir_public`: directory served under `/`; relative values are below `dir_base`.
     pub dir_public: Option<PathBuf>,
+    /// `dir_state`, default `$dir_base/var/run/svc` ([`DEFAULT_DIR_STATE`]); relative values
+    /// are below `dir_base`. Holds job state, the replay stores, the generated secret and
+    /// the lock that allows one controller per state directory.
+    pub dir_state: PathBuf,
     /// `secret`; `None` when empty (a new one is generated at each start).
     pub secret: Option<String>,
     /// `http_timeout`: default timeout of JobHttp requests.
@@ -363,19 +369,33 @@ impl MainConfig {
     pub fn dir_job_http_logs(&self) -> PathBuf {
         self.dir_base.join("var/log/svc/job_http")
     }
-    /// `$dir_base/var/run/svc/job`.
-    pub fn dir_job_state(&self) -> PathBuf {
-        self.dir_base.join("var/run/svc/job")
+    /// `dir_state`: job state, replay stores, the generated secret, the lock.
+    pub fn dir_state(&self) -> PathBuf {
+        self.dir_state.clone()
     }
-    /// `$dir_base/var/run/svc/job_http`.
+    /// Where state lived before `dir_state` existed, and still does by default:
+    /// `$dir_base/var/run/svc`. Taken over from at start when `dir_state` is elsewhere.
+    pub fn legacy_dir_state(&self) -> PathBuf {
+        self.dir_base.join(DEFAULT_DIR_STATE)
+    }
+    /// `<dir_state>/job`: one state file per Job.
+    pub fn dir_job_state(&self) -> PathBuf {
+        self.dir_state.join("job")
+    }
+    /// `<dir_state>/job_http`: one state file per JobHttp.
     pub fn dir_job_http_state(&self) -> PathBuf {
-        self.dir_base.join("var/run/svc/job_http")
+        self.dir_state.join("job_http")
+    }
+    /// `<dir_state>/replay`: delivery IDs and nonces already accepted.
+    pub fn dir_replay(&self) -> PathBuf {
+        self.dir_state.join("replay")
     }
     /// Runtime directory of the controller (runner socket), mode 0700.
     pub fn dir_runtime(&self) -> PathBuf {
         self.dir_base.join("var/run/svc/controller")
     }
-    /// Persistent data of the controller (replay stores).
+    /// `$dir_base/var/lib/svc`: working directories and webhook bodies (and, before
+    /// `dir_state`, the replay stores).
     pub fn dir_lib(&self) -> PathBuf {
         self.dir_base.join("var/lib/svc")
     }

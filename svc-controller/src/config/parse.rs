@@ -10,10 +10,10 @@ use base64::Engine as _;
 use super::duration::parse_duration;
 use super::syntax::{self, Entry, Section, SectionKind};
 use super::{
-    AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_HEADER_SIGN, DEFAULT_HTTP_TIMEOUT,
-    DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_RETENTION, DEFAULT_NAME,
-    DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig,
-    MainConfig, ResourceLimits, UserConfig, resolve_path,
+    AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
+    DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_RETENTION,
+    DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType,
+    JobConfig, MainConfig, ResourceLimits, UserConfig, resolve_path,
 };
 use crate::schedule::{Schedule, Timer};
 
@@ -35,6 +35,7 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("listen_address", Scalar),
     ("dir_base", Scalar),
     ("dir_public", Scalar),
+    ("dir_state", Scalar),
     ("secret", Scalar),
     ("http_timeout", Scalar),
     ("max_job_running", Scalar),
@@ -553,6 +554,7 @@ fn read_main(
         listen_address: DEFAULT_LISTEN_ADDRESS.to_string(),
         dir_base: PathBuf::from("/"),
         dir_public: None,
+        dir_state: PathBuf::from("/").join(DEFAULT_DIR_STATE),
         secret: None,
         http_timeout: DEFAULT_HTTP_TIMEOUT,
         max_job_running: 1,
@@ -592,6 +594,9 @@ fn read_main(
     }
     let base = config.dir_base.clone();
     config.dir_public = r.parsed("dir_public", |v| Ok(resolve_path(&base, Path::new(v))));
+    config.dir_state = r
+        .parsed("dir_state", |v| Ok(resolve_path(&base, Path::new(v))))
+        .unwrap_or_else(|| base.join(DEFAULT_DIR_STATE));
     config.secret = r.text_or_empty("secret").filter(|s| !s.is_empty());
     if let Some(v) = r.parsed("http_timeout", parse_positive_duration) {
         config.http_timeout = v;

@@ -124,6 +124,9 @@ fn main_defaults() {
     assert_eq!(main.group, None);
     assert_eq!(main.runner_path, None);
     assert_eq!(main.log_level, None);
+    assert_eq!(main.dir_state(), tree.path("var/run/svc"));
+    assert_eq!(main.dir_job_state(), tree.path("var/run/svc/job"));
+    assert_eq!(main.dir_replay(), tree.path("var/run/svc/replay"));
     assert!(config.jobs.is_empty());
     assert!(config.http_jobs.is_empty());
     assert!(config.warnings.is_empty());
@@ -155,7 +158,7 @@ fn main_values() {
         "NAME = prod box\nlisten_address = 0.0.0.0:8080\ndir_public = public\n\
          secret = s3cr3t # kept\nhttp_timeout = 1m30s\nmax_job_running = 4\n\
          is_development = Yes\nuser = {user}\ngroup = {group}\nrunner_path = bin/svc-runner\n\
-         log_level = info,svc_controller=debug\n"
+         log_level = info,svc_controller=debug\ndir_state = state\n"
     ));
     let main = tree.load().main;
     assert_eq!(main.name, "prod box");
@@ -169,12 +172,14 @@ fn main_values() {
     assert_eq!(main.group, Some(group));
     assert_eq!(main.runner_path, Some(tree.path("bin/svc-runner")));
     assert_eq!(main.log_level.as_deref(), Some("info,svc_controller=debug"));
+    assert_eq!(main.dir_state(), tree.path("state"));
+    assert_eq!(main.dir_job_http_state(), tree.path("state/job_http"));
 }
 
 #[test]
 fn main_absolute_paths_and_ipv6() {
     let tree = Tree::new(
-        "dir_public = /srv/www\nrunner_path = /usr/lib/svc/svc-runner\n\
+        "dir_public = /srv/www\nrunner_path = /usr/lib/svc/svc-runner\ndir_state = /var/lib/svc/state\n\
          listen_address = [::1]:31937\nsecret =\n",
     );
     let main = tree.load().main;
@@ -185,6 +190,7 @@ fn main_absolute_paths_and_ipv6() {
     );
     assert_eq!(main.listen_address, "[::1]:31937");
     assert_eq!(main.secret, None);
+    assert_eq!(main.dir_state(), Path::new("/var/lib/svc/state"));
 }
 
 #[test]
