@@ -102,6 +102,7 @@ pub struct TestServiceBuilder {
     job_files: Vec<(String, Vec<u8>)>,
     job_http_files: Vec<(String, Vec<u8>)>,
     env: Vec<(String, String)>,
+    wrapper: Vec<String>,
 }
 
 impl TestServiceBuilder {
@@ -127,6 +128,7 @@ impl TestServiceBuilder {
             job_files: Vec::new(),
             job_http_files: Vec::new(),
             env: Vec::new(),
+            wrapper: Vec::new(),
         }
     }
 
@@ -171,6 +173,14 @@ impl TestServiceBuilder {
     /// Sets an environment variable of the controller process.
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Starts the controller through `command` (a program and its arguments, such as
+    /// `setpriv --bounding-set=...`), which must end by exec'ing the arguments that follow
+    /// it, so that the controller keeps the PID the harness knows.
+    pub fn wrapper(mut self, command: &[&str]) -> Self {
+        self.wrapper = command.iter().map(|arg| (*arg).to_owned()).collect();
         self
     }
 
@@ -241,6 +251,7 @@ impl TestServiceBuilder {
             listen_address,
             secret,
             env: self.env,
+            wrapper: self.wrapper,
             child: None,
             last_exit: None,
             starts: 0,
@@ -272,6 +283,8 @@ pub struct TestService {
     /// Main secret as configured; `None` when the controller generates it.
     secret: Option<String>,
     env: Vec<(String, String)>,
+    /// Program and arguments the controller is started through (empty: directly).
+    wrapper: Vec<String>,
     child: Option<Child>,
     /// Exit status of the last controller process that was reaped.
     last_exit: Option<ExitStatus>,
@@ -341,7 +354,14 @@ impl TestService {
         let (stdout, stderr) = self.output_paths(self.starts);
         let stdout = File::create(&stdout).expect("create the controller stdout file");
         let stderr = File::create(&stderr).expect("create the controller stderr file");
-        let mut command = Command::new(&binaries().controller);
+        let mut command = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(&binaries().controller);
+                command
+            }
+            None => Command::new(&binaries().controller),
+        };
         command
             .arg("--config")
             .arg(&self.config_path)

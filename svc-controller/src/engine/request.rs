@@ -90,31 +90,91 @@ fn supplementary_groups(user: &str, gid: Gid) -> Vec<u32> {
     groups
 }
 
-/// Creates the working directory when missing. The default one is handed to the job's
-/// user; a directory the operator configured is left as it is.
+/// Mode of a default working directory when it is created.
+const DIR_WORK_MODE: u32 = 0o750;
+
+/// Makes sure the working directory is there for the job's user, without any privilege
+/// the packaged unit lacks (it grants CAP_CHOWN, not CAP_FOWNER nor CAP_DAC_OVERRIDE).
+///
+/// A directory the operator configured is used as it is and must exist. The default one
+/// is created once, with its mode set while root still owns it, then handed to the job's
+/// user; from then on it is used as it is. A default directory owned by someone else
+/// (for example after the job's `user` changed) is refused with a message saying what to
+/// do: changing it would need privileges the service does not have, and silently taking
+/// over another user's files is not its call. A symbolic link is refused too, so that
+/// no chown ever follows one.
 pub fn prepare_dir_work(dir: &Path, is_default: bool, run_as: &RunAs) -> Result<(), String> {
-    if dir.is_dir() && !is_default {
-        return Ok(());
+    if !is_default {
+        return if dir.is_dir() {
+            Ok(())
+        } else {
+            Err(format!(
+                "working directory {} does not exist",
+                dir.display()
+            ))
+        };
     }
-    if !dir.exists() && !is_default {
+    let hand_over = run_as
+        .credentials
+        .as_ref()
+        .filter(|_| Uid::effective().is_root());
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            create_dir_work(dir)?;
+            std::fs::symlink_metadata(dir)
+                .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        }
+        Err(err) => return Err(format!("cannot read {}: {err}", dir.display())),
+    };
+    if !meta.file_type().is_dir() {
         return Err(format!(
-            "working directory {} does not exist",
+            "working directory {} is not a directory (a symbolic link or a file is not used)",
             dir.display()
         ));
     }
-    std::fs::create_dir_all(dir)
-        .map_err(|e| format!("cannot create working directory {}: {e}", dir.display()))?;
-    if let Some(creds) = &run_as.credentials
-        && Uid::effective().is_root()
-    {
-        // Mode first, while root still owns it: changing the mode of a directory one
-        // does not own would need CAP_FOWNER, which the systemd unit does not grant.
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
-            .map_err(|e| format!("cannot set mode of {}: {e}", dir.display()))?;
-        chown(dir, Some(creds.uid), Some(creds.gid))
-            .map_err(|e| format!("cannot hand {} to {}: {e}", dir.display(), creds.user_name))?;
+    let Some(creds) = hand_over else {
+        return Ok(());
+    };
+    let owner = std::os::unix::fs::MetadataExt::uid(&meta);
+    if owner == creds.uid {
+        return Ok(());
     }
-    Ok(())
+    if owner == Uid::effective().as_raw() {
+        // Ours: created just now, or by a start that died before handing it over.
+        // Setting the mode of our own directory needs no capability.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_WORK_MODE))
+            .map_err(|e| format!("cannot set mode of {}: {e}", dir.display()))?;
+        return chown(dir, Some(creds.uid), Some(creds.gid))
+            .map_err(|e| format!("cannot hand {} to {}: {e}", dir.display(), creds.user_name));
+    }
+    Err(format!(
+        "working directory {} belongs to uid {owner}, not to the job's user {} (uid {}): \
+         hand it over (chown -R {} {}) or set dir_work",
+        dir.display(),
+        creds.user_name,
+        creds.uid,
+        creds.user_name,
+        dir.display()
+    ))
+}
+
+/// Creates a default working directory (and its parents); an existing one is fine, as a
+/// concurrent creation is.
+fn create_dir_work(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    match std::fs::DirBuilder::new().mode(DIR_WORK_MODE).create(dir) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(format!(
+            "cannot create working directory {}: {err}",
+            dir.display()
+        )),
+    }
 }
 
 /// What a webhook trigger hands to the commands.
