@@ -207,32 +207,38 @@ impl LogDir {
     pub fn recover_interrupted(&self, logs: &mut [LogMeta]) -> io::Result<Vec<u64>> {
         let mut repaired = Vec::new();
         for log in logs.iter_mut().filter(|l| l.status == LogStatus::Started) {
-            let path = self.path(log.counter, LogStatus::Started);
-            let mut file = OpenOptions::new().append(true).open(&path)?;
-            // The run may have died in the middle of a line.
-            let ends_with_newline = {
-                let tail = self.read_tail(log.counter, LogStatus::Started, 1)?;
-                tail.is_empty() || tail == b"\n"
-            };
-            let mut text = String::new();
-            if !ends_with_newline {
-                text.push('\n');
-            }
-            text.push_str(&format_line(
-                Utc::now(),
-                &format!(
-                    "=== run {} finished: fail: interrupted, the controller stopped before the run ended",
-                    log.counter
-                ),
-            ));
-            file.write_all(text.as_bytes())?;
-            file.sync_all()?;
-            let status = LogStatus::Finished(RunResult::Fail);
-            fsutil::durable_rename(&path, &self.path(log.counter, status))?;
-            log.status = status;
+            log.status = self.fail_started(
+                log.counter,
+                "interrupted, the controller stopped before the run ended",
+            )?;
             repaired.push(log.counter);
         }
         Ok(repaired)
+    }
+
+    /// Ends the `.started` log of run `counter`, whose writer is gone, as a failure: a
+    /// final line `=== run N finished: fail: <reason>` (on a line of its own, even if the
+    /// run stopped in the middle of one), synced, then a durable rename to `.fail`.
+    pub fn fail_started(&self, counter: u64, reason: &str) -> io::Result<LogStatus> {
+        let path = self.path(counter, LogStatus::Started);
+        let mut file = OpenOptions::new().append(true).open(&path)?;
+        let ends_with_newline = {
+            let tail = self.read_tail(counter, LogStatus::Started, 1)?;
+            tail.is_empty() || tail == b"\n"
+        };
+        let mut text = String::new();
+        if !ends_with_newline {
+            text.push('\n');
+        }
+        text.push_str(&format_line(
+            Utc::now(),
+            &format!("=== run {counter} finished: fail: {reason}"),
+        ));
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        let status = LogStatus::Finished(RunResult::Fail);
+        fsutil::durable_rename(&path, &self.path(counter, status))?;
+        Ok(status)
     }
 
     /// Time of the first line of a log, used to rebuild `last_run` from logs.

@@ -28,6 +28,12 @@ pub(super) async fn run_task(
     mut runner: Option<LaunchedRunner>,
     mut cancel: watch::Receiver<Option<String>>,
 ) {
+    let mut guard = RunTaskGuard {
+        engine: engine.clone(),
+        kind,
+        id: id.clone(),
+        ended: false,
+    };
     loop {
         let permit = if kind == Kind::Job {
             tokio::select! {
@@ -44,6 +50,8 @@ pub(super) async fn run_task(
             None
         };
         if let Some((context, log, runner)) = begun {
+            #[cfg(test)]
+            tests::maybe_panic(&id);
             let started = std::time::Instant::now();
             let (outcome, log) =
                 perform(&engine, &context, log, runner, &trigger, &mut cancel).await;
@@ -73,7 +81,46 @@ pub(super) async fn run_task(
                 trigger = next;
                 cancel = next_cancel;
             }
-            None => return,
+            None => {
+                guard.ended = true;
+                return;
+            }
+        }
+    }
+}
+
+/// Reason written into the log of a run whose task ended abnormally.
+const ABANDONED: &str = "internal error: the run's task ended abnormally (see the service log)";
+
+/// Makes a run task's end certain: if the task unwinds from a panic, or is dropped while
+/// the service runs, the run in progress is recorded as failed (log and state) and the
+/// job is freed, so that its queued trigger and every later one still run. Without it,
+/// such a job would show `started` for ever and refuse every trigger. The permit of
+/// `max_job_running` needs no help: it is released when the task's stack unwinds.
+struct RunTaskGuard {
+    engine: Engine,
+    kind: Kind,
+    id: String,
+    /// Set on the task's normal way out.
+    ended: bool,
+}
+
+impl Drop for RunTaskGuard {
+    fn drop(&mut self) {
+        if self.ended || self.engine.is_shutting_down() {
+            // At shutdown the next start repairs a `.started` log as interrupted.
+            return;
+        }
+        tracing::error!(
+            job = self.id,
+            panicking = std::thread::panicking(),
+            "a run task ended abnormally: its run is recorded as failed"
+        );
+        let (engine, kind, id) = (self.engine.clone(), self.kind, self.id.clone());
+        match tokio::runtime::Handle::try_current() {
+            // File work: on the blocking pool, not on the worker that is unwinding.
+            Ok(handle) => drop(handle.spawn_blocking(move || engine.abandon_run(kind, &id))),
+            Err(_) => engine.abandon_run(kind, &id),
         }
     }
 }
@@ -388,6 +435,57 @@ impl Engine {
         self.changed();
     }
 
+    /// Cleans up after a run task that ended abnormally ([`RunTaskGuard`]): finishes the
+    /// log of the run it had begun as a failure, saves the state, and hands a queued
+    /// trigger to a new task (or marks the job idle). Blocking.
+    fn abandon_run(&self, kind: Kind, id: &str) {
+        let begun = {
+            let mut registry = self.lock();
+            let Some(entry) = registry.map(kind).get_mut(id) else {
+                return;
+            };
+            let counter = entry.run.as_mut().and_then(|run| run.counter.take());
+            if counter.is_some() {
+                entry.state.started = false;
+                entry.state.last_result = Some(RunResult::Fail);
+            }
+            counter.map(|counter| (counter, entry.log_dir.clone()))
+        };
+        if let Some((counter, log_dir)) = begun {
+            match log_dir.fail_started(counter, ABANDONED) {
+                Ok(status) => {
+                    let mut registry = self.lock();
+                    if let Some(entry) = registry.map(kind).get_mut(id) {
+                        entry.logs.retain(|log| log.counter != counter);
+                        entry
+                            .logs
+                            .push(crate::logstore::LogMeta { counter, status });
+                    }
+                }
+                // No log was created (or it is gone): the state alone records the run.
+                Err(err) => {
+                    tracing::warn!(job = id, counter, error = %err, "cannot finish the log of an abandoned run");
+                }
+            }
+            self.persist(kind, id, Durability::Atomic);
+            crate::metrics::run_finished(kind.as_str(), id, false, std::time::Duration::ZERO);
+        }
+        if let Some((trigger, cancel)) = self.take_next(kind, id) {
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => drop(handle.spawn(run_task(
+                    self.clone(),
+                    kind,
+                    id.to_string(),
+                    trigger,
+                    None,
+                    cancel,
+                ))),
+                Err(_) => tracing::error!(job = id, "no runtime left: a queued trigger is dropped"),
+            }
+        }
+        self.changed();
+    }
+
     /// After a run: hands over the queued trigger with a fresh cancel channel, or marks
     /// the job idle and ends the task.
     fn take_next(
@@ -428,5 +526,101 @@ impl Engine {
             self.changed();
         }
         next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::engine::TriggerSource;
+    use crate::exec::RunnerHub;
+
+    /// Jobs whose ID starts with this panic right after their run began (test builds
+    /// only: the hook is compiled into nothing else).
+    const PANIC_PREFIX: &str = "panic_in_run";
+
+    pub(super) fn maybe_panic(id: &str) {
+        if id.starts_with(PANIC_PREFIX) {
+            panic!("injected panic in the run task of {id}");
+        }
+    }
+
+    /// Polls `done` every 10 ms for at most 10 s.
+    async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting until {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().canonicalize().expect("canonical");
+        let main_file = base.join("svc.conf");
+        let no_runner = base.join("no-runner");
+        std::fs::write(
+            &main_file,
+            format!(
+                "[svc]\ndir_base = {}\nrunner_path = {}\n\n\
+                 [job \"{PANIC_PREFIX}\"]\npath = /p\ncommand = true\n",
+                base.display(),
+                no_runner.display()
+            ),
+        )
+        .expect("write the configuration");
+        let config = crate::config::load(&main_file).expect("load");
+        let main = &config.main;
+        for dir in [main.dir_job_logs(), main.dir_job_state()] {
+            std::fs::create_dir_all(dir).expect("mkdir");
+        }
+        let hub = RunnerHub::start(&main.dir_runtime(), no_runner).expect("runner hub");
+        let engine = Engine::new(&config, hub);
+        let logs = main.dir_job_logs().join(PANIC_PREFIX);
+        let log =
+            |counter: u64, status: &str| logs.join(format!("{PANIC_PREFIX}.{counter}.{status}"));
+        let idle = || {
+            let mut registry = engine.lock();
+            registry
+                .get(Kind::Job, PANIC_PREFIX)
+                .is_some_and(|entry| entry.run.is_none())
+        };
+
+        engine
+            .trigger(Kind::Job, PANIC_PREFIX, Trigger::new(TriggerSource::Api))
+            .expect("the first trigger is accepted");
+        wait_until("run 1 is recorded as failed and the job is idle", || {
+            log(1, "fail").is_file() && idle()
+        })
+        .await;
+        let content = std::fs::read_to_string(log(1, "fail")).expect("read log 1");
+        let last = content.lines().last().unwrap_or_default();
+        assert!(
+            last.ends_with(&format!("=== run 1 finished: fail: {ABANDONED}")),
+            "{content}"
+        );
+        let job = engine.job_json(Kind::Job, PANIC_PREFIX).expect("job view");
+        assert_eq!(job["status"], "failed", "{job}");
+        assert_eq!(
+            engine.inner.job_slots.available_permits(),
+            1,
+            "the max_job_running permit is back"
+        );
+        let state =
+            std::fs::read_to_string(main.dir_job_state().join(PANIC_PREFIX)).expect("state file");
+        assert!(state.contains("counter = 1"), "{state}");
+
+        // The job takes triggers again: one while the next run is going on is queued,
+        // and both run (and panic, and are recorded) in turn.
+        engine
+            .trigger(Kind::Job, PANIC_PREFIX, Trigger::new(TriggerSource::Api))
+            .expect("the job takes a new trigger");
+        let _ = engine.trigger(Kind::Job, PANIC_PREFIX, Trigger::new(TriggerSource::Api));
+        wait_until("run 2 is recorded as failed", || log(2, "fail").is_file()).await;
+        wait_until("the job is idle again", idle).await;
+        assert!(!log(2, "started").exists());
     }
 }
