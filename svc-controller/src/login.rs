@@ -112,9 +112,25 @@ pub fn hash_password(password: &str) -> Result<String, HashError> {
         .map_err(|e| HashError::Hash(e.to_string()))
 }
 
-/// `svc-controller hash-password`: reads one line (the password) from standard input and
-/// returns its argon2id hash, for `user.conf`.
+/// `svc-controller hash-password`: reads the password and returns its argon2id hash, for
+/// `user.conf`. At a terminal it asks twice, without echo, and refuses two different
+/// answers; from a pipe or a file it reads one line.
 pub fn hash_password_from_stdin() -> anyhow::Result<String> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // rpassword turns the terminal's echo off while the password is typed, and on
+        // again afterwards, also when the read fails.
+        let first = rpassword::prompt_password("Password: ")
+            .map_err(|e| anyhow::anyhow!("cannot read the password from the terminal: {e}"))?;
+        if first.is_empty() {
+            anyhow::bail!("no password: an empty password is refused");
+        }
+        let again = rpassword::prompt_password("Password again: ")
+            .map_err(|e| anyhow::anyhow!("cannot read the password from the terminal: {e}"))?;
+        if first != again {
+            anyhow::bail!("the two passwords differ: nothing was hashed");
+        }
+        return Ok(hash_password(&first)?);
+    }
     hash_password_from_reader(std::io::stdin().lock())
 }
 
