@@ -45,9 +45,9 @@ struct KindLabels {
     kind: &'static str,
 }
 
-/// Labels of `svc_webhook_rejections_total`.
+/// Labels of `svc_webhook_rejections_total` and `svc_triggers_dropped_total`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct RejectionLabels {
+struct ReasonLabels {
     reason: &'static str,
 }
 
@@ -75,7 +75,8 @@ struct Metrics {
     runs: Family<RunLabels, Counter>,
     run_duration: Family<KindLabels, Histogram, fn() -> Histogram>,
     queue_length: Gauge,
-    webhook_rejections: Family<RejectionLabels, Counter>,
+    webhook_rejections: Family<ReasonLabels, Counter>,
+    triggers_dropped: Family<ReasonLabels, Counter>,
     http_requests: Family<HttpLabels, Counter>,
 }
 
@@ -105,11 +106,17 @@ impl Metrics {
             "Runs waiting: queued triggers plus runs waiting for a max_job_running permit",
             queue_length.clone(),
         );
-        let webhook_rejections = Family::<RejectionLabels, Counter>::default();
+        let webhook_rejections = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "webhook_rejections",
             "Refused webhook triggers by reason",
             webhook_rejections.clone(),
+        );
+        let triggers_dropped = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "triggers_dropped",
+            "Accepted triggers that were queued and then dropped without a run, by reason",
+            triggers_dropped.clone(),
         );
         let http_requests = Family::<HttpLabels, Counter>::default();
         registry.register(
@@ -144,6 +151,7 @@ impl Metrics {
             run_duration,
             queue_length,
             webhook_rejections,
+            triggers_dropped,
             http_requests,
         }
     }
@@ -169,7 +177,7 @@ impl Metrics {
 
     fn webhook_rejected(&self, reason: &'static str) {
         self.webhook_rejections
-            .get_or_create(&RejectionLabels { reason })
+            .get_or_create(&ReasonLabels { reason })
             .inc();
     }
 
@@ -254,6 +262,15 @@ pub fn set_queue_length(waiting: usize) {
 /// A webhook was refused; `reason` is a short fixed word such as `signature`.
 pub fn webhook_rejected(reason: &'static str) {
     METRICS.webhook_rejected(reason);
+}
+
+/// A queued trigger was dropped without a run; `reason` is a short fixed word such as
+/// `job_removed`.
+pub fn trigger_dropped(reason: &'static str) {
+    METRICS
+        .triggers_dropped
+        .get_or_create(&ReasonLabels { reason })
+        .inc();
 }
 
 /// An HTTP request was answered; `route` is the matched route template (never the raw

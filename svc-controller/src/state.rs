@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::fsutil;
@@ -50,6 +52,21 @@ pub struct JobState {
     /// Counter of the last run started; the next run gets `counter + 1`.
     pub counter: u64,
     pub paused: bool,
+    /// The trigger waiting in the job's one-slot queue, kept so that an accepted trigger
+    /// survives a pause, a reload and a restart. Taking it off the queue and reserving
+    /// the counter of its run are one write of this file, so it runs exactly once.
+    pub queued: Option<QueuedTrigger>,
+}
+
+/// A queued trigger as the state file keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedTrigger {
+    /// What started it (`webhook`, `api`, ...), as the engine spells it.
+    pub source: String,
+    /// Event name of a webhook request.
+    pub event: Option<String>,
+    /// Raw body of a webhook request.
+    pub body: Option<Vec<u8>>,
 }
 
 /// Why a state file could not be used.
@@ -96,12 +113,22 @@ impl JobState {
         let _ = writeln!(text, "status = {}", self.status_text());
         let _ = writeln!(text, "counter = {}", self.counter);
         let _ = writeln!(text, "paused = {}", self.paused);
+        if let Some(queued) = &self.queued {
+            let _ = writeln!(text, "queued = {}", queued.source);
+            if let Some(event) = &queued.event {
+                let _ = writeln!(text, "queued_event = {}", BASE64.encode(event));
+            }
+            if let Some(body) = &queued.body {
+                let _ = writeln!(text, "queued_body = {}", BASE64.encode(body));
+            }
+        }
         text
     }
 
     /// Parses the file format. `origin` names the file in errors.
     pub fn parse(text: &str, origin: &str) -> Result<JobState, StateError> {
         let mut state = JobState::default();
+        let (mut event, mut body) = (None, None);
         for (index, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -144,8 +171,35 @@ impl JobState {
                         other => return Err(fail(format!("paused {other:?} is not a boolean"))),
                     }
                 }
+                "queued" if !value.is_empty() => {
+                    state.queued = Some(QueuedTrigger {
+                        source: value.to_string(),
+                        event: None,
+                        body: None,
+                    });
+                }
+                "queued_event" => {
+                    let bytes = BASE64
+                        .decode(value)
+                        .map_err(|e| fail(format!("queued_event: {e}")))?;
+                    event = Some(
+                        String::from_utf8(bytes)
+                            .map_err(|_| fail("queued_event is not UTF-8".to_string()))?,
+                    );
+                }
+                "queued_body" => {
+                    body = Some(
+                        BASE64
+                            .decode(value)
+                            .map_err(|e| fail(format!("queued_body: {e}")))?,
+                    );
+                }
                 _ => {}
             }
+        }
+        if let Some(queued) = state.queued.as_mut() {
+            queued.event = event;
+            queued.body = body;
         }
         Ok(state)
     }
@@ -196,7 +250,31 @@ mod tests {
             started: false,
             counter: 42,
             paused: true,
+            queued: None,
         }
+    }
+
+    #[test]
+    fn a_queued_trigger_round_trips() {
+        let mut state = sample();
+        state.queued = Some(QueuedTrigger {
+            source: "webhook".to_string(),
+            event: Some("push = main".to_string()),
+            body: Some(b"{\"ref\": \"main\"}\n\x00\xff".to_vec()),
+        });
+        let text = state.to_text();
+        assert!(text.contains("queued = webhook\n"), "{text}");
+        assert_eq!(JobState::parse(&text, "t").expect("parse"), state);
+        let bare = JobState::parse("counter = 2\nqueued = api\n", "t").expect("parse");
+        assert_eq!(
+            bare.queued,
+            Some(QueuedTrigger {
+                source: "api".to_string(),
+                event: None,
+                body: None
+            })
+        );
+        assert!(JobState::parse("queued = webhook\nqueued_body = !!\n", "t").is_err());
     }
 
     #[test]

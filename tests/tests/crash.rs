@@ -241,15 +241,38 @@ fn read_job(
     files
 }
 
-/// The state file format of docs/formats.md, exactly: four `key = value` lines.
+/// The state file format of docs/formats.md, exactly: four `key = value` lines, then
+/// for a queued trigger `queued`, optionally followed by `queued_event` and
+/// `queued_body` (base64).
 fn strict_state(text: &str) -> Result<(), String> {
     let lines: Vec<&str> = text.lines().collect();
     let keys: Vec<&str> = lines
         .iter()
         .map(|line| line.split(" = ").next().unwrap_or_default())
         .collect();
-    if keys != ["last_run", "status", "counter", "paused"] || !text.ends_with('\n') {
-        return Err("is not the four lines last_run, status, counter, paused".into());
+    let queue_keys_ok = match keys.get(4..) {
+        None | Some([]) => true,
+        Some(["queued", rest @ ..]) => matches!(
+            rest,
+            [] | ["queued_event"] | ["queued_body"] | ["queued_event", "queued_body"]
+        ),
+        Some(_) => false,
+    };
+    if keys.get(..4) != Some(&["last_run", "status", "counter", "paused"][..])
+        || !queue_keys_ok
+        || !text.ends_with('\n')
+    {
+        return Err(
+            "is not the four lines last_run, status, counter, paused (and the queued trigger)"
+                .into(),
+        );
+    }
+    for line in &lines[4..] {
+        if let Some(("queued_event" | "queued_body", value)) = line.split_once(" = ")
+            && base64::Engine::decode(&base64::engine::general_purpose::STANDARD, value).is_err()
+        {
+            return Err(format!("has a queued trigger that is not base64: {line:?}"));
+        }
     }
     let value = |index: usize| {
         lines[index]
@@ -316,7 +339,15 @@ impl History {
                     .logs
                     .get(&state.counter)
                     .is_some_and(|log| log.status != "started");
-                if files.state_status == "started" && WEBHOOK_JOBS.contains(&id) && !finished {
+                // A job with a queued trigger starts that run right after the restart,
+                // so its status then tells about the new run, not the repaired one
+                // (whose log is checked all the same).
+                let queued = files.state.as_ref().is_some_and(|s| s.queued.is_some());
+                if files.state_status == "started"
+                    && WEBHOOK_JOBS.contains(&id)
+                    && !finished
+                    && !queued
+                {
                     self.started_states.insert(id.to_owned());
                 }
             }

@@ -27,7 +27,7 @@ use crate::exec::{LaunchedRunner, RunnerHub};
 use crate::fsutil::Durability;
 use crate::logstore::{LogDir, LogMeta, LogStatus};
 use crate::schedule::Timer;
-use crate::state::{JobState, RunResult};
+use crate::state::{JobState, QueuedTrigger, RunResult};
 
 /// gzip at the fastest level: the answer is rebuilt at every change, so speed beats the
 /// last few percent of size.
@@ -74,6 +74,16 @@ impl TriggerSource {
             TriggerSource::Api => "api",
         }
     }
+
+    fn parse(text: &str) -> Option<TriggerSource> {
+        [
+            TriggerSource::Timer,
+            TriggerSource::Webhook,
+            TriggerSource::Api,
+        ]
+        .into_iter()
+        .find(|source| source.as_str() == text)
+    }
 }
 
 /// A request to run a job.
@@ -94,6 +104,24 @@ impl Trigger {
             event: None,
         }
     }
+
+    /// As the state file keeps a queued trigger.
+    fn to_queued(&self) -> QueuedTrigger {
+        QueuedTrigger {
+            source: self.source.as_str().to_string(),
+            event: self.event.clone(),
+            body: self.body.as_ref().map(|body| body.to_vec()),
+        }
+    }
+
+    /// Back from the state file; `None` for a source this release does not know.
+    fn from_queued(queued: QueuedTrigger) -> Option<Trigger> {
+        Some(Trigger {
+            source: TriggerSource::parse(&queued.source)?,
+            body: queued.body.map(Bytes::from),
+            event: queued.event,
+        })
+    }
 }
 
 /// Why a trigger, pause, resume or cancel was refused.
@@ -109,6 +137,9 @@ pub enum EngineError {
     NotRunning,
     #[error("the service is shutting down")]
     ShuttingDown,
+    /// The queued trigger could not be saved, so it was not accepted.
+    #[error("cannot save the queued trigger; try again later")]
+    NotSaved,
 }
 
 /// The definition of an entry.
@@ -373,13 +404,30 @@ impl Engine {
                 tracing::error!(job = id, error = %err, "cannot write the state file");
             }
         }
+        // The queue lives in the entry; `persist` writes it back into every snapshot.
+        let queued = state.queued.take().and_then(|queued| {
+            let source = queued.source.clone();
+            let trigger = Trigger::from_queued(queued);
+            if trigger.is_none() {
+                tracing::warn!(
+                    job = id,
+                    source,
+                    "queued trigger of an unknown kind dropped"
+                );
+                crate::metrics::trigger_dropped("unknown_kind");
+            }
+            trigger
+        });
+        if queued.is_some() {
+            tracing::info!(job = id, "a trigger queued before the restart waits to run");
+        }
         Entry {
             def,
             state,
             logs,
             next_run: None,
             run: None,
-            queued: None,
+            queued,
             timer: None,
             resumed: false,
             retired: false,
@@ -389,7 +437,8 @@ impl Engine {
         }
     }
 
-    /// Starts the timer of every job that has one.
+    /// Starts the timer of every job that has one, and the runs of triggers that were
+    /// queued when the controller stopped (those of paused jobs wait for the resume).
     pub fn start_timers(&self) {
         let mut registry = self.lock();
         for kind in [Kind::Job, Kind::Http] {
@@ -397,6 +446,9 @@ impl Engine {
             for id in ids {
                 if let Some(entry) = registry.get(kind, &id) {
                     self.restart_timer(kind, &id, entry);
+                    if self.start_queued(kind, &id, entry) {
+                        registry.run_tasks += 1;
+                    }
                 }
             }
         }
@@ -431,13 +483,46 @@ impl Engine {
         true
     }
 
-    /// Starts a run of a job now, or queues it when the job is busy.
-    pub fn trigger(
+    /// Starts a run of a job now, or queues it when the job is busy. A queued trigger
+    /// is saved durably (in the job's state file) before this returns, so an accepted
+    /// trigger survives a pause, a reload and a restart.
+    pub async fn trigger(
         &self,
         kind: Kind,
         id: &str,
         trigger: Trigger,
     ) -> Result<serde_json::Value, EngineError> {
+        let (view, queued) = self.accept_trigger(kind, id, trigger)?;
+        if queued {
+            let saved = {
+                let (engine, id) = (self.clone(), id.to_string());
+                tokio::task::spawn_blocking(move || {
+                    engine.try_persist(kind, &id, Durability::Durable)
+                })
+                .await
+            };
+            if !matches!(saved, Ok(Ok(()))) {
+                tracing::error!(job = id, "cannot save a queued trigger: refused");
+                // Not accepted, so not kept: the caller answers with an error.
+                let mut registry = self.lock();
+                if let Some(entry) = registry.get(kind, id) {
+                    entry.queued = None;
+                }
+                registry.publish_queue_length();
+                return Err(EngineError::NotSaved);
+            }
+        }
+        Ok(view)
+    }
+
+    /// The in-memory part of [`Engine::trigger`]; true in the second member when the
+    /// trigger was queued (and must be saved).
+    fn accept_trigger(
+        &self,
+        kind: Kind,
+        id: &str,
+        trigger: Trigger,
+    ) -> Result<(serde_json::Value, bool), EngineError> {
         if self.inner.shutting_down.load(Ordering::SeqCst) {
             return Err(EngineError::ShuttingDown);
         }
@@ -446,7 +531,8 @@ impl Engine {
         if entry.state.paused {
             return Err(EngineError::Paused);
         }
-        if entry.run.is_some() {
+        let queued = entry.run.is_some();
+        if queued {
             if entry.queued.is_some() {
                 return Err(EngineError::Busy);
             }
@@ -462,7 +548,22 @@ impl Engine {
         };
         drop(registry);
         self.changed();
-        Ok(view)
+        Ok((view, queued))
+    }
+
+    /// Starts a run for the queued trigger of an idle, unpaused job; true when it did
+    /// (the caller counts the new run task).
+    fn start_queued(&self, kind: Kind, id: &str, entry: &mut Entry) -> bool {
+        if entry.run.is_some() || entry.state.paused || self.is_shutting_down() {
+            return false;
+        }
+        let Some(trigger) = entry.queued.take() else {
+            return false;
+        };
+        // The state file keeps the trigger until its run reserves a counter, in the same
+        // write: a crash before that runs it after the restart, after it never again.
+        self.spawn_run(kind, id, entry, trigger, None);
+        true
     }
 
     /// Whether the service is stopping (no new run begins).
@@ -555,7 +656,14 @@ impl Engine {
             if kind == Kind::Http && was_paused && !paused {
                 entry.resumed = true;
             }
-            view::entry_json(kind, id, entry)
+            // A trigger accepted before the pause runs now.
+            let started = !paused && self.start_queued(kind, id, entry);
+            let view = view::entry_json(kind, id, entry);
+            if started {
+                registry.run_tasks += 1;
+                registry.publish_queue_length();
+            }
+            view
         };
         self.persist(kind, id, Durability::Durable);
         self.changed();
@@ -579,12 +687,25 @@ impl Engine {
         Ok(view::entry_json(kind, id, entry))
     }
 
-    /// Writes the current state of a job to its state file.
+    /// Writes the current state of a job to its state file; a failure is logged.
     fn persist(&self, kind: Kind, id: &str, durability: Durability) {
+        if let Err(err) = self.try_persist(kind, id, durability) {
+            tracing::error!(job = id, error = %err, "cannot write the state file");
+        }
+    }
+
+    /// Writes the current state of a job, its queued trigger included, to its state
+    /// file. Blocking.
+    fn try_persist(
+        &self,
+        kind: Kind,
+        id: &str,
+        durability: Durability,
+    ) -> Result<(), crate::state::StateError> {
         let (save_lock, path) = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
-                return;
+                return Ok(());
             };
             (entry.save_lock.clone(), entry.state_path.clone())
         };
@@ -595,16 +716,16 @@ impl Engine {
         let snapshot = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
-                return;
+                return Ok(());
             };
-            entry.state.clone()
+            let mut state = entry.state.clone();
+            state.queued = entry.queued.as_ref().map(Trigger::to_queued);
+            state
         };
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        if let Err(err) = snapshot.save(&path, durability) {
-            tracing::error!(job = id, error = %err, "cannot write the state file");
-        }
+        snapshot.save(&path, durability)
     }
 
     /// The Environment answer (wrapper included) as plain and gzip bytes. It is built once
@@ -724,9 +845,12 @@ impl Engine {
                 if let Some(handle) = entry.timer.take() {
                     handle.abort();
                 }
+                if entry.queued.take().is_some() {
+                    tracing::warn!(job = %id, "queued trigger dropped: its job was removed from the configuration");
+                    crate::metrics::trigger_dropped("job_removed");
+                }
                 if entry.run.is_some() {
                     entry.retired = true;
-                    entry.queued = None;
                 } else {
                     map.remove(&id);
                 }
@@ -775,7 +899,8 @@ impl Engine {
                     if let Some(handle) = entry.timer.take() {
                         handle.abort();
                     }
-                    entry.queued = None;
+                    // A queued trigger stays in the state file and runs after the
+                    // next start.
                     if let Some(run) = &entry.run {
                         run.cancel
                             .send_replace(Some("the service is shutting down".into()));

@@ -7,7 +7,7 @@ use chrono::Utc;
 use tokio::sync::watch;
 
 use super::request::{self, RequestData};
-use super::{Def, Engine, Kind, Trigger};
+use super::{Def, Engine, Kind, Trigger, TriggerSource};
 use crate::exec::{LaunchedRunner, Outcome, RunEvent};
 use crate::fsutil::Durability;
 use crate::logstore::{LogDir, RunLog};
@@ -49,6 +49,17 @@ pub(super) async fn run_task(
         } else {
             None
         };
+        if begun.is_none()
+            && trigger.source != TriggerSource::Timer
+            && (may_run || engine.is_shutting_down())
+        {
+            // Paused, or the service stopping, between its acceptance and its start: an
+            // accepted trigger waits in the queue (and the state file) instead of
+            // vanishing.
+            let (requeue, trigger) = (engine.clone(), trigger.clone());
+            let id = id.clone();
+            on_disk(move || requeue.requeue(kind, &id, trigger)).await;
+        }
         if let Some((context, log, runner)) = begun {
             #[cfg(test)]
             tests::maybe_panic(&id);
@@ -435,6 +446,36 @@ impl Engine {
         self.changed();
     }
 
+    /// Puts back into the queue the trigger of a run that could not begin because its
+    /// job was paused or the service is stopping, and saves it. Blocking.
+    fn requeue(&self, kind: Kind, id: &str, trigger: Trigger) {
+        let stopping = self.is_shutting_down();
+        {
+            let mut registry = self.lock();
+            let Some(entry) = registry.map(kind).get_mut(id) else {
+                return;
+            };
+            if entry.retired || !(entry.state.paused || stopping) {
+                return;
+            }
+            if entry.queued.is_some() {
+                tracing::warn!(
+                    job = id,
+                    "a trigger that could not start is dropped: the queue is full"
+                );
+                crate::metrics::trigger_dropped("queue_full");
+                return;
+            }
+            entry.queued = Some(trigger);
+            registry.publish_queue_length();
+        }
+        tracing::info!(
+            job = id,
+            "the job was paused before its run began: the trigger waits"
+        );
+        self.persist(kind, id, Durability::Durable);
+    }
+
     /// Cleans up after a run task that ended abnormally ([`RunTaskGuard`]): finishes the
     /// log of the run it had begun as a failure, saves the state, and hands a queued
     /// trigger to a new task (or marks the job idle). Blocking.
@@ -499,23 +540,28 @@ impl Engine {
             .load(std::sync::atomic::Ordering::SeqCst);
         let mut registry = self.lock();
         let next = match registry.map(kind).get_mut(id) {
-            Some(entry) => match entry.queued.take() {
-                Some(trigger) if !stopping && !entry.retired => {
-                    let (cancel, cancel_rx) = watch::channel(None);
-                    entry.run = Some(super::ActiveRun {
-                        counter: None,
-                        cancel,
-                    });
-                    Some((trigger, cancel_rx))
-                }
-                _ => {
-                    entry.run = None;
-                    if entry.retired {
-                        registry.map(kind).remove(id);
+            Some(entry) => {
+                // A paused job keeps its queued trigger for the resume, and a stopping
+                // service keeps it (in the state file) for the next start.
+                let runnable = !stopping && !entry.retired && !entry.state.paused;
+                match entry.queued.take_if(|_| runnable) {
+                    Some(trigger) => {
+                        let (cancel, cancel_rx) = watch::channel(None);
+                        entry.run = Some(super::ActiveRun {
+                            counter: None,
+                            cancel,
+                        });
+                        Some((trigger, cancel_rx))
                     }
-                    None
+                    None => {
+                        entry.run = None;
+                        if entry.retired {
+                            registry.map(kind).remove(id);
+                        }
+                        None
+                    }
                 }
-            },
+            }
             None => None,
         };
         registry.publish_queue_length();
@@ -534,7 +580,6 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::engine::TriggerSource;
     use crate::exec::RunnerHub;
 
     /// Jobs whose ID starts with this panic right after their run began (test builds
@@ -591,6 +636,7 @@ mod tests {
 
         engine
             .trigger(Kind::Job, PANIC_PREFIX, Trigger::new(TriggerSource::Api))
+            .await
             .expect("the first trigger is accepted");
         wait_until("run 1 is recorded as failed and the job is idle", || {
             log(1, "fail").is_file() && idle()
@@ -617,8 +663,11 @@ mod tests {
         // and both run (and panic, and are recorded) in turn.
         engine
             .trigger(Kind::Job, PANIC_PREFIX, Trigger::new(TriggerSource::Api))
+            .await
             .expect("the job takes a new trigger");
-        let _ = engine.trigger(Kind::Job, PANIC_PREFIX, Trigger::new(TriggerSource::Api));
+        let _ = engine
+            .trigger(Kind::Job, PANIC_PREFIX, Trigger::new(TriggerSource::Api))
+            .await;
         wait_until("run 2 is recorded as failed", || log(2, "fail").is_file()).await;
         wait_until("the job is idle again", idle).await;
         assert!(!log(2, "started").exists());

@@ -48,7 +48,7 @@ impl From<EngineError> for ApiError {
             EngineError::Paused => StatusCode::PRECONDITION_FAILED,
             EngineError::Busy => StatusCode::TOO_MANY_REQUESTS,
             EngineError::NotRunning => StatusCode::CONFLICT,
-            EngineError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            EngineError::ShuttingDown | EngineError::NotSaved => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError::new(status, err.to_string())
     }

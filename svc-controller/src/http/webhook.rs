@@ -216,7 +216,7 @@ pub(super) async fn trigger(
         body: Some(body),
         event,
     };
-    match state.engine.trigger(Kind::Job, id, trigger) {
+    match state.engine.trigger(Kind::Job, id, trigger).await {
         Ok(accepted) => Ok(ok(accepted)),
         Err(err) => {
             crate::metrics::webhook_rejected(match err {

@@ -1,0 +1,155 @@
+//! No accepted trigger is lost: the one-slot queue survives a pause, a stop, a crash and
+//! a reload, and a queued trigger runs exactly once.
+
+use std::path::{Path, PathBuf};
+
+use nix::sys::signal::Signal;
+use svc_tests::{TestService, WAIT, job_section, wait_until};
+
+/// A job whose runs wait until the file `go` exists below `dir_base` (at most a minute).
+fn holding_job(dir_base: &Path) -> (String, PathBuf) {
+    let go = dir_base.join("go");
+    let section = job_section(
+        "hold",
+        &[
+            "path = /hold",
+            "timeout = 60s",
+            &format!(
+                "command = while [ ! -e {} ]; do sleep 0.05; done; echo run $SVC_JOB_COUNTER body $(cat \"$SVC_REQUEST_BODY\")",
+                go.display()
+            ),
+        ],
+    );
+    (section, go)
+}
+
+/// Starts the service with the holding job, starts run 1 and queues a second trigger
+/// (body `second`); returns the service and the release file.
+async fn one_running_one_queued() -> (TestService, PathBuf) {
+    let builder = TestService::builder();
+    let (section, go) = holding_job(builder.dir_base());
+    let svc = builder.job_file("hold", section).start().await;
+    svc.trigger("/hold", b"first", &[]).await.assert_status(200);
+    svc.wait_run_started("hold", 1, WAIT).await;
+    svc.trigger("/hold", b"second", &[])
+        .await
+        .assert_status(200);
+    let state = svc.state_file("hold").expect("state file");
+    assert_eq!(
+        state.get("queued").map(String::as_str),
+        Some("webhook"),
+        "the queued trigger is saved before the 200: {state:?}"
+    );
+    (svc, go)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_trigger_waits_through_a_pause_and_runs_after_the_resume() {
+    let (svc, go) = one_running_one_queued().await;
+    svc.pause("hold").await.assert_status(200);
+    std::fs::write(&go, b"").expect("release run 1");
+    svc.wait_run_finished("hold", 1, WAIT)
+        .await
+        .assert_status("success");
+    // Run 1's end is saved with the trigger still queued, and no run 2 began.
+    wait_until(WAIT, "run 1's end is saved", async || {
+        svc.state_file("hold")
+            .is_some_and(|state| state.get("status").map(String::as_str) == Some("success"))
+    })
+    .await;
+    let state = svc.state_file("hold").expect("state file");
+    assert_eq!(
+        state.get("queued").map(String::as_str),
+        Some("webhook"),
+        "{state:?}"
+    );
+    assert_eq!(
+        state.get("counter").map(String::as_str),
+        Some("1"),
+        "{state:?}"
+    );
+    assert_eq!(svc.job_status("hold").await, "paused");
+
+    svc.resume("hold").await.assert_status(200);
+    let log = svc.wait_run_finished("hold", 2, WAIT).await;
+    log.assert_status("success");
+    assert!(
+        log.texts().iter().any(|t| t == "run 2 body second"),
+        "the queued trigger ran with its own body:\n{}",
+        log.content()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_trigger_survives_a_crash_and_runs_exactly_once() {
+    let (mut svc, go) = one_running_one_queued().await;
+    svc.kill9().await;
+    std::fs::write(&go, b"").expect("let later runs go");
+    svc.start().await;
+    let log = svc.wait_run_finished("hold", 2, WAIT).await;
+    log.assert_status("success");
+    assert!(
+        log.texts().iter().any(|t| t == "run 2 body second"),
+        "{}",
+        log.content()
+    );
+    svc.job_log("hold", 1).expect("log 1").assert_status("fail");
+    // Taken off the queue in the same write that reserved its counter: another start
+    // finds nothing queued, and nothing runs again.
+    wait_until(WAIT, "run 2's end is saved", async || {
+        svc.state_file("hold")
+            .is_some_and(|state| state.get("status").map(String::as_str) == Some("success"))
+    })
+    .await;
+    let state = svc.state_file("hold").expect("state file");
+    assert!(!state.contains_key("queued"), "{state:?}");
+    svc.restart().await;
+    let state = svc.state_file("hold").expect("state file");
+    assert_eq!(
+        state.get("counter").map(String::as_str),
+        Some("2"),
+        "{state:?}"
+    );
+    assert!(svc.job_log("hold", 3).is_none(), "the trigger ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_trigger_survives_a_stop() {
+    let (mut svc, go) = one_running_one_queued().await;
+    let status = svc.stop().await;
+    assert_eq!(status.code(), Some(0));
+    let state = svc.state_file("hold").expect("state file");
+    assert_eq!(
+        state.get("queued").map(String::as_str),
+        Some("webhook"),
+        "{state:?}"
+    );
+    std::fs::write(&go, b"").expect("let later runs go");
+    svc.start().await;
+    svc.wait_run_finished("hold", 2, WAIT)
+        .await
+        .assert_status("success");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_trigger_of_a_removed_job_is_dropped_with_a_log_line_and_a_metric() {
+    let (svc, go) = one_running_one_queued().await;
+    std::fs::remove_file(svc.job_d().join("hold.conf")).expect("remove the job");
+    svc.signal(Signal::SIGHUP);
+    wait_until(WAIT, "the drop is logged", async || {
+        svc.stderr().contains("queued trigger dropped")
+    })
+    .await;
+    let metrics = svc.get("/svc/api/metrics").await.raw;
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line == "svc_triggers_dropped_total{reason=\"job_removed\"} 1"),
+        "{metrics}"
+    );
+    std::fs::write(&go, b"").expect("release run 1");
+    svc.wait_run_finished("hold", 1, WAIT)
+        .await
+        .assert_status("success");
+    assert!(svc.job_log("hold", 2).is_none());
+}
