@@ -5,7 +5,10 @@
 //! playwright-core scenarios of `tests/browser/ui.mjs` against it, in phases: between
 //! phases the test itself checks, with the harness's own signing, what the UI did
 //! (a trigger of the job the UI paused gets 412; after the UI resumed it, 200).
-//! The scenarios also write `docs/screenshots/dashboard.png` and `log-viewer.png`.
+//! The scenarios also take `dashboard.png` and `log-viewer.png`: into the service's
+//! temporary directory, or, only when `SVC_UPDATE_SCREENSHOTS=1` is set (as
+//! `docs/screenshots/update` does), into `docs/screenshots/`. A test run never rewrites
+//! a tracked file.
 //! A second service, with a `user.conf`, runs the login scenario.
 //!
 //! Prerequisites (checked first; a missing one fails with the command that installs it):
@@ -33,8 +36,14 @@ fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("browser")
 }
 
-fn screenshots_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots")
+/// Where the scenarios put their screenshots: see the module documentation.
+fn screenshots_dir(service: &TestService) -> PathBuf {
+    if std::env::var("SVC_UPDATE_SCREENSHOTS").is_ok_and(|v| v == "1") {
+        return Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots");
+    }
+    let dir = service.dir_base().join("screenshots");
+    std::fs::create_dir_all(&dir).expect("create the screenshots directory");
+    dir
 }
 
 /// Panics with the setup command unless node, playwright-core and Chromium are there.
@@ -110,7 +119,7 @@ async fn scenarios_with(service: &TestService, names: &[&str], extra: &[(&str, S
         ("SVC_NAME", "browser-test".to_string()),
         (
             "SVC_SCREENSHOTS",
-            screenshots_dir().to_string_lossy().into_owned(),
+            screenshots_dir(service).to_string_lossy().into_owned(),
         ),
         ("SVC_CHROMIUM", CHROMIUM.to_string()),
     ];
@@ -215,9 +224,16 @@ async fn web_ui_end_to_end_in_chromium() {
         long.content()
     );
     for name in ["dashboard.png", "log-viewer.png"] {
-        let path = screenshots_dir().join(name);
+        let path = screenshots_dir(&service).join(name);
         let bytes = std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
         assert!(bytes.starts_with(b"\x89PNG"), "{} is a PNG", path.display());
+        // A blank page compresses to a few hundred bytes; a rendered one does not.
+        assert!(
+            bytes.len() > 10_000,
+            "{} holds only {} bytes",
+            path.display(),
+            bytes.len()
+        );
     }
 }
 
