@@ -175,6 +175,9 @@ impl Def {
 struct ActiveRun {
     /// Set once the run got its counter (it is `started`).
     counter: Option<u64>,
+    /// Set once the run's end is recorded; the task is only handing over to the queued
+    /// trigger (or ending). The run can no longer be cancelled.
+    ended: bool,
     cancel: watch::Sender<Option<String>>,
 }
 
@@ -620,6 +623,7 @@ impl Engine {
         let (cancel, cancel_rx) = watch::channel(None);
         entry.run = Some(ActiveRun {
             counter: None,
+            ended: false,
             cancel,
         });
         tokio::spawn(run::run_task(
@@ -679,7 +683,9 @@ impl Engine {
     ) -> Result<serde_json::Value, EngineError> {
         let mut registry = self.lock();
         let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
-        let Some(run) = &entry.run else {
+        // A run whose end is already recorded shows its result; cancelling it now would
+        // only answer 200 for nothing.
+        let Some(run) = entry.run.as_ref().filter(|run| !run.ended) else {
             return Err(EngineError::NotRunning);
         };
         run.cancel.send_replace(Some(reason.to_string()));

@@ -426,6 +426,7 @@ impl Engine {
             entry.state.last_result = Some(result);
             if let Some(run) = entry.run.as_mut() {
                 run.counter = None;
+                run.ended = true;
             }
             if let Some(meta) = meta {
                 entry.logs.push(meta);
@@ -549,6 +550,7 @@ impl Engine {
                         let (cancel, cancel_rx) = watch::channel(None);
                         entry.run = Some(super::ActiveRun {
                             counter: None,
+                            ended: false,
                             cancel,
                         });
                         Some((trigger, cancel_rx))
