@@ -623,3 +623,61 @@ async fn job_runs_as_its_configured_user() {
     );
     log.assert_status("fail");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_names_its_user_gets_that_users_primary_group() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: a_job_that_names_its_user_gets_that_users_primary_group needs root");
+        return;
+    }
+    let daemon = nix::unistd::User::from_name("daemon")
+        .expect("look up daemon")
+        .expect("user daemon exists");
+    let nobody = nix::unistd::User::from_name("nobody")
+        .expect("look up nobody")
+        .expect("user nobody exists");
+    let svc = TestService::builder()
+        // The main section's pair, as the package sets `svc`/`svc`.
+        .svc("user = nobody")
+        .svc(format!(
+            "group = {}",
+            nix::unistd::Group::from_gid(nobody.gid)
+                .expect("look up nobody's group")
+                .expect("nobody's group exists")
+                .name
+        ))
+        .job_file(
+            "own_user",
+            job_section(
+                "own_user",
+                &[
+                    "path = /own",
+                    "user = daemon",
+                    "command = echo \"gid=$(id -g)\"",
+                ],
+            ),
+        )
+        .job_file(
+            "main_user",
+            job_section(
+                "main_user",
+                &["path = /main", "command = echo \"gid=$(id -g)\""],
+            ),
+        )
+        .start()
+        .await;
+    svc.trigger("/own", b"", &[]).await.assert_status(200);
+    let log = svc.wait_run_finished("own_user", 1, WAIT).await;
+    assert!(
+        log.texts().contains(&format!("gid={}", daemon.gid)),
+        "user = daemon without group runs with daemon's primary group:\n{}",
+        log.content()
+    );
+    svc.trigger("/main", b"", &[]).await.assert_status(200);
+    let log = svc.wait_run_finished("main_user", 1, WAIT).await;
+    assert!(
+        log.texts().contains(&format!("gid={}", nobody.gid)),
+        "a job without its own user keeps the main section's group:\n{}",
+        log.content()
+    );
+}

@@ -24,7 +24,24 @@ pub struct RunAs {
     pub home: Option<PathBuf>,
 }
 
-/// Resolves the `user` / `group` names of a job (already defaulted from the main section).
+/// The `user` and `group` a run uses, from the job's own keys and the main section's.
+///
+/// A job that names its own `user` runs with that user's primary group unless it names a
+/// `group` too: the main section's group belongs with the main section's user (with
+/// the package, `svc`), and `user = root` must not run as `root:svc`. A job that names
+/// no user takes the main section's user, with its own group or else the main one's.
+pub fn user_and_group<'a>(
+    own_user: Option<&'a str>,
+    own_group: Option<&'a str>,
+    main: &'a crate::config::MainConfig,
+) -> (Option<&'a str>, Option<&'a str>) {
+    match own_user {
+        Some(user) => (Some(user), own_group),
+        None => (main.user.as_deref(), own_group.or(main.group.as_deref())),
+    }
+}
+
+/// Resolves the `user` / `group` names of a job (already defaulted by [`user_and_group`]).
 pub fn resolve_run_as(user: Option<&str>, group: Option<&str>) -> Result<RunAs, String> {
     let user_entry = match user {
         Some(name) => Some(

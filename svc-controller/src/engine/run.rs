@@ -306,8 +306,8 @@ fn prepare(
     let main = &engine.inner.main;
     match &context.def {
         Def::Job(job) => {
-            let user = job.user.as_deref().or(main.user.as_deref());
-            let group = job.group.as_deref().or(main.group.as_deref());
+            let (user, group) =
+                request::user_and_group(job.user.as_deref(), job.group.as_deref(), main);
             let run_as = request::resolve_run_as(user, group)?;
             let (dir_work, is_default) = request::dir_work(main, job);
             request::prepare_dir_work(&dir_work, is_default, &run_as)?;
@@ -329,8 +329,8 @@ fn prepare(
             ))
         }
         Def::Http(job) => {
-            let user = job.user.as_deref().or(main.user.as_deref());
-            let group = job.group.as_deref().or(main.group.as_deref());
+            let (user, group) =
+                request::user_and_group(job.user.as_deref(), job.group.as_deref(), main);
             let run_as = request::resolve_run_as(user, group)?;
             Ok(request::http_request(job, context.counter, &run_as))
         }
