@@ -149,6 +149,7 @@ mod tests {
                 nofile: Some(256),
                 address_space: None,
             },
+            keep_capabilities: Some(1 << 10),
             action: Action::Commands {
                 commands: vec!["echo 'hi'".into(), "false".into()],
                 env: vec![("PATH".into(), "/usr/bin:/bin".into())],

@@ -100,6 +100,11 @@ pub struct ExecRequest {
     /// Resource limits of each command process.
     #[serde(default)]
     pub limits: ResourceLimits,
+    /// Set when the commands run as root: the only capabilities they keep (bit N =
+    /// capability N); every other one is dropped before they start. `None`: the work
+    /// runs as an unprivileged user, which keeps none anyway.
+    #[serde(default)]
+    pub keep_capabilities: Option<u64>,
     pub action: Action,
 }
 

@@ -135,6 +135,9 @@ fn serve_or_check(cli: Cli) -> ExitCode {
     for warning in &config.warnings {
         eprintln!("warning: {warning}");
     }
+    if let Some(warning) = implicit_root_warning(&config) {
+        eprintln!("warning: {warning}");
+    }
     if cli.check {
         println!(
             "{}: configuration is valid ({} jobs, {} http jobs)",
@@ -323,6 +326,35 @@ fn prepare_state(main: &MainConfig) -> anyhow::Result<PreparedState> {
         }
     };
     Ok(PreparedState { lock, secret })
+}
+
+/// Jobs that run as root only because no `user` is set anywhere and the controller is
+/// root. decisions.md makes the controller's own user the default, so they are allowed
+/// (unlike `user = root`, which needs `allow_root_jobs`), but they keep no capability
+/// unless they list some, and the operator is told.
+fn implicit_root_warning(config: &Config) -> Option<String> {
+    if config.main.allow_root_jobs || !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    let names: Vec<&str> = config
+        .jobs
+        .iter()
+        .filter(|job| job.user.is_none())
+        .map(|job| job.id.as_str())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{}: {} job{} run{} as root because no user is set in the job or in [svc] ({}); \
+         they keep only the capabilities they list. Set `user` (the package uses svc), or \
+         `allow_root_jobs = true` to say it is meant",
+        config.main.file.display(),
+        names.len(),
+        if names.len() == 1 { "" } else { "s" },
+        if names.len() == 1 { "s" } else { "" },
+        names.join(", ")
+    ))
 }
 
 /// The runner binary must exist and be executable; checked by `--check` and at start.

@@ -163,11 +163,19 @@ async fn run_one(
         .process_group(0)
         .kill_on_drop(false);
     let limits = work.limits;
-    if limits != proto::ResourceLimits::default() {
+    let keep_capabilities = work.keep_capabilities;
+    if limits != proto::ResourceLimits::default() || keep_capabilities.is_some() {
         // SAFETY: the closure runs in the child between fork and exec. It only calls
-        // setrlimit(2), which is async-signal-safe, and allocates nothing.
+        // setrlimit(2), capget(2), capset(2) and prctl(2), which are async-signal-safe,
+        // and allocates nothing.
         unsafe {
-            cmd.pre_exec(move || apply_limits(&limits));
+            cmd.pre_exec(move || {
+                apply_limits(&limits)?;
+                if let Some(keep) = keep_capabilities {
+                    crate::capabilities::keep_only(keep)?;
+                }
+                Ok(())
+            });
         }
     }
     let started = Instant::now();

@@ -6,6 +6,7 @@
 //! streaming what happens, and ends with `Finished` (or `Error` when the work could not be
 //! done at all). See the `proto` crate for the conversation.
 
+pub mod capabilities;
 pub mod commands;
 pub mod connection;
 pub mod credentials;
@@ -92,6 +93,8 @@ pub struct Work<'a> {
     pub kill_grace: Duration,
     /// Resource limits set in each command process before it executes.
     pub limits: proto::ResourceLimits,
+    /// For commands that run as root: the only capabilities they keep.
+    pub keep_capabilities: Option<u64>,
 }
 
 /// Runs the whole life of the runner. `parent` is the parent pid read at startup.
@@ -175,6 +178,7 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
         timeout_ms: request.timeout_ms,
         kill_grace: Duration::from_millis(request.kill_grace_ms),
         limits: request.limits,
+        keep_capabilities: request.keep_capabilities,
     };
     let finish = match &request.action {
         Action::Commands {

@@ -93,6 +93,9 @@ pub struct MainConfig {
     pub runner_path: Option<PathBuf>,
     /// `log_level`: a tracing filter such as `info` or `svc_controller=debug`.
     pub log_level: Option<String>,
+    /// `allow_root_jobs`, default false: a job whose `user` is root is refused unless
+    /// this is set.
+    pub allow_root_jobs: bool,
 }
 
 /// How a webhook trigger is authenticated.
@@ -164,6 +167,9 @@ pub struct JobConfig {
     pub dir_work: Option<PathBuf>,
     /// `env`, repeated `K=V`, in order.
     pub env: Vec<(String, String)>,
+    /// `capabilities`: the capabilities a job that runs as root keeps, as a bit mask
+    /// (bit N = capability number N); every other one is dropped. 0 by default.
+    pub capabilities: u64,
     /// `limit_nproc`, `limit_nofile`, `limit_as`: resource limits of each command.
     pub limits: ResourceLimits,
 }

@@ -45,6 +45,7 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("group", Scalar),
     ("runner_path", Scalar),
     ("log_level", Scalar),
+    ("allow_root_jobs", Bool),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -62,6 +63,7 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("group", Scalar),
     ("dir_work", Scalar),
     ("env", List),
+    ("capabilities", List),
     ("public_key", Scalar),
     ("limit_nproc", Scalar),
     ("limit_nofile", Scalar),
@@ -378,6 +380,33 @@ fn check_user(name: &str) -> Result<String, String> {
     }
 }
 
+/// Whether `name` is a user with uid 0 (whatever it is called).
+fn is_root_user(name: &str) -> bool {
+    matches!(nix::unistd::User::from_name(name), Ok(Some(user)) if user.uid.is_root())
+}
+
+/// One `capabilities` value: names separated by commas or blanks, each like
+/// `CAP_NET_BIND_SERVICE` or `net_bind_service`, in any case; as a bit mask.
+fn parse_capabilities(value: &str) -> Result<u64, String> {
+    let mut mask = 0u64;
+    for name in value
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|name| !name.is_empty())
+    {
+        let upper = name.to_ascii_uppercase();
+        let full = if upper.starts_with("CAP_") {
+            upper
+        } else {
+            format!("CAP_{upper}")
+        };
+        let cap: caps::Capability = full
+            .parse()
+            .map_err(|_| format!("unknown capability {name:?} (see capabilities(7))"))?;
+        mask |= cap.bitmask();
+    }
+    Ok(mask)
+}
+
 fn check_group(name: &str) -> Result<String, String> {
     match nix::unistd::Group::from_name(name) {
         Ok(Some(_)) => Ok(name.to_string()),
@@ -563,6 +592,7 @@ fn read_main(
         group: None,
         runner_path: None,
         log_level: None,
+        allow_root_jobs: false,
     };
     let Some(section) = section else {
         return (config, true);
@@ -628,6 +658,20 @@ fn read_main(
     config.group = r.parsed("group", check_group);
     config.runner_path = r.parsed("runner_path", |v| Ok(resolve_path(&base, Path::new(v))));
     config.log_level = r.parsed("log_level", check_log_level);
+    if let Some(v) = r.flag("allow_root_jobs") {
+        config.allow_root_jobs = v;
+    }
+    if let Some(user) = config.user.as_deref()
+        && !config.allow_root_jobs
+        && is_root_user(user)
+        && let Some(entry) = r.first("user")
+    {
+        r.fail(
+            entry,
+            "jobs would run as root: set allow_root_jobs = true to allow it (and give each \
+             job only the capabilities it needs), or name an unprivileged user",
+        );
+    }
     (config, base_ok)
 }
 
@@ -780,6 +824,36 @@ impl<'m> Loader<'m> {
         let base = main.dir_base.clone();
         let dir_work = r.parsed("dir_work", |v| Ok(resolve_path(&base, Path::new(v))));
         let env = r.list("env", parse_env);
+        let capabilities = r
+            .list("capabilities", parse_capabilities)
+            .into_iter()
+            .fold(0, |all, mask| all | mask);
+        if r.has("user")
+            && let Some(name) = user.as_deref()
+        {
+            let root = is_root_user(name);
+            if root
+                && !main.allow_root_jobs
+                && let Some(entry) = r.first("user")
+            {
+                r.fail(
+                    entry,
+                    "this job would run as root: set allow_root_jobs = true in [svc] to \
+                     allow it (and list what it needs in capabilities), or name an \
+                     unprivileged user",
+                );
+            }
+            if !root
+                && capabilities != 0
+                && let Some(entry) = r.first("capabilities")
+            {
+                r.fail(
+                    entry,
+                    "only a job that runs as root keeps capabilities; this one runs as \
+                     an unprivileged user",
+                );
+            }
+        }
         let limits = ResourceLimits {
             nproc: r.parsed("limit_nproc", parse_limit),
             nofile: r.parsed("limit_nofile", parse_limit),
@@ -842,6 +916,7 @@ impl<'m> Loader<'m> {
             group,
             dir_work,
             env,
+            capabilities,
             limits,
         });
     }

@@ -158,7 +158,8 @@ fn main_values() {
         "NAME = prod box\nlisten_address = 0.0.0.0:8080\ndir_public = public\n\
          secret = s3cr3t # kept\nhttp_timeout = 1m30s\nmax_job_running = 4\n\
          is_development = Yes\nuser = {user}\ngroup = {group}\nrunner_path = bin/svc-runner\n\
-         log_level = info,svc_controller=debug\ndir_state = state\n"
+         log_level = info,svc_controller=debug\ndir_state = state\n\
+         allow_root_jobs = yes\n"
     ));
     let main = tree.load().main;
     assert_eq!(main.name, "prod box");
@@ -173,6 +174,7 @@ fn main_values() {
     assert_eq!(main.runner_path, Some(tree.path("bin/svc-runner")));
     assert_eq!(main.log_level.as_deref(), Some("info,svc_controller=debug"));
     assert_eq!(main.dir_state(), tree.path("state"));
+    assert!(main.allow_root_jobs);
     assert_eq!(main.dir_job_http_state(), tree.path("state/job_http"));
 }
 
@@ -333,7 +335,8 @@ fn duplicate_svc_section_and_svc_in_job_file() {
 fn job_values() {
     let user = current_user();
     let group = current_group();
-    let tree = Tree::new("");
+    // The current user may be root (as in CI): allowed here, the subject is elsewhere.
+    let tree = Tree::new("allow_root_jobs = true\n");
     tree.job(
         "deploy.conf",
         &format!(
@@ -411,7 +414,10 @@ fn job_defaults() {
 fn job_user_and_group_defaults() {
     let user = current_user();
     let group = current_group();
-    let tree = Tree::new(&format!("user = {user}\ngroup = {group}\n"));
+    // The current user may be root (as in CI): allowed here, the subject is elsewhere.
+    let tree = Tree::new(&format!(
+        "user = {user}\ngroup = {group}\nallow_root_jobs = true\n"
+    ));
     tree.job(
         "a.conf",
         &format!(

@@ -41,6 +41,17 @@ pub fn user_and_group<'a>(
     }
 }
 
+impl RunAs {
+    /// Whether the work runs as root: as user root, or, with no user, as the controller
+    /// itself when it is root.
+    pub fn is_root(&self) -> bool {
+        match &self.credentials {
+            Some(creds) => creds.uid == 0,
+            None => Uid::effective().is_root(),
+        }
+    }
+}
+
 /// Resolves the `user` / `group` names of a job (already defaulted by [`user_and_group`]).
 pub fn resolve_run_as(user: Option<&str>, group: Option<&str>) -> Result<RunAs, String> {
     let user_entry = match user {
@@ -246,6 +257,7 @@ pub fn job_request(
             nofile: job.limits.nofile,
             address_space: job.limits.address_space,
         },
+        keep_capabilities: run_as.is_root().then_some(job.capabilities),
         action: Action::Commands {
             commands: job.commands.clone(),
             env,
@@ -263,6 +275,8 @@ pub fn http_request(job: &HttpJobConfig, counter: u64, run_as: &RunAs) -> ExecRe
         kill_grace_ms: duration_ms(KILL_GRACE),
         credentials: run_as.credentials.clone(),
         limits: proto::ResourceLimits::default(),
+        // A JobHttp runs no command: the runner makes the call itself.
+        keep_capabilities: None,
         action: Action::Http(HttpCall {
             method: job.http_method.as_str().to_string(),
             url: job.http_url.clone(),
@@ -314,6 +328,7 @@ mod tests {
             group: None,
             dir_work: None,
             env: vec![("PATH".into(), "/opt/bin".into()), ("A".into(), "1".into())],
+            capabilities: 0,
             limits: Default::default(),
         }
     }

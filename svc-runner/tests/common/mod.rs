@@ -170,6 +170,7 @@ pub fn commands_request(commands: &[&str], dir_work: &str) -> ExecRequest {
         kill_grace_ms: 300,
         credentials: None,
         limits: Default::default(),
+        keep_capabilities: None,
         action: Action::Commands {
             commands: commands.iter().map(|c| c.to_string()).collect(),
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],

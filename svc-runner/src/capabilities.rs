@@ -1,0 +1,96 @@
+//! Root commands keep only the capabilities their job lists: applied in the command's
+//! process between fork and exec, with raw system calls only (no allocation, no lock),
+//! since the runner is multi-threaded and capabilities are per thread.
+//!
+//! For a process whose uid is 0, exec normally grants every capability of the bounding
+//! set. Here: every capability not kept is dropped from the bounding set (when the
+//! runner may, that is when it has CAP_SETPCAP), the permitted, effective and inheritable
+//! sets become the kept ones, the ambient set is cleared, and `no_new_privs` is set, so
+//! that the exec cannot grant more than the permitted set left here (see
+//! capabilities(7), "Capabilities and execution of programs by root", and the
+//! no_new_privs rules of prctl(2)).
+
+use std::io;
+
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets as two 32-bit words.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Restricts the calling (child) process to the capabilities of `keep` (bit N =
+/// capability N) that it has. Async-signal-safe.
+pub fn keep_only(keep: u64) -> io::Result<()> {
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget writes two CapData words for version 3, the size of `data`.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let permitted = u64::from(data[0].permitted) | (u64::from(data[1].permitted) << 32);
+    let kept = keep & permitted;
+
+    // Bounding set: drop what is not kept. Without CAP_SETPCAP (as under the packaged
+    // unit) this fails with EPERM; the steps below still bind the exec.
+    for cap in 0..64 {
+        if kept & (1 << cap) != 0 {
+            continue;
+        }
+        // SAFETY: prctl with integer arguments only.
+        let result = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        if result != 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                // Past the last capability of this kernel.
+                Some(libc::EINVAL) => break,
+                Some(libc::EPERM) => continue,
+                _ => return Err(io::Error::last_os_error()),
+            }
+        }
+    }
+    // SAFETY: prctl with integer arguments only.
+    if unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    let words = [(kept & 0xffff_ffff) as u32, (kept >> 32) as u32];
+    for (slot, word) in data.iter_mut().zip(words) {
+        *slot = CapData {
+            effective: word,
+            permitted: word,
+            inheritable: word,
+        };
+    }
+    header.version = CAPABILITY_VERSION_3;
+    header.pid = 0;
+    // SAFETY: capset reads two CapData words for version 3, the size of `data`.
+    if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
