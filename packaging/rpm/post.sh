@@ -1,5 +1,6 @@
-# %post of the svc package: svc's directories, then enable and (when systemd runs)
-# start the service on installation ($1 = 1), restart it on upgrade ($1 >= 2).
+# %post of the svc package: svc's directories, then, as Fedora's %systemd_post does, the
+# preset policy decides whether the service is enabled on installation ($1 = 1); nothing
+# is started by the installation. An upgrade restarts it from %postun.
 if ! { command -v systemd-tmpfiles >/dev/null 2>&1 &&
     systemd-tmpfiles --create /usr/lib/tmpfiles.d/svc.conf; }; then
     install -d -m 0755 /run/svc /var/lib/svc /var/lib/svc/job
@@ -12,14 +13,9 @@ fi
 for dir in /etc/svc/job.d /etc/svc/job_http.d; do
     [ -d "$dir" ] || install -d -m 0755 "$dir"
 done
-if [ "$1" -eq 1 ] && command -v systemctl >/dev/null 2>&1; then
-    systemctl --no-reload enable svc.service >/dev/null 2>&1 || :
-fi
 if [ -d /run/systemd/system ]; then
     systemctl daemon-reload >/dev/null 2>&1 || :
-    if [ "$1" -eq 1 ]; then
-        systemctl start svc.service >/dev/null 2>&1 || :
-    else
-        systemctl try-restart svc.service >/dev/null 2>&1 || :
-    fi
+fi
+if [ "$1" -eq 1 ] && command -v systemctl >/dev/null 2>&1; then
+    systemctl --no-reload preset svc.service >/dev/null 2>&1 || :
 fi
