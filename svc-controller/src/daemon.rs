@@ -4,7 +4,6 @@
 //! reloading and stopping, and the watchdog is pinged from the main loop (see
 //! [`notify`]).
 
-mod manpage;
 mod notify;
 
 use std::path::{Path, PathBuf};
@@ -59,10 +58,6 @@ pub struct Cli {
 /// Subcommands: tools that run instead of the service.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Print the manual page (roff) generated from this command line; used by the
-    /// packaging, hence hidden.
-    #[command(name = "man-page", hide = true)]
-    ManPage,
     /// Read a password (one line) on standard input and print its argon2id hash, for
     /// `password = ...` in user.conf.
     #[command(name = "hash-password")]
@@ -72,7 +67,6 @@ pub enum Command {
 /// Runs the program; the return value is the process exit status.
 pub fn main_with_args(cli: Cli) -> ExitCode {
     match cli.command {
-        Some(Command::ManPage) => print_man_page(),
         Some(Command::HashPassword) => match crate::login::hash_password_from_stdin() {
             Ok(hash) => {
                 println!("{hash}");
@@ -84,18 +78,6 @@ pub fn main_with_args(cli: Cli) -> ExitCode {
             }
         },
         None => serve_or_check(cli),
-    }
-}
-
-/// Writes the manual page to standard output.
-fn print_man_page() -> ExitCode {
-    let mut out = std::io::stdout().lock();
-    match manpage::render(&mut out).and_then(|()| std::io::Write::flush(&mut out)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: cannot write the manual page: {err}");
-            ExitCode::FAILURE
-        }
     }
 }
 

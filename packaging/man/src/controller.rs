@@ -1,70 +1,17 @@
-//! The manual page `svc-controller(8)`, generated from the clap definition with
-//! `clap_mangen` and completed with the sections clap knows nothing about (exit status,
-//! signals, files, environment). Printed by the hidden `man-page` subcommand; the
-//! packaging script compresses it into `/usr/share/man/man8/svc-controller.8.gz`.
+//! `svc-controller(8)`: clap's sections from `svc_controller::daemon::Cli`, completed with
+//! exit status, signals, files and environment.
 
-use std::io::{self, Write};
+use std::io;
 
 use clap::CommandFactory as _;
 use clap_mangen::roff::{Roff, bold, italic, roman};
+use svc_controller::daemon::Cli;
 
-use super::Cli;
+use crate::page::{INSTALLED_DOCS, entry, render};
 
-/// Writes the complete manual page (roff) to `out`.
-pub fn render(out: &mut dyn Write) -> io::Result<()> {
-    out.write_all(page()?.as_bytes())
-}
-
-/// The page as text: clap's sections, then ours before the closing VERSION section, as
-/// man-pages(7) orders them.
-fn page() -> io::Result<String> {
-    let command = Cli::command();
-    // Hidden subcommands (tools for packaging) are not documented; without a visible one
-    // there is no SUBCOMMANDS section and the synopsis does not mention them.
-    let visible_subcommands = command.get_subcommands().any(|sub| !sub.is_hide_set());
-    let man = clap_mangen::Man::new(command)
-        .section("8")
-        .manual("System Manager's Manual")
-        .source(concat!("svc ", env!("CARGO_PKG_VERSION")));
-    // Each `render_*` (and `Roff::render`) starts with the same apostrophe definitions;
-    // the page keeps the first.
-    let preamble = Roff::new().render();
-    let mut page = String::new();
-    let mut add = |text: String| {
-        let body = match text.strip_prefix(&preamble) {
-            Some(body) if !page.is_empty() => body,
-            _ => text.as_str(),
-        };
-        page.push_str(body);
-    };
-    let section = |render: fn(&clap_mangen::Man, &mut dyn Write) -> io::Result<()>| {
-        let mut buffer = Vec::new();
-        render(&man, &mut buffer)?;
-        String::from_utf8(buffer).map_err(io::Error::other)
-    };
-    add(section(clap_mangen::Man::render_title)?);
-    add(section(clap_mangen::Man::render_name_section)?);
-    let synopsis = section(clap_mangen::Man::render_synopsis_section)?;
-    if visible_subcommands {
-        add(synopsis);
-    } else {
-        add(synopsis.replace(" [\\fIsubcommands\\fR]", ""));
-    }
-    add(section(clap_mangen::Man::render_description_section)?);
-    add(section(clap_mangen::Man::render_options_section)?);
-    if visible_subcommands {
-        add(section(clap_mangen::Man::render_subcommands_section)?);
-    }
-    add(extra_sections().render());
-    add(section(clap_mangen::Man::render_version_section)?);
-    Ok(page)
-}
-
-/// A `.TP` entry: `tag` in bold, then `text`.
-fn entry(roff: &mut Roff, tag: &str, text: &str) {
-    roff.control("TP", []);
-    roff.text([bold(tag)]);
-    roff.text([roman(text)]);
+/// The whole page (roff).
+pub fn page() -> io::Result<String> {
+    render(Cli::command(), &extra_sections())
 }
 
 fn extra_sections() -> Roff {
@@ -125,18 +72,26 @@ fn extra_sections() -> Roff {
     );
     entry(
         &mut roff,
-        "/run/svc/",
-        "Job state files and the runner socket (/var/run is /run).",
+        "/var/lib/svc/state/",
+        "The packaged dir_state: job state, replay stores, the generated secret (secret, \
+         mode 0600) and the lock that allows one controller at a time.",
     );
     entry(
         &mut roff,
         "/var/lib/svc/",
-        "Working directories of jobs, webhook request bodies, replay stores.",
+        "Working directories of jobs (job/ID) and webhook request bodies (run/).",
+    );
+    entry(
+        &mut roff,
+        "/run/svc/",
+        "The runner socket (/var/run is /run).",
     );
     roff.text([
         roman("All paths are below "),
         italic("dir_base"),
-        roman(" (default /), which the main file may change."),
+        roman(" (default /), which the main file may change; state is below "),
+        italic("dir_state"),
+        roman(" (default $dir_base/var/run/svc)."),
     ]);
 
     roff.control("SH", ["ENVIRONMENT"]);
@@ -159,10 +114,12 @@ fn extra_sections() -> Roff {
 
     roff.control("SH", ["SEE ALSO"]);
     roff.text([
+        bold("svc-runner"),
+        roman("(8), "),
         bold("systemctl"),
         roman("(1), "),
         bold("systemd.exec"),
-        roman("(5), /usr/share/doc/svc/README.md, /usr/share/doc/svc/install.md"),
+        roman(format!("(5), {}", INSTALLED_DOCS.join(", "))),
     ]);
     roff
 }
@@ -173,9 +130,7 @@ mod tests {
 
     #[test]
     fn man_page_has_the_options_and_the_extra_sections() {
-        let mut out = Vec::new();
-        render(&mut out).expect("render");
-        let text = String::from_utf8(out).expect("utf-8");
+        let text = page().expect("render");
         for needle in [
             ".TH svc-controller 8",
             "\\-\\-config",
