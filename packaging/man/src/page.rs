@@ -56,9 +56,6 @@ pub fn entry(roff: &mut Roff, tag: &str, text: &str) {
     roff.text([roman(text)]);
 }
 
-/// The documentation the packages install, named by SEE ALSO.
-pub const INSTALLED_DOCS: [&str; 3] = [
-    "/usr/share/doc/svc/README.md",
-    "/usr/share/doc/svc/ARCHITECTURE.md",
-    "/usr/share/doc/svc/docs/install.md",
-];
+/// The documentation the packages install, named by SEE ALSO: the directory, since the
+/// .deb compresses the files in it (README.md.gz) and the .rpm does not.
+pub const INSTALLED_DOCS: [&str; 1] = ["/usr/share/doc/svc/ (README, docs/install)"];
