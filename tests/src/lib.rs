@@ -33,6 +33,25 @@ pub const EX_CONFIG: i32 = 78;
 /// Limit used by the tests for anything that should happen within a few seconds.
 pub const WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
+/// Standard output then standard error of a finished process, as text.
+pub fn output_text(output: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// True when the tests run as root. Otherwise prints that `test` is skipped: tests that
+/// switch users or change capabilities need root (CI runs as root).
+pub fn running_as_root(test: &str) -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    if !root {
+        eprintln!("skipped: {test} needs root");
+    }
+    root
+}
+
 /// Text of a `[job "<name>"]` section with `lines` (each `key = value`) in it.
 pub fn job_section(name: &str, lines: &[&str]) -> String {
     let mut text = format!("[job \"{name}\"]\n");

@@ -7,11 +7,7 @@ use svc_tests::{EX_CONFIG, TestService, TestServiceBuilder, job_section};
 
 /// stdout and stderr of a process, together.
 fn combined(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
+    svc_tests::output_text(output)
 }
 
 /// Panics unless one line of `text` contains every string of one of the `alternatives`.

@@ -626,8 +626,7 @@ async fn job_runs_as_its_configured_user() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_names_its_user_gets_that_users_primary_group() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: a_job_that_names_its_user_gets_that_users_primary_group needs root");
+    if !svc_tests::running_as_root("a_job_that_names_its_user_gets_that_users_primary_group") {
         return;
     }
     let daemon = nix::unistd::User::from_name("daemon")

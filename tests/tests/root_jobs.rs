@@ -5,17 +5,9 @@
 //! These tests need root (CI runs as root); elsewhere they print a notice and pass.
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command};
 
-use svc_tests::{EX_CONFIG, TestService, WAIT, job_section};
-
-fn is_root(test: &str) -> bool {
-    let root = nix::unistd::geteuid().is_root();
-    if !root {
-        eprintln!("skipped: {test} needs root");
-    }
-    root
-}
+use svc_tests::{EX_CONFIG, TestService, WAIT, job_section, output_text, running_as_root};
 
 /// A file only `nobody` may read (mode 0600), below the service's `dir_base`.
 fn nobodys_secret(dir_base: &std::path::Path) -> std::path::PathBuf {
@@ -72,7 +64,7 @@ fn capability_lines(texts: &[String]) -> Vec<(String, u64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_root_job_without_capabilities_keeps_none() {
-    if !is_root("a_root_job_without_capabilities_keeps_none") {
+    if !running_as_root("a_root_job_without_capabilities_keeps_none") {
         return;
     }
     let sleeper = NobodysSleep::start();
@@ -127,7 +119,7 @@ async fn a_root_job_without_capabilities_keeps_none() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_root_job_keeps_exactly_the_capabilities_it_lists() {
-    if !is_root("a_root_job_keeps_exactly_the_capabilities_it_lists") {
+    if !running_as_root("a_root_job_keeps_exactly_the_capabilities_it_lists") {
         return;
     }
     let builder = TestService::builder();
@@ -179,17 +171,9 @@ fn line_with(text: &str, parts: &[&str]) -> bool {
         .any(|line| parts.iter().all(|part| line.contains(part)))
 }
 
-fn combined(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_refuses_root_jobs_unless_allowed_and_warns_about_implicit_ones() {
-    if !is_root("check_refuses_root_jobs_unless_allowed_and_warns_about_implicit_ones") {
+    if !running_as_root("check_refuses_root_jobs_unless_allowed_and_warns_about_implicit_ones") {
         return;
     }
     let svc = TestService::builder()
@@ -223,7 +207,7 @@ async fn check_refuses_root_jobs_unless_allowed_and_warns_about_implicit_ones() 
         )
         .build();
     let output = svc.check().await;
-    let text = combined(&output);
+    let text = output_text(&output);
     assert_eq!(output.status.code(), Some(EX_CONFIG), "{text}");
     assert!(
         line_with(
@@ -261,7 +245,7 @@ async fn check_refuses_root_jobs_unless_allowed_and_warns_about_implicit_ones() 
         )
         .build();
     let output = svc.check().await;
-    let text = combined(&output);
+    let text = output_text(&output);
     assert_eq!(output.status.code(), Some(0), "{text}");
     assert!(
         line_with(

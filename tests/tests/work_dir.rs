@@ -20,8 +20,7 @@ fn unit_like_wrapper() -> Vec<&'static str> {
 
 /// True when the test can run: as root, with `setpriv` (util-linux) present.
 fn can_run(test: &str) -> bool {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: {test} needs root");
+    if !svc_tests::running_as_root(test) {
         return false;
     }
     let found = std::process::Command::new("setpriv")
