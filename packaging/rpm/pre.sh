@@ -1,4 +1,5 @@
-# %pre of the svc package (plain shell: cargo-generate-rpm expands no RPM macro).
+# The pre scriptlet of the svc package (plain shell, inserted into svc.spec: no RPM
+# macro here).
 # Refuses to install over a user named svc that is not a system user (jobs run as svc by
 # default), then creates the svc user before the files are installed.
 if entry=$(getent passwd svc); then
