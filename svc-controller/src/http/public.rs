@@ -7,29 +7,35 @@
 //!    percent-decoded exactly once. A malformed escape, invalid UTF-8, a segment that
 //!    starts with `.` (so `.`, `..` and hidden names), or one holding `/` (from `%2f`),
 //!    `\` or NUL is refused, and so is a first segment `svc` (reserved for the service).
-//! 2. [`resolve`]: the segments are joined below the canonical `dir_public`, the result
-//!    is canonicalized (symlinks resolved) and must still lie inside it, with no hidden
-//!    component and no top-level `svc` on the way.
-//! 3. Only directories and regular files go further. A file is opened with `O_NOFOLLOW`
-//!    and `O_NONBLOCK` (a FIFO swapped in cannot hang the request) and checked again on
-//!    the open descriptor, then streamed; nothing is read into memory whole.
+//! 2. [`resolve`]: the segments are opened below a handle on `dir_public` in one `openat2` call with
+//!    `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` (or, on kernels without it, one component
+//!    at a time with `O_NOFOLLOW`): no symlink is followed, so a component swapped for
+//!    one between checks cannot lead outside. `O_NONBLOCK` keeps a FIFO from hanging the
+//!    request. Only directories and regular files, as seen on the open descriptor, go
+//!    further; files are streamed, never read into memory whole.
 //!
 //! Directories need a trailing slash (else a 308 to it); they answer with their
 //! `index.html` when it is a servable file, else with a generated page (see
 //! [`render_index`]). Files get `Content-Type` by extension, `Content-Length`,
-//! `Last-Modified`, a weak `ETag`, and `304` for `If-None-Match` / `If-Modified-Since`.
+//! `Last-Modified`, a weak `ETag`, `304` for `If-None-Match` / `If-Modified-Since`, and
+//! `Content-Security-Policy: sandbox` with `nosniff`: they share the UI's origin.
 //! Range requests are not supported (answered in full).
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Component, Path};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{self, AtFlags, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{Mode, SFlag, fstatat};
 use tokio::io::AsyncReadExt;
 use tokio_util::io::ReaderStream;
 
@@ -42,7 +48,9 @@ const MAX_INDEX_ENTRIES: usize = 10_000;
 /// Read buffer of a streamed file.
 const STREAM_CHUNK: usize = 64 * 1024;
 /// Policy of the generated index page: no scripts, no remote anything.
-const INDEX_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'";
+const INDEX_CSP: &str = "sandbox; default-src 'none'; style-src 'unsafe-inline'";
+/// Policy of every public file.
+const FILE_CSP: &str = "sandbox";
 
 /// Fallback handler of the router: serves `dir_public` for GET and HEAD.
 pub(super) async fn serve(
@@ -215,66 +223,115 @@ struct OpenFile {
 /// Maps `path` to what is served, touching the file system (blocking: run it off the
 /// async workers). Every error means "not served".
 fn resolve(root: &Path, path: &PublicPath) -> io::Result<Target> {
-    let root = fs::canonicalize(root)?;
-    let mut candidate = root.clone();
-    candidate.extend(&path.segments);
-    let real = fs::canonicalize(&candidate)?;
-    check_inside(&root, &real)?;
-    let meta = fs::metadata(&real)?;
+    // The configured directory itself may be a symlink (the operator's choice); nothing
+    // below it is followed.
+    let root = fcntl::open(
+        root,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let fd = open_beneath(&root, &path.segments, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?;
+    let file = fs::File::from(fd);
+    let meta = file.metadata()?;
     if meta.is_dir() {
         if !path.trailing_slash {
             return Ok(Target::Redirect(path.encoded_dir()));
         }
-        if let Ok(file) = open_file(&root, &real.join("index.html"), "index.html") {
-            return Ok(Target::File(file));
+        if let Ok(index) = open_file(&file, &["index.html".to_owned()], "index.html") {
+            return Ok(Target::File(index));
         }
-        let entries = list_dir(&root, &real, path.segments.is_empty())?;
+        let entries = list_dir(file, path.segments.is_empty())?;
         return Ok(Target::Index(render_index(&path.display(), &entries)));
     }
     if path.trailing_slash {
         return Err(refused("a file asked for as a directory"));
     }
     let name = path.segments.last().map_or("", String::as_str);
-    open_file(&root, &real, name).map(Target::File)
+    regular_file(file, meta, name).map(Target::File)
 }
 
 fn refused(why: &'static str) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, why)
 }
 
-/// Requires the canonical `real` to lie inside the canonical `root`, with no hidden
-/// component and no top-level `svc` (a symlink could lead to either).
-fn check_inside(root: &Path, real: &Path) -> io::Result<()> {
-    let relative = real
-        .strip_prefix(root)
-        .map_err(|_| refused("outside dir_public"))?;
-    for (index, component) in relative.components().enumerate() {
-        let Component::Normal(name) = component else {
-            return Err(refused("unexpected path component"));
+/// Whether the kernel lacks `openat2` (before Linux 5.6) or a filter refuses it; then
+/// [`open_beneath`] walks the path one component at a time.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// Opens the checked `segments` below the directory `dir` with `flags`, resolved by the
+/// kernel in one step that cannot leave `dir` and follows no symlink on the way
+/// (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`): a component swapped for a symlink between
+/// the request's checks and the open makes the open fail instead of leading elsewhere.
+fn open_beneath(dir: &impl AsFd, segments: &[String], flags: OFlag) -> io::Result<OwnedFd> {
+    if !NO_OPENAT2.load(Ordering::Relaxed) {
+        let path = if segments.is_empty() {
+            ".".to_owned()
+        } else {
+            segments.join("/")
         };
-        let name = name.to_str().ok_or_else(|| refused("name is not UTF-8"))?;
-        if !segment_allowed(name) || (index == 0 && name.eq_ignore_ascii_case(RESERVED)) {
-            return Err(refused("hidden or reserved name"));
+        let how = OpenHow::new()
+            .flags(flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+            .resolve(
+                ResolveFlag::RESOLVE_BENEATH
+                    | ResolveFlag::RESOLVE_NO_SYMLINKS
+                    | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+            );
+        match fcntl::openat2(dir, path.as_str(), how) {
+            Err(Errno::ENOSYS | Errno::EPERM) => {
+                tracing::info!("openat2 is not available: public files are opened component-wise");
+                NO_OPENAT2.store(true, Ordering::Relaxed);
+            }
+            result => return result.map_err(io::Error::from),
         }
     }
-    Ok(())
+    open_componentwise(dir, segments, flags)
 }
 
-/// Opens `path` (whose canonical form must pass [`check_inside`]) as a regular file;
-/// `name` (the name asked for) decides the content type.
-fn open_file(root: &Path, path: &Path, name: &str) -> io::Result<OpenFile> {
-    let real = fs::canonicalize(path)?;
-    check_inside(root, &real)?;
-    if !fs::metadata(&real)?.is_file() {
-        return Err(refused("not a regular file"));
+/// [`open_beneath`] without `openat2`: every directory on the way is opened relative to
+/// the one before with `O_NOFOLLOW | O_DIRECTORY` (a symlink fails with `ENOTDIR`), and
+/// the last component with `O_NOFOLLOW`. The segments hold no `..`, `.` nor `/`.
+fn open_componentwise(dir: &impl AsFd, segments: &[String], flags: OFlag) -> io::Result<OwnedFd> {
+    let Some((last, parents)) = segments.split_last() else {
+        return Ok(fcntl::openat(
+            dir,
+            ".",
+            flags | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?);
+    };
+    let mut current: Option<OwnedFd> = None;
+    for name in parents {
+        let next = match &current {
+            Some(fd) => walk_into(fd, name)?,
+            None => walk_into(dir, name)?,
+        };
+        current = Some(next);
     }
-    // O_NOFOLLOW: `real` has no symlink left, so one appearing now is refused.
-    // O_NONBLOCK: opening a FIFO swapped in after the check returns at once.
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&real)?;
+    let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = match &current {
+        Some(parent) => fcntl::openat(parent, last.as_str(), flags, Mode::empty())?,
+        None => fcntl::openat(dir, last.as_str(), flags, Mode::empty())?,
+    };
+    Ok(fd)
+}
+
+fn walk_into(dir: &impl AsFd, name: &str) -> io::Result<OwnedFd> {
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    Ok(fcntl::openat(dir, name, flags, Mode::empty())?)
+}
+
+/// Opens `segments` below the directory `dir` as a regular file; `name` (the name asked
+/// for) decides the content type.
+fn open_file(dir: &impl AsFd, segments: &[String], name: &str) -> io::Result<OpenFile> {
+    // O_NONBLOCK: opening a FIFO returns at once (and is then refused).
+    let fd = open_beneath(dir, segments, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?;
+    let file = fs::File::from(fd);
     let meta = file.metadata()?;
+    regular_file(file, meta, name)
+}
+
+/// Keeps `file` when the open descriptor is a regular file.
+fn regular_file(file: fs::File, meta: fs::Metadata, name: &str) -> io::Result<OpenFile> {
     if !meta.is_file() {
         return Err(refused("not a regular file"));
     }
@@ -299,42 +356,48 @@ pub(crate) struct IndexEntry {
     pub(crate) modified: Option<SystemTime>,
 }
 
-/// Entries of directory `dir` that would be served: not hidden, UTF-8 names without `\`,
-/// regular files and directories only, symlinks only when they lead inside `root`; at the
+/// Entries of the open directory `dir` that would be served: not hidden, UTF-8 names
+/// without `\\`, regular files and directories only (no symlink: none is followed); at the
 /// top level no `svc`. Sorted directories first, then by name.
-fn list_dir(root: &Path, dir: &Path, top_level: bool) -> io::Result<Vec<IndexEntry>> {
-    let mut entries = Vec::new();
-    for entry in fs::read_dir(dir)?.take(MAX_INDEX_ENTRIES) {
+fn list_dir(dir: fs::File, top_level: bool) -> io::Result<Vec<IndexEntry>> {
+    let mut listing = Dir::from_fd(OwnedFd::from(dir))?;
+    let mut names = Vec::new();
+    for entry in listing.iter().take(MAX_INDEX_ENTRIES) {
         let Ok(entry) = entry else { continue };
-        let Ok(name) = entry.file_name().into_string() else {
+        let Ok(name) = entry.file_name().to_str() else {
             continue;
         };
-        if !segment_allowed(&name) || (top_level && name.eq_ignore_ascii_case(RESERVED)) {
+        if !segment_allowed(name) || (top_level && name.eq_ignore_ascii_case(RESERVED)) {
             continue;
         }
-        let Ok(file_type) = entry.file_type() else {
+        names.push(name.to_owned());
+    }
+    let mut entries = Vec::new();
+    for name in names {
+        let Ok(stat) = fstatat(&listing, name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
             continue;
         };
-        let meta = if file_type.is_symlink() {
-            let Ok(real) = fs::canonicalize(entry.path()) else {
-                continue;
-            };
-            if check_inside(root, &real).is_err() {
-                continue;
-            }
-            fs::metadata(&real)
-        } else {
-            entry.metadata()
-        };
-        let Ok(meta) = meta else { continue };
-        if !meta.is_dir() && !meta.is_file() {
+        let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+        let is_dir = kind == SFlag::S_IFDIR;
+        if !is_dir && kind != SFlag::S_IFREG {
             continue;
         }
+        let modified = u64::try_from(stat.st_mtime).ok().map(|secs| {
+            UNIX_EPOCH
+                + std::time::Duration::new(
+                    secs,
+                    u32::try_from(stat.st_mtime_nsec).unwrap_or_default(),
+                )
+        });
         entries.push(IndexEntry {
             name,
-            is_dir: meta.is_dir(),
-            size: if meta.is_dir() { 0 } else { meta.len() },
-            modified: meta.modified().ok(),
+            is_dir,
+            size: if is_dir {
+                0
+            } else {
+                u64::try_from(stat.st_size).unwrap_or_default()
+            },
+            modified,
         });
     }
     entries.sort_by(|a, b| b.is_dir.cmp(&a.is_dir).then_with(|| a.name.cmp(&b.name)));
@@ -467,6 +530,13 @@ fn file_response(file: OpenFile, head: bool, request: &HeaderMap) -> Response {
         HeaderValue::from_static("nosniff"),
     );
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("none"));
+    // Public files share the UI's origin: sandboxed, a page served from dir_public runs
+    // in an opaque origin and cannot reach the UI, its storage or its API with the
+    // user's cookies.
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(FILE_CSP),
+    );
     headers.extend(validators);
     response
 }
@@ -747,12 +817,11 @@ mod tests {
             file_text(get(&root, "/sub/deeper/b.txt")).as_deref(),
             Some("B")
         );
-        assert_eq!(file_text(get(&root, "/in-file")).as_deref(), Some("B"));
-        assert_eq!(
-            file_text(get(&root, "/in-dir/deeper/b.txt")).as_deref(),
-            Some("B")
-        );
         for raw in [
+            // No symlink is followed, not even one that stays inside.
+            "/in-file",
+            "/in-dir/",
+            "/in-dir/deeper/b.txt",
             "/out-file",
             "/out-dir/",
             "/out-dir/secret.txt",
@@ -774,24 +843,91 @@ mod tests {
         let Some(Target::Index(html)) = get(&root, "/") else {
             panic!("the top level is an index page");
         };
-        for shown in [
-            "href=\"sub/\"",
-            "href=\"in-dir/\"",
-            "href=\"a.txt\"",
-            "href=\"in-file\"",
-        ] {
+        for shown in ["href=\"sub/\"", "href=\"a.txt\""] {
             assert!(html.contains(shown), "{shown} in {html}");
         }
-        for hidden in ["svc", "git", "out-", "fifo", "to-"] {
+        for hidden in ["svc", "git", "out-", "in-", "fifo", "to-"] {
             assert!(
                 !html.contains(hidden),
                 "{hidden} must not be listed: {html}"
             );
         }
-        let dirs_first = html.find("in-dir/").zip(html.find("a.txt"));
+        let dirs_first = html.find("sub/").zip(html.find("a.txt"));
         assert!(dirs_first.is_some_and(|(dir, file)| dir < file), "{html}");
 
         fs::write(root.join("sub/index.html"), "INDEX").expect("write");
         assert_eq!(file_text(get(&root, "/sub/")).as_deref(), Some("INDEX"));
+    }
+
+    #[test]
+    fn componentwise_walk_refuses_what_openat2_refuses() {
+        let (_base, root) = tree();
+        let dir = fs::File::open(&root).expect("open root");
+        let walk = |raw: &str| {
+            let path = PublicPath::parse(raw).expect("valid path");
+            let fd = open_componentwise(&dir, &path.segments, OFlag::O_RDONLY | OFlag::O_NONBLOCK)
+                .ok()?;
+            let mut text = String::new();
+            io::Read::read_to_string(&mut fs::File::from(fd), &mut text).ok()?;
+            Some(text)
+        };
+        assert_eq!(walk("/a.txt").as_deref(), Some("A"));
+        assert_eq!(walk("/sub/deeper/b.txt").as_deref(), Some("B"));
+        for raw in [
+            "/in-file",
+            "/in-dir/deeper/b.txt",
+            "/out-file",
+            "/out-dir/secret.txt",
+        ] {
+            assert!(walk(raw).is_none(), "{raw} must not be opened");
+        }
+    }
+
+    /// A local user who can write into `dir_public` swaps a directory for a symlink to
+    /// the outside, again and again, while files are requested through it: no request
+    /// ever reads the outside file, whatever the interleaving.
+    #[test]
+    fn swapping_a_component_for_a_symlink_never_leads_outside() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let root = base.path().join("public");
+        let outside = base.path().join("outside");
+        fs::create_dir_all(root.join("d")).expect("mkdir");
+        fs::create_dir_all(&outside).expect("mkdir");
+        fs::write(root.join("d/file"), "INSIDE").expect("write");
+        fs::write(outside.join("file"), "SECRET").expect("write");
+        std::os::unix::fs::symlink(&outside, root.join("swap")).expect("symlink");
+
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let stop = stop.clone();
+            let root = root.clone();
+            std::thread::spawn(move || {
+                let mut swaps = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    nix::fcntl::renameat2(
+                        nix::fcntl::AT_FDCWD,
+                        &root.join("d"),
+                        nix::fcntl::AT_FDCWD,
+                        &root.join("swap"),
+                        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                    )
+                    .expect("exchange");
+                    swaps += 1;
+                }
+                swaps
+            })
+        };
+        let path = PublicPath::parse("/d/file").expect("valid path");
+        let mut inside = 0;
+        for _ in 0..20_000 {
+            if let Some(text) = file_text(resolve(&root, &path).ok()) {
+                assert_eq!(text, "INSIDE", "a request read outside dir_public");
+                inside += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let swaps = swapper.join().expect("swapper thread");
+        assert!(swaps > 0, "the swapper ran");
+        assert!(inside > 0, "some requests found the directory in place");
     }
 }
