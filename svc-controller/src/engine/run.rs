@@ -44,6 +44,8 @@ pub(super) async fn run_task(
             None
         };
         let may_run = kind == Kind::Http || permit.is_some();
+        #[cfg(test)]
+        tests::before_begin(&engine, kind, &id);
         let begun = if may_run {
             begin(&engine, kind, &id, runner.take()).await
         } else {
@@ -56,9 +58,15 @@ pub(super) async fn run_task(
             // Paused, or the service stopping, between its acceptance and its start: an
             // accepted trigger waits in the queue (and the state file) instead of
             // vanishing.
-            let (requeue, trigger) = (engine.clone(), trigger.clone());
-            let id = id.clone();
-            on_disk(move || requeue.requeue(kind, &id, trigger)).await;
+            #[cfg(test)]
+            tests::before_requeue(&engine, kind, &id);
+            let (requeue, queued) = (engine.clone(), trigger.clone());
+            let job = id.clone();
+            if on_disk(move || requeue.requeue(kind, &job, queued)).await == Requeued::RunNow {
+                // Resumed while this task found it paused: a resume finds the job busy
+                // with this very task and leaves the trigger to it, so it starts now.
+                continue;
+            }
         }
         if let Some((context, log, runner)) = begun {
             #[cfg(test)]
@@ -98,6 +106,17 @@ pub(super) async fn run_task(
             }
         }
     }
+}
+
+/// What became of the trigger of a run that could not begin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Requeued {
+    /// It waits in the queue (and the state file) for the resume or the next start.
+    Queued,
+    /// Its job is gone, or the queue was full: logged and counted.
+    Dropped,
+    /// The job is runnable again: the task starts the run itself.
+    RunNow,
 }
 
 /// Reason written into the log of a run whose task ended abnormally.
@@ -448,16 +467,24 @@ impl Engine {
     }
 
     /// Puts back into the queue the trigger of a run that could not begin because its
-    /// job was paused or the service is stopping, and saves it. Blocking.
-    fn requeue(&self, kind: Kind, id: &str, trigger: Trigger) {
+    /// job was paused or the service is stopping, and saves it; tells the run task to
+    /// try again at once when the job was resumed meanwhile. Blocking.
+    fn requeue(&self, kind: Kind, id: &str, trigger: Trigger) -> Requeued {
         let stopping = self.is_shutting_down();
         {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
-                return;
+                tracing::warn!(job = id, "a trigger is dropped: its job was removed");
+                crate::metrics::trigger_dropped("job_removed");
+                return Requeued::Dropped;
             };
-            if entry.retired || !(entry.state.paused || stopping) {
-                return;
+            if entry.retired {
+                tracing::warn!(job = id, "a trigger is dropped: its job was removed");
+                crate::metrics::trigger_dropped("job_removed");
+                return Requeued::Dropped;
+            }
+            if !(entry.state.paused || stopping) {
+                return Requeued::RunNow;
             }
             if entry.queued.is_some() {
                 tracing::warn!(
@@ -465,7 +492,7 @@ impl Engine {
                     "a trigger that could not start is dropped: the queue is full"
                 );
                 crate::metrics::trigger_dropped("queue_full");
-                return;
+                return Requeued::Dropped;
             }
             entry.queued = Some(trigger);
             registry.publish_queue_length();
@@ -475,6 +502,7 @@ impl Engine {
             "the job was paused before its run began: the trigger waits"
         );
         self.persist(kind, id, Durability::Durable);
+        Requeued::Queued
     }
 
     /// Cleans up after a run task that ended abnormally ([`RunTaskGuard`]): finishes the
@@ -594,6 +622,27 @@ mod tests {
         }
     }
 
+    /// Jobs whose ID starts with this are paused once right before their first run
+    /// begins, and resumed right after it found the job paused: the interleaving of a
+    /// pause and a resume with a run task that is about to start.
+    const PAUSE_RACE_PREFIX: &str = "pause_race";
+    static PAUSE_RACE_PAUSED: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
+
+    pub(super) fn before_begin(engine: &Engine, kind: Kind, id: &str) {
+        if id.starts_with(PAUSE_RACE_PREFIX)
+            && !PAUSE_RACE_PAUSED.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            engine.pause(kind, id).expect("pause");
+        }
+    }
+
+    pub(super) fn before_requeue(engine: &Engine, kind: Kind, id: &str) {
+        if id.starts_with(PAUSE_RACE_PREFIX) {
+            engine.resume(kind, id).expect("resume");
+        }
+    }
+
     /// Polls `done` every 10 ms for at most 10 s.
     async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -673,5 +722,57 @@ mod tests {
         wait_until("run 2 is recorded as failed", || log(2, "fail").is_file()).await;
         wait_until("the job is idle again", idle).await;
         assert!(!log(2, "started").exists());
+    }
+
+    /// An accepted trigger whose job is paused and resumed while its run task is about
+    /// to start still runs: the resume finds the job busy with that task, so the task
+    /// must start the run itself instead of dropping the trigger.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_trigger_paused_and_resumed_before_its_start_still_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().canonicalize().expect("canonical");
+        let main_file = base.join("svc.conf");
+        let no_runner = base.join("no-runner");
+        std::fs::write(
+            &main_file,
+            format!(
+                "[svc]\ndir_base = {}\nrunner_path = {}\n\n\
+                 [job \"{PAUSE_RACE_PREFIX}\"]\npath = /p\ncommand = true\n",
+                base.display(),
+                no_runner.display()
+            ),
+        )
+        .expect("write the configuration");
+        let config = crate::config::load(&main_file).expect("load");
+        let main = &config.main;
+        for dir in [main.dir_job_logs(), main.dir_job_state()] {
+            std::fs::create_dir_all(dir).expect("mkdir");
+        }
+        let hub = RunnerHub::start(&main.dir_runtime(), no_runner).expect("runner hub");
+        let engine = Engine::new(&config, hub);
+        let logs = main.dir_job_logs().join(PAUSE_RACE_PREFIX);
+
+        engine
+            .trigger(
+                Kind::Job,
+                PAUSE_RACE_PREFIX,
+                Trigger::new(TriggerSource::Api),
+            )
+            .await
+            .expect("the trigger is accepted");
+        // The runner program is missing, so the run fails; what matters is that it ran.
+        wait_until("run 1 is recorded and the job is idle", || {
+            let idle = engine
+                .lock()
+                .get(Kind::Job, PAUSE_RACE_PREFIX)
+                .is_some_and(|entry| entry.run.is_none());
+            idle && logs.join(format!("{PAUSE_RACE_PREFIX}.1.fail")).is_file()
+        })
+        .await;
+        assert!(PAUSE_RACE_PAUSED.load(std::sync::atomic::Ordering::SeqCst));
+        let job = engine
+            .job_json(Kind::Job, PAUSE_RACE_PREFIX)
+            .expect("job view");
+        assert_eq!(job["status"], "failed", "ran, and is not paused: {job}");
     }
 }
