@@ -210,6 +210,7 @@ mod tests {
             headers: vec![("Authorization".into(), "Bearer x".into())],
             secret: Some("s".into()),
             insecure: true,
+            follow_redirects: false,
             max_body_bytes: 65536,
         });
         vec![

@@ -160,6 +160,9 @@ pub struct HttpCall {
     pub secret: Option<String>,
     /// Accept a server certificate that does not verify.
     pub insecure: bool,
+    /// Follow redirects, to the same origin only; otherwise a 3xx ends the call.
+    #[serde(default)]
+    pub follow_redirects: bool,
     /// At most this many bytes of the response body are sent back.
     pub max_body_bytes: u64,
 }

@@ -3,7 +3,7 @@
 
 use hmac::{Hmac, Mac as _};
 use proto::{HttpCall, HttpRequestType, MAX_OUTPUT_CHUNK, OutputStream, RunnerMessage};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION};
 use reqwest::{Method, Url};
 use sha2::Sha256;
 
@@ -136,6 +136,13 @@ pub fn is_sensitive_header(name: &str) -> bool {
 pub fn header_line(name: &str, value: &[u8]) -> String {
     if is_sensitive_header(name) {
         format!("{name}: [redacted]")
+    } else if name.eq_ignore_ascii_case("location")
+        && let Some(url) = std::str::from_utf8(value)
+            .ok()
+            .and_then(|text| Url::parse(text).ok())
+    {
+        // A redirect target may carry a token in its query, like any URL we log.
+        format!("{name}: {}", loggable_url(&url))
     } else {
         format!("{name}: {}", String::from_utf8_lossy(value))
     }
@@ -218,6 +225,58 @@ pub fn unix_epoch() -> u64 {
         .unwrap_or(0)
 }
 
+/// Most redirects followed in one call (with `http_follow_redirects`).
+const MAX_REDIRECTS: usize = 10;
+
+/// Redirects are not followed unless the job allows it, and then only while they stay
+/// on the origin (scheme, host, port) of the configured URL: the job's headers carry
+/// credentials meant for that origin alone. A redirect that is not followed comes back
+/// as the response, and [`redirect_not_followed`] fails the run with it.
+fn redirect_policy(follow: bool, url: &Url) -> reqwest::redirect::Policy {
+    if !follow {
+        return reqwest::redirect::Policy::none();
+    }
+    let origin = url.origin();
+    reqwest::redirect::Policy::custom(move |attempt| {
+        if attempt.url().origin() != origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+/// For a 3xx response: the log line and run summary that say where it pointed and why
+/// it was not followed.
+fn redirect_not_followed(response: &reqwest::Response, follow: bool) -> Option<(String, String)> {
+    if !response.status().is_redirection() {
+        return None;
+    }
+    let target = response
+        .headers()
+        .get(LOCATION)
+        .and_then(|value| value.to_str().ok())
+        .map(|location| match response.url().join(location) {
+            Ok(url) => loggable_url(&url),
+            Err(_) => "an invalid Location".to_string(),
+        })
+        .unwrap_or_else(|| "no Location".to_string());
+    let why = if follow {
+        "it leaves the origin of http_url"
+    } else {
+        "http_follow_redirects is off"
+    };
+    Some((
+        format!("redirect to {target} not followed: {why}"),
+        format!(
+            "HTTP {}: redirect to {target} not followed",
+            response.status().as_u16()
+        ),
+    ))
+}
+
 /// Performs the call and reports it. `Err` means the request could not even be built (the
 /// caller reports it as `Error`).
 pub async fn run_http(work: &mut Work<'_>, call: &HttpCall) -> Result<Finish, HttpError> {
@@ -225,7 +284,9 @@ pub async fn run_http(work: &mut Work<'_>, call: &HttpCall) -> Result<Finish, Ht
     let headers = build_headers(call, &prepared)?;
     let mut builder = reqwest::Client::builder()
         .tls_danger_accept_invalid_certs(call.insecure)
-        .redirect(reqwest::redirect::Policy::limited(10));
+        .redirect(redirect_policy(call.follow_redirects, &prepared.url))
+        // Where the call came from is nobody else's business (its URL may hold a token).
+        .referer(false);
     let timeout = work
         .deadline
         .map(|deadline| deadline.saturating_duration_since(tokio::time::Instant::now()));
@@ -242,7 +303,7 @@ pub async fn run_http(work: &mut Work<'_>, call: &HttpCall) -> Result<Finish, Ht
 
     let mut stop = work.stop.clone();
     let outcome = {
-        let exchange = exchange(work, request, prepared, call.max_body_bytes);
+        let exchange = exchange(work, request, prepared, call);
         tokio::select! {
             finish = exchange => Ok(finish),
             stop = wait_stop(&mut stop) => Err(stop),
@@ -264,8 +325,9 @@ async fn exchange(
     work: &mut Work<'_>,
     request: reqwest::RequestBuilder,
     prepared: Prepared,
-    max_body_bytes: u64,
+    call: &HttpCall,
 ) -> Finish {
+    let max_body_bytes = call.max_body_bytes;
     let timeout_ms = work.timeout_ms;
     // reqwest's errors end with "for url (...)", the full URL with its query, which may
     // carry a token: it goes, since the request line logged before shows the URL with
@@ -316,6 +378,10 @@ async fn exchange(
         .collect();
     for line in header_lines {
         work.reporter.log(line).await;
+    }
+    let redirect = redirect_not_followed(&response, call.follow_redirects);
+    if let Some((line, _)) = &redirect {
+        work.reporter.log(line.clone()).await;
     }
 
     let mut received: u64 = 0;
@@ -368,6 +434,9 @@ async fn exchange(
         work.reporter.log(line).await;
         return Finish::fail(summary);
     }
+    if let Some((_, summary)) = redirect {
+        return Finish::fail(summary);
+    }
     let summary = format!(
         "HTTP {} {}",
         status.as_u16(),
@@ -393,6 +462,7 @@ mod tests {
             headers: vec![],
             secret: None,
             insecure: false,
+            follow_redirects: false,
             max_body_bytes: 1024,
         }
     }

@@ -30,6 +30,67 @@ impl Seen {
     }
 }
 
+/// Reads one request (head and `Content-Length` body) from `socket`.
+async fn read_request(socket: &mut tokio::net::TcpStream) -> Seen {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        let n = socket.read(&mut buf).await.expect("read");
+        assert!(n > 0, "client closed early");
+        data.extend_from_slice(&buf[..n]);
+        if let Some(pos) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break pos;
+        }
+    };
+    let head = String::from_utf8(data[..head_end].to_vec()).expect("utf8 head");
+    let mut lines = head.split("\r\n");
+    let request_line = lines.next().expect("request line");
+    let mut parts = request_line.split(' ');
+    let method = parts.next().expect("method").to_string();
+    let target = parts.next().expect("target").to_string();
+    let headers: Vec<(String, String)> = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').expect("header");
+            (n.trim().to_ascii_lowercase(), v.trim().to_string())
+        })
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map(|(_, v)| v.parse().expect("length"))
+        .unwrap_or(0);
+    let mut body = data[head_end + 4..].to_vec();
+    while body.len() < length {
+        let n = socket.read(&mut buf).await.expect("read body");
+        assert!(n > 0);
+        body.extend_from_slice(&buf[..n]);
+    }
+    Seen {
+        method,
+        target,
+        headers,
+        body,
+    }
+}
+
+/// Writes a response with `status` (e.g. "200 OK"), extra header lines and `body`, then
+/// closes the connection.
+async fn respond(
+    socket: &mut tokio::net::TcpStream,
+    status: &str,
+    extra_headers: &str,
+    body: &[u8],
+) {
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{extra_headers}\r\n",
+        body.len()
+    );
+    socket.write_all(response.as_bytes()).await.expect("write");
+    // The client may stop reading early (truncation): ignore errors on the body.
+    let _ = socket.write_all(body).await;
+    let _ = socket.shutdown().await;
+}
+
 /// Serves one request with `status` (e.g. "200 OK"), extra header lines and `body`.
 async fn serve_once(
     status: &'static str,
@@ -40,55 +101,34 @@ async fn serve_once(
     let addr = listener.local_addr().expect("addr");
     let task = tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.expect("accept");
-        let mut data = Vec::new();
-        let mut buf = [0u8; 4096];
-        let head_end = loop {
-            let n = socket.read(&mut buf).await.expect("read");
-            assert!(n > 0, "client closed early");
-            data.extend_from_slice(&buf[..n]);
-            if let Some(pos) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-                break pos;
-            }
-        };
-        let head = String::from_utf8(data[..head_end].to_vec()).expect("utf8 head");
-        let mut lines = head.split("\r\n");
-        let request_line = lines.next().expect("request line");
-        let mut parts = request_line.split(' ');
-        let method = parts.next().expect("method").to_string();
-        let target = parts.next().expect("target").to_string();
-        let headers: Vec<(String, String)> = lines
-            .map(|l| {
-                let (n, v) = l.split_once(':').expect("header");
-                (n.trim().to_ascii_lowercase(), v.trim().to_string())
-            })
-            .collect();
-        let length: usize = headers
-            .iter()
-            .find(|(n, _)| n == "content-length")
-            .map(|(_, v)| v.parse().expect("length"))
-            .unwrap_or(0);
-        let mut req_body = data[head_end + 4..].to_vec();
-        while req_body.len() < length {
-            let n = socket.read(&mut buf).await.expect("read body");
-            assert!(n > 0);
-            req_body.extend_from_slice(&buf[..n]);
-        }
-        let response = format!(
-            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{extra_headers}\r\n",
-            body.len()
-        );
-        socket.write_all(response.as_bytes()).await.expect("write");
-        // The client may stop reading early (truncation): ignore errors on the body.
-        let _ = socket.write_all(&body).await;
-        let _ = socket.shutdown().await;
-        Seen {
-            method,
-            target,
-            headers,
-            body: req_body,
-        }
+        let seen = read_request(&mut socket).await;
+        respond(&mut socket, status, extra_headers, &body).await;
+        seen
     });
     (addr, task)
+}
+
+/// Serves requests on `listener`, one connection each, answering the n-th with the
+/// n-th `(status, extra header lines)` of `script` and an empty body, until the
+/// script ends or `stop` fires; returns what it saw.
+fn serve_script(
+    listener: TcpListener,
+    script: Vec<(&'static str, String)>,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> JoinHandle<Vec<Seen>> {
+    tokio::spawn(async move {
+        let mut seen = Vec::new();
+        let mut stop = stop;
+        for (status, headers) in script {
+            let mut socket = tokio::select! {
+                accepted = listener.accept() => accepted.expect("accept").0,
+                _ = &mut stop => break,
+            };
+            seen.push(read_request(&mut socket).await);
+            respond(&mut socket, status, &headers, b"").await;
+        }
+        seen
+    })
 }
 
 fn http_request(call: HttpCall) -> ExecRequest {
@@ -112,6 +152,7 @@ fn call(method: &str, url: String, request_type: HttpRequestType) -> HttpCall {
         headers: vec![],
         secret: None,
         insecure: false,
+        follow_redirects: false,
         max_body_bytes: 65536,
     }
 }
@@ -396,4 +437,121 @@ async fn https_client_builds_and_reports_a_refused_connection() {
     let (success, summary) = finished(&messages);
     assert!(!success);
     assert!(summary.starts_with("connection failed:"), "{summary}");
+}
+
+/// Two listeners on loopback, the second on another port (another origin).
+async fn two_origins() -> (TcpListener, SocketAddr, TcpListener, SocketAddr) {
+    let first = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let second = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let (a, b) = (
+        first.local_addr().expect("addr"),
+        second.local_addr().expect("addr"),
+    );
+    (first, a, second, b)
+}
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_by_default_and_fails_the_run() {
+    let (first, addr, _second, _) = two_origins().await;
+    let (_stop, stop_rx) = tokio::sync::oneshot::channel();
+    let server = serve_script(
+        first,
+        vec![(
+            "302 Found",
+            format!("Location: http://{addr}/next?token=t0ps3cret&page=2\r\n"),
+        )],
+        stop_rx,
+    );
+    let mut c = call(
+        "GET",
+        format!("http://{addr}/start"),
+        HttpRequestType::Query,
+    );
+    c.headers = vec![("X-Api-Key".into(), "credential".into())];
+    let messages = run(http_request(c)).await;
+    let seen = server.await.expect("server");
+    assert_eq!(seen.len(), 1, "only the configured URL is asked: {seen:?}");
+    let logs = logs(&messages);
+    let target = format!("http://{addr}/next?token=[redacted]&page=2");
+    assert!(
+        logs.contains(&format!(
+            "redirect to {target} not followed: http_follow_redirects is off"
+        )),
+        "{logs:?}"
+    );
+    assert!(
+        logs.iter().all(|line| !line.contains("t0ps3cret")),
+        "the Location's token is hidden: {logs:?}"
+    );
+    assert_eq!(
+        finished(&messages),
+        (
+            false,
+            format!("HTTP 302: redirect to {target} not followed")
+        )
+    );
+}
+
+#[tokio::test]
+async fn redirects_are_followed_on_the_same_origin_without_a_referer() {
+    let (first, addr, _second, _) = two_origins().await;
+    let (_stop, stop_rx) = tokio::sync::oneshot::channel();
+    let server = serve_script(
+        first,
+        vec![
+            ("301 Moved Permanently", "Location: /moved\r\n".to_string()),
+            ("200 OK", String::new()),
+        ],
+        stop_rx,
+    );
+    let mut c = call(
+        "GET",
+        format!("http://{addr}/start"),
+        HttpRequestType::Query,
+    );
+    c.follow_redirects = true;
+    c.headers = vec![("X-Api-Key".into(), "credential".into())];
+    let messages = run(http_request(c)).await;
+    let seen = server.await.expect("server");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen[1].target.starts_with("/moved"), "{seen:?}");
+    assert_eq!(seen[1].header("x-api-key"), Some("credential"));
+    assert_eq!(seen[1].header("referer"), None, "no Referer: {seen:?}");
+    assert_eq!(finished(&messages), (true, "HTTP 200 OK".into()));
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_origin_is_never_followed() {
+    let (first, addr, second, other) = two_origins().await;
+    let (_stop, stop_rx) = tokio::sync::oneshot::channel();
+    let server = serve_script(
+        first,
+        vec![(
+            "307 Temporary Redirect",
+            format!("Location: http://{other}/steal\r\n"),
+        )],
+        stop_rx,
+    );
+    let (stop_other, stop_other_rx) = tokio::sync::oneshot::channel();
+    let elsewhere = serve_script(second, vec![("200 OK", String::new())], stop_other_rx);
+    let mut c = call(
+        "GET",
+        format!("http://{addr}/start"),
+        HttpRequestType::Query,
+    );
+    c.follow_redirects = true;
+    c.headers = vec![("X-Api-Key".into(), "credential".into())];
+    let messages = run(http_request(c)).await;
+    assert_eq!(server.await.expect("server").len(), 1);
+    let _ = stop_other.send(());
+    let reached = elsewhere.await.expect("other server");
+    assert!(reached.is_empty(), "the other origin got {reached:?}");
+    let logs = logs(&messages);
+    assert!(
+        logs.contains(&format!(
+            "redirect to http://{other}/steal not followed: it leaves the origin of http_url"
+        )),
+        "{logs:?}"
+    );
+    assert!(!finished(&messages).0);
 }

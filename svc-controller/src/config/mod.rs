@@ -261,6 +261,9 @@ pub struct HttpJobConfig {
     pub http_timeout: Duration,
     /// `http_insecure`, default false.
     pub http_insecure: bool,
+    /// `http_follow_redirects`, default false: a 3xx fails the run; when true, redirects
+    /// are followed to the same origin only.
+    pub http_follow_redirects: bool,
     /// `secret` used to sign the request; `None` = unsigned.
     pub secret: Option<String>,
     /// `log_retention`, default [`DEFAULT_LOG_RETENTION`].

@@ -81,6 +81,7 @@ const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
     ("http_header", List),
     ("http_timeout", Scalar),
     ("http_insecure", Bool),
+    ("http_follow_redirects", Bool),
     ("log_retention", Scalar),
     ("user", Scalar),
     ("group", Scalar),
@@ -942,6 +943,7 @@ impl<'m> Loader<'m> {
             .parsed("http_timeout", parse_positive_duration)
             .unwrap_or(main.http_timeout);
         let http_insecure = r.flag("http_insecure").unwrap_or(false);
+        let http_follow_redirects = r.flag("http_follow_redirects").unwrap_or(false);
         let log_retention = r
             .parsed("log_retention", parse_count)
             .unwrap_or(DEFAULT_LOG_RETENTION);
@@ -973,6 +975,7 @@ impl<'m> Loader<'m> {
             http_headers,
             http_timeout,
             http_insecure,
+            http_follow_redirects,
             secret,
             log_retention,
             user,

@@ -654,7 +654,8 @@ fn http_job_values() {
         "[job.http \"Ping Site\"]\ndescription = ping\nsecret = k\ninterval = 10s\n\
          http_method = post\nhttp_url = https://user@example.com:8443/ping?a=1#f\n\
          http_request_type = JSON\nhttp_header = Authorization: Bearer a:b\n\
-         http_header = X-Empty:\nhttp_timeout = 30s\nhttp_insecure\nlog_retention = 2\n",
+         http_header = X-Empty:\nhttp_timeout = 30s\nhttp_insecure\nhttp_follow_redirects = yes\n\
+         log_retention = 2\n",
     );
     let config = tree.load();
     let job = &config.http_jobs[0];
@@ -676,6 +677,7 @@ fn http_job_values() {
     );
     assert_eq!(job.http_timeout, Duration::from_secs(30));
     assert!(job.http_insecure);
+    assert!(job.http_follow_redirects);
     assert_eq!(job.log_retention, 2);
 }
 
@@ -693,6 +695,7 @@ fn http_job_defaults() {
     assert!(job.http_headers.is_empty());
     assert_eq!(job.http_timeout, Duration::from_secs(120));
     assert!(!job.http_insecure);
+    assert!(!job.http_follow_redirects);
     assert_eq!(job.secret, None);
     assert_eq!(job.log_retention, 5);
     assert_eq!(job.user, None);
