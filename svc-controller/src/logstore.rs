@@ -122,14 +122,25 @@ impl LogDir {
         Ok(logs)
     }
 
-    /// Starts the log of run `counter`. The new name is not synced to disk here: the
-    /// run's counter and `started` mark are already durable in the state file (a power
-    /// failure now is recovered from it as an interrupted run), and the name reaches disk
-    /// with the directory sync after [`RunLog::finish`].
-    pub fn create(&self, counter: u64) -> io::Result<RunLog> {
+    /// Starts the log of run `counter` with its first line, `header`. The file appears
+    /// under its `.started` name with that line already in it (written under a
+    /// `.creating` name, then renamed), so that a log never lacks its header, even when
+    /// the controller is killed as it creates it. The new name is not synced to disk
+    /// here: the run's counter and `started` mark are already durable in the state file
+    /// (a power failure now is recovered from it as an interrupted run), and the name
+    /// reaches disk with the directory sync after [`RunLog::finish`].
+    pub fn create(&self, counter: u64, header: &str) -> io::Result<RunLog> {
         fs::create_dir_all(&self.dir)?;
         let path = self.path(counter, LogStatus::Started);
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let creating = self.creating_path(counter);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&creating)?;
+        file.write_all(format_line(Utc::now(), header).as_bytes())?;
+        fs::rename(&creating, &path)?;
+        // Appends from here on (the descriptor keeps its offset at the end).
         Ok(RunLog {
             file,
             path,
@@ -137,6 +148,11 @@ impl LogDir {
             counter,
             partial: [Vec::new(), Vec::new(), Vec::new()],
         })
+    }
+
+    /// Where [`LogDir::create`] writes a log's first line before it gets its name.
+    fn creating_path(&self, counter: u64) -> PathBuf {
+        self.dir.join(format!("{}.{counter}.creating", self.id))
     }
 
     /// Full content of the log of run `counter`, with its status; `None` when absent.
@@ -205,6 +221,7 @@ impl LogDir {
     /// Finishes every `.started` log left by a controller that died during a run: appends
     /// a line saying so and renames it to `.fail`. Returns the counters repaired.
     pub fn recover_interrupted(&self, logs: &mut [LogMeta]) -> io::Result<Vec<u64>> {
+        self.remove_unfinished_creations()?;
         let mut repaired = Vec::new();
         for log in logs.iter_mut().filter(|l| l.status == LogStatus::Started) {
             log.status = self.fail_started(
@@ -216,16 +233,47 @@ impl LogDir {
         Ok(repaired)
     }
 
+    /// Removes what a [`LogDir::create`] cut short by a crash left: a `.creating` file
+    /// (its run is recorded as interrupted by the state file alone).
+    fn remove_unfinished_creations(&self) -> io::Result<()> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(err) => return Err(err),
+        };
+        let prefix = format!("{}.", self.id);
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with(&prefix) && name.ends_with(".creating") {
+                fs::remove_file(entry.path())?;
+            }
+        }
+        Ok(())
+    }
+
     /// Ends the `.started` log of run `counter`, whose writer is gone, as a failure: a
     /// final line `=== run N finished: fail: <reason>` (on a line of its own, even if the
     /// run stopped in the middle of one), synced, then a durable rename to `.fail`.
     pub fn fail_started(&self, counter: u64, reason: &str) -> io::Result<LogStatus> {
         let path = self.path(counter, LogStatus::Started);
+        let status = LogStatus::Finished(RunResult::Fail);
         let mut file = OpenOptions::new().append(true).open(&path)?;
-        let ends_with_newline = {
-            let tail = self.read_tail(counter, LogStatus::Started, 1)?;
-            tail.is_empty() || tail == b"\n"
-        };
+        let tail = self.read_tail(counter, LogStatus::Started, 512)?;
+        let last_line = tail
+            .strip_suffix(b"\n")
+            .map(|text| text.rsplit(|&b| b == b'\n').next().unwrap_or(text));
+        let finished = format!("=== run {counter} finished: ");
+        if last_line.is_some_and(|line| {
+            line.windows(finished.len())
+                .any(|window| window == finished.as_bytes())
+        }) {
+            // Ended by an earlier repair that was itself cut short before the rename.
+            fsutil::durable_rename(&path, &self.path(counter, status))?;
+            return Ok(status);
+        }
+        let ends_with_newline = tail.is_empty() || tail.ends_with(b"\n");
         let mut text = String::new();
         if !ends_with_newline {
             text.push('\n');
@@ -236,7 +284,6 @@ impl LogDir {
         ));
         file.write_all(text.as_bytes())?;
         file.sync_all()?;
-        let status = LogStatus::Finished(RunResult::Fail);
         fsutil::durable_rename(&path, &self.path(counter, status))?;
         Ok(status)
     }
@@ -365,9 +412,9 @@ mod tests {
     fn a_run_log_is_written_line_by_line_and_renamed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let logs = LogDir::new(dir.path().join("job"), "backup");
-        let mut log = logs.create(7).expect("create");
+        let mut log = logs.create(7, "=== run 7 started").expect("create");
         assert!(dir.path().join("job/backup.7.started").exists());
-        log.line("=== run 7 started").expect("line");
+        assert!(!dir.path().join("job/backup.7.creating").exists());
         log.output(OutputKind::Stdout, b"hel").expect("out");
         log.output(OutputKind::Stderr, b"oops\n").expect("out");
         log.output(OutputKind::Stdout, b"lo\nworld").expect("out");
@@ -394,12 +441,12 @@ mod tests {
     fn very_long_lines_are_cut_not_buffered_forever() {
         let dir = tempfile::tempdir().expect("tempdir");
         let logs = LogDir::new(dir.path().to_path_buf(), "j");
-        let mut log = logs.create(1).expect("create");
+        let mut log = logs.create(1, "h").expect("create");
         log.output(OutputKind::Stdout, &vec![b'x'; MAX_PARTIAL_LINE + 10])
             .expect("out");
         assert!(log.partial[0].is_empty());
         let content = fs::read(logs.path(1, LogStatus::Started)).expect("read");
-        assert_eq!(content.len(), 20 + MAX_PARTIAL_LINE + 10 + 1);
+        assert_eq!(content.len(), 22 + 20 + MAX_PARTIAL_LINE + 10 + 1);
     }
 
     #[test]
@@ -434,7 +481,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let logs = LogDir::new(dir.path().to_path_buf(), "a");
         for counter in 1..=5 {
-            logs.create(counter)
+            logs.create(counter, "h")
                 .expect("create")
                 .finish(RunResult::Success)
                 .expect("finish");
@@ -449,8 +496,7 @@ mod tests {
     fn interrupted_runs_become_failures_with_a_final_line() {
         let dir = tempfile::tempdir().expect("tempdir");
         let logs = LogDir::new(dir.path().to_path_buf(), "a");
-        let mut log = logs.create(3).expect("create");
-        log.line("=== run 3 started").expect("line");
+        let mut log = logs.create(3, "=== run 3 started").expect("create");
         log.output(OutputKind::Stdout, b"half a li").expect("out");
         log.file
             .write_all(b"half a li")
@@ -466,6 +512,37 @@ mod tests {
         assert!(last.ends_with("interrupted, the controller stopped before the run ended"));
         assert_timestamped(last);
         assert!(logs.first_line_time(3, status).is_some());
+    }
+
+    /// A kill while a log is created leaves at most a `.creating` file, which the
+    /// recovery removes; a repair cut short before its rename is finished without a
+    /// second final line.
+    #[test]
+    fn recovery_after_a_kill_in_create_or_in_an_earlier_repair() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = LogDir::new(dir.path().to_path_buf(), "a");
+        fs::write(logs.creating_path(4), "").expect("a creation cut short");
+        let mut log = logs.create(5, "=== run 5 started").expect("create");
+        log.output(OutputKind::Stdout, b"out\n").expect("out");
+        drop(log);
+        let mut list = logs.scan().expect("scan");
+        assert_eq!(list.len(), 1, "{list:?}");
+        // The first repair wrote its line, then the controller died before the rename:
+        // simulate with a line written by hand.
+        let started = logs.path(5, LogStatus::Started);
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(&started)
+            .expect("open");
+        file.write_all(format_line(Utc::now(), "=== run 5 finished: fail: interrupted").as_bytes())
+            .expect("write");
+        assert_eq!(logs.recover_interrupted(&mut list).expect("recover"), [5]);
+        assert!(!logs.creating_path(4).exists());
+        let (_, content) = logs.read(5).expect("read").expect("present");
+        let lines = lines(&content);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].ends_with("=== run 5 started"), "{lines:?}");
+        assert!(lines[2].ends_with("=== run 5 finished: fail: interrupted"));
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub(super) async fn run_task(
         #[cfg(test)]
         tests::before_begin(&engine, kind, &id);
         let begun = if may_run {
-            begin(&engine, kind, &id, runner.take()).await
+            begin(&engine, kind, &id, trigger.source, runner.take()).await
         } else {
             None
         };
@@ -163,6 +163,7 @@ async fn begin(
     engine: &Engine,
     kind: Kind,
     id: &str,
+    source: TriggerSource,
     started_ahead: Option<LaunchedRunner>,
 ) -> Option<(RunContext, std::io::Result<RunLog>, LaunchedRunner)> {
     if engine.is_shutting_down() {
@@ -172,7 +173,8 @@ async fn begin(
         let (engine, id) = (engine.clone(), id.to_string());
         tokio::task::spawn_blocking(move || {
             let context = engine.begin_run(kind, &id)?;
-            let log = context.log_dir.create(context.counter);
+            let header = run_header(&context.def, context.counter, source);
+            let log = context.log_dir.create(context.counter, &header);
             Some((context, log))
         })
     };
@@ -237,6 +239,18 @@ impl LogWriter {
     }
 }
 
+/// The first line of a run's log, written as the log is created.
+fn run_header(def: &Def, counter: u64, source: TriggerSource) -> String {
+    let (kind_word, id) = match def {
+        Def::Job(job) => ("job", job.id.as_str()),
+        Def::Http(job) => ("JobHttp", job.id.as_str()),
+    };
+    format!(
+        "=== run {counter} of {kind_word} {id} started by {}",
+        source.as_str()
+    )
+}
+
 /// Does the run in `runner` and writes its log; returns how it ended and the log, still
 /// to be finished.
 async fn perform(
@@ -265,14 +279,6 @@ async fn perform(
             }
         }
     };
-    let (kind_word, id) = match &context.def {
-        Def::Job(job) => ("job", job.id.as_str()),
-        Def::Http(job) => ("JobHttp", job.id.as_str()),
-    };
-    writer.line(format!(
-        "=== run {counter} of {kind_word} {id} started by {}",
-        trigger.source.as_str()
-    ));
 
     let mut body_file: Option<PathBuf> = None;
     let outcome = if let Some(error) = writer.error.clone() {
