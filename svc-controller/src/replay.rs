@@ -1,5 +1,7 @@
-//! Replay protection for webhooks: delivery IDs (codehost) and nonces (patchhost) that
-//! were already accepted, kept on disk so that a restart does not forget them.
+//! Replay protection: webhook delivery IDs (codehost, or their signature when a delivery
+//! has no ID), what patchhost signatures cover (body and nonce), and the signatures of
+//! signed control requests (one-time), kept on disk so that a restart does not forget
+//! them.
 //!
 //! Each store is a map `(job id, value) -> time first seen` in memory, mirrored by an
 //! append-only file with one line per change, fsynced per append:
@@ -31,6 +33,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const DELIVERY_TTL_SECS: i64 = 24 * 60 * 60;
 /// How long a patchhost nonce is remembered: 90 days.
 pub const NONCE_TTL_SECS: i64 = 90 * 24 * 60 * 60;
+/// How long the signature of a control request is remembered: 24 hours (far beyond the
+/// `_svc_epoch` window of 5 minutes; requests without an epoch are one-time that long).
+pub const SIGNATURE_TTL_SECS: i64 = 24 * 60 * 60;
 /// Most live entries per store; beyond it the oldest are dropped.
 pub const MAX_ENTRIES: usize = 100_000;
 /// Longest delivery ID or nonce accepted, in bytes.
@@ -43,6 +48,7 @@ const COMPACT_MIN_LINES: usize = 1024;
 pub struct ReplayStores {
     deliveries: ReplayStore,
     nonces: ReplayStore,
+    signatures: ReplayStore,
 }
 
 /// The stores could not be opened.
@@ -77,7 +83,7 @@ pub enum Seen {
 
 impl ReplayStores {
     /// Opens (or creates) the stores in `dir` (created with mode 0700 when missing):
-    /// `deliveries.log` and `nonces.log`.
+    /// `deliveries.log`, `nonces.log` and `signatures.log`.
     pub fn open(dir: &Path) -> Result<ReplayStores, ReplayError> {
         let error = |message: String| ReplayError {
             dir: dir.display().to_string(),
@@ -99,6 +105,7 @@ impl ReplayStores {
         Ok(ReplayStores {
             deliveries: open("deliveries.log", DELIVERY_TTL_SECS)?,
             nonces: open("nonces.log", NONCE_TTL_SECS)?,
+            signatures: open("signatures.log", SIGNATURE_TTL_SECS)?,
         })
     }
 
@@ -115,6 +122,11 @@ impl ReplayStores {
                 MAX_ENTRIES,
                 COMPACT_MIN_LINES,
             )),
+            signatures: ReplayStore::in_memory(Limits::new(
+                SIGNATURE_TTL_SECS,
+                MAX_ENTRIES,
+                COMPACT_MIN_LINES,
+            )),
         }
     }
 
@@ -123,9 +135,16 @@ impl ReplayStores {
         &self.deliveries
     }
 
-    /// Patchhost nonces (`X-Payload-Nonce`), remembered 90 days.
+    /// Patchhost deliveries, keyed on the SHA-256 of what their signature covers (body
+    /// then `X-Payload-Nonce`), remembered 90 days.
     pub fn nonces(&self) -> &ReplayStore {
         &self.nonces
+    }
+
+    /// Signatures of signed control requests (pause, resume, cancel, run-now), one store
+    /// for every endpoint (job ""), remembered 24 hours.
+    pub fn signatures(&self) -> &ReplayStore {
+        &self.signatures
     }
 }
 
@@ -346,6 +365,15 @@ impl ReplayStore {
     /// come back after a restart.
     pub fn forget(&self, job: &str, value: &[u8]) {
         self.forget_at(job, value, unix_now());
+    }
+
+    /// Whether `(job, value)` is remembered, without recording anything.
+    pub fn is_recorded(&self, job: &str, value: &[u8]) -> bool {
+        let key = Key {
+            job: job.to_string(),
+            value: value.to_vec(),
+        };
+        self.lock().is_live(&key, unix_now(), self.limits.ttl_secs)
     }
 
     /// Number of live entries (expired ones may still be counted until the next change).

@@ -280,7 +280,8 @@
   }
 
   function signedQuery(path, id) {
-    var query = "id=" + encodeURIComponent(id);
+    // With an epoch: the request is one-time and bounded in time (require_epoch).
+    var query = "id=" + encodeURIComponent(id) + "&_svc_epoch=" + nowSecs();
     return api("POST", path + "?" + query, null, {
       "X-Svc-Sign": SvcHmac.hmacSha256Hex(getSecret(), query),
     });

@@ -658,7 +658,7 @@ impl TestService {
 
     /// The signed form body and signature of a pause or resume request for `id`.
     pub fn job_exec_form(&self, id: &str) -> (String, String) {
-        let epoch = chrono::Utc::now().timestamp();
+        let epoch = crate::fresh_epoch();
         let body = format!("_svc_epoch={epoch}&id={id}");
         let signature = hmac_sha256_hex(self.secret(), &body);
         (body, signature)

@@ -22,6 +22,18 @@ pub fn hmac_sha1_hex(secret: impl AsRef<[u8]>, data: impl AsRef<[u8]>) -> String
     hex::encode(mac.finalize().into_bytes())
 }
 
+/// An `_svc_epoch` for a new signed control request: the current time, stepped back by
+/// one second more at each call (cycling within two minutes, well inside the five-minute
+/// window). The service spends each control request's signature, and an upstream-style
+/// body (`_svc_epoch` and `id`) signed twice in one second is the same signature: a
+/// client that sends the same action twice within a second is refused the second time,
+/// as a replay. Tests send many requests a second; each gets its own epoch.
+pub fn fresh_epoch() -> i64 {
+    static CALLS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let step = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 120;
+    chrono::Utc::now().timestamp() - step
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::{Value, json};
 use svc_tests::raw_http::{RawResponse, parse_response};
-use svc_tests::{TestService, WAIT, hmac_sha256_hex, job_section, wait_for, wait_until};
+use svc_tests::{
+    TestService, WAIT, fresh_epoch, hmac_sha256_hex, job_section, wait_for, wait_until,
+};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
@@ -370,14 +372,18 @@ async fn pause_and_resume_answer_the_job_on_current_and_legacy_paths() {
     svc.wait_job_status("hello", "success", WAIT).await;
 
     for (pause, resume) in PAUSE_PATHS.iter().zip(RESUME_PATHS) {
-        let paused = signed_form(&svc, pause, "hello", now()).await.wrapper(200);
+        let paused = signed_form(&svc, pause, "hello", fresh_epoch())
+            .await
+            .wrapper(200);
         assert_eq!(paused["data"]["id"], "hello", "{pause}: data is the Job");
         assert_eq!(paused["data"]["name"], "hello");
         assert_eq!(paused["data"]["status"], "paused", "{pause}");
         assert!(paused["data"]["logs"].is_array(), "{pause}: {paused}");
         assert_eq!(svc.job_status("hello").await, "paused");
 
-        let resumed = signed_form(&svc, resume, "hello", now()).await.wrapper(200);
+        let resumed = signed_form(&svc, resume, "hello", fresh_epoch())
+            .await
+            .wrapper(200);
         assert_eq!(resumed["data"]["id"], "hello");
         assert_eq!(
             resumed["data"]["status"], "success",
@@ -386,10 +392,14 @@ async fn pause_and_resume_answer_the_job_on_current_and_legacy_paths() {
         assert_eq!(svc.job_status("hello").await, "success");
 
         // A paused webhook job refuses triggers with 412, and takes them after resume.
-        signed_form(&svc, pause, "hook", now()).await.wrapper(200);
+        signed_form(&svc, pause, "hook", fresh_epoch())
+            .await
+            .wrapper(200);
         let refused = svc.trigger("/hook", b"{}", &[]).await;
         refused.assert_status(412);
-        let resumed = signed_form(&svc, resume, "hook", now()).await.wrapper(200);
+        let resumed = signed_form(&svc, resume, "hook", fresh_epoch())
+            .await
+            .wrapper(200);
         assert_eq!(
             resumed["data"]["status"], "",
             "a job that never ran has no status after resume: {resumed}"
@@ -413,7 +423,7 @@ async fn pause_and_resume_refuse_bad_signatures_stale_epochs_and_bad_ids() {
     let secret = svc.secret();
 
     for path in PAUSE_PATHS.iter().chain(RESUME_PATHS.iter()) {
-        let body = format!("_svc_epoch={}&id=hello", now());
+        let body = format!("_svc_epoch={}&id=hello", fresh_epoch());
         let expected = hmac_sha256_hex(&secret, &body);
 
         let missing = post_form(&svc, path, &body, None).await;
@@ -448,16 +458,20 @@ async fn pause_and_resume_refuse_bad_signatures_stale_epochs_and_bad_ids() {
             .await
             .wrapper(401);
 
-        signed_form(&svc, path, "", now()).await.wrapper(400);
-        let body = format!("_svc_epoch={}", now());
+        signed_form(&svc, path, "", fresh_epoch())
+            .await
+            .wrapper(400);
+        let body = format!("_svc_epoch={}", fresh_epoch());
         post_form(&svc, path, &body, Some(&hmac_sha256_hex(&secret, &body)))
             .await
             .wrapper(400);
         for malformed in ["a%2Fb", "a/b", "..", "a%20b", "%C3%A9"] {
-            let answer = signed_form(&svc, path, malformed, now()).await;
+            let answer = signed_form(&svc, path, malformed, fresh_epoch()).await;
             answer.wrapper(400);
         }
-        let unknown = signed_form(&svc, path, "nope", now()).await.wrapper(404);
+        let unknown = signed_form(&svc, path, "nope", fresh_epoch())
+            .await
+            .wrapper(404);
         assert_eq!(unknown["message"], "job not found");
     }
     // Nothing of that paused the job.
@@ -477,15 +491,21 @@ async fn cancel_ends_a_running_job_and_refuses_one_that_is_not_running() {
         .await;
     let path = "/svc/api/job_exec/cancel";
 
-    let idle = signed_form(&svc, path, "long", now()).await.wrapper(409);
+    let idle = signed_form(&svc, path, "long", fresh_epoch())
+        .await
+        .wrapper(409);
     assert_eq!(idle["message"], "job is not running");
-    signed_form(&svc, path, "nope", now()).await.wrapper(404);
-    signed_form(&svc, path, "", now()).await.wrapper(400);
+    signed_form(&svc, path, "nope", fresh_epoch())
+        .await
+        .wrapper(404);
+    signed_form(&svc, path, "", fresh_epoch())
+        .await
+        .wrapper(400);
 
     svc.trigger("/long", b"", &[]).await.assert_status(200);
     svc.wait_run_started("long", 1, WAIT).await;
 
-    let body = format!("_svc_epoch={}&id=long", now());
+    let body = format!("_svc_epoch={}&id=long", fresh_epoch());
     post_form(&svc, path, &body, None).await.wrapper(401);
     post_form(&svc, path, &body, Some("00")).await.wrapper(401);
     signed_form(&svc, path, "long", now() - 400)
@@ -498,7 +518,9 @@ async fn cancel_ends_a_running_job_and_refuses_one_that_is_not_running() {
     );
 
     let started = Instant::now();
-    let cancelled = signed_form(&svc, path, "long", now()).await.wrapper(200);
+    let cancelled = signed_form(&svc, path, "long", fresh_epoch())
+        .await
+        .wrapper(200);
     assert_eq!(cancelled["data"]["id"], "long", "data is the Job");
     let log = svc
         .wait_run_finished("long", 1, Duration::from_secs(10))
@@ -521,7 +543,9 @@ async fn cancel_ends_a_running_job_and_refuses_one_that_is_not_running() {
     );
     svc.wait_job_status("long", "failed", WAIT).await;
 
-    signed_form(&svc, path, "long", now()).await.wrapper(409);
+    signed_form(&svc, path, "long", fresh_epoch())
+        .await
+        .wrapper(409);
 }
 
 // ----- endpoint 4 ------------------------------------------------------------------------

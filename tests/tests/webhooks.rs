@@ -191,7 +191,8 @@ async fn codehost_repeated_delivery_runs_once() {
     assert_eq!(again.message(), "duplicate delivery: not run again");
     assert!(again.data().is_object(), "data is the Job: {}", again.raw);
 
-    // Another ID runs; so does a delivery without an ID (nothing to deduplicate on).
+    // Another ID runs; so does a delivery without an ID, once: without an ID it is
+    // known by its signature, so leaving the header out skips no replay check.
     github_delivery(&svc, "/dedup", b"{}", Some("another-delivery"))
         .await
         .assert_status(200);
@@ -199,7 +200,14 @@ async fn codehost_repeated_delivery_runs_once() {
     github_delivery(&svc, "/dedup", b"{}", None)
         .await
         .assert_status(200);
-    assert_runs_exactly(&svc, "dedup", 3).await;
+    svc.wait_run_finished("dedup", 3, WAIT).await;
+    let unnamed_again = github_delivery(&svc, "/dedup", b"{}", None).await;
+    unnamed_again.assert_status(200);
+    assert_eq!(unnamed_again.message(), "duplicate delivery: not run again");
+    github_delivery(&svc, "/dedup", b"{\"other\":1}", None)
+        .await
+        .assert_status(200);
+    assert_runs_exactly(&svc, "dedup", 4).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -324,6 +332,21 @@ async fn patchhost_signature_and_nonce_replay_across_a_restart() {
     let replay = svc.trigger_unsigned("/patch", body, &signed).await;
     replay.assert_status(401);
     assert_eq!(replay.message(), "nonce already used");
+    // Bytes moved from the nonce to the end of the body: the signature covers body then
+    // nonce, so it still verifies, and it is the same delivery.
+    let shifted_body = [body, &nonce.as_bytes()[..4]].concat();
+    let shifted = svc
+        .trigger_unsigned(
+            "/patch",
+            &shifted_body,
+            &[
+                ("X-Payload-Signature", signature.as_str()),
+                ("X-Payload-Nonce", &nonce[4..]),
+            ],
+        )
+        .await;
+    shifted.assert_status(401);
+    assert_eq!(shifted.message(), "nonce already used");
     assert_runs_exactly(&svc, "patch", 1).await;
 }
 

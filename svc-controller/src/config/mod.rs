@@ -96,6 +96,9 @@ pub struct MainConfig {
     /// `allow_root_jobs`, default false: a job whose `user` is root is refused unless
     /// this is set.
     pub allow_root_jobs: bool,
+    /// `require_epoch`, default false (upstream clients send JobHttp pause and resume
+    /// without one): signed control requests without `_svc_epoch` are refused.
+    pub require_epoch: bool,
 }
 
 /// How a webhook trigger is authenticated.

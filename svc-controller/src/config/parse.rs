@@ -46,6 +46,7 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("runner_path", Scalar),
     ("log_level", Scalar),
     ("allow_root_jobs", Bool),
+    ("require_epoch", Bool),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -594,6 +595,7 @@ fn read_main(
         runner_path: None,
         log_level: None,
         allow_root_jobs: false,
+        require_epoch: false,
     };
     let Some(section) = section else {
         return (config, true);
@@ -661,6 +663,9 @@ fn read_main(
     config.log_level = r.parsed("log_level", check_log_level);
     if let Some(v) = r.flag("allow_root_jobs") {
         config.allow_root_jobs = v;
+    }
+    if let Some(v) = r.flag("require_epoch") {
+        config.require_epoch = v;
     }
     if let Some(user) = config.user.as_deref()
         && !config.allow_root_jobs
@@ -898,6 +903,19 @@ impl<'m> Loader<'m> {
         }
         if self.errors.len() != before {
             return;
+        }
+        if path.is_some() && secret.is_none() && auth_kind != AuthKind::Patchhost {
+            // Its webhooks are signed with the main secret, the one that also signs the
+            // control requests: whoever can trigger it can sign those too.
+            self.warnings.push(new_issue(
+                file,
+                Some(&section.header),
+                Some("secret"),
+                None,
+                "this webhook job has no secret of its own: its deliveries are checked \
+                 with the main secret, which also signs pause, resume and cancel; give \
+                 it its own secret",
+            ));
         }
         self.jobs.push(JobConfig {
             id,

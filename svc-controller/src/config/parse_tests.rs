@@ -619,8 +619,13 @@ fn hook_sections_are_deprecated_jobs() {
     let config = tree.load();
     assert_eq!(config.jobs.len(), 1);
     assert_eq!(config.jobs[0].id, "old");
-    assert_eq!(config.warnings.len(), 1);
-    let warning = &config.warnings[0];
+    let deprecated: Vec<_> = config
+        .warnings
+        .iter()
+        .filter(|w| w.message.contains("deprecated"))
+        .collect();
+    assert_eq!(deprecated.len(), 1, "{:?}", config.warnings);
+    let warning = deprecated[0];
     assert_eq!(warning.section.as_deref(), Some("hook \"old\""));
     assert!(
         warning.message.contains("deprecated: use [job \"old\"]"),
@@ -1153,4 +1158,23 @@ fn user_conf_that_is_a_directory() {
     let issues = tree.issues();
     assert_eq!(issues.len(), 1, "{issues:#?}");
     assert!(issues[0].message.contains("not a regular file"));
+}
+
+#[test]
+fn webhook_jobs_without_their_own_secret_are_warned_about() {
+    let tree = Tree::new("secret = main\nrequire_epoch = true\n");
+    tree.job(
+        "a.conf",
+        "[job \"shared\"]\npath = /a\ncommand = true\n\
+         [job \"own\"]\npath = /b\nsecret = s\ncommand = true\n\
+         [job \"timer\"]\ninterval = 1m\ncommand = true\n\
+         [job \"ed\"]\npath = /c\nauth_kind = patchhost\ncommand = true\n",
+    );
+    let config = tree.load();
+    assert!(config.main.require_epoch);
+    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    let warning = &config.warnings[0];
+    assert_eq!(warning.section.as_deref(), Some("job \"shared\""));
+    assert_eq!(warning.key.as_deref(), Some("secret"));
+    assert!(warning.message.contains("main secret"), "{warning}");
 }

@@ -1,19 +1,13 @@
 //! Environment, job log, and the signed pause / resume endpoints.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
-use super::{ApiError, AppState, ok};
-use crate::auth;
+use super::{ApiError, AppState, ok, signed};
 use crate::engine::Kind;
-
-/// How far `_svc_epoch` may be from the server clock.
-pub const EPOCH_WINDOW_SECS: u64 = 300;
 
 /// Pairs of a query string or form body. Bad percent-encoding decodes lossily.
 pub(super) fn params(raw: &[u8]) -> Vec<(String, String)> {
@@ -116,34 +110,26 @@ pub(super) async fn log_of(
     })))
 }
 
-/// Checks the `X-Svc-Sign` signature of a form body and its `_svc_epoch`; returns the
-/// form pairs.
-pub(super) fn signed_form(
+/// Checks the `X-Svc-Sign` signature of a form body and its `_svc_epoch`, and spends
+/// the signature; returns the form pairs.
+pub(super) async fn signed_form(
     state: &AppState,
+    action: signed::Action,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Vec<(String, String)>, ApiError> {
-    let signature = headers.get("x-svc-sign").and_then(|v| v.to_str().ok());
-    auth::verify_hmac_sha256(state.secret.as_bytes(), body, "x-svc-sign", signature)
-        .map_err(|e| ApiError::unauthorized(e.to_string()))?;
+    signed::verify(state, headers, body)?;
     let pairs = params(body);
-    let epoch: u64 = param(&pairs, "_svc_epoch")
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| ApiError::unauthorized("missing or invalid _svc_epoch"))?;
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    if now.abs_diff(epoch) > EPOCH_WINDOW_SECS {
-        return Err(ApiError::unauthorized(
-            "_svc_epoch is more than 5 minutes away from the server clock",
-        ));
-    }
+    let epoch = signed::parse_epoch(param(&pairs, "_svc_epoch").unwrap_or_default())?;
+    signed::check_epoch(epoch)?;
+    signed::spend(&state.replay, action, state.secret.as_bytes(), body).await?;
     Ok(pairs)
 }
 
 /// A signed action on a Job named by the form's `id`.
-fn signed_job_action(
+async fn signed_job_action(
     state: &AppState,
+    signed_action: signed::Action,
     headers: &HeaderMap,
     body: &[u8],
     action: impl FnOnce(
@@ -151,7 +137,7 @@ fn signed_job_action(
         &str,
     ) -> Result<serde_json::Value, crate::engine::EngineError>,
 ) -> Result<Response, ApiError> {
-    let pairs = signed_form(state, headers, body)?;
+    let pairs = signed_form(state, signed_action, headers, body).await?;
     let id = job_id(param(&pairs, "id"))?;
     Ok(ok(action(&state.engine, id)?))
 }
@@ -161,9 +147,14 @@ pub(super) async fn pause(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    signed_job_action(&state, &headers, &body, |engine, id| {
-        engine.pause(Kind::Job, id)
-    })
+    signed_job_action(
+        &state,
+        signed::Action::Pause,
+        &headers,
+        &body,
+        |engine, id| engine.pause(Kind::Job, id),
+    )
+    .await
 }
 
 pub(super) async fn resume(
@@ -171,9 +162,14 @@ pub(super) async fn resume(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    signed_job_action(&state, &headers, &body, |engine, id| {
-        engine.resume(Kind::Job, id)
-    })
+    signed_job_action(
+        &state,
+        signed::Action::Resume,
+        &headers,
+        &body,
+        |engine, id| engine.resume(Kind::Job, id),
+    )
+    .await
 }
 
 pub(super) async fn cancel(
@@ -181,7 +177,12 @@ pub(super) async fn cancel(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    signed_job_action(&state, &headers, &body, |engine, id| {
-        engine.cancel(Kind::Job, id, "cancelled through the API")
-    })
+    signed_job_action(
+        &state,
+        signed::Action::Cancel,
+        &headers,
+        &body,
+        |engine, id| engine.cancel(Kind::Job, id, "cancelled through the API"),
+    )
+    .await
 }

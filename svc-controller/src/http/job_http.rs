@@ -8,8 +8,7 @@ use base64::Engine as _;
 use serde_json::json;
 
 use super::job_exec::{job_id, param, params};
-use super::{ApiError, AppState, ok};
-use crate::auth;
+use super::{ApiError, AppState, ok, signed};
 use crate::engine::Kind;
 
 /// Lines endpoint 6 returns at most.
@@ -63,21 +62,38 @@ pub(super) async fn log(
     super::job_exec::log_of(&state, Kind::Http, query).await
 }
 
-/// Checks `X-Svc-Sign` over the raw query string with the main secret.
-fn signed_query(
+/// Checks `X-Svc-Sign` over the raw query string with the main secret, and its
+/// `_svc_epoch` when there is one, whose signature is then spent (one-time). Upstream
+/// clients send none: such a request is always the same one, so it cannot be one-time
+/// without refusing every later pause of that JobHttp; `require_epoch` refuses it
+/// instead. Returns the JobHttp ID.
+async fn signed_query(
     state: &AppState,
+    action: signed::Action,
     headers: &HeaderMap,
     query: &Option<String>,
 ) -> Result<String, ApiError> {
     let raw = query.as_deref().unwrap_or_default();
-    let signature = headers.get("x-svc-sign").and_then(|v| v.to_str().ok());
-    auth::verify_hmac_sha256(
-        state.secret.as_bytes(),
-        raw.as_bytes(),
-        "x-svc-sign",
-        signature,
-    )
-    .map_err(|e| ApiError::unauthorized(e.to_string()))?;
+    signed::verify(state, headers, raw.as_bytes())?;
+    let pairs = params(raw.as_bytes());
+    match param(&pairs, "_svc_epoch") {
+        Some(epoch) => {
+            signed::check_epoch(signed::parse_epoch(epoch)?)?;
+            signed::spend(
+                &state.replay,
+                action,
+                state.secret.as_bytes(),
+                raw.as_bytes(),
+            )
+            .await?;
+        }
+        None if state.engine.main().require_epoch => {
+            return Err(ApiError::unauthorized(
+                "missing _svc_epoch (require_epoch is set)",
+            ));
+        }
+        None => {}
+    }
     query_id(query)
 }
 
@@ -86,7 +102,7 @@ pub(super) async fn pause(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let id = signed_query(&state, &headers, &query)?;
+    let id = signed_query(&state, signed::Action::HttpPause, &headers, &query).await?;
     Ok(ok(state.engine.pause(Kind::Http, &id)?))
 }
 
@@ -95,7 +111,7 @@ pub(super) async fn resume(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let id = signed_query(&state, &headers, &query)?;
+    let id = signed_query(&state, signed::Action::HttpResume, &headers, &query).await?;
     Ok(ok(state.engine.resume(Kind::Http, &id)?))
 }
 

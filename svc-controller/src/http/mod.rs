@@ -9,6 +9,7 @@ mod log_stream;
 mod public;
 mod response;
 pub mod server;
+mod signed;
 mod ui;
 mod webhook;
 

@@ -1,10 +1,18 @@
 //! Endpoint 9: a signed POST to a job's path starts a run in the background.
 //!
-//! The flow: path → job (404), signature by the job's `auth_kind` (401), replay check
-//! (codehost delivery IDs: a repeat answers 200 without running; patchhost nonces: a
-//! repeat is 401), then the trigger (412 paused, 429 busy). A delivery ID or nonce is
-//! recorded only once the signature is verified, and forgotten again when the trigger is
-//! refused, so that a retry can run.
+//! The flow: path → job (404), signature by the job's `auth_kind` (401), replay checks,
+//! then the trigger (412 paused, 429 busy). Replay checks key on what is signed:
+//!
+//! - a signature spent by a signed control request ([`super::signed`]) is refused (401);
+//! - an `hmac-sha256` body that carries `_svc_epoch` (run-now from the UI or an upstream
+//!   client) must be inside the epoch window, and its signature is spent: one-time;
+//! - codehost: a repeated delivery ID answers 200 without running; a delivery without
+//!   one is de-duplicated on its signature instead;
+//! - patchhost: a repeat of the SHA-256 of body and nonce (what the signature covers,
+//!   so that bytes shifted from one to the other are the same delivery) is a 401.
+//!
+//! A delivery ID or patchhost key is recorded only once the signature is verified, and
+//! forgotten again when the trigger is refused, so that a retry can run.
 //!
 //! Header values are read as raw bytes. No secret, expected signature or body is ever
 //! logged or echoed.
@@ -17,7 +25,9 @@ use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, AppState, ok, wrapper};
+use sha2::{Digest as _, Sha256};
+
+use super::{ApiError, AppState, ok, signed, wrapper};
 use crate::auth::{self, AuthError};
 use crate::config::AuthKind;
 use crate::engine::{EngineError, Kind, Trigger, TriggerSource};
@@ -114,6 +124,26 @@ fn refuse_signature(id: &str, err: &AuthError) -> ApiError {
     ApiError::unauthorized(err.to_string())
 }
 
+/// The `_svc_epoch` a signed run-now body carries: a top-level member of a JSON object
+/// (number or string), or a form field. `None` for other bodies (code hosts' payloads).
+fn body_epoch(body: &[u8]) -> Option<String> {
+    const NAME: &[u8] = b"_svc_epoch";
+    if !body.windows(NAME.len()).any(|window| window == NAME) {
+        return None;
+    }
+    if let Ok(serde_json::Value::Object(object)) = serde_json::from_slice(body) {
+        return match object.get("_svc_epoch")? {
+            serde_json::Value::Number(number) => Some(number.to_string()),
+            serde_json::Value::String(text) => Some(text.clone()),
+            // Present but not an epoch: refused as invalid.
+            _ => Some(String::new()),
+        };
+    }
+    form_urlencoded::parse(body)
+        .find(|(name, _)| name == "_svc_epoch")
+        .map(|(_, value)| value.into_owned())
+}
+
 pub(super) async fn trigger(
     State(state): State<AppState>,
     Path(path): Path<String>,
@@ -153,11 +183,20 @@ pub(super) async fn trigger(
                 header_text(&headers, "x-hub-signature-256").as_deref(),
                 header_text(&headers, "x-hub-signature").as_deref(),
             ),
-            // Without a delivery ID there is nothing to deduplicate on.
-            header_bytes(&headers, DELIVERY_HEADER)
+            // Without a delivery ID, the delivery is known by its signature.
+            match header_bytes(&headers, DELIVERY_HEADER)
                 .map(<[u8]>::trim_ascii)
                 .filter(|v| !v.is_empty())
-                .map(|v| (ReplayKind::Delivery, v)),
+            {
+                Some(delivery) => Some((ReplayKind::Delivery, delivery.to_vec())),
+                None => {
+                    let signature = auth::hmac_sha256_hex(secret, &body);
+                    Some((
+                        ReplayKind::Delivery,
+                        format!("signature:{signature}").into(),
+                    ))
+                }
+            },
         ),
         AuthKind::Patchhost => {
             let nonce = header_bytes(&headers, auth::PATCHHOST_NONCE_HEADER);
@@ -168,12 +207,44 @@ pub(super) async fn trigger(
                     header_bytes(&headers, auth::PATCHHOST_SIGNATURE_HEADER),
                     nonce,
                 ),
-                // Verified above: present and not empty.
-                nonce.map(|v| (ReplayKind::Nonce, v)),
+                // Verified below: present and not empty. The key covers what the
+                // signature covers, in the same order.
+                nonce.map(|nonce| {
+                    let mut digest = Sha256::new();
+                    digest.update(&body);
+                    digest.update(nonce);
+                    (
+                        ReplayKind::Nonce,
+                        hex::encode(digest.finalize()).into_bytes(),
+                    )
+                }),
             )
         }
     };
     verified.map_err(|err| refuse_signature(id, &err))?;
+    if job.auth_kind == AuthKind::Patchhost
+        && header_bytes(&headers, auth::PATCHHOST_NONCE_HEADER)
+            .is_some_and(|nonce| nonce.len() > MAX_VALUE_LEN)
+    {
+        crate::metrics::webhook_rejected("other");
+        return Err(ApiError::bad_request(format!(
+            "nonce longer than {MAX_VALUE_LEN} bytes"
+        )));
+    }
+    if job.auth_kind != AuthKind::Patchhost {
+        signed::refuse_spent(&state.replay, secret, &body)
+            .await
+            .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
+    }
+    if job.auth_kind == AuthKind::HmacSha256
+        && let Some(epoch) = body_epoch(&body)
+    {
+        signed::check_epoch(signed::parse_epoch(&epoch)?)
+            .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
+        signed::spend(&state.replay, signed::Action::RunNow, secret, &body)
+            .await
+            .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
+    }
 
     let recorded = match replay {
         None => None,
@@ -185,7 +256,6 @@ pub(super) async fn trigger(
             )));
         }
         Some((kind, value)) => {
-            let value = value.to_vec();
             let seen =
                 check_and_record(state.replay.clone(), kind, id.to_owned(), value.clone()).await?;
             match (seen, kind) {

@@ -1,0 +1,147 @@
+//! Signed control requests (pause, resume, cancel, run-now; JobHttp pause and resume):
+//! the `X-Svc-Sign` check with the main secret, the `_svc_epoch` window, and one-time
+//! use.
+//!
+//! A control request's signature is spent when it is accepted: it is recorded in the
+//! replay store of signatures with its action (keyed on the HMAC-SHA-256 of what was
+//! signed, so that a signature written in upper case or with a `sha256=` prefix is the
+//! same one) and refused on every later use for that action, and on the webhook route
+//! (a signed pause body is also a validly signed webhook body for a job that has no
+//! secret of its own). The action is part of the key because upstream clients sign only
+//! the form (`_svc_epoch` and `id`): a pause and a resume of one job sent within one
+//! second carry the same signature, and both must pass. The epoch bounds how long a
+//! captured request could be tried at all; the store remembers signatures far longer
+//! than that window.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::http::HeaderMap;
+
+use super::{ApiError, AppState};
+use crate::auth;
+use crate::replay::{ReplayStores, Seen};
+
+/// How far `_svc_epoch` may be from the server clock.
+pub const EPOCH_WINDOW_SECS: u64 = 300;
+
+/// What a signed control request does; the replay store keys its signatures on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Action {
+    Pause,
+    Resume,
+    Cancel,
+    HttpPause,
+    HttpResume,
+    /// Run-now through the webhook route, with `_svc_epoch` in the body.
+    RunNow,
+}
+
+impl Action {
+    const ALL: [Action; 6] = [
+        Action::Pause,
+        Action::Resume,
+        Action::Cancel,
+        Action::HttpPause,
+        Action::HttpResume,
+        Action::RunNow,
+    ];
+
+    /// The replay store's job field for this action's signatures.
+    fn store_key(self) -> &'static str {
+        match self {
+            Action::Pause => "control:pause",
+            Action::Resume => "control:resume",
+            Action::Cancel => "control:cancel",
+            Action::HttpPause => "control:job_http_pause",
+            Action::HttpResume => "control:job_http_resume",
+            Action::RunNow => "control:run",
+        }
+    }
+}
+
+/// Refuses an epoch more than [`EPOCH_WINDOW_SECS`] away from the server clock.
+pub(super) fn check_epoch(epoch: u64) -> Result<(), ApiError> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if now.abs_diff(epoch) > EPOCH_WINDOW_SECS {
+        return Err(ApiError::unauthorized(
+            "_svc_epoch is more than 5 minutes away from the server clock",
+        ));
+    }
+    Ok(())
+}
+
+/// Parses an `_svc_epoch` value; a present but unreadable one is refused.
+pub(super) fn parse_epoch(value: &str) -> Result<u64, ApiError> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| ApiError::unauthorized("missing or invalid _svc_epoch"))
+}
+
+/// Checks `X-Svc-Sign` over `signed` with the main secret.
+pub(super) fn verify(state: &AppState, headers: &HeaderMap, signed: &[u8]) -> Result<(), ApiError> {
+    let signature = headers.get("x-svc-sign").and_then(|v| v.to_str().ok());
+    auth::verify_hmac_sha256(state.secret.as_bytes(), signed, "x-svc-sign", signature)
+        .map_err(|e| ApiError::unauthorized(e.to_string()))
+}
+
+/// What the store remembers of a signature: the hex HMAC-SHA-256 of `signed` with
+/// `secret`, i.e. the signature in its one canonical spelling.
+fn key(secret: &[u8], signed: &[u8]) -> Vec<u8> {
+    auth::hmac_sha256_hex(secret, signed).into_bytes()
+}
+
+/// Spends the signature of an accepted control request (`signed` with `secret`) for
+/// `action`: the first use passes, every later one is a 401. Runs on a blocking thread
+/// (the store fsyncs before answering).
+pub(super) async fn spend(
+    replay: &Arc<ReplayStores>,
+    action: Action,
+    secret: &[u8],
+    signed: &[u8],
+) -> Result<(), ApiError> {
+    let (replay, key) = (replay.clone(), key(secret, signed));
+    let joined = tokio::task::spawn_blocking(move || {
+        replay
+            .signatures()
+            .check_and_record(action.store_key(), &key)
+    })
+    .await;
+    match joined {
+        Ok(Ok(Seen::New)) => Ok(()),
+        Ok(Ok(Seen::Replay)) => {
+            tracing::info!("signed request refused: its signature was used before");
+            Err(ApiError::unauthorized("signature already used"))
+        }
+        Ok(Err(err)) => Err(ApiError::internal(
+            "replay store: cannot record a signature",
+            err,
+        )),
+        Err(err) => Err(ApiError::internal("replay store: task failed", err)),
+    }
+}
+
+/// Refuses a webhook whose signature (`signed` with `secret`) was spent by a control
+/// request of any action.
+pub(super) async fn refuse_spent(
+    replay: &Arc<ReplayStores>,
+    secret: &[u8],
+    signed: &[u8],
+) -> Result<(), ApiError> {
+    let (replay, key) = (replay.clone(), key(secret, signed));
+    let spent = tokio::task::spawn_blocking(move || {
+        Action::ALL
+            .iter()
+            .any(|action| replay.signatures().is_recorded(action.store_key(), &key))
+    })
+    .await
+    .map_err(|err| ApiError::internal("replay store: task failed", err))?;
+    if spent {
+        tracing::info!("webhook refused: its signature was used by a control request");
+        return Err(ApiError::unauthorized("signature already used"));
+    }
+    Ok(())
+}
