@@ -19,15 +19,18 @@
 //! - Sessions live in memory only (a restart ends them all), keyed by the SHA-256 of the
 //!   token (so a lookup's timing says nothing about the token), last [`SESSION_LIFETIME`]
 //!   from login, and are capped at [`MAX_SESSIONS`] (the oldest is dropped).
-//! - Failed logins are throttled in memory ([`Throttle`]): per client address (IPv6 by
-//!   /64) one attempt at a time, each after a delay that doubles with every consecutive
-//!   failure ([`FIRST_DELAY`] up to [`MAX_DELAY`]), and at most [`GLOBAL_MAX_FAILURES`]
-//!   failures per minute in all. At most [`MAX_CONCURRENT_VERIFICATIONS`] hashes are
-//!   checked at once (each argon2 check takes about 19 MiB and tens of milliseconds).
+//! - Failed logins are throttled in memory ([`Throttle`]), per client address (IPv6 by
+//!   /64: one attempt at a time) and per account (each configured user; all unknown
+//!   names share one entry): each attempt waits the longer of the two delays, which
+//!   double with every consecutive failure ([`FIRST_DELAY`] up to [`MAX_DELAY`]). So a
+//!   guesser spread over many addresses is slowed on the account it guesses, and slows
+//!   no other user's login (there is no global cap, which would let anyone lock everyone
+//!   out). At most [`MAX_CONCURRENT_VERIFICATIONS`] hashes are checked at once (each
+//!   argon2 check takes about 19 MiB and tens of milliseconds).
 //!
 //! Tokens and passwords are never logged; hashes never leave [`Login`].
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io::BufRead;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -64,11 +67,6 @@ pub const MAX_HELD_WAIT: Duration = Duration::from_secs(5);
 pub const FORGET_FAILURES_AFTER: Duration = Duration::from_secs(60 * 60);
 /// Addresses tracked at most by the throttle.
 pub const MAX_TRACKED_CLIENTS: usize = 10_000;
-/// Window of the global failure cap.
-pub const GLOBAL_FAILURE_WINDOW: Duration = Duration::from_secs(60);
-/// Failed logins accepted in [`GLOBAL_FAILURE_WINDOW`] from all addresses together;
-/// beyond it every attempt is refused until the window moves on.
-pub const GLOBAL_MAX_FAILURES: usize = 100;
 /// Password hashes checked at the same time.
 pub const MAX_CONCURRENT_VERIFICATIONS: usize = 2;
 /// Largest body of `POST /svc/api/login`.
@@ -398,7 +396,7 @@ pub enum Refusal {
     },
     /// Another attempt from the same address is being checked.
     Busy,
-    /// Too many failures: from this address, or from all of them together.
+    /// Too many failures: from this address, or for this account.
     TooMany {
         /// When an attempt may be made again.
         retry_after: Duration,
@@ -413,12 +411,23 @@ struct ClientState {
     in_flight: bool,
 }
 
+/// The account an attempt is for: a configured user's name, or `None` for every name
+/// that is not one (so that guessed names cannot grow the table).
+pub type Account = Option<String>;
+
+/// Consecutive failures of one account.
+#[derive(Debug, Clone)]
+struct AccountState {
+    failures: u32,
+    blocked_until: Instant,
+    last_seen: Instant,
+}
+
 /// Failed-login bookkeeping; see the module documentation.
 #[derive(Debug, Default)]
 struct Throttle {
     clients: HashMap<ClientKey, ClientState>,
-    /// Times of the failures within the last [`GLOBAL_FAILURE_WINDOW`], oldest first.
-    global: VecDeque<Instant>,
+    accounts: HashMap<Account, AccountState>,
 }
 
 /// The wait imposed after `failures` consecutive failures.
@@ -433,20 +442,23 @@ fn delay_after(failures: u32) -> Duration {
 impl Throttle {
     /// Admits an attempt: the time it must wait before its check, or a refusal. An
     /// admitted attempt must be ended with [`Throttle::finish`] or [`Throttle::release`].
-    fn admit(&mut self, key: ClientKey, now: Instant) -> Result<Duration, Refusal> {
-        while self
-            .global
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) >= GLOBAL_FAILURE_WINDOW)
-        {
-            self.global.pop_front();
-        }
-        if self.global.len() >= GLOBAL_MAX_FAILURES {
-            let oldest = self.global.front().copied().unwrap_or(now);
-            let retry_after = (oldest + GLOBAL_FAILURE_WINDOW).saturating_duration_since(now);
-            return Err(Refusal::TooMany { retry_after });
-        }
+    fn admit(
+        &mut self,
+        key: ClientKey,
+        account: &Account,
+        now: Instant,
+    ) -> Result<Duration, Refusal> {
         self.prune(now);
+        let account_wait = match self.accounts.get_mut(account) {
+            Some(state)
+                if now.saturating_duration_since(state.last_seen) >= FORGET_FAILURES_AFTER =>
+            {
+                self.accounts.remove(account);
+                Duration::ZERO
+            }
+            Some(state) => state.blocked_until.saturating_duration_since(now),
+            None => Duration::ZERO,
+        };
         let client = self.clients.entry(key).or_insert(ClientState {
             failures: 0,
             blocked_until: now,
@@ -462,7 +474,10 @@ impl Throttle {
             client.failures = 0;
             client.blocked_until = now;
         }
-        let wait = client.blocked_until.saturating_duration_since(now);
+        let wait = client
+            .blocked_until
+            .saturating_duration_since(now)
+            .max(account_wait);
         if wait > MAX_HELD_WAIT {
             return Err(Refusal::TooMany { retry_after: wait });
         }
@@ -472,12 +487,23 @@ impl Throttle {
     }
 
     /// Records the outcome of an admitted attempt.
-    fn finish(&mut self, key: ClientKey, success: bool, now: Instant) {
+    fn finish(&mut self, key: ClientKey, account: &Account, success: bool, now: Instant) {
         if success {
             self.clients.remove(&key);
+            self.accounts.remove(account);
             return;
         }
-        self.global.push_back(now);
+        let state = self
+            .accounts
+            .entry(account.clone())
+            .or_insert(AccountState {
+                failures: 0,
+                blocked_until: now,
+                last_seen: now,
+            });
+        state.failures = state.failures.saturating_add(1);
+        state.blocked_until = now + delay_after(state.failures);
+        state.last_seen = now;
         let client = self.clients.entry(key).or_insert(ClientState {
             failures: 0,
             blocked_until: now,
@@ -565,7 +591,8 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Ends an admitted attempt when its request goes away before the outcome.
+/// Ends an admitted attempt when its request goes away before the outcome (its account
+/// is not charged: only a checked password counts as a failure).
 struct Admitted<'a> {
     login: &'a Login,
     key: ClientKey,
@@ -661,7 +688,9 @@ impl Login {
         name: &str,
         password: &str,
     ) -> Result<(), Refusal> {
-        let wait = lock(&self.throttle).admit(client, (self.clock)())?;
+        let stored = read(&self.users).get(name).cloned();
+        let account: Account = stored.as_ref().map(|_| name.to_owned());
+        let wait = lock(&self.throttle).admit(client, &account, (self.clock)())?;
         let mut admitted = Admitted {
             login: self,
             key: client,
@@ -670,7 +699,6 @@ impl Login {
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
-        let stored = read(&self.users).get(name).cloned();
         let known = stored.is_some();
         let hash: Arc<str> = stored.unwrap_or_else(|| Arc::from(DUMMY_HASH.as_str()));
         let matches = {
@@ -682,7 +710,7 @@ impl Login {
                 .unwrap_or(false)
         };
         let success = known && matches;
-        lock(&self.throttle).finish(client, success, (self.clock)());
+        lock(&self.throttle).finish(client, &account, success, (self.clock)());
         admitted.finished = true;
         if success {
             Ok(())

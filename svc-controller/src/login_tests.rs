@@ -267,6 +267,11 @@ fn new_users_end_the_sessions_of_removed_or_changed_users() {
 
 // ----- throttle ------------------------------------------------------------------------
 
+/// An account of its own for each address, so that only the address's entry counts.
+fn own(key: ClientKey) -> Account {
+    Some(format!("user-at-{key}"))
+}
+
 #[test]
 fn the_delay_doubles_with_each_failure_up_to_the_cap() {
     let delays: Vec<Duration> = (0..10).map(delay_after).collect();
@@ -284,86 +289,132 @@ fn failures_of_one_address_slow_down_only_that_address() {
     let clock = FakeClock::new();
     let mut throttle = Throttle::default();
     let now = clock.now();
-    assert_eq!(throttle.admit(IP1, now), Ok(Duration::ZERO));
+    assert_eq!(throttle.admit(IP1, &own(IP1), now), Ok(Duration::ZERO));
     // One attempt at a time per address.
-    assert_eq!(throttle.admit(IP1, now), Err(Refusal::Busy));
-    throttle.finish(IP1, false, now);
-    assert_eq!(throttle.admit(IP1, now), Ok(FIRST_DELAY));
-    throttle.finish(IP1, false, now);
-    assert_eq!(throttle.admit(IP1, now), Ok(FIRST_DELAY * 2));
-    throttle.finish(IP1, false, now);
+    assert_eq!(throttle.admit(IP1, &own(IP1), now), Err(Refusal::Busy));
+    throttle.finish(IP1, &own(IP1), false, now);
+    assert_eq!(throttle.admit(IP1, &own(IP1), now), Ok(FIRST_DELAY));
+    throttle.finish(IP1, &own(IP1), false, now);
+    assert_eq!(throttle.admit(IP1, &own(IP1), now), Ok(FIRST_DELAY * 2));
+    throttle.finish(IP1, &own(IP1), false, now);
     assert_eq!(
-        throttle.admit(IP2, now),
+        throttle.admit(IP2, &own(IP2), now),
         Ok(Duration::ZERO),
         "other addresses"
     );
-    throttle.finish(IP2, true, now);
+    throttle.finish(IP2, &own(IP2), true, now);
     // The wait counts from the last failure.
     clock.advance(FIRST_DELAY);
-    assert_eq!(throttle.admit(IP1, clock.now()), Ok(FIRST_DELAY * 3));
+    assert_eq!(
+        throttle.admit(IP1, &own(IP1), clock.now()),
+        Ok(FIRST_DELAY * 3)
+    );
     throttle.release(IP1);
     // Past MAX_HELD_WAIT the attempt is refused with the time to wait.
     for _ in 0..2 {
         let now = clock.now();
-        throttle.admit(IP1, now).expect("admitted");
-        throttle.finish(IP1, false, now);
+        throttle.admit(IP1, &own(IP1), now).expect("admitted");
+        throttle.finish(IP1, &own(IP1), false, now);
     }
     let now = clock.now();
-    match throttle.admit(IP1, now) {
+    match throttle.admit(IP1, &own(IP1), now) {
         Err(Refusal::TooMany { retry_after }) => assert_eq!(retry_after, delay_after(5)),
         other => panic!("expected TooMany, got {other:?}"),
     }
     // A success forgets the failures.
     clock.advance(MAX_DELAY);
-    assert!(throttle.admit(IP1, clock.now()).is_ok());
-    throttle.finish(IP1, true, clock.now());
-    assert_eq!(throttle.admit(IP1, clock.now()), Ok(Duration::ZERO));
-    throttle.finish(IP1, false, clock.now());
+    assert!(throttle.admit(IP1, &own(IP1), clock.now()).is_ok());
+    throttle.finish(IP1, &own(IP1), true, clock.now());
+    assert_eq!(
+        throttle.admit(IP1, &own(IP1), clock.now()),
+        Ok(Duration::ZERO)
+    );
+    throttle.finish(IP1, &own(IP1), false, clock.now());
     // So does an hour without attempts.
     clock.advance(FORGET_FAILURES_AFTER);
-    assert_eq!(throttle.admit(IP1, clock.now()), Ok(Duration::ZERO));
+    assert_eq!(
+        throttle.admit(IP1, &own(IP1), clock.now()),
+        Ok(Duration::ZERO)
+    );
 }
 
 #[test]
 fn a_released_attempt_frees_its_address() {
     let now = Instant::now();
     let mut throttle = Throttle::default();
-    assert!(throttle.admit(IP1, now).is_ok());
+    assert!(throttle.admit(IP1, &own(IP1), now).is_ok());
     throttle.release(IP1);
-    assert_eq!(throttle.admit(IP1, now), Ok(Duration::ZERO));
+    assert_eq!(throttle.admit(IP1, &own(IP1), now), Ok(Duration::ZERO));
 }
 
 #[test]
 fn attempts_without_a_known_address_share_the_delay_but_not_the_lock() {
     let now = Instant::now();
     let mut throttle = Throttle::default();
-    assert!(throttle.admit(ClientKey::Unknown, now).is_ok());
-    assert!(throttle.admit(ClientKey::Unknown, now).is_ok());
-    throttle.finish(ClientKey::Unknown, false, now);
-    assert_eq!(throttle.admit(ClientKey::Unknown, now), Ok(FIRST_DELAY));
+    assert!(
+        throttle
+            .admit(ClientKey::Unknown, &own(ClientKey::Unknown), now)
+            .is_ok()
+    );
+    assert!(
+        throttle
+            .admit(ClientKey::Unknown, &own(ClientKey::Unknown), now)
+            .is_ok()
+    );
+    throttle.finish(ClientKey::Unknown, &own(ClientKey::Unknown), false, now);
+    assert_eq!(
+        throttle.admit(ClientKey::Unknown, &own(ClientKey::Unknown), now),
+        Ok(FIRST_DELAY)
+    );
 }
 
 #[test]
-fn the_global_cap_stops_a_spread_out_attack() {
+fn a_spread_out_attack_slows_its_account_and_no_other() {
     let clock = FakeClock::new();
     let mut throttle = Throttle::default();
-    for i in 0..GLOBAL_MAX_FAILURES {
-        let key =
-            ClientKey::from_addr(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i as u32)));
+    let alice: Account = Some("alice".into());
+    let bob: Account = Some("bob".into());
+    let address =
+        |i: u32| ClientKey::from_addr(IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i)));
+    // Guesses for alice, each from a new address: the account's delay grows anyway.
+    let mut expected = Duration::ZERO;
+    for i in 0..5 {
         let now = clock.now();
-        assert_eq!(throttle.admit(key, now), Ok(Duration::ZERO));
-        throttle.finish(key, false, now);
-        clock.advance(Duration::from_millis(100));
+        assert_eq!(throttle.admit(address(i), &alice, now), Ok(expected));
+        throttle.finish(address(i), &alice, false, now);
+        expected = delay_after(i + 1);
     }
-    match throttle.admit(IP1, clock.now()) {
-        Err(Refusal::TooMany { retry_after }) => {
-            assert!(retry_after <= GLOBAL_FAILURE_WINDOW, "{retry_after:?}");
-            assert!(retry_after > Duration::ZERO);
-        }
+    match throttle.admit(address(100), &alice, clock.now()) {
+        Err(Refusal::TooMany { retry_after }) => assert_eq!(retry_after, delay_after(5)),
         other => panic!("expected TooMany, got {other:?}"),
     }
-    clock.advance(GLOBAL_FAILURE_WINDOW);
-    assert_eq!(throttle.admit(IP1, clock.now()), Ok(Duration::ZERO));
+    // Bob logs in at once, from a new address or from one the attacker used.
+    assert_eq!(
+        throttle.admit(address(200), &bob, clock.now()),
+        Ok(Duration::ZERO)
+    );
+    throttle.finish(address(200), &bob, true, clock.now());
+    // Names that are no user share one entry: guessing them slows only them.
+    let nobody: Account = None;
+    assert_eq!(
+        throttle.admit(address(300), &nobody, clock.now()),
+        Ok(Duration::ZERO)
+    );
+    throttle.finish(address(300), &nobody, false, clock.now());
+    assert_eq!(
+        throttle.admit(address(301), &nobody, clock.now()),
+        Ok(FIRST_DELAY)
+    );
+    throttle.release(address(301));
+    assert_eq!(throttle.accounts.len(), 2, "alice and the unknown names");
+    // A success of alice's (after the wait) clears her account.
+    clock.advance(MAX_DELAY);
+    assert!(throttle.admit(address(400), &alice, clock.now()).is_ok());
+    throttle.finish(address(400), &alice, true, clock.now());
+    assert_eq!(
+        throttle.admit(address(401), &alice, clock.now()),
+        Ok(Duration::ZERO)
+    );
 }
 
 #[test]
@@ -372,7 +423,7 @@ fn the_throttle_tracks_a_bounded_number_of_addresses() {
     let mut throttle = Throttle::default();
     for i in 0..(MAX_TRACKED_CLIENTS as u32 + 50) {
         let key = ClientKey::from_addr(IpAddr::V4(std::net::Ipv4Addr::from(0x0b00_0000 + i)));
-        throttle.admit(key, now).expect("admitted");
+        throttle.admit(key, &own(key), now).expect("admitted");
         throttle.release(key);
     }
     assert!(throttle.clients.len() <= MAX_TRACKED_CLIENTS);

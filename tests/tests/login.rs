@@ -484,3 +484,45 @@ fn hash_password_makes_argon2id_hashes_that_verify() {
     assert!(hash_password_from_reader(&b"\n"[..]).is_err());
     assert!(hash_password("").is_err());
 }
+
+/// `POST /svc/api/login` from the loopback address `from` (any 127.0.0.0/8 address
+/// reaches the service's 127.0.0.1).
+async fn login_from(service: &TestService, from: [u8; 4], name: &str, password: &str) -> Answer {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .local_address(std::net::IpAddr::from(from))
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("HTTP client");
+    let request = client
+        .post(format!("{}/svc/api/login", service.base_url()))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form_body(&[("name", name), ("password", password)]));
+    send(request).await
+}
+
+/// Password guesses for one account from 120 addresses slow that account down (429
+/// with Retry-After), and do not touch another user's login: there is no global cap
+/// for an attacker to fill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guesses_from_many_addresses_slow_their_account_and_no_other() {
+    let service = start_with_users().await;
+    let mut refused = 0;
+    for i in 1..=120u8 {
+        let answer = login_from(&service, [127, 0, 1, i], "ann", "wrong guess").await;
+        match answer.status {
+            401 => {}
+            429 => {
+                assert!(answer.headers.get("retry-after").is_some(), "{}", answer.raw);
+                refused += 1;
+            }
+            other => panic!("guess {i}: status {other}: {}", answer.raw),
+        }
+    }
+    assert!(refused >= 100, "the account is slowed down: {refused} refused");
+    let bob = login_from(&service, [127, 0, 2, 1], "bob", "password").await;
+    assert_eq!(bob.status, 200, "bob logs in at once: {}", bob.raw);
+    // Also from an address the attacker used.
+    let bob = login_from(&service, [127, 0, 1, 7], "bob", "password").await;
+    assert_eq!(bob.status, 200, "{}", bob.raw);
+}
