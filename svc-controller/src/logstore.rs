@@ -264,12 +264,14 @@ impl LogDir {
         let last_line = tail
             .strip_suffix(b"\n")
             .map(|text| text.rsplit(|&b| b == b'\n').next().unwrap_or(text));
-        let finished = format!("=== run {counter} finished: ");
+        let finished = format!("=== run {counter} finished: fail: ");
         if last_line.is_some_and(|line| {
             line.windows(finished.len())
                 .any(|window| window == finished.as_bytes())
         }) {
-            // Ended by an earlier repair that was itself cut short before the rename.
+            // Ended as failed (by an earlier repair cut short before its rename, or by a
+            // run that failed): only the rename is missing. A run whose last line says
+            // it succeeded is still recorded as interrupted: its state was never saved.
             fsutil::durable_rename(&path, &self.path(counter, status))?;
             return Ok(status);
         }
@@ -543,6 +545,21 @@ mod tests {
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert!(lines[0].ends_with("=== run 5 started"), "{lines:?}");
         assert!(lines[2].ends_with("=== run 5 finished: fail: interrupted"));
+
+        // A run that wrote its success line but whose state was never saved (killed
+        // before the rename) is interrupted: the failure line goes after it.
+        let mut log = logs.create(6, "=== run 6 started").expect("create");
+        log.line("=== run 6 finished: success").expect("line");
+        drop(log);
+        let mut list = logs.scan().expect("scan");
+        assert_eq!(logs.recover_interrupted(&mut list).expect("recover"), [6]);
+        let (_, content) = logs.read(6).expect("read").expect("present");
+        let last = String::from_utf8_lossy(&content)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(last.contains("finished: fail: interrupted"), "{last}");
     }
 
     #[test]

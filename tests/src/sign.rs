@@ -22,16 +22,24 @@ pub fn hmac_sha1_hex(secret: impl AsRef<[u8]>, data: impl AsRef<[u8]>) -> String
     hex::encode(mac.finalize().into_bytes())
 }
 
-/// An `_svc_epoch` for a new signed control request: the current time, stepped back by
-/// one second more at each call (cycling within two minutes, well inside the five-minute
-/// window). The service spends each control request's signature, and an upstream-style
-/// body (`_svc_epoch` and `id`) signed twice in one second is the same signature: a
-/// client that sends the same action twice within a second is refused the second time,
-/// as a replay. Tests send many requests a second; each gets its own epoch.
+/// An `_svc_epoch` for a new signed control request, never returned before in this
+/// process: the current time, or one second past the last value when that is later.
+/// The service spends each control request's signature, and an upstream-style body
+/// (`_svc_epoch` and `id`) signed twice with one epoch is the same signature: a client
+/// that sends the same action twice within a second is refused the second time, as a
+/// replay. Tests send many requests a second; each gets its own epoch (running ahead of
+/// the clock by at most the number of requests sent in a burst, far inside the
+/// five-minute window).
 pub fn fresh_epoch() -> i64 {
-    static CALLS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let step = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 120;
-    chrono::Utc::now().timestamp() - step
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LAST: AtomicI64 = AtomicI64::new(0);
+    let now = chrono::Utc::now().timestamp();
+    let previous = LAST
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| {
+            Some(now.max(last + 1))
+        })
+        .unwrap_or(now);
+    now.max(previous + 1)
 }
 
 #[cfg(test)]

@@ -158,6 +158,14 @@ fn read_job(
 
     let mut per_counter: BTreeMap<u64, Vec<LogFile>> = BTreeMap::new();
     for log in svc.job_logs(id) {
+        if log.status == "creating" {
+            // A log's first line, written before the log gets its name: a kill may
+            // leave one; the restart's recovery removes it.
+            if !when.starts_with("iteration") {
+                problems.push(format!("{when}: {} is left over", log.path.display()));
+            }
+            continue;
+        }
         per_counter.entry(log.counter).or_default().push(log);
     }
     for (counter, logs) in per_counter {

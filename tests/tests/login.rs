@@ -513,13 +513,20 @@ async fn guesses_from_many_addresses_slow_their_account_and_no_other() {
         match answer.status {
             401 => {}
             429 => {
-                assert!(answer.headers.get("retry-after").is_some(), "{}", answer.raw);
+                assert!(
+                    answer.headers.get("retry-after").is_some(),
+                    "{}",
+                    answer.raw
+                );
                 refused += 1;
             }
             other => panic!("guess {i}: status {other}: {}", answer.raw),
         }
     }
-    assert!(refused >= 100, "the account is slowed down: {refused} refused");
+    assert!(
+        refused >= 100,
+        "the account is slowed down: {refused} refused"
+    );
     let bob = login_from(&service, [127, 0, 2, 1], "bob", "password").await;
     assert_eq!(bob.status, 200, "bob logs in at once: {}", bob.raw);
     // Also from an address the attacker used.
