@@ -7,8 +7,9 @@
  * server-sent events (/svc/api/job_exec/log/stream); when that is not possible the log
  * is fetched again every 5 seconds while its status is `started`.
  *
- * The secret typed in the top bar stays in sessionStorage (this tab only) and never
- * leaves the browser: requests carry HMAC-SHA-256 signatures computed by hmac.js.
+ * The secret typed in the top bar lives in this page's memory only (its input field):
+ * never in any storage that a script of the same origin could read later, and never
+ * sent: requests carry HMAC-SHA-256 signatures computed by hmac.js.
  *
  * When the service has users (login enabled), the top bar shows who is logged in and a
  * Log out button, and any answer 401 "login required" sends the browser to the login
@@ -21,6 +22,7 @@
   var ENV_REFRESH_MS = 10000;
   var LOG_POLL_MS = 5000;
   var WAIT_FOR_RUN_MS = 60000;
+  // Where earlier versions kept the secret (see initSecret).
   var SECRET_KEY = "svc.secret";
   var LOGIN_REQUIRED = "login required";
 
@@ -191,18 +193,10 @@
   }
 
   function initSecret() {
-    try {
-      secretInput.value = sessionStorage.getItem(SECRET_KEY) || "";
-    } catch (e) { /* storage disabled: the field still works for this page */ }
-    secretInput.addEventListener("input", function () {
-      try {
-        if (secretInput.value) sessionStorage.setItem(SECRET_KEY, secretInput.value);
-        else sessionStorage.removeItem(SECRET_KEY);
-      } catch (e) { /* ignore */ }
-    });
+    // Earlier versions kept the secret in sessionStorage: remove what they left.
+    try { sessionStorage.removeItem(SECRET_KEY); } catch (e) { /* storage disabled */ }
     document.getElementById("secret-clear").addEventListener("click", function () {
       secretInput.value = "";
-      try { sessionStorage.removeItem(SECRET_KEY); } catch (e) { /* ignore */ }
       secretInput.focus();
     });
     document.getElementById("secret-form").addEventListener("submit", function (ev) {

@@ -167,6 +167,10 @@ const scenarios = {
     await page.getByRole("button", { name: "Pause" }).click();
     await waitForText(page, "#job-status", /paused/, "pause");
     await waitForText(page, "#action-message", /Paused/, "pause confirmed");
+    // The secret is kept in the page's memory only, in no storage of the origin.
+    const stored = await page.evaluate(() =>
+      JSON.stringify([Object.entries(sessionStorage), Object.entries(localStorage)]));
+    assert.ok(!stored.includes(SECRET), "the secret is in no web storage: " + stored);
     assert.ok(await page.getByRole("button", { name: "Run now" }).isDisabled());
     assert.ok(await page.getByRole("button", { name: "Pause" }).isDisabled());
   },
