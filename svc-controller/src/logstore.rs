@@ -138,8 +138,14 @@ impl LogDir {
             .truncate(true)
             .write(true)
             .open(&creating)?;
-        file.write_all(format_line(Utc::now(), header).as_bytes())?;
-        fs::rename(&creating, &path)?;
+        let named = file
+            .write_all(format_line(Utc::now(), header).as_bytes())
+            .and_then(|()| fs::rename(&creating, &path));
+        if let Err(err) = named {
+            // A full disk, say: leave nothing half-made behind.
+            let _ = fs::remove_file(&creating);
+            return Err(err);
+        }
         // Appends from here on (the descriptor keeps its offset at the end).
         Ok(RunLog {
             file,

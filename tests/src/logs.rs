@@ -20,10 +20,15 @@ pub struct LogFile {
 }
 
 impl LogFile {
-    /// Parses a file name `<id>.<counter>.<status>`; `None` when it is not a log of `id`.
+    /// Parses a file name `<id>.<counter>.<status>`; `None` when it is not a log of `id`,
+    /// or not a log yet (`<id>.<counter>.creating`: a log's first line, before the log
+    /// gets its name).
     pub fn from_name(dir: &Path, id: &str, file_name: &str) -> Option<LogFile> {
         let rest = file_name.strip_prefix(id)?.strip_prefix('.')?;
         let (counter, status) = rest.split_once('.')?;
+        if status == "creating" {
+            return None;
+        }
         Some(LogFile {
             counter: counter.parse().ok()?,
             status: status.to_owned(),

@@ -158,15 +158,17 @@ fn read_job(
 
     let mut per_counter: BTreeMap<u64, Vec<LogFile>> = BTreeMap::new();
     for log in svc.job_logs(id) {
-        if log.status == "creating" {
-            // A log's first line, written before the log gets its name: a kill may
-            // leave one; the restart's recovery removes it.
-            if !when.starts_with("iteration") {
-                problems.push(format!("{when}: {} is left over", log.path.display()));
-            }
-            continue;
-        }
         per_counter.entry(log.counter).or_default().push(log);
+    }
+    // A log's first line is written under `.creating` before the log gets its name: a
+    // kill may leave one; the restart's recovery removes it.
+    if !when.starts_with("iteration") {
+        let dir = svc.log_dir("job", id);
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().ends_with(".creating") {
+                problems.push(format!("{when}: {} is left over", entry.path().display()));
+            }
+        }
     }
     for (counter, logs) in per_counter {
         if logs.len() > 1 {
