@@ -23,6 +23,9 @@ use std::time::Duration;
 
 use crate::schedule::Timer;
 
+/// Default of `max_body_in_flight`: 64 MiB.
+pub const DEFAULT_MAX_BODY_IN_FLIGHT: u64 = 64 * 1024 * 1024;
+
 pub use duration::{format_duration, parse_duration};
 pub use parse::{job_id_from_name, load};
 
@@ -99,6 +102,9 @@ pub struct MainConfig {
     /// `require_epoch`, default false (upstream clients send JobHttp pause and resume
     /// without one): signed control requests without `_svc_epoch` are refused.
     pub require_epoch: bool,
+    /// `max_body_in_flight`, default [`DEFAULT_MAX_BODY_IN_FLIGHT`]: bytes of webhook
+    /// bodies being received at once, all requests together (read at start).
+    pub max_body_in_flight: u64,
 }
 
 /// How a webhook trigger is authenticated.

@@ -12,8 +12,8 @@ use super::syntax::{self, Entry, Section, SectionKind};
 use super::{
     AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
     DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_RETENTION,
-    DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType,
-    JobConfig, MainConfig, ResourceLimits, UserConfig, resolve_path,
+    DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig,
+    HttpMethod, HttpRequestType, JobConfig, MainConfig, ResourceLimits, UserConfig, resolve_path,
 };
 use crate::schedule::{Schedule, Timer};
 
@@ -47,6 +47,7 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("log_level", Scalar),
     ("allow_root_jobs", Bool),
     ("require_epoch", Bool),
+    ("max_body_in_flight", Scalar),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -596,6 +597,7 @@ fn read_main(
         log_level: None,
         allow_root_jobs: false,
         require_epoch: false,
+        max_body_in_flight: DEFAULT_MAX_BODY_IN_FLIGHT,
     };
     let Some(section) = section else {
         return (config, true);
@@ -666,6 +668,9 @@ fn read_main(
     }
     if let Some(v) = r.flag("require_epoch") {
         config.require_epoch = v;
+    }
+    if let Some(bytes) = r.parsed("max_body_in_flight", parse_bytes) {
+        config.max_body_in_flight = bytes;
     }
     if let Some(user) = config.user.as_deref()
         && !config.allow_root_jobs

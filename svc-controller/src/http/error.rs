@@ -118,7 +118,14 @@ impl IntoResponse for ApiError {
             )
                 .into_response();
         }
-        wrapper_ref(self.status, &self.message, &serde_json::Value::Null)
+        let mut response = wrapper_ref(self.status, &self.message, &serde_json::Value::Null);
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            // Every 503 is a passing condition (stopping, a full disk, bodies in flight).
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 

@@ -30,6 +30,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 
 pub use error::ApiError;
 pub use response::{ok, wrapper};
+pub use webhook::BodyBudget;
 
 use crate::engine::Engine;
 
@@ -51,6 +52,8 @@ pub struct AppState {
     pub replay: Arc<crate::replay::ReplayStores>,
     /// Users and sessions of the optional login (disabled without users).
     pub login: Arc<crate::login::Login>,
+    /// Room for webhook bodies in flight (`max_body_in_flight`).
+    pub body_budget: BodyBudget,
 }
 
 /// The whole application: the routes behind the front checks of [`App`].

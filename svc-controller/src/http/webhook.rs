@@ -1,7 +1,10 @@
 //! Endpoint 9: a signed POST to a job's path starts a run in the background.
 //!
-//! The flow: path → job (404), signature by the job's `auth_kind` (401), replay checks,
-//! then the trigger (412 paused, 429 busy). Replay checks key on what is signed:
+//! The flow: path → job (404) and the presence of the auth headers the job's `auth_kind`
+//! needs (401), both before a byte of the body is read (so no `100 Continue` is sent to
+//! a request that is refused anyway); then a share of the [`BodyBudget`] (503 with
+//! `Retry-After` when all bodies in flight use it up), the body, the signature (401),
+//! replay checks, then the trigger (412 paused, 429 busy). Replay checks key on what is signed:
 //!
 //! - a signature spent by a signed control request ([`super::signed`]) is refused (401);
 //! - an `hmac-sha256` body that carries `_svc_epoch` (run-now from the UI or an upstream
@@ -22,14 +25,15 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Request, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
 
 use sha2::{Digest as _, Sha256};
 
 use super::{ApiError, AppState, ok, signed, wrapper};
 use crate::auth::{self, AuthError};
-use crate::config::AuthKind;
+use crate::config::{AuthKind, JobConfig};
 use crate::engine::{EngineError, Kind, Trigger, TriggerSource};
 use crate::replay::{MAX_VALUE_LEN, ReplayStores, Seen};
 
@@ -144,19 +148,69 @@ fn body_epoch(body: &[u8]) -> Option<String> {
         .map(|(_, value)| value.into_owned())
 }
 
+/// Bytes of webhook bodies that may be received at once, all requests together: a body
+/// is read only once its share is reserved (its `Content-Length`, or the route's limit
+/// when it has none), so parallel uploads cannot drive memory up.
+#[derive(Debug, Clone)]
+pub struct BodyBudget {
+    bytes: Arc<Semaphore>,
+    total: u32,
+}
+
+impl BodyBudget {
+    /// A budget of `total` bytes (at most 4 GiB).
+    pub fn new(total: u64) -> BodyBudget {
+        let total = u32::try_from(total).unwrap_or(u32::MAX);
+        BodyBudget {
+            bytes: Arc::new(Semaphore::new(total as usize)),
+            total,
+        }
+    }
+
+    /// Reserves room for a body announced as `length` bytes (`None`: unknown, up to
+    /// the route's limit); `None` when the budget has no room now.
+    fn reserve(&self, length: Option<u64>) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let limit = super::WEBHOOK_BODY_LIMIT as u64;
+        let wanted = length.unwrap_or(limit).clamp(1, limit);
+        let wanted = u32::try_from(wanted).unwrap_or(u32::MAX).min(self.total);
+        self.bytes.clone().try_acquire_many_owned(wanted).ok()
+    }
+}
+
+/// The auth header a delivery for `job` lacks, if any: checked before the body is read.
+fn missing_auth_header(job: &JobConfig, headers: &HeaderMap) -> Option<String> {
+    let present = |name: &str| {
+        header_bytes(headers, name).is_some_and(|value| !value.trim_ascii().is_empty())
+    };
+    match job.auth_kind {
+        AuthKind::HmacSha256 => (!present(&job.header_sign)).then(|| job.header_sign.clone()),
+        AuthKind::Codehost => (!present("x-hub-signature-256") && !present("x-hub-signature"))
+            .then(|| "x-hub-signature-256".to_string()),
+        AuthKind::Patchhost => [
+            auth::PATCHHOST_SIGNATURE_HEADER,
+            auth::PATCHHOST_NONCE_HEADER,
+        ]
+        .into_iter()
+        .find(|name| !present(name))
+        .map(str::to_string),
+    }
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 pub(super) async fn trigger(
     State(state): State<AppState>,
     Path(path): Path<String>,
     mut request: Request,
 ) -> Result<Response, ApiError> {
-    // What the `HeaderMap` and `Bytes` extractors would give, without copying the
-    // headers: reading the body needs only the rest of the request (its body limit is an
-    // extension), and a body that cannot be read is refused with that extractor's answer.
-    let headers = std::mem::take(request.headers_mut());
-    let body = match Bytes::from_request(request, &state).await {
-        Ok(body) => body,
-        Err(rejection) => return Ok(rejection.into_response()),
-    };
     let path = format!("/{}", path.trim_start_matches('/'));
     let unknown = || {
         crate::metrics::webhook_rejected("unknown_path");
@@ -164,6 +218,25 @@ pub(super) async fn trigger(
     };
     let job = state.engine.job_for_path(&path).ok_or_else(unknown)?;
     let id: &str = &job.id;
+    // What the `HeaderMap` and `Bytes` extractors would give, without copying the
+    // headers: reading the body needs only the rest of the request (its body limit is an
+    // extension), and a body that cannot be read is refused with that extractor's answer.
+    let headers = std::mem::take(request.headers_mut());
+    if let Some(missing) = missing_auth_header(&job, &headers) {
+        return Err(refuse_signature(id, &AuthError::Missing(missing)));
+    }
+    let Some(_room) = state.body_budget.reserve(content_length(&headers)) else {
+        crate::metrics::webhook_rejected("body_budget");
+        tracing::debug!(job = %id, "webhook refused: the bodies in flight fill max_body_in_flight");
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many request bodies in flight: retry later",
+        ));
+    };
+    let body = match Bytes::from_request(request, &state).await {
+        Ok(body) => body,
+        Err(rejection) => return Ok(rejection.into_response()),
+    };
 
     let secret = job.secret.as_deref().unwrap_or(&state.secret).as_bytes();
     let (verified, replay) = match job.auth_kind {
