@@ -65,6 +65,18 @@ const SOURCES: &[Source] = &[
         path: "docs/reliability.md",
     },
     Source {
+        slug: "security",
+        title: "Security",
+        summary: "Threat model, where each rule is enforced, every attack tried.",
+        path: "docs/security.md",
+    },
+    Source {
+        slug: "compat",
+        title: "Compatibility",
+        summary: "Where svc differs from the interface it keeps, and why.",
+        path: "docs/compat.md",
+    },
+    Source {
         slug: "architecture",
         title: "Architecture",
         summary: "How the code is laid out and the rules it keeps.",
