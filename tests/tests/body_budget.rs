@@ -83,16 +83,16 @@ async fn bodies_in_flight_share_one_budget() {
     // A slow upload holds 900 KB of the 1 MiB budget while its body trickles in.
     let mut slow = send_head(&svc, "/svc/api/job/run/hook", 900_000, signed).await;
     assert_eq!(read_response(&mut slow).await.status, 100);
-    slow.write_all(&[b' '; 1000]).await.expect("part of the body");
+    slow.write_all(&[b' '; 1000])
+        .await
+        .expect("part of the body");
 
     let mut second = send_head(&svc, "/svc/api/job/run/hook", 200_000, signed).await;
     let refused = read_response(&mut second).await;
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.header("retry-after"), Some("1"));
     // A small body still fits.
-    let small = svc
-        .trigger_with_secret("/hook", b"{}", "hook-secret")
-        .await;
+    let small = svc.trigger_with_secret("/hook", b"{}", "hook-secret").await;
     small.assert_status(200);
 
     // The slow client goes away: its share comes back.
