@@ -105,6 +105,10 @@ pub struct MainConfig {
     /// `max_body_in_flight`, default [`DEFAULT_MAX_BODY_IN_FLIGHT`]: bytes of webhook
     /// bodies being received at once, all requests together (read at start).
     pub max_body_in_flight: u64,
+    /// `allowed_hosts`, repeated: host names the `Host` header may carry besides IP
+    /// literals (and, on a loopback listener, `localhost`). Empty on a loopback listener:
+    /// only those; empty elsewhere: no check. Read at start.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// How a webhook trigger is authenticated.

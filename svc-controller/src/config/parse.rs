@@ -48,6 +48,7 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("allow_root_jobs", Bool),
     ("require_epoch", Bool),
     ("max_body_in_flight", Scalar),
+    ("allowed_hosts", List),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -348,6 +349,19 @@ fn parse_timeout(value: &str) -> Result<Option<Duration>, String> {
 }
 
 /// `host:port` with a non-empty host and a numeric port; `[v6]:port` accepted.
+/// A host name for `allowed_hosts`: letters, digits, `-` and `.`, kept lower-cased.
+fn check_host_name(value: &str) -> Result<String, String> {
+    let name = value.trim().trim_end_matches('.').to_ascii_lowercase();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+    {
+        return Err("not a host name (letters, digits, '-' and '.')".into());
+    }
+    Ok(name)
+}
+
 fn check_listen_address(value: &str) -> Result<String, String> {
     let expected = "expected host:port, e.g. 127.0.0.1:31937";
     let Some((host, port)) = value.rsplit_once(':') else {
@@ -598,6 +612,7 @@ fn read_main(
         allow_root_jobs: false,
         require_epoch: false,
         max_body_in_flight: DEFAULT_MAX_BODY_IN_FLIGHT,
+        allowed_hosts: Vec::new(),
     };
     let Some(section) = section else {
         return (config, true);
@@ -672,6 +687,7 @@ fn read_main(
     if let Some(bytes) = r.parsed("max_body_in_flight", parse_bytes) {
         config.max_body_in_flight = bytes;
     }
+    config.allowed_hosts = r.list("allowed_hosts", check_host_name);
     if let Some(user) = config.user.as_deref()
         && !config.allow_root_jobs
         && is_root_user(user)

@@ -1162,7 +1162,10 @@ fn user_conf_that_is_a_directory() {
 
 #[test]
 fn webhook_jobs_without_their_own_secret_are_warned_about() {
-    let tree = Tree::new("secret = main\nrequire_epoch = true\n");
+    let tree = Tree::new(
+        "secret = main\nrequire_epoch = true\nallowed_hosts = SVC.Example.org.\n\
+         allowed_hosts = b\nmax_body_in_flight = 2M\n",
+    );
     tree.job(
         "a.conf",
         "[job \"shared\"]\npath = /a\ncommand = true\n\
@@ -1172,6 +1175,8 @@ fn webhook_jobs_without_their_own_secret_are_warned_about() {
     );
     let config = tree.load();
     assert!(config.main.require_epoch);
+    assert_eq!(config.main.allowed_hosts, ["svc.example.org", "b"]);
+    assert_eq!(config.main.max_body_in_flight, 2 << 20);
     assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
     let warning = &config.warnings[0];
     assert_eq!(warning.section.as_deref(), Some("job \"shared\""));

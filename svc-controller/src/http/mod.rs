@@ -3,6 +3,7 @@
 //! the fallbacks that keep every answer in the JSON wrapper.
 
 mod error;
+mod host;
 mod job_exec;
 mod job_http;
 mod log_stream;
@@ -119,6 +120,7 @@ pub fn router(state: AppState) -> App {
     App {
         routes,
         login: state.login,
+        hosts: host::AllowedHosts::from_main(state.engine.main()).map(Arc::new),
     }
 }
 
@@ -126,9 +128,11 @@ pub fn router(state: AppState) -> App {
 /// checks in this order:
 ///
 /// 1. the size of its head: over [`server::MAX_HEADER_BYTES`] it is answered 431;
-/// 2. its body gets [`BODY_READ_TIMEOUT`] between frames;
-/// 3. the login guard ([`crate::login::guard`]);
-/// 4. routing; then an error answer that is not JSON is put into the wrapper
+/// 2. its `Host`, on a loopback listener or with `allowed_hosts` ([`host`]): 421 when
+///    it names another site;
+/// 3. its body gets [`BODY_READ_TIMEOUT`] between frames;
+/// 4. the login guard ([`crate::login::guard`]);
+/// 5. routing; then an error answer that is not JSON is put into the wrapper
 ///    (`wrap_plain_errors`);
 ///
 /// and every answer is counted in `svc_http_requests_total` by route template (`other`
@@ -142,6 +146,8 @@ pub fn router(state: AppState) -> App {
 pub struct App {
     routes: Router,
     login: Arc<crate::login::Login>,
+    /// The `Host` check; `None` when there is none (see [`host`]).
+    hosts: Option<Arc<host::AllowedHosts>>,
 }
 
 impl<B> tower::Service<axum::http::Request<B>> for App
@@ -163,6 +169,18 @@ where
             let refusal = ApiError::new(
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "request headers too large",
+            );
+            return AppFuture::answered(head, refusal.into_response());
+        }
+        if let Some(hosts) = &self.hosts
+            && !hosts.allows(
+                request.headers().get(axum::http::header::HOST),
+                request.uri(),
+            )
+        {
+            let refusal = ApiError::new(
+                StatusCode::MISDIRECTED_REQUEST,
+                "this Host is not served here: list it in allowed_hosts",
             );
             return AppFuture::answered(head, refusal.into_response());
         }
