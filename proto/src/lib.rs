@@ -21,6 +21,7 @@
 
 pub mod codec;
 mod message;
+pub mod redact;
 
 pub use codec::{ControllerCodec, FrameCodec, ProtoError, RunnerCodec};
 pub use message::*;

@@ -122,58 +122,15 @@ pub fn sign(key: &[u8], data: &[u8]) -> Result<String, HttpError> {
     Ok(hex::encode(mac.finalize().into_bytes()))
 }
 
-/// True when the value of response header `name` must not be written to the log.
-pub fn is_sensitive_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    name == "set-cookie"
-        || name.contains("authorization")
-        || ["token", "key", "secret", "cookie", "password"]
-            .iter()
-            .any(|word| name.contains(word))
-}
-
-/// The log line of one response header, value redacted when sensitive.
+/// The log line of one response header, through the one redaction rule
+/// ([`proto::redact`]).
 pub fn header_line(name: &str, value: &[u8]) -> String {
-    if is_sensitive_header(name) {
-        format!("{name}: [redacted]")
-    } else if name.eq_ignore_ascii_case("location")
-        && let Some(url) = std::str::from_utf8(value)
-            .ok()
-            .and_then(|text| Url::parse(text).ok())
-    {
-        // A redirect target may carry a token in its query, like any URL we log.
-        format!("{name}: {}", loggable_url(&url))
-    } else {
-        format!("{name}: {}", String::from_utf8_lossy(value))
-    }
+    proto::redact::redact_header(name, &String::from_utf8_lossy(value))
 }
 
-/// The URL as written to the log: a password in it, and the values of query
-/// parameters whose names look sensitive (`token`, `key`, `secret`, ...), are hidden.
+/// The URL as written to the log, through the one redaction rule ([`proto::redact`]).
 pub fn loggable_url(url: &Url) -> String {
-    let mut shown = url.clone();
-    if url.password().is_some() {
-        // Only fails for URLs that cannot have a password, which this one has.
-        let _ = shown.set_password(Some("redacted"));
-    }
-    if let Some(query) = url.query() {
-        let pairs: Vec<String> = query
-            .split('&')
-            .map(|pair| {
-                let name = pair.split('=').next().unwrap_or_default();
-                let decoded: String = form_urlencoded::parse(name.as_bytes())
-                    .map(|(k, _)| k.into_owned())
-                    .collect();
-                if is_sensitive_header(&decoded) {
-                    format!("{name}=[redacted]")
-                } else {
-                    pair.to_string()
-                }
-            })
-            .collect();
-        shown.set_query(Some(&pairs.join("&")));
-    }
-    shown.to_string()
+    proto::redact::redact_url(url.as_str())
 }
 
 /// Builds the header map: the content type of the body, the configured headers in order
@@ -596,7 +553,7 @@ mod tests {
     #[test]
     fn password_in_url_is_hidden() {
         let url = Url::parse("https://u:pw@h/x?q=1").expect("url");
-        assert_eq!(loggable_url(&url), "https://u:redacted@h/x?q=1");
+        assert_eq!(loggable_url(&url), "https://u:[redacted]@h/x?q=1");
         let url = Url::parse("https://h/x").expect("url");
         assert_eq!(loggable_url(&url), "https://h/x");
     }

@@ -1,7 +1,7 @@
 //! JSON views of jobs and the Environment, as the API serves them.
 //!
 //! These are wire types, built from the registry. They never carry a secret, a password
-//! or the value of a sensitive header: see [`redact_header`].
+//! or the value of a sensitive header: see [`proto::redact`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,71 +17,8 @@ use crate::schedule::Timer;
 /// What a time that never happened looks like (Go's zero time, as upstream sends it).
 pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
-/// Replacement for sensitive values.
-pub const REDACTED: &str = "[redacted]";
-
-/// True for header names whose values must never be shown.
-pub fn is_sensitive_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    [
-        "authorization",
-        "cookie",
-        "token",
-        "key",
-        "secret",
-        "password",
-        "passwd",
-        "auth",
-    ]
-    .iter()
-    .any(|word| name.contains(word))
-}
-
-/// `Key: Value` with the value replaced when the header is sensitive.
-pub fn redact_header(name: &str, value: &str) -> String {
-    if is_sensitive_header(name) {
-        format!("{name}: {REDACTED}")
-    } else {
-        format!("{name}: {value}")
-    }
-}
-
-/// A URL with any password in its user part, and the values of sensitive query
-/// parameters, replaced.
-pub fn redact_url(url: &str) -> String {
-    let (before_query, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
-    };
-    let mut out = match before_query.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = match rest.find('/') {
-                Some(i) => rest.split_at(i),
-                None => (rest, ""),
-            };
-            match authority.rsplit_once('@') {
-                Some((userinfo, host)) => {
-                    let user = userinfo.split(':').next().unwrap_or_default();
-                    format!("{scheme}://{user}:{REDACTED}@{host}{path}")
-                }
-                None => before_query.to_string(),
-            }
-        }
-        None => before_query.to_string(),
-    };
-    if let Some(query) = query {
-        let parts: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((key, _)) if is_sensitive_header(key) => format!("{key}={REDACTED}"),
-                _ => pair.to_string(),
-            })
-            .collect();
-        out.push('?');
-        out.push_str(&parts.join("&"));
-    }
-    out
-}
+// The one redaction rule, shared with the runner.
+pub use proto::redact::{REDACTED, redact_header, redact_url};
 
 fn time(t: Option<DateTime<Utc>>) -> String {
     t.map_or_else(
