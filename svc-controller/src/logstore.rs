@@ -57,6 +57,8 @@ pub struct LogMeta {
 pub struct LogDir {
     dir: PathBuf,
     id: String,
+    /// Most bytes of command output one run's log keeps (`log_max_size`).
+    max_output: u64,
 }
 
 impl LogDir {
@@ -64,7 +66,15 @@ impl LogDir {
         LogDir {
             dir,
             id: id.to_string(),
+            max_output: u64::MAX,
         }
+    }
+
+    /// The same directory, whose run logs keep at most `bytes` of command output (the
+    /// lines with their times); the rest is dropped after one line that says so.
+    pub fn with_max_output(mut self, bytes: u64) -> LogDir {
+        self.max_output = bytes;
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -153,6 +163,8 @@ impl LogDir {
             log_dir: self.clone(),
             counter,
             partial: [Vec::new(), Vec::new(), Vec::new()],
+            output_left: self.max_output,
+            cut: false,
         })
     }
 
@@ -329,6 +341,10 @@ pub struct RunLog {
     log_dir: LogDir,
     counter: u64,
     partial: [Vec<u8>; 3],
+    /// Bytes of output this log may still take.
+    output_left: u64,
+    /// Output was cut at the limit: the rest is dropped.
+    cut: bool,
 }
 
 impl RunLog {
@@ -364,12 +380,45 @@ impl RunLog {
             out.append(partial);
             out.push(b'\n');
         }
-        self.file.write_all(&out)
+        self.write_output(&out)
+    }
+
+    /// Writes whole timestamped output lines while the output budget lasts; at the limit,
+    /// the lines that fit, then one line that says the rest is not kept.
+    fn write_output(&mut self, out: &[u8]) -> io::Result<()> {
+        if self.cut || out.is_empty() {
+            return Ok(());
+        }
+        let fits = usize::try_from(self.output_left).unwrap_or(usize::MAX);
+        if out.len() <= fits {
+            self.output_left -= out.len() as u64;
+            return self.file.write_all(out);
+        }
+        // Only whole lines, so that every line keeps its time.
+        let kept = out[..fits]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        self.file.write_all(&out[..kept])?;
+        self.cut = true;
+        self.partial = [Vec::new(), Vec::new(), Vec::new()];
+        let limit = self.log_dir.max_output;
+        self.file.write_all(
+            format_line(
+                Utc::now(),
+                &format!(
+                    "=== output cut at {limit} bytes (log_max_size): the rest of this run's \
+                     output is not kept"
+                ),
+            )
+            .as_bytes(),
+        )
     }
 
     /// Writes out pending partial lines, each ended with a newline.
     pub fn flush_partial(&mut self) -> io::Result<()> {
         let now = Utc::now();
+        let mut pending = Vec::new();
         for partial in &mut self.partial {
             if partial.is_empty() {
                 continue;
@@ -377,7 +426,10 @@ impl RunLog {
             let mut out = format!("{} ", now.format(LINE_TIME_FORMAT)).into_bytes();
             out.append(partial);
             out.push(b'\n');
-            self.file.write_all(&out)?;
+            pending.push(out);
+        }
+        for out in pending {
+            self.write_output(&out)?;
         }
         Ok(())
     }
@@ -566,6 +618,34 @@ mod tests {
             .unwrap_or_default()
             .to_owned();
         assert!(last.contains("finished: fail: interrupted"), "{last}");
+    }
+
+    #[test]
+    fn output_is_cut_at_the_limit_on_a_line_boundary() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = LogDir::new(dir.path().to_path_buf(), "a").with_max_output(100);
+        let mut log = logs.create(1, "=== run 1 started").expect("create");
+        for _ in 0..10 {
+            log.output(OutputKind::Stdout, b"0123456789\n")
+                .expect("out");
+        }
+        log.output(OutputKind::Stdout, b"partial after the cut")
+            .expect("out");
+        log.line("=== run 1 finished: success").expect("line");
+        log.finish(RunResult::Success).expect("finish");
+        let (_, content) = logs.read(1).expect("read").expect("present");
+        let lines = lines(&content);
+        // 100 bytes hold three 31-byte output lines.
+        assert_eq!(lines.len(), 1 + 3 + 2, "{lines:?}");
+        assert!(lines[1..4].iter().all(|l| l.ends_with("0123456789")));
+        assert!(
+            lines[4].contains("output cut at 100 bytes (log_max_size)"),
+            "{lines:?}"
+        );
+        assert!(lines[5].ends_with("=== run 1 finished: success"));
+        for line in &lines {
+            assert_timestamped(line);
+        }
     }
 
     #[test]

@@ -23,6 +23,9 @@ use std::time::Duration;
 
 use crate::schedule::Timer;
 
+/// Default of `log_max_size`: 10 MiB.
+pub const DEFAULT_LOG_MAX_SIZE: u64 = 10 * 1024 * 1024;
+
 /// Default of `max_body_in_flight`: 64 MiB.
 pub const DEFAULT_MAX_BODY_IN_FLIGHT: u64 = 64 * 1024 * 1024;
 
@@ -109,6 +112,9 @@ pub struct MainConfig {
     /// literals (and, on a loopback listener, `localhost`). Empty on a loopback listener:
     /// only those; empty elsewhere: no check. Read at start.
     pub allowed_hosts: Vec<String>,
+    /// `log_max_size`, default [`DEFAULT_LOG_MAX_SIZE`]: bytes of command output one
+    /// run's log keeps; the rest is dropped after a line that says so.
+    pub log_max_size: u64,
 }
 
 /// How a webhook trigger is authenticated.

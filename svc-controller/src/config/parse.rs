@@ -11,9 +11,10 @@ use super::duration::parse_duration;
 use super::syntax::{self, Entry, Section, SectionKind};
 use super::{
     AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
-    DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_RETENTION,
-    DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig,
-    HttpMethod, HttpRequestType, JobConfig, MainConfig, ResourceLimits, UserConfig, resolve_path,
+    DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE,
+    DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY,
+    HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, MainConfig, ResourceLimits, UserConfig,
+    resolve_path,
 };
 use crate::schedule::{Schedule, Timer};
 
@@ -49,6 +50,7 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("require_epoch", Bool),
     ("max_body_in_flight", Scalar),
     ("allowed_hosts", List),
+    ("log_max_size", Scalar),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -613,6 +615,7 @@ fn read_main(
         require_epoch: false,
         max_body_in_flight: DEFAULT_MAX_BODY_IN_FLIGHT,
         allowed_hosts: Vec::new(),
+        log_max_size: DEFAULT_LOG_MAX_SIZE,
     };
     let Some(section) = section else {
         return (config, true);
@@ -688,6 +691,9 @@ fn read_main(
         config.max_body_in_flight = bytes;
     }
     config.allowed_hosts = r.list("allowed_hosts", check_host_name);
+    if let Some(bytes) = r.parsed("log_max_size", parse_bytes) {
+        config.log_max_size = bytes;
+    }
     if let Some(user) = config.user.as_deref()
         && !config.allow_root_jobs
         && is_root_user(user)

@@ -338,7 +338,7 @@ impl Engine {
             Kind::Job => (main.dir_job_logs(), main.dir_job_state()),
             Kind::Http => (main.dir_job_http_logs(), main.dir_job_http_state()),
         };
-        let log_dir = LogDir::new(log_root.join(id), id);
+        let log_dir = LogDir::new(log_root.join(id), id).with_max_output(main.log_max_size);
         let state_path = state_root.join(id);
         let mut logs = log_dir.scan().unwrap_or_else(|err| {
             tracing::error!(job = id, error = %err, "cannot list the logs");
