@@ -649,17 +649,10 @@ mod tests {
         }
     }
 
-    /// Polls `done` every 10 ms for at most 10 s.
-    async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !done() {
-            assert!(Instant::now() < deadline, "timed out waiting until {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
+    /// An engine, without timers, over a temporary `dir_base` holding one webhook job
+    /// `id` (command `true`) whose runner program is missing, so that each run fails at
+    /// once; with the job's log directory. The directory lives as long as the guard.
+    fn engine_with_webhook_job(id: &str) -> (tempfile::TempDir, Engine, std::path::PathBuf) {
         let dir = tempfile::tempdir().expect("tempdir");
         let base = dir.path().canonicalize().expect("canonical");
         let main_file = base.join("svc.conf");
@@ -668,7 +661,7 @@ mod tests {
             &main_file,
             format!(
                 "[svc]\ndir_base = {}\nrunner_path = {}\n\n\
-                 [job \"{PANIC_PREFIX}\"]\npath = /p\ncommand = true\n",
+                 [job \"{id}\"]\npath = /p\ncommand = true\n",
                 base.display(),
                 no_runner.display()
             ),
@@ -680,8 +673,22 @@ mod tests {
             std::fs::create_dir_all(dir).expect("mkdir");
         }
         let hub = RunnerHub::start(&main.dir_runtime(), no_runner).expect("runner hub");
-        let engine = Engine::new(&config, hub);
-        let logs = main.dir_job_logs().join(PANIC_PREFIX);
+        let logs = main.dir_job_logs().join(id);
+        (dir, Engine::new(&config, hub), logs)
+    }
+
+    /// Polls `done` every 10 ms for at most 10 s.
+    async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting until {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
+        let (_dir, engine, logs) = engine_with_webhook_job(PANIC_PREFIX);
         let log =
             |counter: u64, status: &str| logs.join(format!("{PANIC_PREFIX}.{counter}.{status}"));
         let idle = || {
@@ -712,8 +719,8 @@ mod tests {
             1,
             "the max_job_running permit is back"
         );
-        let state =
-            std::fs::read_to_string(main.dir_job_state().join(PANIC_PREFIX)).expect("state file");
+        let state = std::fs::read_to_string(engine.main().dir_job_state().join(PANIC_PREFIX))
+            .expect("state file");
         assert!(state.contains("counter = 1"), "{state}");
 
         // The job takes triggers again: one while the next run is going on is queued,
@@ -735,28 +742,7 @@ mod tests {
     /// must start the run itself instead of dropping the trigger.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_trigger_paused_and_resumed_before_its_start_still_runs() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let base = dir.path().canonicalize().expect("canonical");
-        let main_file = base.join("svc.conf");
-        let no_runner = base.join("no-runner");
-        std::fs::write(
-            &main_file,
-            format!(
-                "[svc]\ndir_base = {}\nrunner_path = {}\n\n\
-                 [job \"{PAUSE_RACE_PREFIX}\"]\npath = /p\ncommand = true\n",
-                base.display(),
-                no_runner.display()
-            ),
-        )
-        .expect("write the configuration");
-        let config = crate::config::load(&main_file).expect("load");
-        let main = &config.main;
-        for dir in [main.dir_job_logs(), main.dir_job_state()] {
-            std::fs::create_dir_all(dir).expect("mkdir");
-        }
-        let hub = RunnerHub::start(&main.dir_runtime(), no_runner).expect("runner hub");
-        let engine = Engine::new(&config, hub);
-        let logs = main.dir_job_logs().join(PAUSE_RACE_PREFIX);
+        let (_dir, engine, logs) = engine_with_webhook_job(PAUSE_RACE_PREFIX);
 
         engine
             .trigger(
