@@ -122,7 +122,8 @@ pub(super) async fn signed_form(
     let pairs = params(body);
     let epoch = signed::parse_epoch(param(&pairs, "_svc_epoch").unwrap_or_default())?;
     signed::check_epoch(epoch)?;
-    signed::spend(&state.replay, action, state.secret.as_bytes(), body).await?;
+    let key = signed::key(state.secret.as_bytes(), body);
+    signed::spend(&state.replay, action, key).await?;
     Ok(pairs)
 }
 

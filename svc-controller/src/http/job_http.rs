@@ -79,13 +79,8 @@ async fn signed_query(
     match param(&pairs, "_svc_epoch") {
         Some(epoch) => {
             signed::check_epoch(signed::parse_epoch(epoch)?)?;
-            signed::spend(
-                &state.replay,
-                action,
-                state.secret.as_bytes(),
-                raw.as_bytes(),
-            )
-            .await?;
+            let key = signed::key(state.secret.as_bytes(), raw.as_bytes());
+            signed::spend(&state.replay, action, key).await?;
         }
         None if state.engine.main().require_epoch => {
             return Err(ApiError::unauthorized(

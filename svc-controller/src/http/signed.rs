@@ -90,20 +90,19 @@ pub(super) fn verify(state: &AppState, headers: &HeaderMap, signed: &[u8]) -> Re
 
 /// What the store remembers of a signature: the hex HMAC-SHA-256 of `signed` with
 /// `secret`, i.e. the signature in its one canonical spelling.
-fn key(secret: &[u8], signed: &[u8]) -> Vec<u8> {
+pub(super) fn key(secret: &[u8], signed: &[u8]) -> Vec<u8> {
     auth::hmac_sha256_hex(secret, signed).into_bytes()
 }
 
-/// Spends the signature of an accepted control request (`signed` with `secret`) for
-/// `action`: the first use passes, every later one is a 401. Runs on a blocking thread
-/// (the store fsyncs before answering).
+/// Spends the signature of an accepted control request (its [`key`]) for `action`: the
+/// first use passes, every later one is a 401. Runs on a blocking thread (the store
+/// fsyncs before answering).
 pub(super) async fn spend(
     replay: &Arc<ReplayStores>,
     action: Action,
-    secret: &[u8],
-    signed: &[u8],
+    key: Vec<u8>,
 ) -> Result<(), ApiError> {
-    let (replay, key) = (replay.clone(), key(secret, signed));
+    let replay = replay.clone();
     let joined = tokio::task::spawn_blocking(move || {
         replay
             .signatures()
@@ -124,14 +123,10 @@ pub(super) async fn spend(
     }
 }
 
-/// Refuses a webhook whose signature (`signed` with `secret`) was spent by a control
-/// request of any action.
-pub(super) async fn refuse_spent(
-    replay: &Arc<ReplayStores>,
-    secret: &[u8],
-    signed: &[u8],
-) -> Result<(), ApiError> {
-    let (replay, key) = (replay.clone(), key(secret, signed));
+/// Refuses a webhook whose signature (its [`key`]) was spent by a control request of
+/// any action.
+pub(super) async fn refuse_spent(replay: &Arc<ReplayStores>, key: Vec<u8>) -> Result<(), ApiError> {
+    let replay = replay.clone();
     let spent = tokio::task::spawn_blocking(move || {
         Action::ALL
             .iter()

@@ -239,85 +239,76 @@ pub(super) async fn trigger(
     };
 
     let secret = job.secret.as_deref().unwrap_or(&state.secret).as_bytes();
-    let (verified, replay) = match job.auth_kind {
-        AuthKind::HmacSha256 => (
-            auth::verify_hmac_sha256(
-                secret,
-                &body,
-                &job.header_sign,
-                header_text(&headers, &job.header_sign).as_deref(),
-            ),
-            None,
+    let verified = match job.auth_kind {
+        AuthKind::HmacSha256 => auth::verify_hmac_sha256(
+            secret,
+            &body,
+            &job.header_sign,
+            header_text(&headers, &job.header_sign).as_deref(),
         ),
-        AuthKind::Codehost => (
-            auth::verify_codehost(
-                secret,
-                &body,
-                header_text(&headers, "x-hub-signature-256").as_deref(),
-                header_text(&headers, "x-hub-signature").as_deref(),
-            ),
-            // Without a delivery ID, the delivery is known by its signature.
-            match header_bytes(&headers, DELIVERY_HEADER)
-                .map(<[u8]>::trim_ascii)
-                .filter(|v| !v.is_empty())
-            {
-                Some(delivery) => Some((ReplayKind::Delivery, delivery.to_vec())),
-                None => {
-                    let signature = auth::hmac_sha256_hex(secret, &body);
-                    Some((
-                        ReplayKind::Delivery,
-                        format!("signature:{signature}").into(),
-                    ))
-                }
-            },
+        AuthKind::Codehost => auth::verify_codehost(
+            secret,
+            &body,
+            header_text(&headers, "x-hub-signature-256").as_deref(),
+            header_text(&headers, "x-hub-signature").as_deref(),
         ),
-        AuthKind::Patchhost => {
-            let nonce = header_bytes(&headers, auth::PATCHHOST_NONCE_HEADER);
-            (
-                auth::verify_patchhost(
-                    &job.public_key,
-                    &body,
-                    header_bytes(&headers, auth::PATCHHOST_SIGNATURE_HEADER),
-                    nonce,
-                ),
-                // Verified below: present and not empty. The key covers what the
-                // signature covers, in the same order.
-                nonce.map(|nonce| {
-                    let mut digest = Sha256::new();
-                    digest.update(&body);
-                    digest.update(nonce);
-                    (
-                        ReplayKind::Nonce,
-                        hex::encode(digest.finalize()).into_bytes(),
-                    )
-                }),
-            )
-        }
+        AuthKind::Patchhost => auth::verify_patchhost(
+            &job.public_key,
+            &body,
+            header_bytes(&headers, auth::PATCHHOST_SIGNATURE_HEADER),
+            header_bytes(&headers, auth::PATCHHOST_NONCE_HEADER),
+        ),
     };
     verified.map_err(|err| refuse_signature(id, &err))?;
-    if job.auth_kind == AuthKind::Patchhost
-        && header_bytes(&headers, auth::PATCHHOST_NONCE_HEADER)
-            .is_some_and(|nonce| nonce.len() > MAX_VALUE_LEN)
-    {
-        crate::metrics::webhook_rejected("other");
-        return Err(ApiError::bad_request(format!(
-            "nonce longer than {MAX_VALUE_LEN} bytes"
-        )));
-    }
-    if job.auth_kind != AuthKind::Patchhost {
-        signed::refuse_spent(&state.replay, secret, &body)
-            .await
-            .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
-    }
-    if job.auth_kind == AuthKind::HmacSha256
-        && let Some(epoch) = body_epoch(&body)
-    {
-        signed::check_epoch(signed::parse_epoch(&epoch)?)
-            .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
-        signed::spend(&state.replay, signed::Action::RunNow, secret, &body)
-            .await
-            .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
-    }
+
+    // What the replay checks key on, computed once the signature holds: the HMAC of the
+    // body (the signature in its canonical spelling) for the HMAC schemes, and for
+    // patchhost the SHA-256 of what its signature covers, body then nonce.
+    let replay = match job.auth_kind {
+        AuthKind::Patchhost => {
+            // Verified above: present and not empty.
+            let nonce = header_bytes(&headers, auth::PATCHHOST_NONCE_HEADER).unwrap_or_default();
+            if nonce.len() > MAX_VALUE_LEN {
+                crate::metrics::webhook_rejected("other");
+                return Err(ApiError::bad_request(format!(
+                    "nonce longer than {MAX_VALUE_LEN} bytes"
+                )));
+            }
+            let mut digest = Sha256::new();
+            digest.update(&body);
+            digest.update(nonce);
+            Some((
+                ReplayKind::Nonce,
+                hex::encode(digest.finalize()).into_bytes(),
+            ))
+        }
+        AuthKind::HmacSha256 | AuthKind::Codehost => {
+            let signature = signed::key(secret, &body);
+            signed::refuse_spent(&state.replay, signature.clone())
+                .await
+                .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
+            if job.auth_kind == AuthKind::HmacSha256 {
+                if let Some(epoch) = body_epoch(&body) {
+                    signed::check_epoch(signed::parse_epoch(&epoch)?)
+                        .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
+                    signed::spend(&state.replay, signed::Action::RunNow, signature)
+                        .await
+                        .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
+                }
+                None
+            } else {
+                // Without a delivery ID, the delivery is known by its signature.
+                let delivery = header_bytes(&headers, DELIVERY_HEADER)
+                    .map(<[u8]>::trim_ascii)
+                    .filter(|v| !v.is_empty())
+                    .map_or_else(
+                        || [b"signature:".as_slice(), &signature].concat(),
+                        <[u8]>::to_vec,
+                    );
+                Some((ReplayKind::Delivery, delivery))
+            }
+        }
+    };
 
     let recorded = match replay {
         None => None,
