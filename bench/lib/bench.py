@@ -540,6 +540,116 @@ def cmd_load(args):
     out(result)
 
 
+# ----- slow clients ----------------------------------------------------------------------
+
+
+def signed_latencies(url, path, secret, seconds):
+    """Sequential signed triggers on one keep-alive connection for `seconds`: the
+    latency of each in ms, and the status counts."""
+    host, port = split_url(url)[:2]
+    body = BODY.format(job="slow")
+    headers = {"Content-Type": "application/json", "X-Svc-Sign": sign(secret, body)}
+    latencies, statuses = [], {}
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        start = time.perf_counter()
+        try:
+            conn.request("POST", path, body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            status = response.status
+        except (OSError, http.client.HTTPException) as err:
+            status = f"error: {type(err).__name__}"
+            conn.close()
+            conn = http.client.HTTPConnection(host, port, timeout=10)
+        latencies.append((time.perf_counter() - start) * 1000)
+        statuses[str(status)] = statuses.get(str(status), 0) + 1
+    conn.close()
+    return latencies, statuses
+
+
+def cmd_slow_clients(args):
+    """p99 of a signed trigger without, then with, `--slow` connections each dripping a
+    webhook body one byte per second (a slowloris): the service must keep answering."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < args.slow + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    host, port = split_url(args.url)[:2]
+    result = {"slow_connections": args.slow}
+    result["rss_before_kb"] = mem_kb(args.pid)[0]
+    base, base_status = signed_latencies(args.url, args.path, args.secret, args.seconds)
+    result.update(
+        {
+            "base_p50_ms": percentile(base, 50),
+            "base_p99_ms": percentile(base, 99),
+            "base_max_ms": max(base),
+            "base_requests": len(base),
+            "base_status": base_status,
+        }
+    )
+    head = (
+        f"POST {args.path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n"
+        f"X-Svc-Sign: {BAD_SIGNATURE}\r\n\r\n"
+    ).encode()
+    slow, refused = [], 0
+    for _ in range(args.slow):
+        try:
+            sock = socket.create_connection((host, port), timeout=5)
+            sock.sendall(head)
+            sock.setblocking(False)
+            slow.append(sock)
+        except OSError:
+            refused += 1
+    stop = threading.Event()
+
+    def drip():
+        while not stop.wait(1.0):
+            for sock in slow:
+                try:
+                    sock.send(b" ")
+                except OSError:
+                    pass
+
+    dripper = threading.Thread(target=drip, daemon=True)
+    dripper.start()
+    time.sleep(1)
+    result["rss_slow_open_kb"] = mem_kb(args.pid)[0]
+    loaded, loaded_status = signed_latencies(args.url, args.path, args.secret, args.seconds)
+    open_at_end = 0
+    for sock in slow:
+        try:
+            if sock.recv(1, socket.MSG_PEEK) == b"":
+                continue
+        except BlockingIOError:
+            open_at_end += 1
+            continue
+        except OSError:
+            continue
+    stop.set()
+    dripper.join()
+    rss_end, hwm = mem_kb(args.pid)
+    for sock in slow:
+        sock.close()
+    result.update(
+        {
+            "slow_p50_ms": percentile(loaded, 50),
+            "slow_p99_ms": percentile(loaded, 99),
+            "slow_max_ms": max(loaded),
+            "slow_requests": len(loaded),
+            "slow_status": loaded_status,
+            "slow_refused_at_connect": refused,
+            "slow_open_at_end": open_at_end,
+            "rss_end_kb": rss_end,
+            "hwm_kb": hwm,
+        }
+    )
+    out(result)
+
+
 # ----- run overhead ----------------------------------------------------------------------
 
 
@@ -872,6 +982,19 @@ def cmd_report(args):
     row("delay due -> start max vs 50 spawns at once", t.get("max_ms"), tb.get("max_ms"), ratio(t.get("max_ms"), tb.get("max_ms")), "<= 50 ms", t.get("max_ms") is not None and t["max_ms"] <= 50, unit=" ms")
     row("runs seen; expected", t.get("runs"), t.get("expected"))
 
+    if "slow_clients" in r:
+        sc = r["slow_clients"]
+        rows.append((f"SLOW CLIENTS ({sc['slow_connections']:,} connections dripping a webhook body, 1 byte/s)", "", "", "", "", ""))
+        p99 = sc.get("slow_p99_ms")
+        row("signed trigger p99 with them vs without", p99, sc.get("base_p99_ms"), ratio(p99, sc.get("base_p99_ms")), "<= 50 ms", p99 is not None and p99 <= 50, unit=" ms")
+        row("signed trigger p50 with them vs without", sc.get("slow_p50_ms"), sc.get("base_p50_ms"), ratio(sc.get("slow_p50_ms"), sc.get("base_p50_ms")), unit=" ms")
+        row("signed trigger max with them vs without", sc.get("slow_max_ms"), sc.get("base_max_ms"), unit=" ms")
+        answered = sc.get("slow_status", {})
+        errors = sum(n for status, n in answered.items() if not status.isdigit() or status.startswith("5"))
+        row("triggers with an error or 5xx while they were open", errors, "-", None, "= 0", errors == 0)
+        row("slow connections still open at the end; refused at connect", sc.get("slow_open_at_end"), sc.get("slow_refused_at_connect"))
+        row("RSS with them open vs before", mib(sc.get("rss_slow_open_kb")), mib(sc.get("rss_before_kb")), ratio(mib(sc.get("rss_slow_open_kb")), mib(sc.get("rss_before_kb"))), unit=" MiB")
+
     rows.append(("BASELINES", "", "", "", "", ""))
     row("spawn loop: /bin/sh -c /bin/true per second", "-", spawn)
     row("floor server idle RSS", "-", mib(get(t_floor, "rss_before_kb")), unit=" MiB")
@@ -985,6 +1108,15 @@ def main():
     s.add_argument("--after", type=float, default=0, help="seconds to wait, then RSS again")
     s.add_argument("--drain", type=float, default=0, help="wait (max) until runs settle")
     s.set_defaults(func=cmd_load)
+
+    s = sub.add_parser("slow-clients")
+    s.add_argument("--url", required=True)
+    s.add_argument("--path", required=True)
+    s.add_argument("--secret", required=True)
+    s.add_argument("--pid", type=int, required=True)
+    s.add_argument("--slow", type=int, default=4000)
+    s.add_argument("--seconds", type=float, default=10)
+    s.set_defaults(func=cmd_slow_clients)
 
     s = sub.add_parser("overhead")
     s.add_argument("--url", required=True)

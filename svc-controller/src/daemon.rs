@@ -203,6 +203,17 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     let signals = StopSignals::install()?;
     let main = config.main.clone();
     crate::metrics::init();
+    let fds = crate::fdlimit::raise();
+    let connections =
+        http::server::connection_limit(fds.soft, main.max_job_running, main.max_connections);
+    if connections.cut {
+        tracing::warn!(
+            configured = main.max_connections,
+            limit = connections.limit,
+            open_files = fds.soft,
+            "max_connections is more than the open-file limit allows; using the limit"
+        );
+    }
     let prepared = {
         let main = main.clone();
         tokio::task::spawn_blocking(move || prepare_state(&main))
@@ -237,7 +248,14 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         "svc: {} listening on http://{address}; UI at http://{address}/svc",
         main.name
     );
-    tracing::info!(%address, jobs = config.jobs.len(), http_jobs = config.http_jobs.len(), "started");
+    tracing::info!(
+        %address,
+        jobs = config.jobs.len(),
+        http_jobs = config.http_jobs.len(),
+        max_connections = connections.limit,
+        open_files = fds.soft,
+        "started"
+    );
     notify::ready(&format!(
         "listening on {address}; {} jobs, {} http jobs",
         config.jobs.len(),
@@ -248,6 +266,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     let server = tokio::spawn(http::server::serve(
         listener,
         app,
+        connections.limit,
         async move {
             let _ = stop_rx.await;
         },

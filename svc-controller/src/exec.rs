@@ -220,7 +220,8 @@ impl RunnerHub {
     }
 
     async fn spawn_runner(&self, token: &str) -> io::Result<Child> {
-        let mut child = Command::new(&self.inner.runner_path)
+        let mut command = Command::new(&self.inner.runner_path);
+        command
             .arg("--socket")
             .arg(&self.inner.socket_path)
             .env_clear()
@@ -228,8 +229,15 @@ impl RunnerHub {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()?;
+            .kill_on_drop(true);
+        if let Some(limit) = crate::fdlimit::original_for_children() {
+            // SAFETY: the closure only calls setrlimit(2), which is async-signal-safe,
+            // on a value copied into it before the fork.
+            unsafe {
+                command.pre_exec(move || crate::fdlimit::restore_in_child(&limit));
+            }
+        }
+        let mut child = command.spawn()?;
         if let Some(mut stdin) = child.stdin.take() {
             // A runner that dies at once makes this fail; the connect wait reports it.
             let _ = stdin.write_all(format!("{token}\n").as_bytes()).await;

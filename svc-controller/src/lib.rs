@@ -8,6 +8,7 @@ pub mod config;
 pub mod daemon;
 pub mod engine;
 pub mod exec;
+pub mod fdlimit;
 pub mod fsutil;
 pub mod html;
 pub mod http;

@@ -78,6 +78,7 @@ struct Metrics {
     webhook_rejections: Family<ReasonLabels, Counter>,
     triggers_dropped: Family<ReasonLabels, Counter>,
     http_requests: Family<HttpLabels, Counter>,
+    connections_shed: Family<ReasonLabels, Counter>,
 }
 
 impl Metrics {
@@ -124,6 +125,13 @@ impl Metrics {
             "Answered HTTP requests by route template (or other) and status code",
             http_requests.clone(),
         );
+        let connections_shed = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "http_connections_shed",
+            "Connections past max_connections: an idle one closed to make room (idle_closed) \
+             or the new one answered 503 (refused)",
+            connections_shed.clone(),
+        );
 
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
@@ -153,6 +161,7 @@ impl Metrics {
             webhook_rejections,
             triggers_dropped,
             http_requests,
+            connections_shed,
         }
     }
 
@@ -262,6 +271,14 @@ pub fn set_queue_length(waiting: usize) {
 /// A webhook was refused; `reason` is a short fixed word such as `signature`.
 pub fn webhook_rejected(reason: &'static str) {
     METRICS.webhook_rejected(reason);
+}
+
+/// A connection past `max_connections` was shed; `reason` is `idle_closed` or `refused`.
+pub fn connection_shed(reason: &'static str) {
+    METRICS
+        .connections_shed
+        .get_or_create(&ReasonLabels { reason })
+        .inc();
 }
 
 /// A queued trigger was dropped without a run; `reason` is a short fixed word such as

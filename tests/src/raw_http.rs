@@ -90,3 +90,30 @@ pub fn parse_response(buf: &[u8], eof: bool, head_request: bool) -> Option<RawRe
         body,
     })
 }
+
+/// Reads one response (or an interim `100 Continue`) off `stream`. `None` when the
+/// server closes the connection without one; panics when `limit` passes first.
+pub async fn read_response(
+    stream: &mut tokio::net::TcpStream,
+    limit: std::time::Duration,
+) -> Option<RawResponse> {
+    use tokio::io::AsyncReadExt as _;
+    let read = async {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            // A reset counts as closed.
+            let n = stream.read(&mut chunk).await.unwrap_or(0);
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(response) = parse_response(&buf, n == 0, false) {
+                return Some(response);
+            }
+            if n == 0 {
+                return None;
+            }
+        }
+    };
+    tokio::time::timeout(limit, read)
+        .await
+        .unwrap_or_else(|_| panic!("no answer and no close within {limit:?}"))
+}

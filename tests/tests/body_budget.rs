@@ -4,28 +4,16 @@
 
 use std::time::Duration;
 
-use svc_tests::raw_http::{RawResponse, parse_response};
+use svc_tests::raw_http::{self, RawResponse};
 use svc_tests::{TestService, WAIT, job_section, wait_until};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::TcpStream;
 
 /// Reads one response (or an interim `100 Continue`) off `stream`, for at most 10 s.
 async fn read_response(stream: &mut TcpStream) -> RawResponse {
-    let read = async {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        loop {
-            let n = stream.read(&mut chunk).await.expect("read");
-            buf.extend_from_slice(&chunk[..n]);
-            if let Some(response) = parse_response(&buf, n == 0, false) {
-                return response;
-            }
-            assert!(n > 0, "closed without an answer: {buf:?}");
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), read)
+    raw_http::read_response(stream, Duration::from_secs(10))
         .await
-        .expect("an answer within 10 s")
+        .expect("an answer before the connection closed")
 }
 
 /// Sends a request head announcing a `length`-byte body, with `Expect: 100-continue`.

@@ -29,6 +29,9 @@ pub const DEFAULT_LOG_MAX_SIZE: u64 = 10 * 1024 * 1024;
 /// Default of `max_body_in_flight`: 64 MiB.
 pub const DEFAULT_MAX_BODY_IN_FLIGHT: u64 = 64 * 1024 * 1024;
 
+/// Default of `http_body_timeout`: a request body must have arrived whole within it.
+pub const DEFAULT_HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
 pub use duration::{format_duration, parse_duration};
 pub use parse::{job_id_from_name, load};
 
@@ -115,6 +118,13 @@ pub struct MainConfig {
     /// `log_max_size`, default [`DEFAULT_LOG_MAX_SIZE`]: bytes of command output one
     /// run's log keeps; the rest is dropped after a line that says so.
     pub log_max_size: u64,
+    /// `http_body_timeout`, default [`DEFAULT_HTTP_BODY_TIMEOUT`]: time from the end of a
+    /// request's head to the end of its body, however steadily the bytes come (read at
+    /// start).
+    pub http_body_timeout: Duration,
+    /// `max_connections`: HTTP connections served at once. `None`: derived from the
+    /// open-file limit (read at start; see `http::server::connection_limit`).
+    pub max_connections: Option<usize>,
 }
 
 /// How a webhook trigger is authenticated.

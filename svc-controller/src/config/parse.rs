@@ -11,10 +11,10 @@ use super::duration::parse_duration;
 use super::syntax::{self, Entry, Section, SectionKind};
 use super::{
     AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
-    DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE,
-    DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY,
-    HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, MainConfig, ResourceLimits, UserConfig,
-    resolve_path,
+    DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS,
+    DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME,
+    DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig,
+    MainConfig, ResourceLimits, UserConfig, resolve_path,
 };
 use crate::schedule::{Schedule, Timer};
 
@@ -51,6 +51,8 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("max_body_in_flight", Scalar),
     ("allowed_hosts", List),
     ("log_max_size", Scalar),
+    ("http_body_timeout", Scalar),
+    ("max_connections", Scalar),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -616,6 +618,8 @@ fn read_main(
         max_body_in_flight: DEFAULT_MAX_BODY_IN_FLIGHT,
         allowed_hosts: Vec::new(),
         log_max_size: DEFAULT_LOG_MAX_SIZE,
+        http_body_timeout: DEFAULT_HTTP_BODY_TIMEOUT,
+        max_connections: None,
     };
     let Some(section) = section else {
         return (config, true);
@@ -694,6 +698,10 @@ fn read_main(
     if let Some(bytes) = r.parsed("log_max_size", parse_bytes) {
         config.log_max_size = bytes;
     }
+    if let Some(timeout) = r.parsed("http_body_timeout", parse_positive_duration) {
+        config.http_body_timeout = timeout;
+    }
+    config.max_connections = r.parsed("max_connections", parse_count);
     if let Some(user) = config.user.as_deref()
         && !config.allow_root_jobs
         && is_root_user(user)

@@ -54,6 +54,25 @@ impl From<EngineError> for ApiError {
     }
 }
 
+impl From<axum::extract::rejection::BytesRejection> for ApiError {
+    /// A body that could not be read: 408 when the client did not send it within the
+    /// body timeouts, else the extractor's own status (413 for a body over the limit,
+    /// 400 otherwise) and text.
+    fn from(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+        while let Some(err) = source {
+            if err.is::<super::BodyReadTimedOut>() {
+                return ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body was not received in time (http_body_timeout)",
+                );
+            }
+            source = err.source();
+        }
+        ApiError::new(rejection.status(), rejection.body_text())
+    }
+}
+
 /// A refusal answered often under load, with its body serialised once.
 struct Common {
     status: StatusCode,

@@ -121,6 +121,7 @@ pub fn router(state: AppState) -> App {
         routes,
         login: state.login,
         hosts: host::AllowedHosts::from_main(state.engine.main()).map(Arc::new),
+        body_timeout: state.engine.main().http_body_timeout,
     }
 }
 
@@ -130,7 +131,7 @@ pub fn router(state: AppState) -> App {
 /// 1. the size of its head: over [`server::MAX_HEADER_BYTES`] it is answered 431;
 /// 2. its `Host`, on a loopback listener or with `allowed_hosts` ([`host`]): 421 when
 ///    it names another site;
-/// 3. its body gets [`BODY_READ_TIMEOUT`] between frames;
+/// 3. its body gets [`BODY_READ_TIMEOUT`] between frames and `http_body_timeout` in all;
 /// 4. the login guard ([`crate::login::guard`]);
 /// 5. routing; then an error answer that is not JSON is put into the wrapper
 ///    (`wrap_plain_errors`);
@@ -148,6 +149,8 @@ pub struct App {
     login: Arc<crate::login::Login>,
     /// The `Host` check; `None` when there is none (see [`host`]).
     hosts: Option<Arc<host::AllowedHosts>>,
+    /// `http_body_timeout`: the whole-body deadline.
+    body_timeout: std::time::Duration,
 }
 
 impl<B> tower::Service<axum::http::Request<B>> for App
@@ -184,8 +187,9 @@ where
             );
             return AppFuture::answered(head, refusal.into_response());
         }
+        let (idle, whole) = (BODY_READ_TIMEOUT.min(self.body_timeout), self.body_timeout);
         let mut request =
-            request.map(|body| axum::body::Body::new(ReadTimeout::new(body, BODY_READ_TIMEOUT)));
+            request.map(|body| axum::body::Body::new(ReadTimeout::new(body, idle, whole)));
         if let Some(refusal) = crate::login::guard(&self.login, &mut request) {
             return AppFuture::answered(head, refusal);
         }
@@ -299,20 +303,24 @@ fn uri_len(uri: &Uri) -> usize {
 
 /// A request body that fails once the client has sent nothing for `timeout` while a
 /// frame is awaited, as tower-http's `TimeoutBody` (the timer restarts with every frame;
-/// size hint and end of stream are left unknown, as there). Its timer is armed only when
-/// the client actually keeps the server waiting: tower-http's creates and registers one
-/// on every poll, although a small body has usually arrived with the head.
+/// size hint and end of stream are left unknown, as there), and in any case at its
+/// `deadline` (`http_body_timeout` after the head), so that a body dripped a byte at a
+/// time cannot hold its connection and its share of memory for ever. Its timer is armed
+/// only when the client actually keeps the server waiting: tower-http's creates and
+/// registers one on every poll, although a small body has usually arrived with the head.
 struct ReadTimeout<B> {
     body: B,
     timeout: std::time::Duration,
+    deadline: tokio::time::Instant,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<B> ReadTimeout<B> {
-    fn new(body: B, timeout: std::time::Duration) -> ReadTimeout<B> {
+    fn new(body: B, timeout: std::time::Duration, whole: std::time::Duration) -> ReadTimeout<B> {
         ReadTimeout {
             body,
             timeout,
+            deadline: tokio::time::Instant::now() + whole,
             timer: None,
         }
     }
@@ -320,7 +328,7 @@ impl<B> ReadTimeout<B> {
 
 /// The error of a body that timed out.
 #[derive(Debug)]
-struct BodyReadTimedOut;
+pub(super) struct BodyReadTimedOut;
 
 impl std::fmt::Display for BodyReadTimedOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -351,11 +359,15 @@ where
         match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Ready(frame) => {
                 this.timer = None;
+                if frame.is_some() && tokio::time::Instant::now() >= this.deadline {
+                    return Poll::Ready(Some(Err(BodyReadTimedOut.into())));
+                }
                 Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
             }
             Poll::Pending => {
                 if this.timer.is_none() {
-                    let mut timer = Box::pin(tokio::time::sleep(this.timeout));
+                    let until = (tokio::time::Instant::now() + this.timeout).min(this.deadline);
+                    let mut timer = Box::pin(tokio::time::sleep_until(until));
                     // Polled once so that it wakes this task when it expires.
                     if timer.as_mut().poll(cx).is_ready() {
                         return Poll::Ready(Some(Err(BodyReadTimedOut.into())));
@@ -509,7 +521,11 @@ mod tests {
     }
 
     async fn read(body: Body, timeout_ms: u64) -> Result<Bytes, axum::Error> {
-        let body = Body::new(ReadTimeout::new(body, Duration::from_millis(timeout_ms)));
+        let body = Body::new(ReadTimeout::new(
+            body,
+            Duration::from_millis(timeout_ms),
+            Duration::from_secs(3600),
+        ));
         axum::body::to_bytes(body, usize::MAX).await
     }
 
@@ -537,8 +553,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_steady_trickle_still_ends_at_the_whole_body_deadline() {
+        // Every frame comes well within the per-frame limit, but they add up to more
+        // than the whole-body deadline.
+        let body = Body::new(ReadTimeout::new(
+            trickle(&[40; 10]),
+            Duration::from_millis(100),
+            Duration::from_millis(200),
+        ));
+        let err = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .expect_err("cut at the deadline");
+        assert!(format!("{err:?}").contains("BodyReadTimedOut"), "{err:?}");
+        // The same trickle within a longer deadline is read whole.
+        let body = Body::new(ReadTimeout::new(
+            trickle(&[40; 10]),
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+        ));
+        assert_eq!(
+            axum::body::to_bytes(body, usize::MAX)
+                .await
+                .expect("whole")
+                .len(),
+            10
+        );
+    }
+
+    #[tokio::test]
     async fn a_body_already_there_arms_no_timer() {
-        let mut body = ReadTimeout::new(Body::from("ready"), Duration::from_millis(50));
+        let mut body = ReadTimeout::new(
+            Body::from("ready"),
+            Duration::from_millis(50),
+            Duration::from_millis(50),
+        );
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         let frame = hyper::body::Body::poll_frame(Pin::new(&mut body), &mut cx);

@@ -2,25 +2,36 @@
 //!
 //! - Header read timeout: a client gets [`HEADER_READ_TIMEOUT`] to send a request head.
 //!   hyper arms it whenever it waits for a head, so it also closes idle keep-alive
-//!   connections. A slow body is bounded by the router's request-body timeout.
+//!   connections. A body has `http_body_timeout` from the end of its head, enforced by
+//!   the front ([`super::App`]), however steadily its bytes come.
 //! - At most [`MAX_BUFFERED_HEAD`] of request head are buffered; past it hyper answers
 //!   431 itself. The router refuses heads over [`MAX_HEADER_BYTES`] earlier, in the JSON
 //!   wrapper, so hyper's bare answer is only a backstop.
-//! - At most [`MAX_CONNECTIONS`] connections at once; further ones wait in the kernel's
-//!   backlog until a slot frees.
+//! - At most a limit of connections at once ([`connection_limit`], derived from the
+//!   open-file limit). The accept loop never stops accepting: a connection past the
+//!   limit makes room by closing the oldest connection that is idle (waiting for a
+//!   request head, as a slow-header client does); when every connection is busy with a
+//!   request, the newcomer gets a 503 with `Retry-After` and is closed. Either way the
+//!   service keeps answering, and an attacker's open connections cost it nothing but
+//!   memory.
 //! - Graceful shutdown: stop accepting, let requests in flight finish (bounded by the
 //!   caller).
 
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::body::Body;
+use http_body_util::BodyExt as _;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tower::ServiceExt as _;
 
 use super::App;
 
@@ -33,14 +44,163 @@ pub const MAX_BUFFERED_HEAD: usize = 256 * 1024;
 /// Header lines hyper parses; far above what the byte limit allows, so that the
 /// router's [`MAX_HEADER_BYTES`] check (which answers in the JSON wrapper) decides.
 pub const MAX_HEADER_LINES: usize = 4096;
-/// Connections served at the same time.
-pub const MAX_CONNECTIONS: usize = 4096;
 
-/// Serves `app` on `listener` until `shutdown` resolves, then waits at most `drain` for
-/// requests in flight.
+/// Open files kept for everything but connections: state and replay files, the runner
+/// socket, the journal, libraries.
+const RESERVED_FDS: u64 = 256;
+/// Open files one run may hold in the controller (runner connection, log file, pipes).
+const FDS_PER_RUN: u64 = 8;
+/// Most connections a derived limit allows, whatever the open-file limit: beyond it the
+/// memory of idle connections, not file descriptors, is what runs out.
+pub const MAX_DERIVED_CONNECTIONS: usize = 16_384;
+/// Fewest connections any limit allows.
+pub const MIN_CONNECTIONS: usize = 16;
+
+/// How long the refusal of a connection past the limit may take to write.
+const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+/// The answer to a connection past the limit when no idle one can make room. Written
+/// without reading the request: the connection is closed right after.
+const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/json\r\n\
+retry-after: 1\r\n\
+connection: close\r\n\
+content-length: 70\r\n\
+\r\n\
+{\"code\":503,\"message\":\"too many connections: retry later\",\"data\":null}";
+
+/// How many connections are served at once, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimit {
+    /// The limit in force.
+    pub limit: usize,
+    /// What the open-file limit allows.
+    pub derived: usize,
+    /// True when `max_connections` asked for more than [`Self::derived`] and was cut.
+    pub cut: bool,
+}
+
+/// The connection limit for an open-file limit of `nofile`, `max_job_running` runs at
+/// once, and the configured `max_connections`, if any: a configured value is kept unless
+/// it exceeds what the file descriptors allow.
+pub fn connection_limit(
+    nofile: u64,
+    max_job_running: usize,
+    configured: Option<usize>,
+) -> ConnectionLimit {
+    let runs = FDS_PER_RUN.saturating_mul(max_job_running as u64);
+    let free = nofile.saturating_sub(RESERVED_FDS).saturating_sub(runs);
+    let derived = usize::try_from(free)
+        .unwrap_or(usize::MAX)
+        .clamp(MIN_CONNECTIONS, MAX_DERIVED_CONNECTIONS);
+    match configured {
+        None => ConnectionLimit {
+            limit: derived,
+            derived,
+            cut: false,
+        },
+        Some(wanted) => {
+            let fits = usize::try_from(free)
+                .unwrap_or(usize::MAX)
+                .max(MIN_CONNECTIONS);
+            ConnectionLimit {
+                limit: wanted.min(fits),
+                derived,
+                cut: wanted > fits,
+            }
+        }
+    }
+}
+
+/// One open connection, as the accept loop sees it.
+#[derive(Debug, Default)]
+struct Slot {
+    /// Requests of this connection in a handler or sending their answer.
+    busy: AtomicUsize,
+    /// Told to close the connection to make room for a new one.
+    evict: Notify,
+}
+
+/// Marks a connection busy while it lives.
+#[derive(Debug)]
+struct BusyGuard(Arc<Slot>);
+
+impl BusyGuard {
+    fn new(slot: &Arc<Slot>) -> BusyGuard {
+        slot.busy.fetch_add(1, Ordering::AcqRel);
+        BusyGuard(slot.clone())
+    }
+}
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The open connections, oldest first.
+#[derive(Debug)]
+struct Connections {
+    limit: usize,
+    open: Mutex<BTreeMap<u64, Arc<Slot>>>,
+}
+
+/// What to do with a newly accepted connection.
+enum Admission {
+    Serve(u64, Arc<Slot>),
+    Refuse,
+}
+
+impl Connections {
+    /// Registers connection `id`, first making room when the limit is reached.
+    fn admit(&self, id: u64) -> Admission {
+        let Ok(mut open) = self.open.lock() else {
+            return Admission::Refuse;
+        };
+        if open.len() >= self.limit {
+            let idle = open
+                .iter()
+                .find(|(_, slot)| slot.busy.load(Ordering::Acquire) == 0)
+                .map(|(&id, _)| id);
+            let Some(idle) = idle else {
+                crate::metrics::connection_shed("refused");
+                return Admission::Refuse;
+            };
+            if let Some(slot) = open.remove(&idle) {
+                // `notify_one` keeps the permit if the task is not waiting yet.
+                slot.evict.notify_one();
+            }
+            crate::metrics::connection_shed("idle_closed");
+        }
+        let slot = Arc::new(Slot::default());
+        open.insert(id, slot.clone());
+        Admission::Serve(id, slot)
+    }
+
+    fn remove(&self, id: u64) {
+        if let Ok(mut open) = self.open.lock() {
+            open.remove(&id);
+        }
+    }
+}
+
+/// Answers a connection past the limit with [`REFUSAL`] and closes it, off the accept
+/// loop and bounded in time.
+fn refuse(mut stream: TcpStream) {
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, async {
+            let _ = stream.write_all(REFUSAL).await;
+            let _ = stream.shutdown().await;
+        })
+        .await;
+    });
+}
+
+/// Serves `app` on `listener`, at most `limit` connections at once, until `shutdown`
+/// resolves, then waits at most `drain` for requests in flight.
 pub async fn serve(
     listener: TcpListener,
     app: App,
+    limit: usize,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
@@ -52,16 +212,13 @@ pub async fn serve(
         .max_headers(MAX_HEADER_LINES)
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let connections = Arc::new(Connections {
+        limit: limit.max(1),
+        open: Mutex::new(BTreeMap::new()),
+    });
+    let mut next_id: u64 = 0;
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -74,19 +231,49 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        next_id += 1;
+        let (id, slot) = match connections.admit(next_id) {
+            Admission::Serve(id, slot) => (id, slot),
+            Admission::Refuse => {
+                tracing::debug!(%peer, "connection refused: every connection is busy");
+                refuse(stream);
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         // Handlers that care (the login throttle) find the client's address here.
-        let service = TowerToHyperService::new(tower::Layer::layer(
+        let app = tower::Layer::layer(
             &axum::Extension(axum::extract::ConnectInfo(peer)),
             app.clone(),
-        ));
+        );
+        let request_slot = slot.clone();
+        let service = hyper::service::service_fn(move |request| {
+            // Busy from the head until the answer's body is sent or dropped.
+            let busy = BusyGuard::new(&request_slot);
+            let answered = app.clone().oneshot(request);
+            async move {
+                let response = answered.await?;
+                Ok::<_, std::convert::Infallible>(response.map(move |body| {
+                    Body::new(body.map_frame(move |frame| {
+                        let _ = &busy;
+                        frame
+                    }))
+                }))
+            }
+        });
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
+        let connections = connections.clone();
         tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(%peer, error = %err, "connection ended with an error");
+            tokio::select! {
+                ended = connection => if let Err(err) = ended {
+                    tracing::debug!(%peer, error = %err, "connection ended with an error");
+                },
+                () = slot.evict.notified() => {
+                    tracing::debug!(%peer, "idle connection closed to make room for a new one");
+                }
             }
-            drop(permit);
+            connections.remove(id);
         });
     }
     drop(listener);
@@ -95,5 +282,96 @@ pub async fn serve(
         .is_err()
     {
         tracing::debug!("connections still open at the end of the drain time");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_follows_the_open_file_limit() {
+        // systemd's default soft limit, one run at a time.
+        let limit = connection_limit(1024, 1, None);
+        assert_eq!(limit.limit, 1024 - 256 - 8);
+        assert_eq!(limit.derived, limit.limit);
+        assert!(!limit.cut);
+        // More runs keep more descriptors aside.
+        assert_eq!(connection_limit(1024, 16, None).limit, 1024 - 256 - 128);
+        // A large hard limit is capped by memory, a tiny one still serves a few.
+        assert_eq!(
+            connection_limit(1 << 20, 1, None).limit,
+            MAX_DERIVED_CONNECTIONS
+        );
+        assert_eq!(connection_limit(64, 1, None).limit, MIN_CONNECTIONS);
+    }
+
+    #[test]
+    fn a_configured_limit_is_kept_unless_descriptors_cannot_carry_it() {
+        let kept = connection_limit(1 << 20, 1, Some(100_000));
+        assert_eq!(kept.limit, 100_000);
+        assert!(!kept.cut);
+        let small = connection_limit(1024, 1, Some(3));
+        assert_eq!(small.limit, 3);
+        let cut = connection_limit(1024, 1, Some(5000));
+        assert_eq!(cut.limit, 1024 - 256 - 8);
+        assert!(cut.cut);
+    }
+
+    #[test]
+    fn past_the_limit_the_oldest_idle_connection_makes_room() {
+        let connections = Connections {
+            limit: 3,
+            open: Mutex::new(BTreeMap::new()),
+        };
+        let mut slots = Vec::new();
+        for id in 1..=3 {
+            let Admission::Serve(_, slot) = connections.admit(id) else {
+                panic!("connection {id} refused below the limit");
+            };
+            slots.push(slot);
+        }
+        // The oldest is busy: the second-oldest, idle, is closed instead.
+        let busy = BusyGuard::new(&slots[0]);
+        assert!(matches!(connections.admit(4), Admission::Serve(4, _)));
+        let open: Vec<u64> = connections
+            .open
+            .lock()
+            .expect("lock")
+            .keys()
+            .copied()
+            .collect();
+        assert_eq!(open, vec![1, 3, 4]);
+        // The evicted one was told (the permit waits for its task).
+        let told = slots[1].evict.notified();
+        tokio_test_now(told);
+        drop(busy);
+    }
+
+    #[test]
+    fn when_every_connection_is_busy_a_new_one_is_refused() {
+        let connections = Connections {
+            limit: 2,
+            open: Mutex::new(BTreeMap::new()),
+        };
+        let mut guards = Vec::new();
+        for id in 1..=2 {
+            let Admission::Serve(_, slot) = connections.admit(id) else {
+                panic!("refused below the limit");
+            };
+            guards.push(BusyGuard::new(&slot));
+        }
+        assert!(matches!(connections.admit(3), Admission::Refuse));
+        // Once one is idle again, it makes room.
+        guards.pop();
+        assert!(matches!(connections.admit(4), Admission::Serve(4, _)));
+    }
+
+    /// Asserts that `notified` completes at once (a stored permit).
+    fn tokio_test_now(notified: tokio::sync::futures::Notified<'_>) {
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut notified = std::pin::pin!(notified);
+        assert!(notified.as_mut().poll(&mut cx).is_ready());
     }
 }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use tokio::sync::Semaphore;
 
 use sha2::{Digest as _, Sha256};
@@ -233,10 +233,7 @@ pub(super) async fn trigger(
             "too many request bodies in flight: retry later",
         ));
     };
-    let body = match Bytes::from_request(request, &state).await {
-        Ok(body) => body,
-        Err(rejection) => return Ok(rejection.into_response()),
-    };
+    let body = Bytes::from_request(request, &state).await?;
 
     let secret = job.secret.as_deref().unwrap_or(&state.secret).as_bytes();
     let verified = match job.auth_kind {
