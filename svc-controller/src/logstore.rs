@@ -173,30 +173,37 @@ impl LogDir {
         self.dir.join(format!("{}.{counter}.creating", self.id))
     }
 
-    /// Full content of the log of run `counter`, with its status; `None` when absent.
-    pub fn read(&self, counter: u64) -> io::Result<Option<(LogStatus, Vec<u8>)>> {
-        for status in [
-            LogStatus::Finished(RunResult::Success),
-            LogStatus::Finished(RunResult::Fail),
-            LogStatus::Started,
-        ] {
-            match fs::read(self.path(counter, status)) {
-                Ok(content) => return Ok(Some((status, content))),
-                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
-                Err(err) => return Err(err),
+    /// The log of run `counter`, open for reading, with its status; `None` when absent.
+    /// A log renamed to its final status while this looks is found on a second pass.
+    pub fn open(&self, counter: u64) -> io::Result<Option<(LogStatus, File)>> {
+        for _ in 0..2 {
+            for status in [
+                LogStatus::Finished(RunResult::Success),
+                LogStatus::Finished(RunResult::Fail),
+                LogStatus::Started,
+            ] {
+                match File::open(self.path(counter, status)) {
+                    Ok(file) => return Ok(Some((status, file))),
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                    Err(err) => return Err(err),
+                }
             }
         }
         Ok(None)
     }
 
-    /// The last `max` bytes of the log of run `counter`.
+    /// The last `max` bytes of the log of run `counter`, whatever its status; `None`
+    /// when absent.
+    pub fn read_end(&self, counter: u64, max: u64) -> io::Result<Option<Vec<u8>>> {
+        match self.open(counter)? {
+            Some((_, mut file)) => tail(&mut file, max).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The last `max` bytes of the log of run `counter` with `status`.
     pub fn read_tail(&self, counter: u64, status: LogStatus, max: u64) -> io::Result<Vec<u8>> {
-        let mut file = File::open(self.path(counter, status))?;
-        let len = file.metadata()?.len();
-        file.seek(SeekFrom::Start(len.saturating_sub(max)))?;
-        let mut tail = Vec::new();
-        file.take(max).read_to_end(&mut tail)?;
-        Ok(tail)
+        tail(&mut File::open(self.path(counter, status))?, max)
     }
 
     /// Deletes the oldest finished logs until at most `keep` remain in `logs`, and makes
@@ -449,9 +456,26 @@ impl RunLog {
     }
 }
 
+/// The last `max` bytes of `file`.
+fn tail(file: &mut File, max: u64) -> io::Result<Vec<u8>> {
+    let len = file.metadata()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(max)))?;
+    let mut tail = Vec::new();
+    file.take(max).read_to_end(&mut tail)?;
+    Ok(tail)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Status and whole content of the log of run `counter`, which must exist.
+    fn read_all(logs: &LogDir, counter: u64) -> (LogStatus, Vec<u8>) {
+        let (status, mut file) = logs.open(counter).expect("open").expect("present");
+        let mut content = Vec::new();
+        file.read_to_end(&mut content).expect("read");
+        (status, content)
+    }
 
     fn lines(bytes: &[u8]) -> Vec<String> {
         String::from_utf8_lossy(bytes)
@@ -565,7 +589,7 @@ mod tests {
         let mut list = logs.scan().expect("scan");
         assert_eq!(logs.recover_interrupted(&mut list).expect("recover"), [3]);
         assert_eq!(list[0].status, LogStatus::Finished(RunResult::Fail));
-        let (status, content) = logs.read(3).expect("read").expect("present");
+        let (status, content) = read_all(&logs, 3);
         assert_eq!(status.as_str(), "fail");
         let lines = lines(&content);
         let last = lines.last().expect("a last line");
@@ -598,7 +622,7 @@ mod tests {
             .expect("write");
         assert_eq!(logs.recover_interrupted(&mut list).expect("recover"), [5]);
         assert!(!logs.creating_path(4).exists());
-        let (_, content) = logs.read(5).expect("read").expect("present");
+        let (_, content) = read_all(&logs, 5);
         let lines = lines(&content);
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert!(lines[0].ends_with("=== run 5 started"), "{lines:?}");
@@ -611,7 +635,7 @@ mod tests {
         drop(log);
         let mut list = logs.scan().expect("scan");
         assert_eq!(logs.recover_interrupted(&mut list).expect("recover"), [6]);
-        let (_, content) = logs.read(6).expect("read").expect("present");
+        let (_, content) = read_all(&logs, 6);
         let last = String::from_utf8_lossy(&content)
             .lines()
             .last()
@@ -633,7 +657,7 @@ mod tests {
             .expect("out");
         log.line("=== run 1 finished: success").expect("line");
         log.finish(RunResult::Success).expect("finish");
-        let (_, content) = logs.read(1).expect("read").expect("present");
+        let (_, content) = read_all(&logs, 1);
         let lines = lines(&content);
         // 100 bytes hold three 31-byte output lines.
         assert_eq!(lines.len(), 1 + 3 + 2, "{lines:?}");
@@ -659,5 +683,11 @@ mod tests {
                 .len(),
             2048
         );
+        // Whatever the status, found by counter.
+        assert_eq!(
+            logs.read_end(1, 100).expect("end").expect("present").len(),
+            100
+        );
+        assert!(logs.read_end(2, 100).expect("end").is_none());
     }
 }

@@ -39,3 +39,42 @@ async fn output_past_log_max_size_is_cut_with_a_marker() {
     assert!(last.starts_with("=== run 1 finished: success"), "{last}");
     svc_tests::check_timestamps(&log.content()).expect("every line has its time");
 }
+
+/// VmHWM (peak resident memory) of `pid` in KiB.
+fn peak_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .expect("VmHWM")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_log_is_streamed_not_loaded() {
+    // A 40 MiB log from before log_max_size (an older version, or taken over from
+    // upstream): read whole, its base64 and the JSON holding it would cost ~150 MiB.
+    let builder = TestService::builder().job_file(
+        "old",
+        job_section("old", &["path = /old", "command = true"]),
+    );
+    let dir = builder.dir_base().join("var/log/svc/job/old");
+    std::fs::create_dir_all(&dir).expect("log dir");
+    let line = "2026-11-01 10:00:00 UTC 0123456789012345678901234567890123456789\n";
+    let lines = 40 * 1024 * 1024 / line.len();
+    let content = line.repeat(lines);
+    std::fs::write(dir.join("old.1.success"), &content).expect("write the log");
+    let svc = builder.start().await;
+    let pid = svc.pid().expect("pid");
+    let before = peak_kib(pid);
+
+    let read = svc.log_content("old", 1).await;
+    assert_eq!(read.len(), content.len());
+    assert!(read == content, "the log read back differs");
+    let after = peak_kib(pid);
+    println!("controller peak RSS {before} KiB before the read, {after} KiB after");
+    assert!(
+        after < before + 16 * 1024,
+        "reading a 40 MiB log raised the controller's peak RSS from {before} to {after} KiB"
+    );
+}

@@ -42,6 +42,16 @@ fn gzip_fast(data: &[u8]) -> Vec<u8> {
     encoder.finish().unwrap_or_default()
 }
 
+/// One log, open for reading (see [`Engine::open_log`]).
+#[derive(Debug)]
+pub struct OpenLog {
+    /// Its file name, `<id>.<counter>.<status>`.
+    pub name: String,
+    pub status: LogStatus,
+    /// Read it to the length it has when the answer starts: a running log grows.
+    pub file: std::fs::File,
+}
+
 /// Which namespace a job lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -770,31 +780,50 @@ impl Engine {
             .map(|entry| view::entry_json(kind, id, entry))
     }
 
-    /// Reads a whole log: `(file name, status, content)`.
-    pub fn read_log(
+    /// Opens one log for reading. Blocking: call it off the async workers.
+    pub fn open_log(
         &self,
         kind: Kind,
         id: &str,
         counter: u64,
-    ) -> Result<Option<(String, LogStatus, Vec<u8>)>, EngineError> {
-        let log_dir = {
-            let mut registry = self.lock();
-            registry
-                .get(kind, id)
-                .ok_or(EngineError::NotFound)?
-                .log_dir
-                .clone()
-        };
-        match log_dir.read(counter) {
-            Ok(Some((status, content))) => {
-                Ok(Some((log_dir.file_name(counter, status), status, content)))
-            }
+    ) -> Result<Option<OpenLog>, EngineError> {
+        let log_dir = self.log_dir(kind, id)?;
+        match log_dir.open(counter) {
+            Ok(Some((status, file))) => Ok(Some(OpenLog {
+                name: log_dir.file_name(counter, status),
+                status,
+                file,
+            })),
             Ok(None) => Ok(None),
             Err(err) => {
-                tracing::error!(job = id, counter, error = %err, "cannot read a log");
+                tracing::error!(job = id, counter, error = %err, "cannot open a log");
                 Ok(None)
             }
         }
+    }
+
+    /// The last `max` bytes of one log. Blocking: call it off the async workers.
+    pub fn read_log_end(
+        &self,
+        kind: Kind,
+        id: &str,
+        counter: u64,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        let log_dir = self.log_dir(kind, id)?;
+        log_dir.read_end(counter, max).or_else(|err| {
+            tracing::error!(job = id, counter, error = %err, "cannot read a log");
+            Ok(None)
+        })
+    }
+
+    fn log_dir(&self, kind: Kind, id: &str) -> Result<LogDir, EngineError> {
+        let mut registry = self.lock();
+        Ok(registry
+            .get(kind, id)
+            .ok_or(EngineError::NotFound)?
+            .log_dir
+            .clone())
     }
 
     /// Counters of a job's logs, oldest first.

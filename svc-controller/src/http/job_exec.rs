@@ -4,7 +4,6 @@ use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde_json::json;
 
 use super::{ApiError, AppState, ok, signed};
 use crate::engine::Kind;
@@ -82,32 +81,7 @@ pub(super) async fn log(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    log_of(&state, Kind::Job, query).await
-}
-
-/// One log of a Job or JobHttp by `id` and `counter`, as a JobLog.
-pub(super) async fn log_of(
-    state: &AppState,
-    kind: Kind,
-    query: Option<String>,
-) -> Result<Response, ApiError> {
-    let pairs = params(query.unwrap_or_default().as_bytes());
-    let id = job_id(param(&pairs, "id"))?;
-    let counter: u64 = param(&pairs, "counter")
-        .ok_or_else(|| ApiError::bad_request("missing log counter"))?
-        .parse()
-        .map_err(|_| ApiError::bad_request("invalid log counter"))?;
-    let (name, status, content) = state
-        .engine
-        .read_log(kind, id, counter)?
-        .ok_or_else(|| ApiError::not_found("log not found"))?;
-    Ok(ok(json!({
-        "job_id": id,
-        "name": name,
-        "status": status.as_str(),
-        "counter": counter,
-        "content": super::job_http::encode_content(&content),
-    })))
+    super::job_log::log_of(&state, Kind::Job, query).await
 }
 
 /// Checks the `X-Svc-Sign` signature of a form body and its `_svc_epoch`, and spends

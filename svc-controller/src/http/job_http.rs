@@ -4,7 +4,6 @@
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use base64::Engine as _;
 use serde_json::json;
 
 use super::job_exec::{job_id, param, params};
@@ -13,6 +12,9 @@ use crate::engine::Kind;
 
 /// Lines endpoint 6 returns at most.
 pub const RECENT_LINES: usize = 100;
+/// Bytes read from the end of each log for endpoint 6: room for [`RECENT_LINES`] long
+/// lines, without reading a long log whole.
+const RECENT_BYTES: u64 = 256 * 1024;
 
 fn query_id(query: &Option<String>) -> Result<String, ApiError> {
     let pairs = params(query.as_deref().unwrap_or_default().as_bytes());
@@ -37,15 +39,33 @@ pub(super) async fn recent_logs(
 ) -> Result<Response, ApiError> {
     let id = query_id(&query)?;
     let counters = state.engine.log_counters(Kind::Http, &id)?;
+    let engine = state.engine.clone();
+    tokio::task::spawn_blocking(move || recent_lines(&engine, &id, &counters))
+        .await
+        .map_err(|err| ApiError::internal("recent logs: reading task failed", err))?
+}
+
+/// The last [`RECENT_LINES`] lines of the newest logs, from the end of each (a log's
+/// last [`RECENT_BYTES`]). Blocking.
+fn recent_lines(
+    engine: &crate::engine::Engine,
+    id: &str,
+    counters: &[u64],
+) -> Result<Response, ApiError> {
     let mut lines: Vec<String> = Vec::new();
     for counter in counters.iter().rev() {
         if lines.len() >= RECENT_LINES {
             break;
         }
-        let Some((_, _, content)) = state.engine.read_log(Kind::Http, &id, *counter)? else {
+        let Some(content) = engine.read_log_end(Kind::Http, id, *counter, RECENT_BYTES)? else {
             continue;
         };
-        let text = String::from_utf8_lossy(&content);
+        // Read from the middle of a long log: its first line is likely cut, leave it.
+        let content = match content.iter().position(|&b| b == b'\n') {
+            Some(newline) if content.len() as u64 >= RECENT_BYTES => &content[newline + 1..],
+            _ => &content[..],
+        };
+        let text = String::from_utf8_lossy(content);
         let mut log_lines: Vec<String> = text.lines().map(str::to_string).collect();
         log_lines.reverse();
         lines.extend(log_lines);
@@ -59,7 +79,7 @@ pub(super) async fn log(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    super::job_exec::log_of(&state, Kind::Http, query).await
+    super::job_log::log_of(&state, Kind::Http, query).await
 }
 
 /// Checks `X-Svc-Sign` over the raw query string with the main secret, and its
@@ -108,9 +128,4 @@ pub(super) async fn resume(
 ) -> Result<Response, ApiError> {
     let id = signed_query(&state, signed::Action::HttpResume, &headers, &query).await?;
     Ok(ok(state.engine.resume(Kind::Http, &id)?))
-}
-
-/// Base64 content of a log, as JobLog carries it.
-pub(super) fn encode_content(content: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(content)
 }

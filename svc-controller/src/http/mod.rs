@@ -6,6 +6,7 @@ mod error;
 mod host;
 mod job_exec;
 mod job_http;
+mod job_log;
 mod log_stream;
 mod public;
 mod response;
