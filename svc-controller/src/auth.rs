@@ -83,6 +83,50 @@ fn check_hex(
     Ok(())
 }
 
+/// Header carrying the `codehost` HMAC-SHA-256 signature.
+pub const CODEHOST_SHA256_HEADER: &str = "x-hub-signature-256";
+/// Header carrying the legacy `codehost` HMAC-SHA-1 signature.
+pub const CODEHOST_SHA1_HEADER: &str = "x-hub-signature";
+
+/// True when a signature header counts as sent: present and not blank. The verify
+/// functions below and [`missing_header`] judge by this one rule.
+fn is_sent(value: Option<&[u8]>) -> bool {
+    value.is_some_and(|v| !v.trim_ascii().is_empty())
+}
+
+/// The scheme of a webhook, as [`missing_header`] needs it.
+#[derive(Debug, Clone, Copy)]
+pub enum Scheme<'a> {
+    /// `hmac-sha256`, signature in this header.
+    HmacSha256(&'a str),
+    Codehost,
+    Patchhost,
+}
+
+/// The header a delivery lacks for `scheme`, if any, with `header` giving a header's
+/// raw value: what the verify function would refuse as missing, known before the body
+/// is read, so that a request refused anyway is refused before its body is received.
+pub fn missing_header<'a, 'v>(
+    scheme: Scheme<'a>,
+    header: impl Fn(&str) -> Option<&'v [u8]>,
+) -> Option<&'a str> {
+    match scheme {
+        Scheme::HmacSha256(name) => (!is_sent(header(name))).then_some(name),
+        Scheme::Codehost => (!is_sent(header(CODEHOST_SHA256_HEADER))
+            && !is_sent(header(CODEHOST_SHA1_HEADER)))
+        .then_some(CODEHOST_SHA256_HEADER),
+        Scheme::Patchhost => {
+            if !is_sent(header(PATCHHOST_SIGNATURE_HEADER)) {
+                Some(PATCHHOST_SIGNATURE_HEADER)
+            } else if header(PATCHHOST_NONCE_HEADER).is_none_or(<[u8]>::is_empty) {
+                Some(PATCHHOST_NONCE_HEADER)
+            } else {
+                None
+            }
+        }
+    }
+}
+
 /// `hmac-sha256`: hex HMAC-SHA-256 of the body, optionally prefixed `sha256=`.
 pub fn verify_hmac_sha256(
     secret: &[u8],
@@ -91,7 +135,7 @@ pub fn verify_hmac_sha256(
     value: Option<&str>,
 ) -> Result<(), AuthError> {
     let value = value
-        .filter(|v| !v.trim().is_empty())
+        .filter(|v| is_sent(Some(v.as_bytes())))
         .ok_or_else(|| AuthError::Missing(header.to_string()))?;
     let expected = hmac_sha256(secret, body);
     check_hex(
@@ -111,13 +155,13 @@ pub fn verify_codehost(
     sha1_value: Option<&str>,
 ) -> Result<(), AuthError> {
     match (
-        sha256_value.filter(|v| !v.trim().is_empty()),
-        sha1_value.filter(|v| !v.trim().is_empty()),
+        sha256_value.filter(|v| is_sent(Some(v.as_bytes()))),
+        sha1_value.filter(|v| is_sent(Some(v.as_bytes()))),
     ) {
         (Some(value), _) => {
             let expected = hmac_sha256(secret, body);
             check_hex(
-                "x-hub-signature-256",
+                CODEHOST_SHA256_HEADER,
                 value,
                 "sha256=",
                 expected.as_ref().map(|mac| &mac[..]),
@@ -126,13 +170,13 @@ pub fn verify_codehost(
         (None, Some(value)) => {
             let expected = hmac_sha1(secret, body);
             check_hex(
-                "x-hub-signature",
+                CODEHOST_SHA1_HEADER,
                 value,
                 "sha1=",
                 expected.as_ref().map(|mac| &mac[..]),
             )
         }
-        (None, None) => Err(AuthError::Missing("x-hub-signature-256".into())),
+        (None, None) => Err(AuthError::Missing(CODEHOST_SHA256_HEADER.into())),
     }
 }
 
@@ -152,8 +196,8 @@ pub fn verify_patchhost(
     nonce: Option<&[u8]>,
 ) -> Result<(), AuthError> {
     let signature = signature
+        .filter(|v| is_sent(Some(v)))
         .map(<[u8]>::trim_ascii)
-        .filter(|v| !v.is_empty())
         .ok_or_else(|| AuthError::Missing(PATCHHOST_SIGNATURE_HEADER.into()))?;
     let nonce = nonce
         .filter(|v| !v.is_empty())
@@ -178,6 +222,48 @@ pub fn verify_patchhost(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The early check and the verify functions agree on what is missing: for every
+    /// mix of absent, empty, blank and given headers, a header the early check lets
+    /// through is never refused as missing by the verify function, and the other way.
+    #[test]
+    fn the_early_check_agrees_with_the_verify_functions() {
+        let values: [Option<&[u8]>; 4] = [None, Some(b""), Some(b"  "), Some(b"c2ln")];
+        for a in values {
+            for b in values {
+                let lookup = |name: &str| match name {
+                    "x-sign" | CODEHOST_SHA256_HEADER | PATCHHOST_SIGNATURE_HEADER => a,
+                    _ => b,
+                };
+                let text = |v: Option<&[u8]>| v.map(|v| String::from_utf8_lossy(v).into_owned());
+                let cases = [
+                    (
+                        missing_header(Scheme::HmacSha256("x-sign"), lookup),
+                        verify_hmac_sha256(b"k", b"{}", "x-sign", text(a).as_deref()),
+                    ),
+                    (
+                        missing_header(Scheme::Codehost, lookup),
+                        verify_codehost(b"k", b"{}", text(a).as_deref(), text(b).as_deref()),
+                    ),
+                    (
+                        missing_header(Scheme::Patchhost, lookup),
+                        verify_patchhost("not a key", b"{}", a, b),
+                    ),
+                ];
+                for (index, (early, verified)) in cases.into_iter().enumerate() {
+                    let refused_as_missing = matches!(&verified, Err(AuthError::Missing(_)));
+                    assert_eq!(
+                        early.is_some(),
+                        refused_as_missing,
+                        "scheme {index}, headers {a:?} {b:?}: early {early:?}, verify {verified:?}"
+                    );
+                    if let (Some(name), Err(AuthError::Missing(missing))) = (early, &verified) {
+                        assert_eq!(name, missing, "scheme {index}");
+                    }
+                }
+            }
+        }
+    }
 
     const GITHUB_SECRET: &[u8] = b"It's a Secret to Everybody";
     const GITHUB_BODY: &[u8] = b"Hello, World!";

@@ -179,21 +179,12 @@ impl BodyBudget {
 
 /// The auth header a delivery for `job` lacks, if any: checked before the body is read.
 fn missing_auth_header(job: &JobConfig, headers: &HeaderMap) -> Option<String> {
-    let present = |name: &str| {
-        header_bytes(headers, name).is_some_and(|value| !value.trim_ascii().is_empty())
+    let scheme = match job.auth_kind {
+        AuthKind::HmacSha256 => auth::Scheme::HmacSha256(&job.header_sign),
+        AuthKind::Codehost => auth::Scheme::Codehost,
+        AuthKind::Patchhost => auth::Scheme::Patchhost,
     };
-    match job.auth_kind {
-        AuthKind::HmacSha256 => (!present(&job.header_sign)).then(|| job.header_sign.clone()),
-        AuthKind::Codehost => (!present("x-hub-signature-256") && !present("x-hub-signature"))
-            .then(|| "x-hub-signature-256".to_string()),
-        AuthKind::Patchhost => [
-            auth::PATCHHOST_SIGNATURE_HEADER,
-            auth::PATCHHOST_NONCE_HEADER,
-        ]
-        .into_iter()
-        .find(|name| !present(name))
-        .map(str::to_string),
-    }
+    auth::missing_header(scheme, |name| header_bytes(headers, name)).map(str::to_string)
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {
@@ -246,8 +237,8 @@ pub(super) async fn trigger(
         AuthKind::Codehost => auth::verify_codehost(
             secret,
             &body,
-            header_text(&headers, "x-hub-signature-256").as_deref(),
-            header_text(&headers, "x-hub-signature").as_deref(),
+            header_text(&headers, auth::CODEHOST_SHA256_HEADER).as_deref(),
+            header_text(&headers, auth::CODEHOST_SHA1_HEADER).as_deref(),
         ),
         AuthKind::Patchhost => auth::verify_patchhost(
             &job.public_key,
