@@ -240,22 +240,31 @@ fn read_job(
         );
     }
     if let (Some(state), Some(newest)) = (&files.state, files.logs.keys().next_back())
-        && state.counter < *newest
+        && state.counter.max(state.counter_reserved) < *newest
     {
         problems.push(format!(
-            "{when}: state file of {id} has counter {} but a log of run {newest} exists \
-             (the counter must be saved before the log is created)",
-            state.counter
+            "{when}: state file of {id} has counter {} (reserved up to {}) but a log of run \
+             {newest} exists (the counter must be reserved before the log is created)",
+            state.counter, state.counter_reserved
         ));
     }
     files
 }
 
-/// The state file format of docs/formats.md, exactly: four `key = value` lines, then
-/// for a queued trigger `queued`, optionally followed by `queued_event` and
-/// `queued_body` (base64).
+/// The state file format of docs/formats.md, exactly: four `key = value` lines (a
+/// `counter_reserved` line may follow `counter`), then for a queued trigger `queued`,
+/// optionally followed by `queued_event` and `queued_body` (base64).
 fn strict_state(text: &str) -> Result<(), String> {
-    let lines: Vec<&str> = text.lines().collect();
+    let mut lines: Vec<&str> = text.lines().collect();
+    if let Some(reserved) = lines
+        .get(3)
+        .and_then(|l| l.strip_prefix("counter_reserved = "))
+    {
+        if reserved.parse::<u64>().is_err() {
+            return Err(format!("has counter_reserved {reserved:?}"));
+        }
+        lines.remove(3);
+    }
     let keys: Vec<&str> = lines
         .iter()
         .map(|line| line.split(" = ").next().unwrap_or_default())
@@ -801,6 +810,12 @@ fn the_state_file_checker_refuses_torn_files() {
         strict_state("last_run = \nstatus = \ncounter = 0\npaused = true\n"),
         Ok(())
     );
+    assert_eq!(
+        strict_state(
+            "last_run = \nstatus = \ncounter = 3\ncounter_reserved = 102\npaused = true\n"
+        ),
+        Ok(())
+    );
     for cut in 0..whole.len() - 1 {
         assert!(
             strict_state(&whole[..cut]).is_err(),
@@ -814,6 +829,8 @@ fn the_state_file_checker_refuses_torn_files() {
         "last_run = \nstatus = \ncounter = -1\npaused = false\n",
         "last_run = \nstatus = \ncounter = 1\npaused = maybe\n",
         "status = \nlast_run = \ncounter = 1\npaused = false\n",
+        "last_run = \nstatus = \ncounter = 1\ncounter_reserved = many\npaused = false\n",
+        "last_run = \nstatus = \ncounter = 1\npaused = false\ncounter_reserved = 9\n",
     ] {
         assert!(strict_state(bad).is_err(), "{bad:?} is refused");
     }

@@ -86,17 +86,18 @@ async fn a_queued_trigger_survives_a_crash_and_runs_exactly_once() {
     svc.kill9().await;
     std::fs::write(&go, b"").expect("let later runs go");
     svc.start().await;
-    let log = svc.wait_run_finished("hold", 2, WAIT).await;
+    // Counters 2 to 100 were reserved before the kill: the queued trigger runs as 101.
+    let log = svc.wait_run_finished("hold", 101, WAIT).await;
     log.assert_status("success");
     assert!(
-        log.texts().iter().any(|t| t == "run 2 body second"),
+        log.texts().iter().any(|t| t == "run 101 body second"),
         "{}",
         log.content()
     );
     svc.job_log("hold", 1).expect("log 1").assert_status("fail");
-    // Taken off the queue in the same write that reserved its counter: another start
+    // Taken off the queue in the same write that saved its counter: another start
     // finds nothing queued, and nothing runs again.
-    wait_until(WAIT, "run 2's end is saved", async || {
+    wait_until(WAIT, "run 101's end is saved", async || {
         svc.state_file("hold")
             .is_some_and(|state| state.get("status").map(String::as_str) == Some("success"))
     })
@@ -107,10 +108,11 @@ async fn a_queued_trigger_survives_a_crash_and_runs_exactly_once() {
     let state = svc.state_file("hold").expect("state file");
     assert_eq!(
         state.get("counter").map(String::as_str),
-        Some("2"),
+        Some("101"),
         "{state:?}"
     );
-    assert!(svc.job_log("hold", 3).is_none(), "the trigger ran once");
+    let counters: Vec<u64> = svc.job_logs("hold").iter().map(|log| log.counter).collect();
+    assert_eq!(counters, vec![1, 101], "the trigger ran once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

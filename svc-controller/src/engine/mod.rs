@@ -12,7 +12,7 @@ mod timer;
 pub mod view;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -208,6 +208,10 @@ struct Entry {
     state_path: PathBuf,
     /// Serialises state file writes so the newest snapshot is always written last.
     save_lock: Arc<Mutex<()>>,
+    /// Whether the state file, as last written, holds a queued trigger: the run that
+    /// takes it must write the file before it starts (exactly once). Read and written
+    /// under `save_lock`.
+    queue_on_disk: bool,
 }
 
 #[derive(Debug, Default)]
@@ -398,12 +402,20 @@ impl Engine {
         if let Some(log) = &newest
             && log.counter > state.counter
         {
-            // The state file is older than the newest log: never reuse a counter.
+            // The state file is older than the newest log (runs within a counter
+            // reservation do not write it when they start): never reuse a counter.
             state.counter = log.counter;
             if let LogStatus::Finished(result) = log.status {
                 state.last_result = Some(result);
             }
+            if let Some(time) = log_dir.first_line_time(log.counter, log.status) {
+                state.last_run = Some(time);
+            }
         }
+        // Counters reserved before a crash and never used are skipped, not reused; a
+        // clean stop has given them back already.
+        state.counter = state.counter.max(state.counter_reserved);
+        state.counter_reserved = state.counter;
         if let Err(err) = log_dir.enforce_retention(&mut logs, def.log_retention()) {
             tracing::error!(job = id, error = %err, "cannot delete old logs");
         }
@@ -431,7 +443,8 @@ impl Engine {
             }
             trigger
         });
-        if queued.is_some() {
+        let queue_on_disk = queued.is_some();
+        if queue_on_disk {
             tracing::info!(job = id, "a trigger queued before the restart waits to run");
         }
         Entry {
@@ -444,6 +457,7 @@ impl Engine {
             timer: None,
             resumed: false,
             retired: false,
+            queue_on_disk,
             log_dir,
             state_path,
             save_lock: Arc::new(Mutex::new(())),
@@ -728,7 +742,19 @@ impl Engine {
         let _ordered = save_lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Snapshot after taking the save lock, so the last writer writes the newest state.
+        self.write_state(kind, id, &path, durability)
+    }
+
+    /// Writes a snapshot of a job's state, taken now, to `path`. The caller holds the
+    /// entry's save lock: the snapshot is taken after it, so the last writer writes the
+    /// newest state, and `queue_on_disk` follows what was written. Blocking.
+    fn write_state(
+        &self,
+        kind: Kind,
+        id: &str,
+        path: &Path,
+        durability: Durability,
+    ) -> Result<(), crate::state::StateError> {
         let snapshot = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
@@ -741,7 +767,11 @@ impl Engine {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        snapshot.save(&path, durability)
+        snapshot.save(path, durability)?;
+        if let Some(entry) = self.lock().map(kind).get_mut(id) {
+            entry.queue_on_disk = snapshot.queued.is_some();
+        }
+        Ok(())
     }
 
     /// The Environment answer (wrapper included) as plain and gzip bytes. It is built once
@@ -947,12 +977,42 @@ impl Engine {
         loop {
             let ended = self.inner.run_task_ended.notified();
             if self.lock().run_tasks == 0 {
-                return;
+                break;
             }
             if tokio::time::timeout_at(deadline, ended).await.is_err() {
                 tracing::warn!("runs still going on at the end of the shutdown limit");
-                return;
+                break;
             }
+        }
+        let engine = self.clone();
+        let released = tokio::task::spawn_blocking(move || engine.release_reservations());
+        if tokio::time::timeout_at(deadline + Duration::from_secs(1), released)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "counter reservations not given back in time: the next start skips them"
+            );
+        }
+    }
+
+    /// Gives back the counters reserved and not used, so that a clean stop leaves no gap
+    /// in the run numbers. Blocking.
+    fn release_reservations(&self) {
+        let mut reserved = Vec::new();
+        {
+            let mut registry = self.lock();
+            for kind in [Kind::Job, Kind::Http] {
+                for (id, entry) in registry.map(kind).iter_mut() {
+                    if entry.state.counter_reserved > entry.state.counter {
+                        entry.state.counter_reserved = entry.state.counter;
+                        reserved.push((kind, id.clone()));
+                    }
+                }
+            }
+        }
+        for (kind, id) in reserved {
+            self.persist(kind, &id, Durability::Durable);
         }
     }
 }

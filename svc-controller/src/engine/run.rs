@@ -119,6 +119,9 @@ enum Requeued {
     RunNow,
 }
 
+/// Counters reserved by one write of the state file (see [`Engine::begin_run`]).
+pub(super) const COUNTER_BLOCK: u64 = 100;
+
 /// Reason written into the log of a run whose task ended abnormally.
 const ABANDONED: &str = "internal error: the run's task ended abnormally (see the service log)";
 
@@ -396,11 +399,28 @@ fn write_body_file(
 impl Engine {
     /// Gives the run its counter and marks the job started; `None` when the run must not
     /// happen (job paused or gone, or the service is stopping).
+    ///
+    /// The state file is written (durably) before the run starts only when it must be:
+    /// when the counter leaves the reservation ([`COUNTER_BLOCK`] counters are reserved at
+    /// a time, so a counter is never used twice, even after a power failure), or when the
+    /// file holds the queued trigger this run takes (taking it and starting its run are
+    /// then one write, so it runs exactly once). Otherwise the started mark lives in
+    /// memory and in the run's log, from which a start after a crash repairs the state.
     fn begin_run(&self, kind: Kind, id: &str) -> Option<RunContext> {
         if self.is_shutting_down() {
             return None;
         }
-        let context = {
+        let (save_lock, state_path) = {
+            let mut registry = self.lock();
+            let entry = registry.map(kind).get(id)?;
+            (entry.save_lock.clone(), entry.state_path.clone())
+        };
+        // Held to the end of the write, if any: no other write is in flight meanwhile,
+        // so `queue_on_disk` tells what the file holds.
+        let _ordered = save_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (context, must_write) = {
             let mut registry = self.lock();
             let entry = registry.map(kind).get_mut(id)?;
             if entry.state.paused {
@@ -410,6 +430,11 @@ impl Engine {
             entry.state.started = true;
             entry.state.last_run = Some(Utc::now());
             entry.resumed = false;
+            let mut must_write = entry.queue_on_disk;
+            if entry.state.counter > entry.state.counter_reserved {
+                entry.state.counter_reserved = entry.state.counter + COUNTER_BLOCK - 1;
+                must_write = true;
+            }
             if let Some(run) = entry.run.as_mut() {
                 run.counter = Some(entry.state.counter);
             }
@@ -419,11 +444,12 @@ impl Engine {
                 log_dir: entry.log_dir.clone(),
             };
             registry.publish_queue_length();
-            context
+            (context, must_write)
         };
-        // Durable before the log exists and the command starts: a run's counter is never
-        // used twice, even after a power failure.
-        self.persist(kind, id, Durability::Durable);
+        if must_write && let Err(err) = self.write_state(kind, id, &state_path, Durability::Durable)
+        {
+            tracing::error!(job = id, error = %err, "cannot write the state file");
+        }
         self.changed();
         Some(context)
     }
