@@ -100,7 +100,24 @@ struct HubInner {
 #[derive(Clone)]
 pub struct RunnerHub {
     inner: Arc<HubInner>,
+    spare: Arc<Spare>,
 }
+
+/// The runner started for the next run while runs come in a burst ([`RunnerHub::take`]).
+/// Kept apart from [`HubInner`], which a launched runner refers to.
+#[derive(Default)]
+struct Spare {
+    runner: Mutex<Option<LaunchedRunner>>,
+    /// A spare is being launched.
+    refilling: std::sync::atomic::AtomicBool,
+    /// When a runner was last taken for work.
+    last_take: Mutex<Option<std::time::Instant>>,
+}
+
+/// Runs closer together than this are a burst: each takes a spare and starts the next.
+const BURST_GAP: Duration = Duration::from_secs(1);
+/// A spare not taken within this time is ended, so an idle service keeps no runner.
+const SPARE_KEPT_FOR: Duration = Duration::from_secs(2);
 
 impl std::fmt::Debug for RunnerHub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -143,6 +160,13 @@ impl std::fmt::Debug for LaunchedRunner {
             .field("launched_at", &self.launched_at)
             .finish()
     }
+}
+
+/// Locks `mutex`, also when poisoned: what it guards is a plain value.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl LaunchedRunner {
@@ -191,7 +215,53 @@ impl RunnerHub {
             pending: Mutex::new(HashMap::new()),
         });
         tokio::spawn(accept_loop(listener, Arc::downgrade(&inner)));
-        Ok(RunnerHub { inner })
+        Ok(RunnerHub {
+            inner,
+            spare: Arc::default(),
+        })
+    }
+
+    /// A runner for a run that begins now. While runs come in a burst (the previous one
+    /// began less than [`BURST_GAP`] ago), the runner started for it meanwhile is handed
+    /// out, and another is started for the run after: its start-up (exec, runtime,
+    /// connection, handshake) then overlaps the run before instead of delaying its own.
+    /// Each runner still does one execution; a spare not taken within
+    /// [`SPARE_KEPT_FOR`] is ended. Call it from a runtime worker thread (see
+    /// [`RunnerHub::launch`]).
+    pub async fn take(&self) -> LaunchedRunner {
+        let now = std::time::Instant::now();
+        let previous = lock(&self.spare.last_take).replace(now);
+        let ready = lock(&self.spare.runner)
+            .take()
+            .filter(LaunchedRunner::is_fresh);
+        if previous.is_some_and(|then| now.duration_since(then) < BURST_GAP) {
+            self.refill();
+        }
+        match ready {
+            Some(runner) => runner,
+            None => self.launch().await,
+        }
+    }
+
+    /// Starts a spare runner in the background, unless one is being started.
+    fn refill(&self) {
+        use std::sync::atomic::Ordering;
+        if self.spare.refilling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let runner = hub.launch().await;
+            let launched_at = runner.launched_at;
+            // A spare left over from before is replaced (and so ended).
+            *lock(&hub.spare.runner) = Some(runner);
+            hub.spare.refilling.store(false, Ordering::Release);
+            sleep(SPARE_KEPT_FOR).await;
+            let mut spare = lock(&hub.spare.runner);
+            if spare.as_ref().is_some_and(|r| r.launched_at == launched_at) {
+                *spare = None;
+            }
+        });
     }
 
     /// Spawns a runner for work that [`LaunchedRunner::execute`] hands it later. Call

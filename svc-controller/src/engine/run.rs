@@ -183,7 +183,7 @@ async fn begin(
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
-        _ => engine.inner.hub.launch().await,
+        _ => engine.inner.hub.take().await,
     };
     let (context, log) = join_blocking(disk).await?;
     Some((context, log, runner))
