@@ -463,7 +463,22 @@ async fn reload(engine: &Engine, login: &crate::login::Login, config_path: &Path
     let loaded = tokio::task::spawn_blocking(move || config::load(&path)).await;
     match loaded {
         Ok(Ok(config)) => {
-            engine.reload(&config);
+            // New jobs' logs are listed and their state read or written: blocking work.
+            let config = {
+                let engine = engine.clone();
+                let reloaded = tokio::task::spawn_blocking(move || {
+                    engine.reload(&config);
+                    config
+                })
+                .await;
+                match reloaded {
+                    Ok(config) => config,
+                    Err(err) => {
+                        tracing::error!(error = %err, "reload failed");
+                        return false;
+                    }
+                }
+            };
             login.set_users(&config.users);
             tracing::info!(
                 jobs = config.jobs.len(),

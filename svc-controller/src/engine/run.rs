@@ -14,6 +14,7 @@ use crate::logstore::{LogDir, RunLog};
 use crate::state::RunResult;
 
 /// What a run needs, copied out of the registry when it begins.
+#[derive(Clone)]
 struct RunContext {
     def: Def,
     counter: u64,
@@ -290,8 +291,14 @@ async fn perform(
             summary: error,
         }
     } else {
-        match prepare(engine, context, trigger, &mut body_file) {
-            Ok(exec_request) => {
+        // The user database, the working directory and the body file: blocking work.
+        let prepared = {
+            let (engine, context, trigger) = (engine.clone(), context.clone(), trigger.clone());
+            on_disk(move || prepare(&engine, &context, &trigger)).await
+        };
+        match prepared {
+            Ok((exec_request, body)) => {
+                body_file = body;
                 let mut sink = |event: RunEvent<'_>| writer.event(event);
                 runner.execute(exec_request, cancel, &mut sink).await
             }
@@ -301,10 +308,13 @@ async fn perform(
             },
         }
     };
-    if let Some(path) = body_file
-        && let Err(err) = std::fs::remove_file(&path)
-    {
-        tracing::warn!(path = %path.display(), error = %err, "cannot remove a request body file");
+    if let Some(path) = body_file {
+        on_disk(move || {
+            if let Err(err) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %err, "cannot remove a request body file");
+            }
+        })
+        .await;
     }
 
     let mut outcome = outcome;
@@ -324,13 +334,13 @@ async fn perform(
 }
 
 /// Resolves credentials, prepares the working directory and the request body file, and
-/// builds the runner request.
+/// builds the runner request; returns it with the body file to remove after the run.
+/// Blocking (user database, `chown`, file writes).
 fn prepare(
     engine: &Engine,
     context: &RunContext,
     trigger: &Trigger,
-    body_file: &mut Option<PathBuf>,
-) -> Result<proto::ExecRequest, String> {
+) -> Result<(proto::ExecRequest, Option<PathBuf>), String> {
     let main = &engine.inner.main;
     match &context.def {
         Def::Job(job) => {
@@ -345,22 +355,16 @@ fn prepare(
             };
             if let Some(body) = &trigger.body {
                 let path = write_body_file(main, &job.id, context.counter, body, &run_as)?;
-                data.body_path = Some(path.clone());
-                *body_file = Some(path);
+                data.body_path = Some(path);
             }
-            Ok(request::job_request(
-                job,
-                context.counter,
-                &dir_work,
-                &run_as,
-                &data,
-            ))
+            let request = request::job_request(job, context.counter, &dir_work, &run_as, &data);
+            Ok((request, data.body_path))
         }
         Def::Http(job) => {
             let (user, group) =
                 request::user_and_group(job.user.as_deref(), job.group.as_deref(), main);
             let run_as = request::resolve_run_as(user, group)?;
-            Ok(request::http_request(job, context.counter, &run_as))
+            Ok((request::http_request(job, context.counter, &run_as), None))
         }
     }
 }

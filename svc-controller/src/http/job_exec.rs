@@ -110,11 +110,15 @@ async fn signed_job_action(
     action: impl FnOnce(
         &crate::engine::Engine,
         &str,
-    ) -> Result<serde_json::Value, crate::engine::EngineError>,
+    ) -> Result<serde_json::Value, crate::engine::EngineError>
+    + Send
+    + 'static,
 ) -> Result<Response, ApiError> {
     let pairs = signed_form(state, signed_action, headers, body).await?;
-    let id = job_id(param(&pairs, "id"))?;
-    Ok(ok(action(&state.engine, id)?))
+    let id = job_id(param(&pairs, "id"))?.to_owned();
+    let engine = state.engine.clone();
+    // The state file is saved durably: blocking work.
+    Ok(ok(super::blocking(move || action(&engine, &id)).await??))
 }
 
 pub(super) async fn pause(

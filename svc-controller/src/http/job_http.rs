@@ -40,9 +40,7 @@ pub(super) async fn recent_logs(
     let id = query_id(&query)?;
     let counters = state.engine.log_counters(Kind::Http, &id)?;
     let engine = state.engine.clone();
-    tokio::task::spawn_blocking(move || recent_lines(&engine, &id, &counters))
-        .await
-        .map_err(|err| ApiError::internal("recent logs: reading task failed", err))?
+    super::blocking(move || recent_lines(&engine, &id, &counters)).await?
 }
 
 /// The last [`RECENT_LINES`] lines of the newest logs, from the end of each (a log's
@@ -118,7 +116,10 @@ pub(super) async fn pause(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let id = signed_query(&state, signed::Action::HttpPause, &headers, &query).await?;
-    Ok(ok(state.engine.pause(Kind::Http, &id)?))
+    let engine = state.engine.clone();
+    Ok(ok(
+        super::blocking(move || engine.pause(Kind::Http, &id)).await??
+    ))
 }
 
 pub(super) async fn resume(
@@ -127,5 +128,8 @@ pub(super) async fn resume(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let id = signed_query(&state, signed::Action::HttpResume, &headers, &query).await?;
-    Ok(ok(state.engine.resume(Kind::Http, &id)?))
+    let engine = state.engine.clone();
+    Ok(ok(
+        super::blocking(move || engine.resume(Kind::Http, &id)).await??
+    ))
 }

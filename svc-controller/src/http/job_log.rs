@@ -39,7 +39,7 @@ pub(super) async fn log_of(
     let engine = state.engine.clone();
     let opened = {
         let id = id.clone();
-        tokio::task::spawn_blocking(move || {
+        super::blocking(move || {
             let opened = engine.open_log(kind, &id, counter)?;
             // The length now: what the answer carries.
             Ok::<_, crate::engine::EngineError>(opened.map(|log| {
@@ -47,8 +47,7 @@ pub(super) async fn log_of(
                 (log, len)
             }))
         })
-        .await
-        .map_err(|err| ApiError::internal("log: reading task failed", err))??
+        .await??
     };
     let (log, len) = opened.ok_or_else(|| ApiError::not_found("log not found"))?;
     Ok(streamed(&id, counter, log, len))

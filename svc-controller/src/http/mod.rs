@@ -44,6 +44,16 @@ pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// Largest request body elsewhere.
 pub const API_BODY_LIMIT: usize = 1024 * 1024;
 
+/// Runs blocking work (file writes that sync, the user database) on the blocking pool,
+/// not on the async workers that answer every other request.
+pub(super) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| ApiError::internal("blocking task failed", err))
+}
+
 /// What handlers share.
 #[derive(Debug, Clone)]
 pub struct AppState {
