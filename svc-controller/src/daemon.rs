@@ -243,6 +243,7 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         replay,
         login: login.clone(),
         body_budget: http::BodyBudget::new(main.max_body_in_flight),
+        environment: Arc::default(),
     });
     println!(
         "svc: {} listening on http://{address}; UI at http://{address}/svc",

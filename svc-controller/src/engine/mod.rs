@@ -6,10 +6,10 @@
 //! the job is busy takes the one queue slot, a further one is refused. Job runs (not
 //! JobHttp calls) share `max_job_running` permits, handed out in arrival order.
 
+pub mod read;
 pub mod request;
 mod run;
 mod timer;
-pub mod view;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -28,19 +28,6 @@ use crate::fsutil::Durability;
 use crate::logstore::{LogDir, LogMeta, LogStatus};
 use crate::schedule::Timer;
 use crate::state::{JobState, QueuedTrigger, RunResult};
-
-/// gzip at the fastest level: the answer is rebuilt at every change, so speed beats the
-/// last few percent of size.
-fn gzip_fast(data: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
-    let mut encoder = flate2::write::GzEncoder::new(
-        Vec::with_capacity(data.len() / 8),
-        flate2::Compression::fast(),
-    );
-    // Writing to a Vec cannot fail.
-    let _ = encoder.write_all(data);
-    encoder.finish().unwrap_or_default()
-}
 
 /// One log, open for reading (see [`Engine::open_log`]).
 #[derive(Debug)]
@@ -154,7 +141,7 @@ pub enum EngineError {
 
 /// The definition of an entry.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Def {
+pub enum Def {
     Job(Arc<JobConfig>),
     Http(Arc<HttpJobConfig>),
 }
@@ -166,7 +153,7 @@ impl Def {
             Def::Http(job) => Some(&job.timer),
         }
     }
-    fn name(&self) -> &str {
+    pub fn name(&self) -> &str {
         match self {
             Def::Job(job) => &job.name,
             Def::Http(job) => &job.name,
@@ -270,15 +257,6 @@ struct Inner {
     run_task_ended: Notify,
     /// Bumped on every change visible in the Environment.
     generation: watch::Sender<u64>,
-    /// The Environment answer of a generation, built once and served until it changes.
-    environment_cache: Mutex<Option<(u64, Arc<EnvironmentAnswer>)>>,
-}
-
-/// The Environment answer, ready to send: plain JSON and its gzip.
-#[derive(Debug)]
-pub struct EnvironmentAnswer {
-    pub json: Bytes,
-    pub gzip: Bytes,
 }
 
 /// Handle on the job engine.
@@ -306,7 +284,6 @@ impl Engine {
             shutting_down: AtomicBool::new(false),
             run_task_ended: Notify::new(),
             generation: watch::Sender::new(0),
-            environment_cache: Mutex::new(None),
         });
         let engine = Engine { inner };
         {
@@ -513,13 +490,8 @@ impl Engine {
     /// Starts a run of a job now, or queues it when the job is busy. A queued trigger
     /// is saved durably (in the job's state file) before this returns, so an accepted
     /// trigger survives a pause, a reload and a restart.
-    pub async fn trigger(
-        &self,
-        kind: Kind,
-        id: &str,
-        trigger: Trigger,
-    ) -> Result<serde_json::Value, EngineError> {
-        let (view, queued) = self.accept_trigger(kind, id, trigger)?;
+    pub async fn trigger(&self, kind: Kind, id: &str, trigger: Trigger) -> Result<(), EngineError> {
+        let queued = self.accept_trigger(kind, id, trigger)?;
         if queued {
             let saved = {
                 let (engine, id) = (self.clone(), id.to_string());
@@ -539,17 +511,12 @@ impl Engine {
                 return Err(EngineError::NotSaved);
             }
         }
-        Ok(view)
+        Ok(())
     }
 
-    /// The in-memory part of [`Engine::trigger`]; true in the second member when the
-    /// trigger was queued (and must be saved).
-    fn accept_trigger(
-        &self,
-        kind: Kind,
-        id: &str,
-        trigger: Trigger,
-    ) -> Result<(serde_json::Value, bool), EngineError> {
+    /// The in-memory part of [`Engine::trigger`]; true when the trigger was queued (and
+    /// must be saved).
+    fn accept_trigger(&self, kind: Kind, id: &str, trigger: Trigger) -> Result<bool, EngineError> {
         if self.inner.shutting_down.load(Ordering::SeqCst) {
             return Err(EngineError::ShuttingDown);
         }
@@ -569,13 +536,9 @@ impl Engine {
             registry.run_tasks += 1;
         }
         registry.publish_queue_length();
-        let view = match registry.get(kind, id) {
-            Some(entry) => view::entry_json(kind, id, entry),
-            None => return Err(EngineError::NotFound),
-        };
         drop(registry);
         self.changed();
-        Ok((view, queued))
+        Ok(queued)
     }
 
     /// Starts a run for the queued trigger of an idle, unpaused job; true when it did
@@ -661,22 +624,17 @@ impl Engine {
     }
 
     /// Pauses a job: its timer ticks are skipped and triggers get 412.
-    pub fn pause(&self, kind: Kind, id: &str) -> Result<serde_json::Value, EngineError> {
+    pub fn pause(&self, kind: Kind, id: &str) -> Result<(), EngineError> {
         self.set_paused(kind, id, true)
     }
 
     /// Resumes a paused job.
-    pub fn resume(&self, kind: Kind, id: &str) -> Result<serde_json::Value, EngineError> {
+    pub fn resume(&self, kind: Kind, id: &str) -> Result<(), EngineError> {
         self.set_paused(kind, id, false)
     }
 
-    fn set_paused(
-        &self,
-        kind: Kind,
-        id: &str,
-        paused: bool,
-    ) -> Result<serde_json::Value, EngineError> {
-        let view = {
+    fn set_paused(&self, kind: Kind, id: &str, paused: bool) -> Result<(), EngineError> {
+        {
             let mut registry = self.lock();
             let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
             let was_paused = entry.state.paused;
@@ -686,25 +644,18 @@ impl Engine {
             }
             // A trigger accepted before the pause runs now.
             let started = !paused && self.start_queued(kind, id, entry);
-            let view = view::entry_json(kind, id, entry);
             if started {
                 registry.run_tasks += 1;
                 registry.publish_queue_length();
             }
-            view
-        };
+        }
         self.persist(kind, id, Durability::Durable);
         self.changed();
-        Ok(view)
+        Ok(())
     }
 
     /// Ends the running execution of a job; it is recorded as failed.
-    pub fn cancel(
-        &self,
-        kind: Kind,
-        id: &str,
-        reason: &str,
-    ) -> Result<serde_json::Value, EngineError> {
+    pub fn cancel(&self, kind: Kind, id: &str, reason: &str) -> Result<(), EngineError> {
         let mut registry = self.lock();
         let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
         // A run whose end is already recorded shows its result; cancelling it now would
@@ -714,7 +665,7 @@ impl Engine {
         };
         run.cancel.send_replace(Some(reason.to_string()));
         entry.queued = None;
-        Ok(view::entry_json(kind, id, entry))
+        Ok(())
     }
 
     /// Writes the current state of a job to its state file; a failure is logged.
@@ -774,40 +725,32 @@ impl Engine {
         Ok(())
     }
 
-    /// The Environment answer (wrapper included) as plain and gzip bytes. It is built once
-    /// per change (generation) and shared by every request until the next change, so
-    /// polling dashboards cost one copy of the bytes each.
-    pub fn environment_answer(&self) -> Arc<EnvironmentAnswer> {
-        // Read before building: a change made meanwhile bumps the generation after it,
-        // so the next request rebuilds; a stale answer is never kept past a change.
-        let generation = *self.inner.generation.borrow();
-        if let Ok(cache) = self.inner.environment_cache.lock()
-            && let Some((cached, answer)) = cache.as_ref()
-            && *cached == generation
-        {
-            return answer.clone();
-        }
-        let json = {
-            let registry = self.lock();
-            view::environment_answer(&self.inner.main, &registry)
-        };
-        let gzip = gzip_fast(&json);
-        let answer = Arc::new(EnvironmentAnswer {
-            json: Bytes::from(json),
-            gzip: Bytes::from(gzip),
-        });
-        if let Ok(mut cache) = self.inner.environment_cache.lock() {
-            *cache = Some((generation, answer.clone()));
-        }
-        answer
+    /// Looks at one job while the registry is locked; `None` when there is no such job.
+    /// `look` must be quick: every other request waits for the lock meanwhile.
+    pub fn with_job<T>(
+        &self,
+        kind: Kind,
+        id: &str,
+        look: impl FnOnce(read::JobRef<'_>) -> T,
+    ) -> Option<T> {
+        let mut registry = self.lock();
+        let (id, entry) = registry
+            .map(kind)
+            .get_key_value(id)
+            .filter(|(_, entry)| !entry.retired)?;
+        Some(look(read::JobRef::new(kind, id, entry)))
     }
 
-    /// One job's view.
-    pub fn job_json(&self, kind: Kind, id: &str) -> Option<serde_json::Value> {
-        let mut registry = self.lock();
-        registry
-            .get(kind, id)
-            .map(|entry| view::entry_json(kind, id, entry))
+    /// Looks at every job while the registry is locked (see [`Engine::with_job`]).
+    pub fn with_all<T>(&self, look: impl FnOnce(read::RegistryRef<'_>) -> T) -> T {
+        let registry = self.lock();
+        look(read::RegistryRef::new(&self.inner.main, &registry))
+    }
+
+    /// A number that changes whenever something the Environment shows changes: views
+    /// built for one generation can be served until it changes.
+    pub fn generation(&self) -> u64 {
+        *self.inner.generation.borrow()
     }
 
     /// Opens one log for reading. Blocking: call it off the async workers.

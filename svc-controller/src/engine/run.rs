@@ -646,6 +646,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::engine::read::JobStatus;
     use crate::exec::RunnerHub;
 
     /// Jobs whose ID starts with this panic right after their run began (test builds
@@ -742,8 +743,10 @@ mod tests {
             last.ends_with(&format!("=== run 1 finished: fail: {ABANDONED}")),
             "{content}"
         );
-        let job = engine.job_json(Kind::Job, PANIC_PREFIX).expect("job view");
-        assert_eq!(job["status"], "failed", "{job}");
+        let status = engine
+            .with_job(Kind::Job, PANIC_PREFIX, |job| job.status())
+            .expect("the job");
+        assert_eq!(status, JobStatus::Finished(RunResult::Fail));
         assert_eq!(
             engine.inner.job_slots.available_permits(),
             1,
@@ -792,9 +795,13 @@ mod tests {
         })
         .await;
         assert!(PAUSE_RACE_PAUSED.load(std::sync::atomic::Ordering::SeqCst));
-        let job = engine
-            .job_json(Kind::Job, PAUSE_RACE_PREFIX)
-            .expect("job view");
-        assert_eq!(job["status"], "failed", "ran, and is not paused: {job}");
+        let status = engine
+            .with_job(Kind::Job, PAUSE_RACE_PREFIX, |job| job.status())
+            .expect("the job");
+        assert_eq!(
+            status,
+            JobStatus::Finished(RunResult::Fail),
+            "ran, and is not paused"
+        );
     }
 }

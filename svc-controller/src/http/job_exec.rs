@@ -5,7 +5,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::{ApiError, AppState, ok, signed};
+use super::{ApiError, AppState, signed};
 use crate::engine::Kind;
 
 /// Pairs of a query string or form body. Bad percent-encoding decodes lossily.
@@ -37,7 +37,7 @@ pub(super) fn job_id(value: Option<&str>) -> Result<&str, ApiError> {
 
 pub(super) async fn environment(State(state): State<AppState>, headers: HeaderMap) -> Response {
     use axum::http::{HeaderValue, header};
-    let answer = state.engine.environment_answer();
+    let answer = state.environment.answer(&state.engine);
     let gzip = accepts_gzip(&headers);
     let body = if gzip {
         answer.gzip.clone()
@@ -107,10 +107,7 @@ async fn signed_job_action(
     signed_action: signed::Action,
     headers: &HeaderMap,
     body: &[u8],
-    action: impl FnOnce(
-        &crate::engine::Engine,
-        &str,
-    ) -> Result<serde_json::Value, crate::engine::EngineError>
+    action: impl FnOnce(&crate::engine::Engine, &str) -> Result<(), crate::engine::EngineError>
     + Send
     + 'static,
 ) -> Result<Response, ApiError> {
@@ -118,7 +115,11 @@ async fn signed_job_action(
     let id = job_id(param(&pairs, "id"))?.to_owned();
     let engine = state.engine.clone();
     // The state file is saved durably: blocking work.
-    Ok(ok(super::blocking(move || action(&engine, &id)).await??))
+    super::blocking(move || {
+        action(&engine, &id).map(|()| super::job_answer(&engine, Kind::Job, &id))
+    })
+    .await?
+    .map_err(ApiError::from)
 }
 
 pub(super) async fn pause(

@@ -26,9 +26,7 @@ pub(super) async fn view(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let id = query_id(&query)?;
-    let view = state
-        .engine
-        .job_json(Kind::Http, &id)
+    let view = super::view::job_json(&state.engine, Kind::Http, &id)
         .ok_or_else(|| ApiError::not_found("job not found"))?;
     Ok(ok(view))
 }
@@ -117,9 +115,13 @@ pub(super) async fn pause(
 ) -> Result<Response, ApiError> {
     let id = signed_query(&state, signed::Action::HttpPause, &headers, &query).await?;
     let engine = state.engine.clone();
-    Ok(ok(
-        super::blocking(move || engine.pause(Kind::Http, &id)).await??
-    ))
+    super::blocking(move || {
+        engine
+            .pause(Kind::Http, &id)
+            .map(|()| super::job_answer(&engine, Kind::Http, &id))
+    })
+    .await?
+    .map_err(ApiError::from)
 }
 
 pub(super) async fn resume(
@@ -129,7 +131,11 @@ pub(super) async fn resume(
 ) -> Result<Response, ApiError> {
     let id = signed_query(&state, signed::Action::HttpResume, &headers, &query).await?;
     let engine = state.engine.clone();
-    Ok(ok(
-        super::blocking(move || engine.resume(Kind::Http, &id)).await??
-    ))
+    super::blocking(move || {
+        engine
+            .resume(Kind::Http, &id)
+            .map(|()| super::job_answer(&engine, Kind::Http, &id))
+    })
+    .await?
+    .map_err(ApiError::from)
 }

@@ -13,6 +13,7 @@ mod response;
 pub mod server;
 mod signed;
 mod ui;
+pub mod view;
 mod webhook;
 
 use std::convert::Infallible;
@@ -66,6 +67,14 @@ pub struct AppState {
     pub login: Arc<crate::login::Login>,
     /// Room for webhook bodies in flight (`max_body_in_flight`).
     pub body_budget: BodyBudget,
+    /// The Environment answer, built once per change of the engine.
+    pub environment: Arc<view::EnvironmentCache>,
+}
+
+/// The 200 answer carrying a job's view, after an action on it succeeded (`null` when
+/// a reload removed the job meanwhile).
+pub(super) fn job_answer(engine: &Engine, kind: crate::engine::Kind, id: &str) -> Response {
+    ok(view::job_json(engine, kind, id).unwrap_or(serde_json::Value::Null))
 }
 
 /// The whole application: the routes behind the front checks of [`App`].

@@ -31,7 +31,7 @@ use tokio::sync::Semaphore;
 
 use sha2::{Digest as _, Sha256};
 
-use super::{ApiError, AppState, ok, signed, wrapper};
+use super::{ApiError, AppState, signed, wrapper};
 use crate::auth::{self, AuthError};
 use crate::config::{AuthKind, JobConfig};
 use crate::engine::{EngineError, Kind, Trigger, TriggerSource};
@@ -315,9 +315,7 @@ pub(super) async fn trigger(
                 (Seen::Replay, ReplayKind::Delivery) => {
                     crate::metrics::webhook_rejected("replay");
                     tracing::info!(job = %id, "duplicate webhook delivery: not run again");
-                    let job = state
-                        .engine
-                        .job_json(Kind::Job, id)
+                    let job = super::view::job_json(&state.engine, Kind::Job, id)
                         .unwrap_or(serde_json::Value::Null);
                     return Ok(wrapper(StatusCode::OK, DUPLICATE_DELIVERY, job));
                 }
@@ -339,7 +337,7 @@ pub(super) async fn trigger(
         event,
     };
     match state.engine.trigger(Kind::Job, id, trigger).await {
-        Ok(accepted) => Ok(ok(accepted)),
+        Ok(()) => Ok(super::job_answer(&state.engine, Kind::Job, id)),
         Err(err) => {
             crate::metrics::webhook_rejected(match err {
                 EngineError::Paused => "paused",

@@ -1,17 +1,20 @@
-//! JSON views of jobs and the Environment, as the API serves them.
+//! JSON views of jobs and the Environment, as the API serves them, built from the
+//! engine's read-only looks ([`crate::engine::read`]).
 //!
-//! These are wire types, built from the registry. They never carry a secret, a password
-//! or the value of a sensitive header: see [`proto::redact`].
+//! These are wire types. They never carry a secret, a password or the value of a
+//! sensitive header: see [`proto::redact`]. The Environment answer is built once per
+//! change of the engine ([`EnvironmentCache`]).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
-use super::{Def, Entry, Kind, Registry};
-use crate::config::MainConfig;
-use crate::logstore::{LogMeta, LogStatus};
+use crate::engine::read::{JobRef, JobStatus, RegistryRef};
+use crate::engine::{Def, Engine, Kind};
 use crate::schedule::Timer;
 
 /// What a time that never happened looks like (Go's zero time, as upstream sends it).
@@ -84,14 +87,13 @@ struct HttpJobView<'a> {
     http_insecure: bool,
 }
 
-fn status(kind: Kind, entry: &Entry) -> &'static str {
-    let running = entry.run.as_ref().is_some_and(|run| run.counter.is_some());
-    if entry.state.paused {
-        "paused"
-    } else if running || (kind == Kind::Http && entry.resumed) {
-        "started"
-    } else {
-        entry.state.last_result.map_or("", |r| r.job_status())
+/// The `status` member of a job's view.
+fn status(status: JobStatus) -> &'static str {
+    match status {
+        JobStatus::Paused => "paused",
+        JobStatus::Started => "started",
+        JobStatus::Finished(result) => result.job_status(),
+        JobStatus::Never => "",
     }
 }
 
@@ -104,22 +106,11 @@ fn timer_fields(timer: Option<&Timer>) -> (u64, Option<String>) {
 }
 
 /// The job's logs, oldest first; a run going on is listed last with status `started`.
-fn logs<'a>(id: &'a str, entry: &'a Entry) -> Vec<LogView<'a>> {
-    let running = entry
-        .run
-        .as_ref()
-        .and_then(|run| run.counter)
-        .map(|counter| LogMeta {
-            counter,
-            status: LogStatus::Started,
-        });
-    entry
-        .logs
-        .iter()
-        .chain(running.as_ref())
-        .map(|log: &LogMeta| LogView {
-            job_id: id,
-            name: entry.log_dir.file_name(log.counter, log.status),
+fn logs<'a>(job: JobRef<'a>) -> Vec<LogView<'a>> {
+    job.logs()
+        .map(|log| LogView {
+            job_id: job.id(),
+            name: log.name,
             status: log.status.as_str(),
             counter: log.counter,
         })
@@ -134,18 +125,18 @@ struct Shared<'a> {
     log_retention: usize,
 }
 
-fn common<'a>(kind: Kind, id: &'a str, entry: &'a Entry, shared: Shared<'a>) -> CommonView<'a> {
+fn common<'a>(job: JobRef<'a>, shared: Shared<'a>) -> CommonView<'a> {
     let (interval, schedule) = timer_fields(shared.timer);
     CommonView {
-        last_run: time(entry.state.last_run),
-        next_run: time(entry.next_run),
-        id,
+        last_run: time(job.last_run()),
+        next_run: time(job.next_run()),
+        id: job.id(),
         name: shared.name,
         description: shared.description,
-        status: status(kind, entry),
+        status: status(job.status()),
         interval,
         schedule,
-        logs: logs(id, entry),
+        logs: logs(job),
         log_retention: shared.log_retention,
     }
 }
@@ -158,13 +149,11 @@ enum EntryView<'a> {
     Http(HttpJobView<'a>),
 }
 
-fn entry_view<'a>(kind: Kind, id: &'a str, entry: &'a Entry) -> EntryView<'a> {
-    match &entry.def {
+fn entry_view(look: JobRef<'_>) -> EntryView<'_> {
+    match look.def() {
         Def::Job(job) => EntryView::Job(JobView {
             common: common(
-                kind,
-                id,
-                entry,
+                look,
                 Shared {
                     name: &job.name,
                     description: &job.description,
@@ -183,9 +172,7 @@ fn entry_view<'a>(kind: Kind, id: &'a str, entry: &'a Entry) -> EntryView<'a> {
         }),
         Def::Http(job) => EntryView::Http(HttpJobView {
             common: common(
-                kind,
-                id,
-                entry,
+                look,
                 Shared {
                     name: &job.name,
                     description: &job.description,
@@ -207,11 +194,13 @@ fn entry_view<'a>(kind: Kind, id: &'a str, entry: &'a Entry) -> EntryView<'a> {
     }
 }
 
-/// The view of one job.
-pub(super) fn entry_json(kind: Kind, id: &str, entry: &Entry) -> serde_json::Value {
-    serde_json::to_value(entry_view(kind, id, entry)).unwrap_or_else(|err| {
-        tracing::error!(job = id, error = %err, "cannot serialise a job");
-        serde_json::Value::Null
+/// The view of one job as JSON; `None` when there is no such job.
+pub fn job_json(engine: &Engine, kind: Kind, id: &str) -> Option<serde_json::Value> {
+    engine.with_job(kind, id, |job| {
+        serde_json::to_value(entry_view(job)).unwrap_or_else(|err| {
+            tracing::error!(job = id, error = %err, "cannot serialise a job");
+            serde_json::Value::Null
+        })
     })
 }
 
@@ -229,17 +218,17 @@ struct EnvironmentView<'a> {
     is_development: bool,
 }
 
-fn collect(kind: Kind, map: &BTreeMap<String, Entry>) -> BTreeMap<&str, EntryView<'_>> {
-    map.iter()
-        .filter(|(_, e)| !e.retired)
-        .map(|(id, e)| (e.def.name(), entry_view(kind, id, e)))
+fn collect(jobs: RegistryRef<'_>, kind: Kind) -> BTreeMap<&str, EntryView<'_>> {
+    jobs.jobs(kind)
+        .map(|job| (job.def().name(), entry_view(job)))
         .collect()
 }
 
-fn environment_view<'a>(main: &'a MainConfig, registry: &'a Registry) -> EnvironmentView<'a> {
+fn environment_view(jobs: RegistryRef<'_>) -> EnvironmentView<'_> {
+    let main = jobs.main();
     EnvironmentView {
-        jobs: collect(Kind::Job, &registry.jobs),
-        http_jobs: collect(Kind::Http, &registry.http),
+        jobs: collect(jobs, Kind::Job),
+        http_jobs: collect(jobs, Kind::Http),
         name: &main.name,
         version: env!("CARGO_PKG_VERSION"),
         listen_address: &main.listen_address,
@@ -257,7 +246,7 @@ fn environment_view<'a>(main: &'a MainConfig, registry: &'a Registry) -> Environ
 
 /// The whole 200 answer of the Environment endpoint, wrapper included, as JSON bytes,
 /// serialised straight from the views.
-pub(super) fn environment_answer(main: &MainConfig, registry: &Registry) -> Vec<u8> {
+fn environment_json(jobs: RegistryRef<'_>) -> Vec<u8> {
     #[derive(Serialize)]
     struct Answer<'a> {
         code: u16,
@@ -267,12 +256,65 @@ pub(super) fn environment_answer(main: &MainConfig, registry: &Registry) -> Vec<
     serde_json::to_vec(&Answer {
         code: 200,
         message: "",
-        data: environment_view(main, registry),
+        data: environment_view(jobs),
     })
     .unwrap_or_else(|err| {
         tracing::error!(error = %err, "cannot serialise the environment");
         br#"{"code":500,"message":"internal error","data":null}"#.to_vec()
     })
+}
+
+/// gzip at the fastest level: the answer is rebuilt at every change, so speed beats the
+/// last few percent of size.
+fn gzip_fast(data: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(
+        Vec::with_capacity(data.len() / 8),
+        flate2::Compression::fast(),
+    );
+    // Writing to a Vec cannot fail.
+    let _ = encoder.write_all(data);
+    encoder.finish().unwrap_or_default()
+}
+
+/// The Environment answer, ready to send: plain JSON and its gzip.
+#[derive(Debug)]
+pub struct EnvironmentAnswer {
+    pub json: Bytes,
+    pub gzip: Bytes,
+}
+
+/// The Environment answer of the engine's current generation, built once per change
+/// and shared by every request until the next, so polling dashboards cost one copy of
+/// the bytes each.
+#[derive(Debug, Default)]
+pub struct EnvironmentCache {
+    built: Mutex<Option<(u64, Arc<EnvironmentAnswer>)>>,
+}
+
+impl EnvironmentCache {
+    /// The answer for `engine` as it is now.
+    pub fn answer(&self, engine: &Engine) -> Arc<EnvironmentAnswer> {
+        // Read before building: a change made meanwhile bumps the generation after it,
+        // so the next request rebuilds; a stale answer is never kept past a change.
+        let generation = engine.generation();
+        if let Ok(built) = self.built.lock()
+            && let Some((cached, answer)) = built.as_ref()
+            && *cached == generation
+        {
+            return answer.clone();
+        }
+        let json = engine.with_all(environment_json);
+        let gzip = gzip_fast(&json);
+        let answer = Arc::new(EnvironmentAnswer {
+            json: Bytes::from(json),
+            gzip: Bytes::from(gzip),
+        });
+        if let Ok(mut built) = self.built.lock() {
+            *built = Some((generation, answer.clone()));
+        }
+        answer
+    }
 }
 
 #[cfg(test)]
