@@ -144,6 +144,17 @@ fn apply_limits(limits: &proto::ResourceLimits) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Sets `no_new_privs` in the current (child) process: from here on, no exec grants
+/// privileges (setuid and setgid bits, file capabilities are ignored), whoever the command
+/// runs as. Async-signal-safe.
+fn set_no_new_privs() -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 async fn run_one(
     work: &mut Work<'_>,
     index: usize,
@@ -164,19 +175,17 @@ async fn run_one(
         .kill_on_drop(false);
     let limits = work.limits;
     let keep_capabilities = work.keep_capabilities;
-    if limits != proto::ResourceLimits::default() || keep_capabilities.is_some() {
-        // SAFETY: the closure runs in the child between fork and exec. It only calls
-        // setrlimit(2), capget(2), capset(2) and prctl(2), which are async-signal-safe,
-        // and allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                apply_limits(&limits)?;
-                if let Some(keep) = keep_capabilities {
-                    crate::capabilities::keep_only(keep)?;
-                }
-                Ok(())
-            });
-        }
+    // SAFETY: the closure runs in the child between fork and exec. It only calls
+    // getrlimit(2), setrlimit(2), capget(2), capset(2) and prctl(2), which are
+    // async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            apply_limits(&limits)?;
+            if let Some(keep) = keep_capabilities {
+                crate::capabilities::keep_only(keep)?;
+            }
+            set_no_new_privs()
+        });
     }
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|err| err.to_string())?;
