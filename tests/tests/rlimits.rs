@@ -155,21 +155,33 @@ async fn limit_as_stops_a_command_that_allocates_too_much() {
                 &[
                     "path = /memory",
                     "limit_as = 64M",
-                    // awk builds a 200 MB string; it cannot under a 64 MiB address space.
-                    "command = awk 'BEGIN { s = sprintf(\"%200000000s\", \"\"); print \
-                     \"allocated\", length(s) }'",
+                    // dd allocates its 200 MiB block at once; it cannot within a 64 MiB
+                    // address space.
+                    &format!("command = {DD_200M}"),
                 ],
             ),
+        )
+        .job_file(
+            "free",
+            job_section("free", &["path = /free", &format!("command = {DD_200M}")]),
         )
         .start()
         .await;
     let (status, texts) = output_of_run(&svc, "/memory", "memory").await;
     assert_eq!(status, "fail", "{texts:?}");
     assert!(
-        !texts.iter().any(|t| t.starts_with("allocated")),
+        texts.iter().any(|t| t.contains("memory exhausted")),
         "{texts:?}"
     );
+    assert!(!texts.iter().any(|t| t == "allocated"), "{texts:?}");
+    // The same command succeeds without the limit.
+    let (status, texts) = output_of_run(&svc, "/free", "free").await;
+    assert_eq!(status, "success", "{texts:?}");
+    assert!(texts.iter().any(|t| t == "allocated"), "{texts:?}");
 }
+
+/// Allocates a 200 MiB buffer in one piece (dd's block), then says `allocated`.
+const DD_200M: &str = "dd if=/dev/zero of=/dev/null bs=200M count=1 && echo allocated";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_reports_bad_limit_values_with_file_section_key_and_value() {
