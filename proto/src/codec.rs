@@ -148,6 +148,7 @@ mod tests {
                 nproc: Some(64),
                 nofile: Some(256),
                 address_space: None,
+                data: Some(512 << 20),
             },
             keep_capabilities: Some(1 << 10),
             action: Action::Commands {

@@ -117,6 +117,10 @@ pub struct ResourceLimits {
     pub nofile: Option<u64>,
     /// `RLIMIT_AS`: bytes of address space per process.
     pub address_space: Option<u64>,
+    /// `RLIMIT_DATA`: bytes of writable private memory per process (heap and anonymous
+    /// mappings).
+    #[serde(default)]
+    pub data: Option<u64>,
 }
 
 /// User and groups to switch to before doing the work (only possible when root).

@@ -134,6 +134,7 @@ fn apply_limits(limits: &proto::ResourceLimits) -> std::io::Result<()> {
         (Resource::RLIMIT_NPROC, limits.nproc),
         (Resource::RLIMIT_NOFILE, limits.nofile),
         (Resource::RLIMIT_AS, limits.address_space),
+        (Resource::RLIMIT_DATA, limits.data),
     ] {
         if let Some(value) = value {
             let (_, hard) = getrlimit(resource).map_err(std::io::Error::from)?;

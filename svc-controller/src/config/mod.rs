@@ -189,7 +189,8 @@ pub struct JobConfig {
     /// `capabilities`: the capabilities a job that runs as root keeps, as a bit mask
     /// (bit N = capability number N); every other one is dropped. 0 by default.
     pub capabilities: u64,
-    /// `limit_nproc`, `limit_nofile`, `limit_as`: resource limits of each command.
+    /// `limit_nproc`, `limit_nofile`, `limit_as`, `limit_memory`: resource limits of
+    /// each command.
     pub limits: ResourceLimits,
 }
 
@@ -204,6 +205,9 @@ pub struct ResourceLimits {
     pub nofile: Option<u64>,
     /// `limit_as`: address space per process in bytes (`RLIMIT_AS`).
     pub address_space: Option<u64>,
+    /// `limit_memory`: writable private memory per process in bytes (`RLIMIT_DATA`: heap
+    /// and anonymous mappings, not reserved address space nor mapped files).
+    pub data: Option<u64>,
 }
 
 /// HTTP method of a JobHttp.

@@ -73,6 +73,7 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("limit_nproc", Scalar),
     ("limit_nofile", Scalar),
     ("limit_as", Scalar),
+    ("limit_memory", Scalar),
 ];
 
 const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -891,7 +892,17 @@ impl<'m> Loader<'m> {
             nproc: r.parsed("limit_nproc", parse_limit),
             nofile: r.parsed("limit_nofile", parse_limit),
             address_space: r.parsed("limit_as", parse_bytes),
+            data: r.parsed("limit_memory", parse_bytes),
         };
+        if r.has("limit_as")
+            && let Some(entry) = r.first("limit_memory")
+        {
+            r.fail(
+                entry,
+                "limit_memory and limit_as both cap a command's memory (limit_memory its \
+                 heap and anonymous mappings, limit_as its whole address space): set only one",
+            );
+        }
 
         if !r.has("command") {
             r.fail_key("command", "a job needs at least one command");

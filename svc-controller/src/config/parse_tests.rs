@@ -508,6 +508,8 @@ fn job_invalid_values() {
         ("limit_as", "100K", "at least 1M"),
         ("limit_as", "99999999999T", "too large"),
         ("limit_as", "big", "not a size"),
+        ("limit_memory", "100K", "at least 1M"),
+        ("limit_memory", "lots", "not a size"),
     ] {
         let tree = Tree::new("");
         let line = if key == "command" {
@@ -545,10 +547,33 @@ fn job_resource_limits() {
             nproc: Some(50),
             nofile: Some(128),
             address_space: Some(512 << 20),
+            data: None,
         }
     );
     assert_eq!(limits[1].address_space, Some(2 << 30));
     assert_eq!(limits[2], ResourceLimits::default());
+}
+
+#[test]
+fn limit_memory_is_rlimit_data_and_excludes_limit_as() {
+    let tree = Tree::new("");
+    tree.job(
+        "x.conf",
+        "[job \"x\"]\npath = /p\ncommand = true\nlimit_memory = 256M\n",
+    );
+    let jobs = tree.load().jobs;
+    assert_eq!(jobs[0].limits.data, Some(256 << 20));
+    assert_eq!(jobs[0].limits.address_space, None);
+
+    let tree = Tree::new("");
+    tree.job(
+        "x.conf",
+        "[job \"x\"]\npath = /p\ncommand = true\nlimit_as = 1G\nlimit_memory = 256M\n",
+    );
+    let file = tree.path("etc/svc/job.d/x.conf");
+    let issues = tree.issues();
+    let issue = only_issue(&issues, &file, "job \"x\"", "limit_memory", Some("256M"));
+    assert!(issue.message.contains("set only one"), "{issue}");
 }
 
 #[test]

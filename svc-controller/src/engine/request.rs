@@ -256,6 +256,7 @@ pub fn job_request(
             nproc: job.limits.nproc,
             nofile: job.limits.nofile,
             address_space: job.limits.address_space,
+            data: job.limits.data,
         },
         keep_capabilities: run_as.is_root().then_some(job.capabilities),
         action: Action::Commands {

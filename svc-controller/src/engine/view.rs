@@ -70,6 +70,8 @@ struct JobView<'a> {
     limit_nofile: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limit_as: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit_memory: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -180,6 +182,7 @@ fn entry_view<'a>(kind: Kind, id: &'a str, entry: &'a Entry) -> EntryView<'a> {
             limit_nproc: job.limits.nproc,
             limit_nofile: job.limits.nofile,
             limit_as: job.limits.address_space,
+            limit_memory: job.limits.data,
         }),
         Def::Http(job) => EntryView::Http(HttpJobView {
             common: common(
