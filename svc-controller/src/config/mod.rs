@@ -426,10 +426,18 @@ impl MainConfig {
     pub fn dir_runtime(&self) -> PathBuf {
         self.dir_base.join("var/run/svc/controller")
     }
-    /// `$dir_base/var/lib/svc`: working directories and webhook bodies (and, before
-    /// `dir_state`, the replay stores).
+    /// `$dir_base/var/lib/svc`: working directories, webhook bodies and the runs'
+    /// temporary directories (and, before `dir_state`, the replay stores).
     pub fn dir_lib(&self) -> PathBuf {
         self.dir_base.join("var/lib/svc")
+    }
+    /// `$dir_base/var/lib/svc/run`: webhook request bodies, one file per run.
+    pub fn dir_bodies(&self) -> PathBuf {
+        self.dir_base.join("var/lib/svc/run")
+    }
+    /// `$dir_base/var/lib/svc/tmp`: the temporary directory (`TMPDIR`) of each run.
+    pub fn dir_run_tmp(&self) -> PathBuf {
+        self.dir_base.join("var/lib/svc/tmp")
     }
     /// Default working directory of a job.
     pub fn default_dir_work(&self, job_id: &str) -> PathBuf {

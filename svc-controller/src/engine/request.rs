@@ -210,6 +210,8 @@ fn create_dir_work(dir: &Path) -> Result<(), String> {
 pub struct RequestData {
     /// File holding the raw request body.
     pub body_path: Option<PathBuf>,
+    /// The run's own temporary directory, given as `TMPDIR`.
+    pub tmp_dir: Option<PathBuf>,
     /// Event name from `X-GitHub-Event` or `X-Webhook-Event`.
     pub event: Option<String>,
 }
@@ -232,6 +234,9 @@ pub fn job_request(
         ("SVC_JOB_ID".to_string(), job.id.clone()),
         ("SVC_JOB_COUNTER".to_string(), counter.to_string()),
     ];
+    if let Some(dir) = &data.tmp_dir {
+        env.push(("TMPDIR".to_string(), dir.display().to_string()));
+    }
     if let Some(creds) = &run_as.credentials {
         env.push(("USER".to_string(), creds.user_name.clone()));
         env.push(("LOGNAME".to_string(), creds.user_name.clone()));
@@ -343,6 +348,7 @@ mod tests {
         };
         let data = RequestData {
             body_path: Some("/run/body".into()),
+            tmp_dir: Some("/t/deploy.9".into()),
             event: Some("push".into()),
         };
         let request = job_request(&job(), 9, Path::new("/w"), &run_as, &data);
@@ -360,6 +366,7 @@ mod tests {
         assert_eq!(get("SVC_JOB_COUNTER"), Some("9"));
         assert_eq!(get("SVC_REQUEST_BODY"), Some("/run/body"));
         assert_eq!(get("SVC_EVENT"), Some("push"));
+        assert_eq!(get("TMPDIR"), Some("/t/deploy.9"));
         assert_eq!(get("A"), Some("1"));
         assert_eq!(env.iter().filter(|(k, _)| k == "PATH").count(), 1);
         assert_eq!(dir_work, "/w");

@@ -281,13 +281,14 @@ async fn perform(
     };
 
     let mut body_file: Option<PathBuf> = None;
+    let mut tmp_dir: Option<PathBuf> = None;
     let outcome = if let Some(error) = writer.error.clone() {
         Outcome {
             success: false,
             summary: error,
         }
     } else {
-        match prepare(engine, context, trigger, &mut body_file) {
+        match prepare(engine, context, trigger, &mut body_file, &mut tmp_dir) {
             Ok(exec_request) => {
                 let mut sink = |event: RunEvent<'_>| writer.event(event);
                 runner.execute(exec_request, cancel, &mut sink).await
@@ -302,6 +303,21 @@ async fn perform(
         && let Err(err) = std::fs::remove_file(&path)
     {
         tracing::warn!(path = %path.display(), error = %err, "cannot remove a request body file");
+    }
+    if let Some(path) = tmp_dir {
+        let removed = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || crate::runtmp::remove(&path)).await
+        };
+        match removed {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                tracing::warn!(path = %path.display(), error = %err, "cannot remove a run's temporary directory");
+            }
+            Err(err) => {
+                tracing::warn!(path = %path.display(), error = %err, "removing a run's temporary directory failed");
+            }
+        }
     }
 
     let mut outcome = outcome;
@@ -320,13 +336,15 @@ async fn perform(
     (outcome, writer.log.take())
 }
 
-/// Resolves credentials, prepares the working directory and the request body file, and
-/// builds the runner request.
+/// Resolves credentials, prepares the working directory, the run's temporary directory
+/// and the request body file, and builds the runner request. The files it created are
+/// left in `body_file` and `tmp_dir` for removal when the run ends, even on an error.
 fn prepare(
     engine: &Engine,
     context: &RunContext,
     trigger: &Trigger,
     body_file: &mut Option<PathBuf>,
+    tmp_dir: &mut Option<PathBuf>,
 ) -> Result<proto::ExecRequest, String> {
     let main = &engine.inner.main;
     match &context.def {
@@ -336,8 +354,11 @@ fn prepare(
             let run_as = request::resolve_run_as(user, group)?;
             let (dir_work, is_default) = request::dir_work(main, job);
             request::prepare_dir_work(&dir_work, is_default, &run_as)?;
+            let tmp = crate::runtmp::create(main, &job.id, context.counter, &run_as)?;
+            *tmp_dir = Some(tmp.clone());
             let mut data = RequestData {
                 body_path: None,
+                tmp_dir: Some(tmp),
                 event: trigger.event.clone(),
             };
             if let Some(body) = &trigger.body {
@@ -372,7 +393,7 @@ fn write_body_file(
 ) -> Result<PathBuf, String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let dir = main.dir_lib().join("run");
+    let dir = main.dir_bodies();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let path = dir.join(format!("{id}.{counter}.body"));
     let mut file = std::fs::OpenOptions::new()
