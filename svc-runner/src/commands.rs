@@ -176,16 +176,21 @@ async fn run_one(
         .kill_on_drop(false);
     let limits = work.limits;
     let keep_capabilities = work.keep_capabilities;
+    let sandbox = work.sandbox;
     // SAFETY: the closure runs in the child between fork and exec. It only calls
-    // getrlimit(2), setrlimit(2), capget(2), capset(2) and prctl(2), which are
-    // async-signal-safe, and allocates nothing.
+    // getrlimit(2), setrlimit(2), capget(2), capset(2), prctl(2) and
+    // landlock_restrict_self(2), which are async-signal-safe, and allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
             apply_limits(&limits)?;
             if let Some(keep) = keep_capabilities {
                 crate::capabilities::keep_only(keep)?;
             }
-            set_no_new_privs()
+            set_no_new_privs()?;
+            if let Some(ruleset) = sandbox {
+                crate::sandbox::restrict(ruleset)?;
+            }
+            Ok(())
         });
     }
     let started = Instant::now();

@@ -264,6 +264,7 @@ pub fn job_request(
             data: job.limits.data,
         },
         keep_capabilities: run_as.is_root().then_some(job.capabilities),
+        sandbox: None,
         action: Action::Commands {
             commands: job.commands.clone(),
             env,
@@ -283,6 +284,7 @@ pub fn http_request(job: &HttpJobConfig, counter: u64, run_as: &RunAs) -> ExecRe
         limits: proto::ResourceLimits::default(),
         // A JobHttp runs no command: the runner makes the call itself.
         keep_capabilities: None,
+        sandbox: None,
         action: Action::Http(HttpCall {
             method: job.http_method.as_str().to_string(),
             url: job.http_url.clone(),
