@@ -1,5 +1,9 @@
 //! What confines a run, with the real controller and runner: its own temporary
-//! directory (`TMPDIR`), removed when the run ends and, after a crash, at the next start.
+//! directory (`TMPDIR`), removed when the run ends and, after a crash, at the next start;
+//! the Landlock sandbox (writes only below `dir_work`, `TMPDIR` and `write_paths`; the
+//! service's state, secret, configuration, logs and other runs' request bodies
+//! unreadable, the run's own body readable), its log line and `sandbox = false`;
+//! `no_new_privs`; the `write_paths` checks of `--check`.
 //!
 //! The tests that need root (a job of `nobody`, the controller with the packaged unit's
 //! capabilities only) print a notice and run a reduced check elsewhere; CI runs as root.
@@ -139,4 +143,351 @@ async fn tmpdirs_left_by_a_crash_are_removed_at_start() {
         "{}",
         svc.stderr()
     );
+}
+
+/// True when the kernel has Landlock; otherwise prints that `test` is skipped.
+fn landlock(test: &str) -> bool {
+    // SAFETY: the version query reads and writes no memory.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    if abi < 1 {
+        eprintln!("skipped: {test} needs a kernel with Landlock");
+    }
+    abi >= 1
+}
+
+/// Runs until the file `flag` exists (at most 30 s): a job that keeps its run, and so its
+/// request body, alive while another job looks for it.
+fn wait_for_flag(flag: &Path) -> String {
+    format!(
+        "command = i=0; while [ ! -e {} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done",
+        flag.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() {
+    let test = "a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files";
+    if !landlock(test) {
+        return;
+    }
+    // No user anywhere: when the tests run as root (as CI does) the job runs as root,
+    // which file modes do not stop; only the sandbox does.
+    let builder = TestService::builder()
+        .svc("secret =")
+        .svc("max_job_running = 2");
+    let base = builder.dir_base().to_path_buf();
+    let extra = base.join("extra");
+    let outside = base.join("outside");
+    for dir in [&extra, &outside] {
+        std::fs::create_dir(dir).expect("mkdir");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    std::fs::write(outside.join("readme"), "readable-outside\n").expect("write");
+    let flag = base.join("other-may-end");
+    let state = base.join("var/run/svc");
+    let config = base.join("etc/svc");
+    let logs = base.join("var/log/svc");
+    let bodies = base.join("var/lib/svc/run");
+    let other_body = bodies.join("other.1.body");
+    let d = |path: &Path| path.display().to_string();
+    let probe = job_section(
+        "probe",
+        &[
+            "path = /probe",
+            "secret = probe-secret",
+            &format!("write_paths = {}", d(&extra)),
+            "command = echo w > in-work && echo wrote-work",
+            "command = echo t > \"$TMPDIR/f\" && echo wrote-tmp",
+            &format!("command = echo e > {}/f && echo wrote-extra", d(&extra)),
+            &format!(
+                "command = echo o > {}/f || echo refused-outside",
+                d(&outside)
+            ),
+            &format!("command = cat {}/readme", d(&outside)),
+            &format!("command = cat {}/secret || echo refused-secret", d(&state)),
+            &format!(
+                "command = cat {}/job/probe || echo refused-state",
+                d(&state)
+            ),
+            &format!(
+                "command = cat {}/svc.conf || echo refused-config",
+                d(&config)
+            ),
+            &format!(
+                "command = ls {}/job.d || echo refused-config-listing",
+                d(&config)
+            ),
+            &format!("command = ls {} || echo refused-log-listing", d(&logs)),
+            &format!(
+                "command = cat {}/job/other/other.1.started || echo refused-log",
+                d(&logs)
+            ),
+            &format!(
+                "command = [ -e {0} ] && echo other-body-exists; cat {0} || echo refused-other-body",
+                d(&other_body)
+            ),
+            "command = echo own-body=$(cat \"$SVC_REQUEST_BODY\")",
+            "command = grep NoNewPrivs /proc/self/status",
+        ],
+    );
+    let other = job_section(
+        "other",
+        &[
+            "path = /other",
+            "secret = other-secret",
+            &wait_for_flag(&flag),
+        ],
+    );
+    let svc = builder
+        .job_file("probe", probe)
+        .job_file("other", other)
+        .start()
+        .await;
+    // The other job's run, and so its body file, lasts until the flag exists.
+    svc.trigger_with_secret("/other", b"other-body-b4d", "other-secret")
+        .await
+        .assert_status(200);
+    svc.wait_run_started("other", 1, WAIT).await;
+    svc_tests::wait_until(WAIT, "the other job's body file exists", async || {
+        other_body.exists()
+    })
+    .await;
+    svc.trigger_with_secret("/probe", b"probe-body-7e1", "probe-secret")
+        .await
+        .assert_status(200);
+    let log = svc.wait_run_finished("probe", 1, WAIT).await;
+    std::fs::write(&flag, "").expect("write flag");
+    svc.wait_run_finished("other", 1, WAIT)
+        .await
+        .assert_status("success");
+
+    let content = log.content();
+    let texts = log.texts();
+    assert_eq!(log.status, "success", "{content}");
+    for marker in [
+        "wrote-work",
+        "wrote-tmp",
+        "wrote-extra",
+        "refused-outside",
+        "readable-outside",
+        "refused-secret",
+        "refused-state",
+        "refused-config",
+        "refused-config-listing",
+        "refused-log-listing",
+        "refused-log",
+        "other-body-exists",
+        "refused-other-body",
+        "own-body=probe-body-7e1",
+    ] {
+        assert!(texts.iter().any(|t| t == marker), "{marker} in:\n{content}");
+    }
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.split_whitespace().eq(["NoNewPrivs:", "1"])),
+        "{content}"
+    );
+    assert!(content.contains("Permission denied"), "{content}");
+    let secret = svc.secret();
+    for leaked in [
+        secret.as_str(),
+        "other-body-b4d",
+        "[svc]",
+        "=== run 1 of job other",
+    ] {
+        assert!(
+            !content.contains(leaked),
+            "{leaked:?} leaked into:\n{content}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(extra.join("f")).expect("read"),
+        "e\n"
+    );
+    assert!(!outside.join("f").exists());
+    // The run's log says what was enforced and where the job could write.
+    let line = texts
+        .iter()
+        .find(|t| t.starts_with("--- sandbox: "))
+        .unwrap_or_else(|| panic!("a sandbox line in:\n{content}"));
+    let writable = format!(
+        "writable: {}, {}, {};",
+        d(&svc.dir_work("probe")),
+        d(&base.join("var/lib/svc/tmp/probe.1")),
+        d(&extra)
+    );
+    assert!(
+        line.starts_with("--- sandbox: landlock ABI ")
+            && line.contains(" enforced")
+            && line.contains(&writable),
+        "{line}"
+    );
+    for unreadable in [&state, &config, &logs, &bodies] {
+        assert!(
+            line.contains(&d(unreadable)),
+            "{} in {line}",
+            unreadable.display()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_of_nobody_under_the_units_capabilities_is_confined_too() {
+    let test = "a_job_of_nobody_under_the_units_capabilities_is_confined_too";
+    if !landlock(test) {
+        return;
+    }
+    let (builder, user, _) = unit_like(test);
+    let outside = builder.dir_base().join("outside");
+    std::fs::create_dir(&outside).expect("mkdir");
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let mut lines = vec![
+        "path = /p".to_string(),
+        "command = echo w > in-work && echo wrote-work".to_string(),
+        "command = echo t > \"$TMPDIR/f\" && echo wrote-tmp".to_string(),
+        format!(
+            "command = echo o > {}/f || echo refused-outside",
+            outside.display()
+        ),
+        "command = grep NoNewPrivs /proc/self/status".to_string(),
+    ];
+    lines.extend(user.map(str::to_string));
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let svc = builder
+        .job_file("p", job_section("p", &lines))
+        .start()
+        .await;
+    svc.trigger("/p", b"", &[]).await.assert_status(200);
+    let log = svc.wait_run_finished("p", 1, WAIT).await;
+    let texts = log.texts();
+    assert_eq!(log.status, "success", "{}", log.content());
+    for marker in ["wrote-work", "wrote-tmp", "refused-outside"] {
+        assert!(texts.iter().any(|t| t == marker), "{marker} in {texts:?}");
+    }
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("--- sandbox: landlock ABI ")),
+        "{texts:?}"
+    );
+    assert!(!outside.join("f").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_false_lets_a_job_out_and_says_so() {
+    let builder = TestService::builder();
+    let outside = builder.dir_base().join("outside");
+    std::fs::create_dir(&outside).expect("mkdir");
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let svc = builder
+        .job_file(
+            "free",
+            job_section(
+                "free",
+                &[
+                    "path = /free",
+                    "sandbox = false",
+                    &format!(
+                        "command = echo o > {}/f && echo wrote-outside",
+                        outside.display()
+                    ),
+                ],
+            ),
+        )
+        .start()
+        .await;
+    svc.trigger("/free", b"", &[]).await.assert_status(200);
+    let log = svc.wait_run_finished("free", 1, WAIT).await;
+    let texts = log.texts();
+    assert_eq!(log.status, "success", "{}", log.content());
+    assert!(texts.iter().any(|t| t == "wrote-outside"), "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("--- sandbox: off (the job sets sandbox = false)")),
+        "{texts:?}"
+    );
+    assert_eq!(svc.job("free").await["sandbox"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_names_bad_write_paths_with_file_section_key_and_value() {
+    let builder = TestService::builder();
+    let state = builder.dir_base().join("var/run/svc");
+    let svc = builder
+        .job_file(
+            "bad",
+            [
+                job_section(
+                    "a",
+                    &["path = /a", "command = true", "write_paths = srv/www"],
+                ),
+                job_section(
+                    "b",
+                    &[
+                        "path = /b",
+                        "command = true",
+                        &format!("write_paths = {}", state.display()),
+                    ],
+                ),
+            ]
+            .join("\n"),
+        )
+        .build();
+    let output = svc.check().await;
+    let text = svc_tests::output_text(&output);
+    assert_eq!(output.status.code(), Some(svc_tests::EX_CONFIG), "{text}");
+    let state = state.display().to_string();
+    for (section, value, why) in [
+        ("job \"a\"", "srv/www", "not an absolute path"),
+        ("job \"b\"", state.as_str(), "state directory"),
+    ] {
+        assert!(
+            text.lines().any(|line| line.contains("bad.conf")
+                && line.contains(section)
+                && line.contains("write_paths")
+                && line.contains(value)
+                && line.contains(why)),
+            "a problem naming [{section}] write_paths = {value} ({why}):\n{text}"
+        );
+    }
+
+    // Valid ones load, and the Environment lists them.
+    std::fs::write(
+        svc.job_d().join("bad.conf"),
+        job_section(
+            "good",
+            &[
+                "path = /good",
+                "command = true",
+                "write_paths = /srv/www",
+                "write_paths = /var/cache/x",
+            ],
+        ),
+    )
+    .expect("write");
+    let output = svc.check().await;
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        svc_tests::output_text(&output)
+    );
+    let mut svc = svc;
+    svc.start().await;
+    let job = svc.job("good").await;
+    assert_eq!(
+        job["write_paths"],
+        serde_json::json!(["/srv/www", "/var/cache/x"]),
+        "{job}"
+    );
+    assert!(job.get("sandbox").is_none(), "shown only when off: {job}");
 }

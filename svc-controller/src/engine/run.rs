@@ -290,6 +290,15 @@ async fn perform(
     } else {
         match prepare(engine, context, trigger, &mut body_file, &mut tmp_dir) {
             Ok(exec_request) => {
+                if exec_request.sandbox.is_none()
+                    && matches!(exec_request.action, proto::Action::Commands { .. })
+                {
+                    writer.line(
+                        "--- sandbox: off (the job sets sandbox = false): its commands may read \
+                         and write whatever their user may"
+                            .into(),
+                    );
+                }
                 let mut sink = |event: RunEvent<'_>| writer.event(event);
                 runner.execute(exec_request, cancel, &mut sink).await
             }
@@ -367,6 +376,7 @@ fn prepare(
                 *body_file = Some(path);
             }
             Ok(request::job_request(
+                main,
                 job,
                 context.counter,
                 &dir_work,
