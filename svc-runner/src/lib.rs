@@ -35,9 +35,11 @@ use crate::connection::{Reporter, Stop, StopHandle, wait_stop};
         by hand. svc-controller starts one runner per execution and hands it a one-time token \
         on standard input. The runner connects back to the controller on the Unix socket \
         PATH, receives the work, switches to the job's user and group, runs the job's \
-        commands (or makes the HTTP call of a JobHttp) in their own process group, streams \
-        their output to the controller, enforces the time limit, ends whatever the commands \
-        left behind, and exits. It never listens on any socket, and never writes state or \
+        commands (or makes the HTTP call of a JobHttp) in their own process group, each \
+        with no_new_privs, its resource limits and the run's Landlock file-system sandbox \
+        (what it enforces is logged once per run), streams their output to the \
+        controller, enforces the time limit, ends whatever the commands left behind, and \
+        exits. It never listens on any socket, and never writes state or \
         logs: the controller does."
 )]
 pub struct Cli {
