@@ -76,8 +76,10 @@ enum Support {
     Abi(i32),
     /// Built in but not enabled at boot (`EOPNOTSUPP`).
     Disabled,
-    /// Not built into the kernel (`ENOSYS`), or refused (a system call filter).
-    Missing(Errno),
+    /// Not built into the kernel (`ENOSYS`).
+    Missing,
+    /// Refused, by a system call filter for instance (`EPERM`).
+    Refused(Errno),
 }
 
 /// The Landlock ABI of the running kernel.
@@ -98,7 +100,8 @@ fn kernel_support() -> Support {
     }
     match Errno::last() {
         Errno::EOPNOTSUPP => Support::Disabled,
-        errno => Support::Missing(errno),
+        Errno::ENOSYS => Support::Missing,
+        errno => Support::Refused(errno),
     }
 }
 
@@ -115,9 +118,10 @@ pub fn prepare(spec: &proto::Sandbox) -> Result<Prepared, String> {
                 "Landlock is not enabled in this kernel (see lsm= at boot)",
             ));
         }
-        Support::Missing(errno) => {
+        Support::Missing => return Ok(not_enforced("this kernel has no Landlock")),
+        Support::Refused(errno) => {
             return Ok(not_enforced(&format!(
-                "this kernel has no Landlock ({})",
+                "Landlock is refused here ({}: a system call filter?)",
                 errno.desc()
             )));
         }
