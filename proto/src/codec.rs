@@ -148,8 +148,14 @@ mod tests {
                 nproc: Some(64),
                 nofile: Some(256),
                 address_space: None,
+                data: Some(512 << 20),
             },
             keep_capabilities: Some(1 << 10),
+            sandbox: Some(Sandbox {
+                write_paths: vec!["/var/lib/svc/job/backup_home".into()],
+                protected_paths: vec!["/var/lib/svc/state".into()],
+                readable_files: Vec::new(),
+            }),
             action: Action::Commands {
                 commands: vec!["echo 'hi'".into(), "false".into()],
                 env: vec![("PATH".into(), "/usr/bin:/bin".into())],

@@ -27,7 +27,7 @@ pub use codec::{ControllerCodec, FrameCodec, ProtoError, RunnerCodec};
 pub use message::*;
 
 /// Version of this protocol. Bumped on any incompatible change of a message.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Largest frame either side accepts, in bytes of JSON.
 pub const MAX_FRAME_LEN: usize = 1024 * 1024;

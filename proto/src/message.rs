@@ -105,7 +105,31 @@ pub struct ExecRequest {
     /// runs as an unprivileged user, which keeps none anyway.
     #[serde(default)]
     pub keep_capabilities: Option<u64>,
+    /// The file-system sandbox of the commands. `None`: none (a JobHttp, whose call the
+    /// runner makes itself, or a job with `sandbox = false`).
+    #[serde(default)]
+    pub sandbox: Option<Sandbox>,
     pub action: Action,
+}
+
+/// What the commands of a run may write and may not read: a Landlock ruleset the runner
+/// builds once per run and applies to each command between fork and exec. Every path is
+/// absolute.
+///
+/// Reading (and executing) is allowed everywhere except below `protected_paths`;
+/// writing only below `write_paths` (and a few character devices such as `/dev/null`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sandbox {
+    /// Where the commands may also write, create, rename and remove: the working
+    /// directory, the run's temporary directory and the job's `write_paths`.
+    pub write_paths: Vec<String>,
+    /// What the commands may not read, list nor execute: the controller's state, its
+    /// configuration, its logs, the request bodies and temporary directories of runs.
+    pub protected_paths: Vec<String>,
+    /// Files below a protected path that the commands may read all the same: the run's
+    /// own request body.
+    #[serde(default)]
+    pub readable_files: Vec<String>,
 }
 
 /// `setrlimit` values (soft and hard) applied to each command before it executes.
@@ -117,6 +141,10 @@ pub struct ResourceLimits {
     pub nofile: Option<u64>,
     /// `RLIMIT_AS`: bytes of address space per process.
     pub address_space: Option<u64>,
+    /// `RLIMIT_DATA`: bytes of writable private memory per process (heap and anonymous
+    /// mappings).
+    #[serde(default)]
+    pub data: Option<u64>,
 }
 
 /// User and groups to switch to before doing the work (only possible when root).

@@ -16,6 +16,7 @@ pub mod login;
 pub mod logstore;
 pub mod metrics;
 pub mod replay;
+pub mod runtmp;
 pub mod schedule;
 pub mod state;
 pub mod statedir;

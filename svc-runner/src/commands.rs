@@ -134,12 +134,24 @@ fn apply_limits(limits: &proto::ResourceLimits) -> std::io::Result<()> {
         (Resource::RLIMIT_NPROC, limits.nproc),
         (Resource::RLIMIT_NOFILE, limits.nofile),
         (Resource::RLIMIT_AS, limits.address_space),
+        (Resource::RLIMIT_DATA, limits.data),
     ] {
         if let Some(value) = value {
             let (_, hard) = getrlimit(resource).map_err(std::io::Error::from)?;
             let value = value.min(hard);
             setrlimit(resource, value, value).map_err(std::io::Error::from)?;
         }
+    }
+    Ok(())
+}
+
+/// Sets `no_new_privs` in the current (child) process: from here on, no exec grants
+/// privileges (setuid and setgid bits, file capabilities are ignored), whoever the command
+/// runs as. Async-signal-safe.
+fn set_no_new_privs() -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
@@ -164,19 +176,22 @@ async fn run_one(
         .kill_on_drop(false);
     let limits = work.limits;
     let keep_capabilities = work.keep_capabilities;
-    if limits != proto::ResourceLimits::default() || keep_capabilities.is_some() {
-        // SAFETY: the closure runs in the child between fork and exec. It only calls
-        // setrlimit(2), capget(2), capset(2) and prctl(2), which are async-signal-safe,
-        // and allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                apply_limits(&limits)?;
-                if let Some(keep) = keep_capabilities {
-                    crate::capabilities::keep_only(keep)?;
-                }
-                Ok(())
-            });
-        }
+    let sandbox = work.sandbox;
+    // SAFETY: the closure runs in the child between fork and exec. It only calls
+    // getrlimit(2), setrlimit(2), capget(2), capset(2), prctl(2) and
+    // landlock_restrict_self(2), which are async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            apply_limits(&limits)?;
+            if let Some(keep) = keep_capabilities {
+                crate::capabilities::keep_only(keep)?;
+            }
+            set_no_new_privs()?;
+            if let Some(ruleset) = sandbox {
+                crate::sandbox::restrict(ruleset)?;
+            }
+            Ok(())
+        });
     }
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|err| err.to_string())?;

@@ -12,6 +12,7 @@ pub mod connection;
 pub mod credentials;
 pub mod http_call;
 pub mod process_tree;
+pub mod sandbox;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,9 +35,11 @@ use crate::connection::{Reporter, Stop, StopHandle, wait_stop};
         by hand. svc-controller starts one runner per execution and hands it a one-time token \
         on standard input. The runner connects back to the controller on the Unix socket \
         PATH, receives the work, switches to the job's user and group, runs the job's \
-        commands (or makes the HTTP call of a JobHttp) in their own process group, streams \
-        their output to the controller, enforces the time limit, ends whatever the commands \
-        left behind, and exits. It never listens on any socket, and never writes state or \
+        commands (or makes the HTTP call of a JobHttp) in their own process group, each \
+        with no_new_privs, its resource limits and the run's Landlock file-system sandbox \
+        (what it enforces is logged once per run), streams their output to the \
+        controller, enforces the time limit, ends whatever the commands left behind, and \
+        exits. It never listens on any socket, and never writes state or \
         logs: the controller does."
 )]
 pub struct Cli {
@@ -103,6 +106,8 @@ pub struct Work<'a> {
     pub limits: proto::ResourceLimits,
     /// For commands that run as root: the only capabilities they keep.
     pub keep_capabilities: Option<u64>,
+    /// The Landlock ruleset applied to each command ([`sandbox::restrict`]).
+    pub sandbox: Option<std::os::fd::RawFd>,
 }
 
 /// Runs the whole life of the runner. `parent` is the parent pid read at startup.
@@ -159,6 +164,16 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
     tokio::spawn(connection::listen(reader, stop.clone()));
     let mut reporter = Reporter::new(writer, stop.clone());
 
+    // Built while the runner may still open every path (before it drops to the job's
+    // user), once for all the commands.
+    let sandbox = match (&request.sandbox, &request.action) {
+        (Some(spec), Action::Commands { .. }) => match sandbox::prepare(spec) {
+            Ok(prepared) => Some(prepared),
+            Err(err) => return report_error(&mut reporter, err).await,
+        },
+        _ => None,
+    };
+
     if let Some(wanted) = &request.credentials {
         if let Err(err) = credentials::apply(wanted) {
             return report_error(&mut reporter, err.to_string()).await;
@@ -178,6 +193,9 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
         }
         Err(err) => eprintln!("svc-runner: warning: cannot set the parent death signal: {err}"),
     }
+    if let Some(prepared) = &sandbox {
+        reporter.log(prepared.summary.clone()).await;
+    }
 
     let mut work = Work {
         reporter: &mut reporter,
@@ -187,6 +205,7 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
         kill_grace: Duration::from_millis(request.kill_grace_ms),
         limits: request.limits,
         keep_capabilities: request.keep_capabilities,
+        sandbox: sandbox.as_ref().and_then(sandbox::Prepared::ruleset_fd),
     };
     let finish = match &request.action {
         Action::Commands {

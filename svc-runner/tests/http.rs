@@ -139,6 +139,7 @@ fn http_request(call: HttpCall) -> ExecRequest {
         kill_grace_ms: 300,
         credentials: None,
         limits: Default::default(),
+        sandbox: None,
         keep_capabilities: None,
         action: Action::Http(call),
     }

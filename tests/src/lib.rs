@@ -52,6 +52,38 @@ pub fn running_as_root(test: &str) -> bool {
     root
 }
 
+/// The capability bounding set of `packaging/svc.service` (`CapabilityBoundingSet=`),
+/// with its `NoNewPrivileges=yes`, as `setpriv` arguments for
+/// [`TestServiceBuilder::wrapper`]: the controller runs as root with CAP_SETUID,
+/// CAP_SETGID, CAP_KILL and CAP_CHOWN only (`tests/work_dir.rs` checks it against the
+/// unit).
+pub fn unit_like_wrapper() -> Vec<&'static str> {
+    vec![
+        "setpriv",
+        "--no-new-privs",
+        "--bounding-set=-all,+setuid,+setgid,+kill,+chown",
+        "--inh-caps=-all",
+        "--",
+    ]
+}
+
+/// True when a test under [`unit_like_wrapper`] can run: as root, with `setpriv`
+/// (util-linux) present. Otherwise prints that `test` is skipped.
+pub fn can_run_unit_like(test: &str) -> bool {
+    if !running_as_root(test) {
+        return false;
+    }
+    let found = std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    assert!(
+        found,
+        "{test} needs `setpriv` from util-linux (apt-get install util-linux)"
+    );
+    true
+}
+
 /// Text of a `[job "<name>"]` section with `lines` (each `key = value`) in it.
 pub fn job_section(name: &str, lines: &[&str]) -> String {
     let mut text = format!("[job \"{name}\"]\n");

@@ -3,7 +3,9 @@
 //! - `limit_nproc = N`: RLIMIT_NPROC of the commands (processes of the job's user);
 //! - `limit_nofile = N`: RLIMIT_NOFILE (open files per process);
 //! - `limit_as = SIZE`: RLIMIT_AS (address space per process), bytes with an optional
-//!   `K`, `M` or `G` suffix (powers of 1024).
+//!   `K`, `M` or `G` suffix (powers of 1024);
+//! - `limit_memory = SIZE`: RLIMIT_DATA (heap and anonymous mappings per process), same
+//!   syntax; a job sets it or `limit_as`, not both.
 //!
 //! Each limit is set as both the soft and the hard limit of every command (the commands
 //! cannot raise it back); a job without the key keeps the limits the controller has.
@@ -155,20 +157,76 @@ async fn limit_as_stops_a_command_that_allocates_too_much() {
                 &[
                     "path = /memory",
                     "limit_as = 64M",
-                    // awk builds a 200 MB string; it cannot under a 64 MiB address space.
-                    "command = awk 'BEGIN { s = sprintf(\"%200000000s\", \"\"); print \
-                     \"allocated\", length(s) }'",
+                    // dd allocates its 200 MiB block at once; it cannot within a 64 MiB
+                    // address space.
+                    &format!("command = {DD_200M}"),
                 ],
             ),
+        )
+        .job_file(
+            "free",
+            job_section("free", &["path = /free", &format!("command = {DD_200M}")]),
         )
         .start()
         .await;
     let (status, texts) = output_of_run(&svc, "/memory", "memory").await;
     assert_eq!(status, "fail", "{texts:?}");
     assert!(
-        !texts.iter().any(|t| t.starts_with("allocated")),
+        texts.iter().any(|t| t.contains("memory exhausted")),
         "{texts:?}"
     );
+    assert!(!texts.iter().any(|t| t == "allocated"), "{texts:?}");
+    // The same command succeeds without the limit.
+    let (status, texts) = output_of_run(&svc, "/free", "free").await;
+    assert_eq!(status, "success", "{texts:?}");
+    assert!(texts.iter().any(|t| t == "allocated"), "{texts:?}");
+}
+
+/// Allocates a 200 MiB buffer in one piece (dd's block), then says `allocated`.
+const DD_200M: &str = "dd if=/dev/zero of=/dev/null bs=200M count=1 && echo allocated";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_memory_caps_the_heap_of_each_command() {
+    let svc = TestService::builder()
+        .job_file(
+            "memory",
+            job_section(
+                "memory",
+                &[
+                    "path = /memory",
+                    "limit_memory = 64M",
+                    "command = echo data=$(ulimit -Sd)/$(ulimit -Hd) as=$(ulimit -Sv)",
+                    &format!("command = {DD_200M}"),
+                ],
+            ),
+        )
+        .job_file(
+            "free",
+            job_section("free", &["path = /free", &format!("command = {DD_200M}")]),
+        )
+        .start()
+        .await;
+    let (status, texts) = output_of_run(&svc, "/memory", "memory").await;
+    assert_eq!(status, "fail", "{texts:?}");
+    // RLIMIT_DATA in KiB, soft and hard; the address space is left as it was.
+    let own_as = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS)
+        .expect("getrlimit")
+        .0;
+    let shown_as = if own_as == libc::RLIM_INFINITY {
+        "unlimited".to_owned()
+    } else {
+        (own_as / 1024).to_string()
+    };
+    let line = format!("data=65536/65536 as={shown_as}");
+    assert!(texts.contains(&line), "{line} in {texts:?}");
+    assert!(
+        texts.iter().any(|t| t.contains("memory exhausted")),
+        "{texts:?}"
+    );
+    assert!(!texts.iter().any(|t| t == "allocated"), "{texts:?}");
+    let (status, texts) = output_of_run(&svc, "/free", "free").await;
+    assert_eq!(status, "success", "{texts:?}");
+    assert!(texts.iter().any(|t| t == "allocated"), "{texts:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,6 +239,16 @@ async fn check_reports_bad_limit_values_with_file_section_key_and_value() {
                 job_section("b", &["path = /b", "command = true", "limit_as = 10X"]),
                 job_section("c", &["path = /c", "command = true", "limit_nproc = 0"]),
                 job_section("d", &["path = /d", "command = true", "limit_as = -1"]),
+                job_section("e", &["path = /e", "command = true", "limit_memory = 1K"]),
+                job_section(
+                    "f",
+                    &[
+                        "path = /f",
+                        "command = true",
+                        "limit_as = 1G",
+                        "limit_memory = 512M",
+                    ],
+                ),
             ]
             .join("\n"),
         )
@@ -198,6 +266,8 @@ async fn check_reports_bad_limit_values_with_file_section_key_and_value() {
         ("job \"b\"", "limit_as", "10X"),
         ("job \"c\"", "limit_nproc", "0"),
         ("job \"d\"", "limit_as", "-1"),
+        ("job \"e\"", "limit_memory", "1K"),
+        ("job \"f\"", "limit_memory", "512M"),
         // JobHttp calls are made by the runner itself: the keys are not theirs.
         ("job.http \"h\"", "limit_nofile", "10"),
     ] {
@@ -226,6 +296,14 @@ async fn check_reports_bad_limit_values_with_file_section_key_and_value() {
         ),
     )
     .expect("write good.conf");
+    std::fs::write(
+        svc.job_d().join("heap.conf"),
+        job_section(
+            "heap",
+            &["path = /heap", "command = true", "limit_memory = 256M"],
+        ),
+    )
+    .expect("write heap.conf");
     let output = svc.check().await;
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let mut svc = svc;
@@ -234,4 +312,7 @@ async fn check_reports_bad_limit_values_with_file_section_key_and_value() {
     assert_eq!(job["limit_nofile"], 1024, "{job}");
     assert_eq!(job["limit_nproc"], 100, "{job}");
     assert_eq!(job["limit_as"], 2u64 * 1024 * 1024 * 1024, "{job}");
+    let job = svc.job("heap").await;
+    assert_eq!(job["limit_memory"], 256u64 * 1024 * 1024, "{job}");
+    assert!(job.get("limit_as").is_none(), "{job}");
 }

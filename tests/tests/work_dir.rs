@@ -4,35 +4,8 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-use svc_tests::{TestService, WAIT, job_section};
-
-/// The capability bounding set of `packaging/svc.service` (`CapabilityBoundingSet=`),
-/// with its `NoNewPrivileges=yes`, as `setpriv` arguments.
-fn unit_like_wrapper() -> Vec<&'static str> {
-    vec![
-        "setpriv",
-        "--no-new-privs",
-        "--bounding-set=-all,+setuid,+setgid,+kill,+chown",
-        "--inh-caps=-all",
-        "--",
-    ]
-}
-
-/// True when the test can run: as root, with `setpriv` (util-linux) present.
-fn can_run(test: &str) -> bool {
-    if !svc_tests::running_as_root(test) {
-        return false;
-    }
-    let found = std::process::Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    assert!(
-        found,
-        "{test} needs `setpriv` from util-linux (apt-get install util-linux)"
-    );
-    true
-}
+use svc_tests::can_run_unit_like as can_run;
+use svc_tests::{TestService, WAIT, job_section, unit_like_wrapper};
 
 /// Grep-able summary of the unit file's bounding set, so a change there shows up here.
 #[test]

@@ -79,7 +79,8 @@ fn extra_sections() -> Roff {
     entry(
         &mut roff,
         "/var/lib/svc/",
-        "Working directories of jobs (job/ID) and webhook request bodies (run/).",
+        "Working directories of jobs (job/ID), webhook request bodies (run/) and the \
+         temporary directory of each run (tmp/ID.COUNTER, its TMPDIR).",
     );
     entry(
         &mut roff,

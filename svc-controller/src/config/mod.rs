@@ -199,8 +199,16 @@ pub struct JobConfig {
     /// `capabilities`: the capabilities a job that runs as root keeps, as a bit mask
     /// (bit N = capability number N); every other one is dropped. 0 by default.
     pub capabilities: u64,
-    /// `limit_nproc`, `limit_nofile`, `limit_as`: resource limits of each command.
+    /// `limit_nproc`, `limit_nofile`, `limit_as`, `limit_memory`: resource limits of
+    /// each command.
     pub limits: ResourceLimits,
+    /// `write_paths`, repeated: absolute paths where the commands may write besides
+    /// their working directory and `TMPDIR`.
+    pub write_paths: Vec<PathBuf>,
+    /// `sandbox`, default true: the commands run under the file-system sandbox (writes
+    /// only below `dir_work`, `TMPDIR` and `write_paths`; the service's own files not
+    /// readable).
+    pub sandbox: bool,
 }
 
 /// Per-command resource limits (`setrlimit`, soft and hard alike); `None` leaves the
@@ -214,6 +222,9 @@ pub struct ResourceLimits {
     pub nofile: Option<u64>,
     /// `limit_as`: address space per process in bytes (`RLIMIT_AS`).
     pub address_space: Option<u64>,
+    /// `limit_memory`: writable private memory per process in bytes (`RLIMIT_DATA`: heap
+    /// and anonymous mappings, not reserved address space nor mapped files).
+    pub data: Option<u64>,
 }
 
 /// HTTP method of a JobHttp.
@@ -432,10 +443,67 @@ impl MainConfig {
     pub fn dir_runtime(&self) -> PathBuf {
         self.dir_base.join("var/run/svc/controller")
     }
-    /// `$dir_base/var/lib/svc`: working directories and webhook bodies (and, before
-    /// `dir_state`, the replay stores).
+    /// `$dir_base/var/lib/svc`: working directories, webhook bodies and the runs'
+    /// temporary directories (and, before `dir_state`, the replay stores).
     pub fn dir_lib(&self) -> PathBuf {
         self.dir_base.join("var/lib/svc")
+    }
+    /// `$dir_base/var/lib/svc/run`: webhook request bodies, one file per run.
+    pub fn dir_bodies(&self) -> PathBuf {
+        self.dir_base.join("var/lib/svc/run")
+    }
+    /// `$dir_base/var/lib/svc/tmp`: the temporary directory (`TMPDIR`) of each run.
+    pub fn dir_run_tmp(&self) -> PathBuf {
+        self.dir_base.join("var/lib/svc/tmp")
+    }
+    /// `$dir_base/var/log/svc`: every run log.
+    pub fn dir_logs(&self) -> PathBuf {
+        self.dir_base.join("var/log/svc")
+    }
+    /// The directory that holds the main file.
+    pub fn dir_main_file(&self) -> PathBuf {
+        std::path::absolute(&self.file)
+            .ok()
+            .and_then(|file| file.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| self.dir_config())
+    }
+    /// What the sandbox keeps jobs from reading (each with what it is, for messages): the
+    /// state directory (job state, replay stores, the generated secret), the runner
+    /// socket's directory, the configuration (the main file's directory and
+    /// `$dir_base/etc/svc`, with `user.conf`), the logs, the request bodies and the runs'
+    /// temporary directories. A main file directly in `/` is protected alone.
+    pub fn sandbox_protected_paths(&self) -> Vec<(PathBuf, &'static str)> {
+        let main_dir = self.dir_main_file();
+        let main = if main_dir.parent().is_none() {
+            (
+                std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone()),
+                "main configuration file",
+            )
+        } else {
+            (main_dir, "directory of the main configuration file")
+        };
+        let all = [
+            (self.dir_state(), "state directory"),
+            (self.dir_runtime(), "runner socket's directory"),
+            main,
+            (self.dir_config(), "configuration directory"),
+            (self.dir_logs(), "log directory"),
+            (self.dir_bodies(), "request bodies' directory"),
+            (self.dir_run_tmp(), "runs' temporary directories"),
+        ];
+        // Without those already covered by another one.
+        let mut kept: Vec<(PathBuf, &'static str)> = Vec::new();
+        for (path, what) in &all {
+            if all
+                .iter()
+                .any(|(other, _)| other != path && path.starts_with(other))
+                || kept.iter().any(|(seen, _)| seen == path)
+            {
+                continue;
+            }
+            kept.push((path.clone(), what));
+        }
+        kept
     }
     /// Default working directory of a job.
     pub fn default_dir_work(&self, job_id: &str) -> PathBuf {

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -75,6 +75,9 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("limit_nproc", Scalar),
     ("limit_nofile", Scalar),
     ("limit_as", Scalar),
+    ("limit_memory", Scalar),
+    ("write_paths", List),
+    ("sandbox", Bool),
 ];
 
 const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -499,6 +502,52 @@ fn normalize_path(value: &str) -> Result<String, String> {
     Ok(path)
 }
 
+/// One `write_paths` value: an absolute path without `.` or `..` parts, apart from what
+/// the sandbox protects.
+fn check_write_path(value: &str, protected: &[(PathBuf, &'static str)]) -> Result<PathBuf, String> {
+    let path = Path::new(value);
+    if !path.is_absolute() {
+        return Err("not an absolute path (write_paths lists paths that start with /)".into());
+    }
+    if path
+        .components()
+        .any(|part| matches!(part, Component::CurDir | Component::ParentDir))
+    {
+        return Err("a path in write_paths must not contain '.' or '..' parts".into());
+    }
+    let path: PathBuf = path.components().collect();
+    check_outside_protected(&path, protected)?;
+    Ok(path)
+}
+
+/// Refuses a writable path that is, holds or lies below what the sandbox protects
+/// (compared as written, and as resolved when both exist).
+fn check_outside_protected(
+    path: &Path,
+    protected: &[(PathBuf, &'static str)],
+) -> Result<(), String> {
+    let real = fs::canonicalize(path).ok();
+    for (guarded, what) in protected {
+        let guarded_real = fs::canonicalize(guarded).ok();
+        let hit = overlaps(path, guarded)
+            || matches!((&real, &guarded_real), (Some(a), Some(b)) if overlaps(a, b));
+        if hit {
+            return Err(format!(
+                "{} would let the job write to or read the service's {what} ({}); the \
+                 sandbox keeps it out of reach of jobs",
+                path.display(),
+                guarded.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// True when `a` and `b` are the same path or one is below the other.
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
 /// `K=V` with K a shell-style variable name.
 fn parse_env(value: &str) -> Result<(String, String), String> {
     let Some((name, val)) = value.split_once('=') else {
@@ -702,6 +751,9 @@ fn read_main(
         config.http_body_timeout = timeout;
     }
     config.max_connections = r.parsed("max_connections", parse_count);
+    if let Some(message) = shared_main_dir(&config) {
+        warnings.push(new_issue(file, None, None, None, message));
+    }
     if let Some(user) = config.user.as_deref()
         && !config.allow_root_jobs
         && is_root_user(user)
@@ -714,6 +766,30 @@ fn read_main(
         );
     }
     (config, base_ok)
+}
+
+/// A warning when the main file lies in a directory that jobs need to read: the sandbox
+/// keeps the main file's directory out of their reach.
+fn shared_main_dir(main: &MainConfig) -> Option<String> {
+    const SHARED: &[&str] = &[
+        "/", "/etc", "/usr", "/var", "/opt", "/srv", "/home", "/root", "/tmp", "/run",
+    ];
+    let dir = main.dir_main_file();
+    if !SHARED.iter().any(|shared| dir == Path::new(shared)) {
+        return None;
+    }
+    Some(if dir == Path::new("/") {
+        "the main file lies in /: jobs cannot read it, but keep it in a directory of its \
+         own (such as /etc/svc), whose whole content the sandbox keeps from jobs"
+            .to_string()
+    } else {
+        format!(
+            "the sandbox keeps the directory of the main file ({}) from jobs, and jobs \
+             need to read what else it holds: keep the main file in a directory of its \
+             own, such as /etc/svc",
+            dir.display()
+        )
+    })
 }
 
 /// Where an ID or a path was first defined, for duplicate messages.
@@ -899,7 +975,27 @@ impl<'m> Loader<'m> {
             nproc: r.parsed("limit_nproc", parse_limit),
             nofile: r.parsed("limit_nofile", parse_limit),
             address_space: r.parsed("limit_as", parse_bytes),
+            data: r.parsed("limit_memory", parse_bytes),
         };
+        let sandbox = r.flag("sandbox").unwrap_or(true);
+        let protected = main.sandbox_protected_paths();
+        let write_paths = r.list("write_paths", |v| check_write_path(v, &protected));
+        if sandbox
+            && let Some(dir) = &dir_work
+            && let Some(entry) = r.first("dir_work")
+            && let Err(message) = check_outside_protected(dir, &protected)
+        {
+            r.fail(entry, &message);
+        }
+        if r.has("limit_as")
+            && let Some(entry) = r.first("limit_memory")
+        {
+            r.fail(
+                entry,
+                "limit_memory and limit_as both cap a command's memory (limit_memory its \
+                 heap and anonymous mappings, limit_as its whole address space): set only one",
+            );
+        }
 
         if !r.has("command") {
             r.fail_key("command", "a job needs at least one command");
@@ -972,6 +1068,8 @@ impl<'m> Loader<'m> {
             env,
             capabilities,
             limits,
+            write_paths,
+            sandbox,
         });
     }
 

@@ -508,6 +508,8 @@ fn job_invalid_values() {
         ("limit_as", "100K", "at least 1M"),
         ("limit_as", "99999999999T", "too large"),
         ("limit_as", "big", "not a size"),
+        ("limit_memory", "100K", "at least 1M"),
+        ("limit_memory", "lots", "not a size"),
     ] {
         let tree = Tree::new("");
         let line = if key == "command" {
@@ -545,10 +547,33 @@ fn job_resource_limits() {
             nproc: Some(50),
             nofile: Some(128),
             address_space: Some(512 << 20),
+            data: None,
         }
     );
     assert_eq!(limits[1].address_space, Some(2 << 30));
     assert_eq!(limits[2], ResourceLimits::default());
+}
+
+#[test]
+fn limit_memory_is_rlimit_data_and_excludes_limit_as() {
+    let tree = Tree::new("");
+    tree.job(
+        "x.conf",
+        "[job \"x\"]\npath = /p\ncommand = true\nlimit_memory = 256M\n",
+    );
+    let jobs = tree.load().jobs;
+    assert_eq!(jobs[0].limits.data, Some(256 << 20));
+    assert_eq!(jobs[0].limits.address_space, None);
+
+    let tree = Tree::new("");
+    tree.job(
+        "x.conf",
+        "[job \"x\"]\npath = /p\ncommand = true\nlimit_as = 1G\nlimit_memory = 256M\n",
+    );
+    let file = tree.path("etc/svc/job.d/x.conf");
+    let issues = tree.issues();
+    let issue = only_issue(&issues, &file, "job \"x\"", "limit_memory", Some("256M"));
+    assert!(issue.message.contains("set only one"), "{issue}");
 }
 
 #[test]
@@ -1182,4 +1207,99 @@ fn webhook_jobs_without_their_own_secret_are_warned_about() {
     assert_eq!(warning.section.as_deref(), Some("job \"shared\""));
     assert_eq!(warning.key.as_deref(), Some("secret"));
     assert!(warning.message.contains("main secret"), "{warning}");
+}
+
+#[test]
+fn write_paths_are_absolute_and_kept_apart_from_what_the_sandbox_protects() {
+    let tree = Tree::new("");
+    tree.job(
+        "x.conf",
+        "[job \"x\"]\npath = /p\ncommand = true\nwrite_paths = /srv/www\nwrite_paths = /var/cache/x/\n",
+    );
+    let job = &tree.load().jobs[0];
+    assert_eq!(
+        job.write_paths,
+        [PathBuf::from("/srv/www"), PathBuf::from("/var/cache/x")]
+    );
+    assert!(job.sandbox, "on by default");
+
+    for (value, fragment) in [
+        ("srv/www", "not an absolute path"),
+        ("/srv/../etc", "'..'"),
+        ("{base}/var/run/svc/job", "state directory"),
+        ("{base}/var/lib/svc/run", "request bodies"),
+        ("{base}/var/log", "log directory"),
+        ("{base}/etc/svc/job.d", "configuration"),
+        ("{base}", "state directory"),
+        ("/", "state directory"),
+    ] {
+        let tree = Tree::new("");
+        let value = value.replace("{base}", &tree.base().display().to_string());
+        tree.job(
+            "x.conf",
+            &format!("[job \"x\"]\npath = /p\ncommand = true\nwrite_paths = {value}\n"),
+        );
+        let file = tree.path("etc/svc/job.d/x.conf");
+        let issues = tree.issues();
+        let issue = only_issue(&issues, &file, "job \"x\"", "write_paths", Some(&value));
+        assert!(issue.message.contains(fragment), "{value}: {issue}");
+    }
+}
+
+#[test]
+fn a_dir_work_the_sandbox_protects_is_refused_unless_the_sandbox_is_off() {
+    let tree = Tree::new("");
+    let dir = tree.path("var/log/svc/job");
+    fs::create_dir_all(&dir).expect("mkdir");
+    tree.job(
+        "x.conf",
+        &format!(
+            "[job \"x\"]\npath = /p\ncommand = true\ndir_work = {}\n",
+            dir.display()
+        ),
+    );
+    let file = tree.path("etc/svc/job.d/x.conf");
+    let issues = tree.issues();
+    let value = dir.display().to_string();
+    let issue = only_issue(&issues, &file, "job \"x\"", "dir_work", Some(&value));
+    assert!(issue.message.contains("log directory"), "{issue}");
+
+    tree.job(
+        "x.conf",
+        &format!(
+            "[job \"x\"]\npath = /p\ncommand = true\ndir_work = {}\nsandbox = false\n",
+            dir.display()
+        ),
+    );
+    let job = &tree.load().jobs[0];
+    assert!(!job.sandbox);
+}
+
+#[test]
+fn a_main_file_beside_what_jobs_read_is_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("svc.conf");
+    fs::write(&file, "[svc]\n").expect("write");
+    let mut main = load(&file).expect("load").main;
+    assert!(shared_main_dir(&main).is_none());
+    main.file = PathBuf::from("/etc/svc.conf");
+    let warning = shared_main_dir(&main).expect("a warning");
+    assert!(
+        warning.contains("(/etc)") && warning.contains("/etc/svc"),
+        "{warning}"
+    );
+    main.file = PathBuf::from("/etc/svc/svc.conf");
+    assert!(shared_main_dir(&main).is_none());
+    main.file = PathBuf::from("/svc.conf");
+    assert!(shared_main_dir(&main).is_some());
+    let protected: Vec<PathBuf> = main
+        .sandbox_protected_paths()
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
+    assert!(
+        protected.contains(&PathBuf::from("/svc.conf")),
+        "{protected:?}"
+    );
+    assert!(!protected.contains(&PathBuf::from("/")), "{protected:?}");
 }

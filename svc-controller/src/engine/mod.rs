@@ -272,10 +272,12 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// Loads the state and logs of every job (repairing what a crash left) and returns
-    /// the engine. Timers start with [`Engine::start_timers`].
+    /// Loads the state and logs of every job (repairing what a crash left, and removing
+    /// the temporary directories of interrupted runs) and returns the engine. Timers
+    /// start with [`Engine::start_timers`].
     pub fn new(config: &Config, hub: RunnerHub) -> Engine {
         let main = config.main.clone();
+        crate::runtmp::remove_leftovers(&main);
         let inner = Arc::new(Inner {
             job_slots: Arc::new(Semaphore::new(main.max_job_running.max(1))),
             main,

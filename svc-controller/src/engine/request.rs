@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nix::unistd::{Gid, Group, Uid, User, getgrouplist};
-use proto::{Action, Credentials, ExecRequest, HttpCall};
+use proto::{Action, Credentials, ExecRequest, HttpCall, Sandbox};
 
 use crate::config::{HttpJobConfig, HttpRequestType, JobConfig, MainConfig};
 
@@ -210,12 +210,15 @@ fn create_dir_work(dir: &Path) -> Result<(), String> {
 pub struct RequestData {
     /// File holding the raw request body.
     pub body_path: Option<PathBuf>,
+    /// The run's own temporary directory, given as `TMPDIR`.
+    pub tmp_dir: Option<PathBuf>,
     /// Event name from `X-GitHub-Event` or `X-Webhook-Event`.
     pub event: Option<String>,
 }
 
 /// The request for a run of a Job.
 pub fn job_request(
+    main: &MainConfig,
     job: &JobConfig,
     counter: u64,
     dir_work: &Path,
@@ -232,6 +235,9 @@ pub fn job_request(
         ("SVC_JOB_ID".to_string(), job.id.clone()),
         ("SVC_JOB_COUNTER".to_string(), counter.to_string()),
     ];
+    if let Some(dir) = &data.tmp_dir {
+        env.push(("TMPDIR".to_string(), dir.display().to_string()));
+    }
     if let Some(creds) = &run_as.credentials {
         env.push(("USER".to_string(), creds.user_name.clone()));
         env.push(("LOGNAME".to_string(), creds.user_name.clone()));
@@ -256,13 +262,36 @@ pub fn job_request(
             nproc: job.limits.nproc,
             nofile: job.limits.nofile,
             address_space: job.limits.address_space,
+            data: job.limits.data,
         },
         keep_capabilities: run_as.is_root().then_some(job.capabilities),
+        sandbox: job.sandbox.then(|| sandbox(main, job, dir_work, data)),
         action: Action::Commands {
             commands: job.commands.clone(),
             env,
             dir_work: dir_work.display().to_string(),
         },
+    }
+}
+
+/// The sandbox of a run: writable are its working directory, its temporary directory and
+/// the job's `write_paths`; unreadable is what [`MainConfig::sandbox_protected_paths`]
+/// lists, but for the run's own request body.
+fn sandbox(main: &MainConfig, job: &JobConfig, dir_work: &Path, data: &RequestData) -> Sandbox {
+    let text = |path: &Path| path.display().to_string();
+    let write_paths = std::iter::once(dir_work)
+        .chain(data.tmp_dir.as_deref())
+        .chain(job.write_paths.iter().map(PathBuf::as_path))
+        .map(text)
+        .collect();
+    Sandbox {
+        write_paths,
+        protected_paths: main
+            .sandbox_protected_paths()
+            .iter()
+            .map(|(path, _)| text(path))
+            .collect(),
+        readable_files: data.body_path.iter().map(|path| text(path)).collect(),
     }
 }
 
@@ -277,6 +306,7 @@ pub fn http_request(job: &HttpJobConfig, counter: u64, run_as: &RunAs) -> ExecRe
         limits: proto::ResourceLimits::default(),
         // A JobHttp runs no command: the runner makes the call itself.
         keep_capabilities: None,
+        sandbox: None,
         action: Action::Http(HttpCall {
             method: job.http_method.as_str().to_string(),
             url: job.http_url.clone(),
@@ -331,6 +361,8 @@ mod tests {
             env: vec![("PATH".into(), "/opt/bin".into()), ("A".into(), "1".into())],
             capabilities: 0,
             limits: Default::default(),
+            write_paths: vec!["/srv/www".into()],
+            sandbox: true,
         }
     }
 
@@ -342,9 +374,11 @@ mod tests {
         };
         let data = RequestData {
             body_path: Some("/run/body".into()),
+            tmp_dir: Some("/t/deploy.9".into()),
             event: Some("push".into()),
         };
-        let request = job_request(&job(), 9, Path::new("/w"), &run_as, &data);
+        let main = main("/base");
+        let request = job_request(&main, &job(), 9, Path::new("/w"), &run_as, &data);
         let Action::Commands { env, dir_work, .. } = request.action else {
             panic!("commands expected");
         };
@@ -359,10 +393,60 @@ mod tests {
         assert_eq!(get("SVC_JOB_COUNTER"), Some("9"));
         assert_eq!(get("SVC_REQUEST_BODY"), Some("/run/body"));
         assert_eq!(get("SVC_EVENT"), Some("push"));
+        assert_eq!(get("TMPDIR"), Some("/t/deploy.9"));
         assert_eq!(get("A"), Some("1"));
         assert_eq!(env.iter().filter(|(k, _)| k == "PATH").count(), 1);
         assert_eq!(dir_work, "/w");
         assert_eq!(request.timeout_ms, Some(2000));
+        let sandbox = request.sandbox.expect("sandboxed by default");
+        assert_eq!(sandbox.write_paths, ["/w", "/t/deploy.9", "/srv/www"]);
+        assert_eq!(sandbox.readable_files, ["/run/body"]);
+        assert_eq!(
+            sandbox.protected_paths,
+            [
+                "/base/var/run/svc",
+                "/base/etc/svc",
+                "/base/var/log/svc",
+                "/base/var/lib/svc/run",
+                "/base/var/lib/svc/tmp",
+            ]
+        );
+    }
+
+    #[test]
+    fn sandbox_false_sends_none() {
+        let run_as = RunAs {
+            credentials: None,
+            home: None,
+        };
+        let mut job = job();
+        job.sandbox = false;
+        let request = job_request(
+            &main("/base"),
+            &job,
+            1,
+            Path::new("/w"),
+            &run_as,
+            &RequestData::default(),
+        );
+        assert_eq!(request.sandbox, None);
+    }
+
+    /// The main section of a configuration in `dir_base`, its file in `etc/svc`.
+    fn main(dir_base: &str) -> MainConfig {
+        let base = Path::new(dir_base);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("svc.conf");
+        std::fs::write(
+            &file,
+            format!("[svc]\ndir_base = {}\n", dir.path().display()),
+        )
+        .expect("write");
+        let mut main = crate::config::load(&file).expect("load").main;
+        main.file = base.join("etc/svc/svc.conf");
+        main.dir_state = base.join("var/run/svc");
+        main.dir_base = base.to_path_buf();
+        main
     }
 
     #[test]

@@ -285,20 +285,36 @@ async fn perform(
     };
 
     let mut body_file: Option<PathBuf> = None;
+    let mut tmp_dir: Option<PathBuf> = None;
     let outcome = if let Some(error) = writer.error.clone() {
         Outcome {
             success: false,
             summary: error,
         }
     } else {
-        // The user database, the working directory and the body file: blocking work.
-        let prepared = {
+        // The user database, the working and temporary directories and the body file:
+        // blocking work.
+        let (prepared, body, tmp) = {
             let (engine, context, trigger) = (engine.clone(), context.clone(), trigger.clone());
-            on_disk(move || prepare(&engine, &context, &trigger)).await
+            on_disk(move || {
+                let (mut body, mut tmp) = (None, None);
+                let prepared = prepare(&engine, &context, &trigger, &mut body, &mut tmp);
+                (prepared, body, tmp)
+            })
+            .await
         };
+        (body_file, tmp_dir) = (body, tmp);
         match prepared {
-            Ok((exec_request, body)) => {
-                body_file = body;
+            Ok(exec_request) => {
+                if exec_request.sandbox.is_none()
+                    && matches!(exec_request.action, proto::Action::Commands { .. })
+                {
+                    writer.line(
+                        "--- sandbox: off (the job sets sandbox = false): its commands may read \
+                         and write whatever their user may"
+                            .into(),
+                    );
+                }
                 let mut sink = |event: RunEvent<'_>| writer.event(event);
                 runner.execute(exec_request, cancel, &mut sink).await
             }
@@ -308,10 +324,17 @@ async fn perform(
             },
         }
     };
-    if let Some(path) = body_file {
+    if body_file.is_some() || tmp_dir.is_some() {
         on_disk(move || {
-            if let Err(err) = std::fs::remove_file(&path) {
+            if let Some(path) = body_file
+                && let Err(err) = std::fs::remove_file(&path)
+            {
                 tracing::warn!(path = %path.display(), error = %err, "cannot remove a request body file");
+            }
+            if let Some(path) = tmp_dir
+                && let Err(err) = crate::runtmp::remove(&path)
+            {
+                tracing::warn!(path = %path.display(), error = %err, "cannot remove a run's temporary directory");
             }
         })
         .await;
@@ -333,14 +356,17 @@ async fn perform(
     (outcome, writer.log.take())
 }
 
-/// Resolves credentials, prepares the working directory and the request body file, and
-/// builds the runner request; returns it with the body file to remove after the run.
+/// Resolves credentials, prepares the working directory, the run's temporary directory
+/// and the request body file, and builds the runner request. The files it created are
+/// left in `body_file` and `tmp_dir` for removal when the run ends, even on an error.
 /// Blocking (user database, `chown`, file writes).
 fn prepare(
     engine: &Engine,
     context: &RunContext,
     trigger: &Trigger,
-) -> Result<(proto::ExecRequest, Option<PathBuf>), String> {
+    body_file: &mut Option<PathBuf>,
+    tmp_dir: &mut Option<PathBuf>,
+) -> Result<proto::ExecRequest, String> {
     let main = &engine.inner.main;
     match &context.def {
         Def::Job(job) => {
@@ -349,22 +375,32 @@ fn prepare(
             let run_as = request::resolve_run_as(user, group)?;
             let (dir_work, is_default) = request::dir_work(main, job);
             request::prepare_dir_work(&dir_work, is_default, &run_as)?;
+            let tmp = crate::runtmp::create(main, &job.id, context.counter, &run_as)?;
+            *tmp_dir = Some(tmp.clone());
             let mut data = RequestData {
                 body_path: None,
+                tmp_dir: Some(tmp),
                 event: trigger.event.clone(),
             };
             if let Some(body) = &trigger.body {
                 let path = write_body_file(main, &job.id, context.counter, body, &run_as)?;
-                data.body_path = Some(path);
+                data.body_path = Some(path.clone());
+                *body_file = Some(path);
             }
-            let request = request::job_request(job, context.counter, &dir_work, &run_as, &data);
-            Ok((request, data.body_path))
+            Ok(request::job_request(
+                main,
+                job,
+                context.counter,
+                &dir_work,
+                &run_as,
+                &data,
+            ))
         }
         Def::Http(job) => {
             let (user, group) =
                 request::user_and_group(job.user.as_deref(), job.group.as_deref(), main);
             let run_as = request::resolve_run_as(user, group)?;
-            Ok((request::http_request(job, context.counter, &run_as), None))
+            Ok(request::http_request(job, context.counter, &run_as))
         }
     }
 }
@@ -379,7 +415,7 @@ fn write_body_file(
 ) -> Result<PathBuf, String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let dir = main.dir_lib().join("run");
+    let dir = main.dir_bodies();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let path = dir.join(format!("{id}.{counter}.body"));
     let mut file = std::fs::OpenOptions::new()

@@ -73,6 +73,17 @@ struct JobView<'a> {
     limit_nofile: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limit_as: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit_memory: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    write_paths: Vec<String>,
+    /// Shown only when off.
+    #[serde(skip_serializing_if = "is_true")]
+    sandbox: bool,
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 #[derive(Serialize)]
@@ -169,6 +180,13 @@ fn entry_view(look: JobRef<'_>) -> EntryView<'_> {
             limit_nproc: job.limits.nproc,
             limit_nofile: job.limits.nofile,
             limit_as: job.limits.address_space,
+            limit_memory: job.limits.data,
+            write_paths: job
+                .write_paths
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect(),
+            sandbox: job.sandbox,
         }),
         Def::Http(job) => EntryView::Http(HttpJobView {
             common: common(

@@ -171,6 +171,7 @@ pub fn commands_request(commands: &[&str], dir_work: &str) -> ExecRequest {
         credentials: None,
         limits: Default::default(),
         keep_capabilities: None,
+        sandbox: None,
         action: Action::Commands {
             commands: commands.iter().map(|c| c.to_string()).collect(),
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],

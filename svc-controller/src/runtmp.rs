@@ -1,0 +1,342 @@
+//! The temporary directory of each run: `$dir_base/var/lib/svc/tmp/<id>.<counter>`.
+//!
+//! The controller creates it before the runner gets the work (mode 0700, handed to the
+//! job's user), the commands get it as `TMPDIR`, and the controller removes it when the
+//! run ends; at start it removes what runs interrupted by a crash left there. The parent
+//! directory belongs to root (mode 0711): a job's user reaches its own directory, lists
+//! nobody's, and cannot rename or replace any of them.
+//!
+//! Removal works without CAP_DAC_OVERRIDE (which the packaged unit does not grant),
+//! whatever the job left: directories of its user with any mode, symbolic links, deep
+//! trees. Each directory is first taken over (owner set to the controller with
+//! CAP_CHOWN, mode 0700), so that from then on only the controller may change it; then
+//! it is emptied. No operation follows a symbolic link, and the walk holds two
+//! descriptors whatever the depth: a subdirectory that is not empty has its entries
+//! moved up into the run's directory, which is emptied again until nothing is left.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat};
+use nix::sys::stat::{FchmodatFlags, FileStat, Mode, SFlag, fchmodat, fstatat};
+use nix::unistd::{Gid, Uid, UnlinkatFlags, fchownat, unlinkat};
+
+use crate::config::MainConfig;
+use crate::engine::request::RunAs;
+
+/// Mode of the directory that holds the runs' directories.
+const PARENT_MODE: u32 = 0o711;
+/// Mode of a run's directory.
+const RUN_MODE: u32 = 0o700;
+
+/// The directory of run `counter` of job `id`.
+pub fn run_dir(main: &MainConfig, id: &str, counter: u64) -> PathBuf {
+    main.dir_run_tmp().join(format!("{id}.{counter}"))
+}
+
+/// Creates the temporary directory of run `counter` of job `id` for the job's user and
+/// returns its path. One left by an earlier controller with the same name (the counter
+/// is never reused, so only after a state was lost) is removed first.
+pub fn create(
+    main: &MainConfig,
+    id: &str,
+    counter: u64,
+    run_as: &RunAs,
+) -> Result<PathBuf, String> {
+    let parent = main.dir_run_tmp();
+    prepare_parent(&parent)?;
+    let dir = run_dir(main, id, counter);
+    let builder = {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.mode(RUN_MODE);
+        builder
+    };
+    if let Err(err) = builder.create(&dir) {
+        if err.kind() != io::ErrorKind::AlreadyExists {
+            return Err(format!("cannot create {}: {err}", dir.display()));
+        }
+        remove(&dir).map_err(|e| format!("cannot remove the old {}: {e}", dir.display()))?;
+        builder
+            .create(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    // The umask may have taken bits away; 0700 is what is meant either way.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(RUN_MODE))
+        .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))?;
+    if let Some(creds) = &run_as.credentials
+        && Uid::effective().is_root()
+    {
+        std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))
+            .map_err(|e| format!("cannot hand {} to {}: {e}", dir.display(), creds.user_name))?;
+    }
+    Ok(dir)
+}
+
+/// Makes sure the parent exists as a real directory of ours with mode 0711.
+fn prepare_parent(parent: &Path) -> Result<(), String> {
+    if let Some(up) = parent.parent() {
+        std::fs::create_dir_all(up).map_err(|e| format!("cannot create {}: {e}", up.display()))?;
+    }
+    match std::fs::DirBuilder::new().mode(PARENT_MODE).create(parent) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(format!("cannot create {}: {err}", parent.display())),
+    }
+    let meta = std::fs::symlink_metadata(parent)
+        .map_err(|e| format!("cannot read {}: {e}", parent.display()))?;
+    if !meta.file_type().is_dir() || meta.uid() != Uid::effective().as_raw() {
+        return Err(format!(
+            "{} must be a directory of the service's own user, not a link nor anyone else's",
+            parent.display()
+        ));
+    }
+    if meta.permissions().mode() & 0o7777 != PARENT_MODE {
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(PARENT_MODE))
+            .map_err(|e| format!("cannot set the mode of {}: {e}", parent.display()))?;
+    }
+    Ok(())
+}
+
+/// Removes every run directory left in the parent, such as those of runs a crash
+/// interrupted. Problems are logged; none stops the start.
+pub fn remove_leftovers(main: &MainConfig) {
+    let parent = main.dir_run_tmp();
+    let entries = match std::fs::read_dir(&parent) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return,
+        Err(err) => {
+            tracing::warn!(dir = %parent.display(), error = %err, "cannot list the runs' temporary directories");
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match remove(&path) {
+            Ok(()) => {
+                tracing::info!(dir = %path.display(), "removed the temporary directory of an interrupted run")
+            }
+            Err(err) => {
+                tracing::warn!(dir = %path.display(), error = %err, "cannot remove a run's temporary directory")
+            }
+        }
+    }
+}
+
+/// Removes `dir` and everything in it (see the module documentation). The parent of
+/// `dir` must be a directory that only the controller may change. A missing `dir` is
+/// fine.
+pub fn remove(dir: &Path) -> io::Result<()> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a directory below another one",
+        ));
+    };
+    let parent = nix::fcntl::open(
+        parent,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let stat = match fstatat(&parent, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(Errno::ENOENT) => return Ok(()),
+        Err(err) => return Err(err.into()),
+    };
+    if !is_dir(&stat) {
+        return unlink(&parent, name.as_bytes(), UnlinkatFlags::NoRemoveDir);
+    }
+    take_over(&parent, name.as_bytes(), &stat)?;
+    let top = open_dir(&parent, name.as_bytes())?;
+    empty(&top)?;
+    unlink(&parent, name.as_bytes(), UnlinkatFlags::RemoveDir)
+}
+
+/// Empties `top`, a directory already taken over.
+fn empty(top: &OwnedFd) -> io::Result<()> {
+    let mut moved: u64 = 0;
+    loop {
+        let names = list(top)?;
+        if names.is_empty() {
+            return Ok(());
+        }
+        for name in names {
+            let name = name.as_bytes();
+            let stat = match fstatat(top, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(stat) => stat,
+                Err(Errno::ENOENT) => continue,
+                Err(err) => return Err(err.into()),
+            };
+            if !is_dir(&stat) {
+                unlink(top, name, UnlinkatFlags::NoRemoveDir)?;
+                continue;
+            }
+            take_over(top, name, &stat)?;
+            match unlinkat(top, name, UnlinkatFlags::RemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => continue,
+                Err(Errno::ENOTEMPTY | Errno::EEXIST) => {}
+                Err(err) => return Err(err.into()),
+            }
+            // Not empty: its entries move up into `top` and are handled in a later
+            // round; the directory, empty then, goes.
+            let sub = open_dir(top, name)?;
+            for inner in list(&sub)? {
+                let inner = inner.as_bytes();
+                let inner_stat = match fstatat(&sub, inner, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                    Ok(stat) => stat,
+                    Err(Errno::ENOENT) => continue,
+                    Err(err) => return Err(err.into()),
+                };
+                if is_dir(&inner_stat) {
+                    // Moving a directory rewrites its `..`: it must be writable.
+                    take_over(&sub, inner, &inner_stat)?;
+                }
+                let target = free_name(top, &mut moved)?;
+                nix::fcntl::renameat(&sub, inner, top, target.as_bytes())?;
+            }
+            drop(sub);
+            unlink(top, name, UnlinkatFlags::RemoveDir)?;
+        }
+    }
+}
+
+/// A name not used in `top` (which only the controller may change).
+fn free_name(top: &OwnedFd, counter: &mut u64) -> io::Result<String> {
+    loop {
+        *counter += 1;
+        let name = format!(".svc-remove.{counter}");
+        match fstatat(top, name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Err(Errno::ENOENT) => return Ok(name),
+            Ok(_) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+}
+
+/// Makes directory `name` in `dir` the controller's, mode 0700: whoever owned it can no
+/// longer change it, and the controller can list and empty it without CAP_DAC_OVERRIDE.
+/// Neither call follows a symbolic link (a directory swapped for one fails the removal).
+fn take_over(dir: &OwnedFd, name: &[u8], stat: &FileStat) -> io::Result<()> {
+    let (uid, gid) = (Uid::effective(), Gid::effective());
+    if stat.st_uid != uid.as_raw() {
+        fchownat(
+            dir,
+            name,
+            Some(uid),
+            Some(gid),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )?;
+    }
+    if stat.st_mode & 0o7777 != RUN_MODE {
+        fchmodat(
+            dir,
+            name,
+            Mode::from_bits_truncate(RUN_MODE),
+            FchmodatFlags::NoFollowSymlink,
+        )?;
+    }
+    Ok(())
+}
+
+fn open_dir(dir: &OwnedFd, name: &[u8]) -> io::Result<OwnedFd> {
+    Ok(openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// The names in directory `dir`, without `.` and `..`.
+fn list(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
+    let fd = dir.try_clone()?;
+    let mut handle = nix::dir::Dir::from_fd(fd)?;
+    let mut names = Vec::new();
+    for entry in handle.iter() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
+        }
+    }
+    Ok(names)
+}
+
+fn unlink(dir: &OwnedFd, name: &[u8], flag: UnlinkatFlags) -> io::Result<()> {
+    match unlinkat(dir, name, flag) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn is_dir(stat: &FileStat) -> bool {
+    SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFDIR
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    #[test]
+    fn removes_a_deep_tree_with_closed_modes_and_links_without_following_them() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let outside = base.path().join("outside");
+        std::fs::create_dir(&outside).expect("mkdir outside");
+        std::fs::write(outside.join("keep"), "kept").expect("write keep");
+        mode(&outside, 0o755);
+        let run = base.path().join("job.1");
+        std::fs::create_dir(&run).expect("mkdir run");
+        // 300 levels, each with a file, a link to the outside and a closed mode.
+        let mut dir = run.clone();
+        let mut dirs = Vec::new();
+        for level in 0..300 {
+            dir = dir.join(format!("d{level}"));
+            std::fs::create_dir(&dir).expect("mkdir level");
+            std::fs::write(dir.join("f"), "x").expect("write f");
+            std::os::unix::fs::symlink(&outside, dir.join("link")).expect("symlink");
+            dirs.push(dir.clone());
+        }
+        for dir in dirs.iter().rev() {
+            mode(dir, 0o000);
+        }
+        mode(&run, 0o500);
+        remove(&run).expect("remove");
+        assert!(!run.exists());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep")).expect("read"),
+            "kept"
+        );
+        assert_eq!(
+            std::fs::metadata(&outside)
+                .expect("stat")
+                .permissions()
+                .mode()
+                & 0o7777,
+            0o755,
+            "nothing outside was changed through a link"
+        );
+        // Gone already: fine.
+        remove(&run).expect("remove again");
+    }
+
+    #[test]
+    fn a_file_or_a_link_in_place_of_the_directory_is_removed_not_followed() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let target = base.path().join("target");
+        std::fs::create_dir(&target).expect("mkdir");
+        std::fs::write(target.join("keep"), "kept").expect("write");
+        let link = base.path().join("job.2");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        remove(&link).expect("remove link");
+        assert!(std::fs::symlink_metadata(&link).is_err());
+        assert!(target.join("keep").exists());
+    }
+}

@@ -1,0 +1,498 @@
+//! The file-system sandbox of a run's commands: one Landlock ruleset, built before any
+//! command is forked and applied in each command's process between fork and exec.
+//!
+//! Landlock allows only what a rule grants, and a rule grants its rights on a whole
+//! hierarchy. So:
+//!
+//! - **Writing** (and everything else: creating, removing, renaming, truncating,
+//!   device ioctls) is granted below each writable path of the request (the working
+//!   directory, the run's temporary directory, the job's `write_paths`), and on
+//!   `/dev/null`, `/dev/zero`, `/dev/full` and `/dev/tty`.
+//! - **Reading** (reading files, listing directories, executing, connecting to a Unix
+//!   socket) is granted everywhere except below the protected paths. "Everything except
+//!   P" is not a rule Landlock has: the runner walks from `/` down to each protected
+//!   path and grants reading on every entry beside the way that is neither a protected
+//!   path nor on the way to one. The directories on the way get no rule: they can be
+//!   passed through (Landlock does not restrict path walks) but not listed. The walk is
+//!   a snapshot: an entry created later beside one of those directories is not
+//!   readable.
+//! - The run's own request body, a file inside a protected directory, is readable.
+//!
+//! The ruleset handles every file-system right this build knows (Landlock ABI up to
+//! [`NEWEST`]); a kernel with an older ABI enforces what it knows (best effort), one
+//! without Landlock enforces nothing. Which of the three happened is the summary line
+//! the runner logs for the run. Nothing is opened or allocated after the fork: the child
+//! only calls `landlock_restrict_self` on the prepared ruleset, after `no_new_privs`.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access as _, AccessFs, BitFlags, CompatLevel, Compatible as _, PathBeneath, Ruleset,
+    RulesetAttr as _, RulesetCreated, RulesetCreatedAttr as _, make_bitflags,
+};
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
+
+/// The newest Landlock ABI this build knows; every file-system right up to it is handled.
+pub const NEWEST: ABI = ABI::V10;
+
+/// Character devices a shell needs, and what the commands may do with each.
+const DEVICES: &[(&str, bool)] = &[
+    ("/dev/null", true),
+    ("/dev/zero", true),
+    ("/dev/full", true),
+    ("/dev/tty", true),
+    ("/dev/random", false),
+    ("/dev/urandom", false),
+];
+
+/// The ruleset of a run, ready to be applied to each command.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The Landlock ruleset; `None` when the kernel enforces none.
+    ruleset: Option<OwnedFd>,
+    /// One line for the run's log: what is enforced, what is writable, what is not
+    /// readable.
+    pub summary: String,
+}
+
+impl Prepared {
+    /// The ruleset's descriptor, for [`restrict`] in each command's process.
+    pub fn ruleset_fd(&self) -> Option<RawFd> {
+        self.ruleset.as_ref().map(|fd| fd.as_raw_fd())
+    }
+}
+
+/// What the running kernel offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Support {
+    /// Landlock with this ABI version.
+    Abi(i32),
+    /// Built in but not enabled at boot (`EOPNOTSUPP`).
+    Disabled,
+    /// Not built into the kernel (`ENOSYS`).
+    Missing,
+    /// Refused, by a system call filter for instance (`EPERM`).
+    Refused(Errno),
+}
+
+/// The Landlock ABI of the running kernel.
+fn kernel_support() -> Support {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute, size 0 and the VERSION flag the call only returns
+    // the ABI version; it reads and writes no memory.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if version > 0 {
+        return Support::Abi(i32::try_from(version).unwrap_or(i32::MAX));
+    }
+    match Errno::last() {
+        Errno::EOPNOTSUPP => Support::Disabled,
+        Errno::ENOSYS => Support::Missing,
+        errno => Support::Refused(errno),
+    }
+}
+
+/// Builds the ruleset of `spec`. An error means the sandbox could not be built as asked
+/// (a writable path that leads into a protected one, a failing system call): the run
+/// must not go on without it. A kernel without Landlock is not an error: the summary says
+/// that nothing is enforced.
+pub fn prepare(spec: &proto::Sandbox) -> Result<Prepared, String> {
+    let writable = spec.write_paths.join(", ");
+    let abi = match kernel_support() {
+        Support::Abi(abi) => abi,
+        Support::Disabled => {
+            return Ok(not_enforced(
+                "Landlock is not enabled in this kernel (see lsm= at boot)",
+            ));
+        }
+        Support::Missing => return Ok(not_enforced("this kernel has no Landlock")),
+        Support::Refused(errno) => {
+            return Ok(not_enforced(&format!(
+                "Landlock is refused here ({}: a system call filter?)",
+                errno.desc()
+            )));
+        }
+    };
+    let ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(NEWEST))
+        .and_then(Ruleset::create);
+    let mut ruleset = match ruleset {
+        Ok(ruleset) => ruleset,
+        // A system call filter can refuse Landlock where the kernel has it.
+        Err(err) => return Ok(not_enforced(&format!("cannot create a ruleset: {err}"))),
+    };
+    let protected: Vec<PathBuf> = spec
+        .protected_paths
+        .iter()
+        .map(|path| resolve(Path::new(path)))
+        .collect();
+    let mut notes = Vec::new();
+    for path in &spec.write_paths {
+        if !allow_writing(&mut ruleset, Path::new(path), &protected)? {
+            notes.push(format!("{path} does not exist"));
+        }
+    }
+    for (device, writable) in DEVICES {
+        allow_device(&mut ruleset, Path::new(device), *writable)?;
+    }
+    for file in &spec.readable_files {
+        allow_reading_file(&mut ruleset, Path::new(file))?;
+    }
+    allow_reading_except(&mut ruleset, &protected)?;
+    let ruleset: Option<OwnedFd> = ruleset.into();
+    if ruleset.is_none() {
+        return Ok(not_enforced("Landlock refused the ruleset"));
+    }
+    let unreadable: Vec<String> = protected.iter().map(|p| p.display().to_string()).collect();
+    let mut summary = format!(
+        "sandbox: landlock ABI {abi}, {}; writable: {writable}; unreadable: {}",
+        level(abi),
+        unreadable.join(", ")
+    );
+    if !notes.is_empty() {
+        summary.push_str(&format!(" ({})", notes.join("; ")));
+    }
+    Ok(Prepared { ruleset, summary })
+}
+
+fn not_enforced(why: &str) -> Prepared {
+    Prepared {
+        ruleset: None,
+        summary: format!(
+            "sandbox: not enforced: {why}; the commands may read and write whatever their \
+             user may"
+        ),
+    }
+}
+
+/// "fully enforced", or which rights the kernel's ABI `abi` does not restrict.
+fn level(abi: i32) -> String {
+    let missing = AccessFs::from_all(NEWEST) & !AccessFs::from_all(ABI::from(abi));
+    if missing.is_empty() {
+        return "fully enforced".into();
+    }
+    let names: Vec<&str> = missing.iter().map(right_name).collect();
+    format!(
+        "partially enforced (this kernel does not restrict {})",
+        names.join(", ")
+    )
+}
+
+fn right_name(right: AccessFs) -> &'static str {
+    match right {
+        AccessFs::Refer => "linking and renaming across directories",
+        AccessFs::Truncate => "truncation",
+        AccessFs::IoctlDev => "device ioctls",
+        AccessFs::ResolveUnix => "connecting to Unix sockets",
+        _ => "some rights",
+    }
+}
+
+/// Everything, for a writable hierarchy.
+fn all_rights() -> BitFlags<AccessFs> {
+    AccessFs::from_all(NEWEST)
+}
+
+/// Reading, listing, executing, and connecting to a Unix socket (which the commands
+/// could do before there was a sandbox; the runner's own socket is in a protected
+/// directory).
+fn read_rights() -> BitFlags<AccessFs> {
+    AccessFs::from_read(NEWEST) | AccessFs::ResolveUnix
+}
+
+/// `rights` narrowed to what applies to the object `stat` describes: a rule on a file
+/// with directory rights is refused by the kernel.
+fn fitting(rights: BitFlags<AccessFs>, stat: &FileStat) -> BitFlags<AccessFs> {
+    if is_dir(stat) {
+        rights
+    } else {
+        rights & AccessFs::from_file(NEWEST)
+    }
+}
+
+fn add(
+    ruleset: &mut RulesetCreated,
+    fd: OwnedFd,
+    rights: BitFlags<AccessFs>,
+    what: &Path,
+) -> Result<(), String> {
+    ruleset
+        .add_rule(PathBeneath::new(fd, rights))
+        .map(drop)
+        .map_err(|err| format!("cannot add the sandbox rule for {}: {err}", what.display()))
+}
+
+/// Grants everything below `path`; false when it does not exist. A path that leads
+/// elsewhere through a symbolic link must not lead into, onto or above a protected one:
+/// a job that may replace a directory of its `write_paths` with a link would otherwise
+/// open the controller's state to its next run.
+fn allow_writing(
+    ruleset: &mut RulesetCreated,
+    path: &Path,
+    protected: &[PathBuf],
+) -> Result<bool, String> {
+    let fd = match nix::fcntl::open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(false),
+        Err(err) => return Err(format!("cannot open {}: {err}", path.display())),
+    };
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|err| format!("cannot tell where {} leads: {err}", path.display()))?;
+    if real != path {
+        if let Some(hit) = protected.iter().find(|p| overlaps(&real, p)) {
+            return Err(format!(
+                "the writable path {} leads to {}, which is or holds the protected {}: \
+                 not running the commands",
+                path.display(),
+                real.display(),
+                hit.display()
+            ));
+        }
+    }
+    let stat = fstat(&fd).map_err(|err| format!("cannot stat {}: {err}", path.display()))?;
+    add(ruleset, fd, fitting(all_rights(), &stat), path)?;
+    Ok(true)
+}
+
+/// Grants reading (and writing, when `writable`) on a character device, when it is one.
+fn allow_device(ruleset: &mut RulesetCreated, path: &Path, writable: bool) -> Result<(), String> {
+    let Ok(fd) = nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return Ok(());
+    };
+    let Ok(stat) = fstat(&fd) else {
+        return Ok(());
+    };
+    if file_type(&stat) != SFlag::S_IFCHR {
+        return Ok(());
+    }
+    let rights = if writable {
+        make_bitflags!(AccessFs::{ReadFile | WriteFile | Truncate | IoctlDev})
+    } else {
+        make_bitflags!(AccessFs::{ReadFile | IoctlDev})
+    };
+    add(ruleset, fd, rights, path)
+}
+
+/// Grants reading one file (not following a symbolic link), when it exists.
+fn allow_reading_file(ruleset: &mut RulesetCreated, path: &Path) -> Result<(), String> {
+    let fd = match nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(()),
+        Err(err) => return Err(format!("cannot open {}: {err}", path.display())),
+    };
+    let stat = fstat(&fd).map_err(|err| format!("cannot stat {}: {err}", path.display()))?;
+    if file_type(&stat) != SFlag::S_IFREG {
+        return Ok(());
+    }
+    add(ruleset, fd, AccessFs::ReadFile.into(), path)
+}
+
+/// Grants reading everywhere except below the `protected` paths (see the module
+/// documentation).
+fn allow_reading_except(ruleset: &mut RulesetCreated, protected: &[PathBuf]) -> Result<(), String> {
+    let on_the_way = ancestors(protected);
+    if on_the_way.is_empty() {
+        if protected.iter().any(|p| p == Path::new("/")) {
+            return Ok(());
+        }
+        let root = nix::fcntl::open("/", OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|err| format!("cannot open /: {err}"))?;
+        return add(ruleset, root, read_rights(), Path::new("/"));
+    }
+    for dir in &on_the_way {
+        // A directory that is gone or was swapped for a link grants nothing: safe.
+        let Ok(fd) = open_dir_no_symlinks(dir) else {
+            continue;
+        };
+        for name in list(&fd).map_err(|err| format!("cannot list {}: {err}", dir.display()))? {
+            let entry = dir.join(&name);
+            if on_the_way.contains(&entry) || protected.iter().any(|p| overlaps(&entry, p)) {
+                continue;
+            }
+            let opened = openat(
+                &fd,
+                name.as_bytes(),
+                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            );
+            let Ok(entry_fd) = opened else {
+                // Gone since the listing, or out of reach: nothing to grant.
+                continue;
+            };
+            let Ok(stat) = fstat(&entry_fd) else {
+                continue;
+            };
+            // A symbolic link needs no rule: what counts is where it leads, which is
+            // readable or not on its own.
+            if file_type(&stat) == SFlag::S_IFLNK {
+                continue;
+            }
+            add(ruleset, entry_fd, fitting(read_rights(), &stat), &entry)?;
+        }
+    }
+    Ok(())
+}
+
+/// The directories on the way from `/` to the protected paths (`/` included), without
+/// those that are protected or below a protected path.
+fn ancestors(protected: &[PathBuf]) -> BTreeSet<PathBuf> {
+    protected
+        .iter()
+        .flat_map(|path| path.ancestors().skip(1))
+        .filter(|dir| !protected.iter().any(|p| dir.starts_with(p)))
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// True when `a` and `b` are the same path or one is below the other.
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// `path` as the kernel sees it: the longest part that exists with its symbolic links
+/// resolved, followed by the rest as given.
+fn resolve(path: &Path) -> PathBuf {
+    let mut existing = path;
+    let mut rest: Vec<&OsStr> = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return rest.iter().rev().fold(real, |acc, part| acc.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name);
+                existing = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Opens directory `path` for listing, refusing a symbolic link at any step.
+fn open_dir_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
+    let mut fd = nix::fcntl::open(
+        "/",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    for part in path.iter().skip(1) {
+        fd = openat(
+            &fd,
+            part.as_bytes(),
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+    }
+    Ok(openat(
+        &fd,
+        ".",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// The names in directory `fd`, without `.` and `..`.
+fn list(fd: &OwnedFd) -> io::Result<Vec<std::ffi::OsString>> {
+    let mut dir = nix::dir::Dir::from_fd(fd.try_clone()?)?;
+    let mut names = Vec::new();
+    for entry in dir.iter() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(OsStr::from_bytes(name).to_os_string());
+        }
+    }
+    Ok(names)
+}
+
+fn file_type(stat: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits())
+}
+
+fn is_dir(stat: &FileStat) -> bool {
+    file_type(stat) == SFlag::S_IFDIR
+}
+
+/// Applies the ruleset to the calling (child) process; `no_new_privs` must be set.
+/// Async-signal-safe: one system call, no allocation.
+pub fn restrict(ruleset: RawFd) -> io::Result<()> {
+    // SAFETY: integer arguments only; the kernel checks the descriptor.
+    let result = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_way_to_protected_paths_stops_at_them() {
+        let protected = vec![
+            PathBuf::from("/srv/svc/state"),
+            PathBuf::from("/srv/svc/state/job"),
+            PathBuf::from("/srv/svc/etc"),
+            PathBuf::from("/var/log/svc"),
+        ];
+        let way: Vec<PathBuf> = ancestors(&protected).into_iter().collect();
+        assert_eq!(
+            way,
+            ["/", "/srv", "/srv/svc", "/var", "/var/log"]
+                .map(PathBuf::from)
+                .to_vec()
+        );
+        assert!(ancestors(&[]).is_empty());
+    }
+
+    #[test]
+    fn overlapping_paths() {
+        assert!(overlaps(Path::new("/a/b"), Path::new("/a")));
+        assert!(overlaps(Path::new("/a"), Path::new("/a/b")));
+        assert!(overlaps(Path::new("/a"), Path::new("/a/")));
+        assert!(!overlaps(Path::new("/a/bc"), Path::new("/a/b")));
+    }
+
+    #[test]
+    fn resolve_keeps_the_missing_part() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = std::fs::canonicalize(dir.path()).expect("canonical");
+        let link = real.join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        assert_eq!(resolve(&link.join("not/there")), real.join("not/there"));
+    }
+
+    #[test]
+    fn levels_name_what_an_older_kernel_misses() {
+        assert_eq!(level(10), "fully enforced");
+        assert_eq!(level(9), "fully enforced");
+        assert_eq!(
+            level(7),
+            "partially enforced (this kernel does not restrict connecting to Unix sockets)"
+        );
+        assert!(level(1).contains("truncation") && level(1).contains("device ioctls"));
+    }
+}

@@ -1,0 +1,248 @@
+//! What confines each command of a run, checked with the real binary and a fake
+//! controller: `no_new_privs` for every command, and the Landlock ruleset of
+//! `proto::Sandbox` (writes only below the writable paths, no reading below a protected
+//! path but the run's own body). The tests run as root in CI: root passes file modes,
+//! not Landlock.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use common::*;
+use proto::{Credentials, OutputStream};
+
+fn stdout_text(messages: &[proto::RunnerMessage]) -> String {
+    String::from_utf8(output(messages, OutputStream::Stdout)).expect("utf8")
+}
+
+/// The credentials of `nobody`, when the test runs as root (else `None`, and a notice).
+fn nobody(test: &str) -> Option<Credentials> {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: {test} needs root");
+        return None;
+    }
+    let nobody = nix::unistd::User::from_name("nobody")
+        .expect("passwd lookup")
+        .expect("user nobody exists");
+    Some(Credentials {
+        uid: nobody.uid.as_raw(),
+        gid: nobody.gid.as_raw(),
+        groups: vec![nobody.gid.as_raw()],
+        user_name: "nobody".into(),
+    })
+}
+
+#[tokio::test]
+async fn every_command_runs_with_no_new_privs() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    c.execute(commands_request(
+        &[
+            "grep NoNewPrivs /proc/self/status",
+            "grep NoNewPrivs /proc/$$/status",
+        ],
+        &dir,
+    ))
+    .await;
+    let messages = c.until_finished().await;
+    assert!(finished(&messages).0, "{messages:?}");
+    let text = stdout_text(&messages);
+    let values: Vec<Vec<&str>> = text
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        values,
+        [["NoNewPrivs:", "1"], ["NoNewPrivs:", "1"]],
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_setuid_program_grants_nothing_to_a_job_of_another_user() {
+    let Some(nobody) = nobody("a_setuid_program_grants_nothing_to_a_job_of_another_user") else {
+        return;
+    };
+    let mut c = start().await;
+    let dir = c.dir.path();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
+    // A copy of id(1) owned by root with the setuid bit: without no_new_privs it would
+    // run with effective uid 0.
+    let id = dir.join("id-setuid");
+    std::fs::copy("/usr/bin/id", &id).expect("copy id");
+    std::fs::set_permissions(&id, std::fs::Permissions::from_mode(0o4755)).expect("setuid");
+    assert_eq!(
+        std::fs::metadata(&id).expect("stat").permissions().mode() & 0o7777,
+        0o4755
+    );
+    let mut request = commands_request(&["./id-setuid -u"], dir.to_str().expect("utf8"));
+    let uid = nobody.uid;
+    request.credentials = Some(nobody);
+    c.execute(request).await;
+    let messages = c.until_finished().await;
+    assert!(finished(&messages).0, "{messages:?}");
+    assert_eq!(stdout_text(&messages), format!("{uid}\n"));
+}
+
+/// True when the kernel has Landlock; otherwise prints that `test` is skipped.
+fn landlock(test: &str) -> bool {
+    // SAFETY: the version query reads and writes no memory.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    if abi < 1 {
+        eprintln!("skipped: {test} needs a kernel with Landlock");
+    }
+    abi >= 1
+}
+
+/// A tree for the sandbox tests, below a fresh temporary directory:
+///
+/// ```text
+/// work/  tmp/  extra/            writable
+/// outside/readme                 readable, not writable
+/// protected/secret, other-body   neither
+/// protected/body                 readable: the run's own body
+/// link -> protected              a writable path swapped for a link
+/// ```
+struct Tree {
+    _dir: tempfile::TempDir,
+    base: std::path::PathBuf,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canonical");
+        for sub in ["work", "tmp", "extra", "outside", "protected"] {
+            std::fs::create_dir(base.join(sub)).expect("mkdir");
+        }
+        std::fs::write(base.join("outside/readme"), "readable\n").expect("write");
+        std::fs::write(base.join("protected/secret"), "the-secret\n").expect("write");
+        std::fs::write(base.join("protected/other-body"), "other-body\n").expect("write");
+        std::fs::write(base.join("protected/body"), "own-body\n").expect("write");
+        std::os::unix::fs::symlink(base.join("protected"), base.join("link")).expect("link");
+        Tree { _dir: dir, base }
+    }
+
+    fn path(&self, sub: &str) -> String {
+        self.base.join(sub).display().to_string()
+    }
+
+    fn sandbox(&self, writable: &[&str]) -> proto::Sandbox {
+        proto::Sandbox {
+            write_paths: writable.iter().map(|sub| self.path(sub)).collect(),
+            protected_paths: vec![self.path("protected")],
+            readable_files: vec![self.path("protected/body")],
+        }
+    }
+}
+
+#[tokio::test]
+async fn commands_write_only_below_the_writable_paths_and_read_no_protected_one() {
+    if !landlock("commands_write_only_below_the_writable_paths_and_read_no_protected_one") {
+        return;
+    }
+    let tree = Tree::new();
+    let mut c = start().await;
+    let mut request = commands_request(
+        &[
+            "echo w > f && echo wrote-work",
+            "echo t > \"$B/tmp/f\" && echo wrote-tmp",
+            "mkdir \"$B/extra/d\" && echo e > \"$B/extra/d/f\" && echo wrote-extra",
+            "echo o > \"$B/outside/f\" || echo refused-outside",
+            "echo o >> \"$B/outside/readme\" || echo refused-append",
+            "cat \"$B/outside/readme\"",
+            "cat \"$B/protected/secret\" || echo refused-secret",
+            "cat \"$B/protected/other-body\" || echo refused-other-body",
+            "ls \"$B/protected\" || echo refused-listing",
+            "cat \"$B/protected/body\"",
+            "echo to-null > /dev/null && head -c 5 /dev/zero | wc -c && \
+             head -c 7 /dev/urandom | wc -c",
+            "echo to-stderr > /dev/stderr",
+        ],
+        &tree.path("work"),
+    );
+    if let proto::Action::Commands { env, .. } = &mut request.action {
+        env.push(("B".into(), tree.path("")));
+    }
+    request.sandbox = Some(tree.sandbox(&["work", "tmp", "extra"]));
+    c.execute(request).await;
+    let messages = c.until_finished().await;
+    assert!(finished(&messages).0, "{messages:?}");
+    let stdout = stdout_text(&messages);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "wrote-work",
+            "wrote-tmp",
+            "wrote-extra",
+            "refused-outside",
+            "refused-append",
+            "readable",
+            "refused-secret",
+            "refused-other-body",
+            "refused-listing",
+            "own-body",
+            "5",
+            "7",
+        ],
+        "{messages:?}"
+    );
+    let stderr = String::from_utf8(output(&messages, OutputStream::Stderr)).expect("utf8");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    assert!(stderr.contains("to-stderr"), "{stderr}");
+    assert!(!stderr.contains("the-secret") && !stderr.contains("other-body\n"));
+    assert_eq!(
+        std::fs::read_to_string(tree.base.join("extra/d/f")).expect("read"),
+        "e\n"
+    );
+    assert!(!tree.base.join("outside/f").exists());
+    let summary = logs(&messages)
+        .into_iter()
+        .find(|line| line.starts_with("sandbox: "))
+        .expect("a sandbox line");
+    let writable = format!(
+        "writable: {}, {}, {}; unreadable: {}",
+        tree.path("work"),
+        tree.path("tmp"),
+        tree.path("extra"),
+        tree.path("protected")
+    );
+    assert!(
+        summary.starts_with("sandbox: landlock ABI ") && summary.contains(&writable),
+        "{summary}"
+    );
+    assert!(summary.contains("enforced"), "{summary}");
+}
+
+#[tokio::test]
+async fn a_writable_path_that_leads_into_a_protected_one_stops_the_run() {
+    if !landlock("a_writable_path_that_leads_into_a_protected_one_stops_the_run") {
+        return;
+    }
+    let tree = Tree::new();
+    let mut c = start().await;
+    let mut request = commands_request(&["echo ran"], &tree.path("work"));
+    request.sandbox = Some(tree.sandbox(&["work", "link"]));
+    c.execute(request).await;
+    let messages = c.until_finished().await;
+    match messages.last() {
+        Some(proto::RunnerMessage::Error { message }) => {
+            assert!(
+                message.contains(&tree.path("link"))
+                    && message.contains("leads to")
+                    && message.contains(&tree.path("protected")),
+                "{message}"
+            );
+        }
+        other => panic!("an error, not {other:?}: {messages:?}"),
+    }
+    assert!(stdout_text(&messages).is_empty());
+}
