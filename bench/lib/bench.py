@@ -258,11 +258,25 @@ def cmd_gen_svc(args):
         for name in job_names(args.jobs):
             jobs.append((name, [f"path = /bench/{name}", "command = /bin/true"]))
     elif args.kind == "overhead":
-        stamps = os.path.join(d, "stamps.txt")
-        jobs.append(("stamp", ["path = /bench/stamp", f"command = date +%s.%N >> {stamps}"]))
+        # Jobs write only where their write_paths let them (the per-run sandbox).
+        out_dir = os.path.join(d, "out")
+        os.makedirs(out_dir, exist_ok=True)
+        stamps = os.path.join(out_dir, "stamps.txt")
+        jobs.append(
+            (
+                "stamp",
+                [
+                    "path = /bench/stamp",
+                    f"write_paths = {out_dir}",
+                    f"command = date +%s.%N >> {stamps}",
+                ],
+            )
+        )
         info["stamps"] = stamps
     elif args.kind == "timer":
-        out_file = os.path.join(d, "timer.txt")
+        out_dir = os.path.join(d, "out")
+        os.makedirs(out_dir, exist_ok=True)
+        out_file = os.path.join(out_dir, "timer.txt")
         # A last_run in the future puts every job's first due time at t0 + 1 s, a whole
         # second, and the grid (due + k * 1 s) on whole seconds from there.
         t0 = float(math.ceil(time.time()) + args.lead)
@@ -272,6 +286,7 @@ def cmd_gen_svc(args):
                     name,
                     [
                         "interval = 1s",
+                        f"write_paths = {out_dir}",
                         f'command = echo "$SVC_JOB_ID $(date +%s.%N)" >> {out_file}',
                     ],
                 )

@@ -1,4 +1,5 @@
-//! `Action::Commands`: runs each command with `/bin/sh -c` in its own process group,
+//! `Action::Commands`: runs each command (with `/bin/sh -c`, or directly when it is plain
+//! words: [`crate::argv`]) in its own process group,
 //! streams its output, enforces the time limit and `Cancel`, then ends and sweeps whatever
 //! the command left behind.
 
@@ -156,16 +157,16 @@ fn set_no_new_privs() -> std::io::Result<()> {
     Ok(())
 }
 
-async fn run_one(
-    work: &mut Work<'_>,
-    index: usize,
-    command: &str,
+/// Starts `argv` in its own process group, with the job's environment, working
+/// directory, resource limits, capabilities and sandbox applied in the child.
+fn spawn(
+    work: &Work<'_>,
+    argv: &[&str],
     env: &[(String, String)],
     dir_work: &str,
-) -> Result<(ExitReport, Option<Ended>), String> {
-    let mut cmd = tokio::process::Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(command)
+) -> std::io::Result<tokio::process::Child> {
+    let mut cmd = tokio::process::Command::new(argv[0]);
+    cmd.args(&argv[1..])
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(dir_work)
@@ -193,8 +194,43 @@ async fn run_one(
             Ok(())
         });
     }
+    cmd.spawn()
+}
+
+async fn run_one(
+    work: &mut Work<'_>,
+    index: usize,
+    command: &str,
+    env: &[(String, String)],
+    dir_work: &str,
+) -> Result<(ExitReport, Option<Ended>), String> {
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|err| err.to_string())?;
+    // Plain words start directly; a program that cannot be started that way is started
+    // through the shell after all, for the shell's own message and exit code.
+    let direct = crate::argv::plain_words(command)
+        .map(|words| {
+            // What the shell would add: it exports PWD, the working directory.
+            let mut env = env.to_vec();
+            env.retain(|(name, _)| name != "PWD");
+            env.push(("PWD".to_string(), dir_work.to_string()));
+            spawn(work, &words, &env, dir_work)
+        })
+        .and_then(|spawned| match spawned {
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+                ) =>
+            {
+                None
+            }
+            other => Some(other),
+        });
+    let mut child = match direct {
+        Some(spawned) => spawned,
+        None => spawn(work, &["/bin/sh", "-c", command], env, dir_work),
+    }
+    .map_err(|err| err.to_string())?;
     let pid = child
         .id()
         .ok_or_else(|| "the command's pid is unknown".to_string())?;

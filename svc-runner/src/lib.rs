@@ -6,6 +6,7 @@
 //! streaming what happens, and ends with `Finished` (or `Error` when the work could not be
 //! done at all). See the `proto` crate for the conversation.
 
+pub mod argv;
 pub mod capabilities;
 pub mod commands;
 pub mod connection;

@@ -394,3 +394,63 @@ async fn impossible_credentials_are_an_error_and_nothing_runs() {
     }
     assert_eq!(c.exit_code().await, Some(1));
 }
+
+/// The pid reported for command `index`.
+fn started_pid(messages: &[RunnerMessage], index: usize) -> u32 {
+    messages
+        .iter()
+        .find_map(|m| match m {
+            RunnerMessage::CommandStarted { index: i, pid, .. } if *i == index => Some(*pid),
+            _ => None,
+        })
+        .expect("the command started")
+}
+
+#[tokio::test]
+async fn plain_words_run_without_a_shell_and_shell_syntax_with_one() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    // `/proc/self/stat` starts with the pid of the process that reads it: the command
+    // itself when it runs directly, a child of the shell otherwise.
+    c.execute(commands_request(
+        &["cat /proc/self/stat", "cat /proc/self/stat | cat"],
+        &dir,
+    ))
+    .await;
+    let messages = c.until_finished().await;
+    assert!(finished(&messages).0, "{messages:?}");
+    let stdout = String::from_utf8(output(&messages, OutputStream::Stdout)).expect("utf8");
+    let pids: Vec<u32> = stdout
+        .lines()
+        .map(|line| {
+            line.split(' ')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .expect("pid")
+        })
+        .collect();
+    assert_eq!(pids.len(), 2, "{stdout}");
+    assert_eq!(pids[0], started_pid(&messages, 0), "run directly: {stdout}");
+    assert_ne!(
+        pids[1],
+        started_pid(&messages, 1),
+        "run by the shell: {stdout}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_program_still_gets_the_shells_message_and_exit_code() {
+    let mut c = start().await;
+    let dir = c.dir.path().to_str().expect("utf8").to_string();
+    c.execute(commands_request(&["no-such-program-4711 --flag"], &dir))
+        .await;
+    let messages = c.until_finished().await;
+    let exits = exits(&messages);
+    assert_eq!(exits.len(), 1, "{messages:?}");
+    assert_eq!(exits[0].1.code, Some(127), "{:?}", exits[0].1);
+    let stderr = String::from_utf8_lossy(&output(&messages, OutputStream::Stderr)).into_owned();
+    assert!(
+        stderr.contains("no-such-program-4711") && stderr.contains("not found"),
+        "{stderr}"
+    );
+}
