@@ -997,6 +997,23 @@ def cmd_report(args):
     row("delay due -> start max vs 50 spawns at once", t.get("max_ms"), tb.get("max_ms"), ratio(t.get("max_ms"), tb.get("max_ms")), "<= 50 ms", t.get("max_ms") is not None and t["max_ms"] <= 50, unit=" ms")
     row("runs seen; expected", t.get("runs"), t.get("expected"))
 
+    previous = {}
+    previous_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "previous.json")
+    if os.path.exists(previous_path):
+        with open(previous_path) as f:
+            previous = json.load(f)
+    when = f"previous ({previous.get('date', '?')}, {previous.get('commit', '?')})"
+    if "runs_one_job" in r:
+        rows.append(("RUNS (one job /bin/true, max_job_running = 1, 32 connections)", "", "", "", "", ""))
+        one = get("runs_one_job", "runs_per_sec")
+        x = ratio(one, spawn)
+        row("runs completed/s vs spawn loop", one, spawn, x, ">= 0.40x", x is not None and x >= 0.40)
+        row(f"runs completed/s vs {when}", one, previous.get("runs_one_job_per_sec"), ratio(one, previous.get("runs_one_job_per_sec")))
+        row("status 2xx/4xx/5xx", mix("runs_one_job"), "-")
+    if "overhead_svc" in r and previous:
+        o = r["overhead_svc"]
+        row(f"trigger -> command start p50 vs {when}", o.get("p50_ms"), previous.get("start_p50_ms"), ratio(o.get("p50_ms"), previous.get("start_p50_ms")), unit=" ms")
+        row(f"trigger -> command start p99 vs {when}", o.get("p99_ms"), previous.get("start_p99_ms"), ratio(o.get("p99_ms"), previous.get("start_p99_ms")), unit=" ms")
     if "slow_clients" in r:
         sc = r["slow_clients"]
         rows.append((f"SLOW CLIENTS ({sc['slow_connections']:,} connections dripping a webhook body, 1 byte/s)", "", "", "", "", ""))
