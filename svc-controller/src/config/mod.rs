@@ -13,7 +13,6 @@
 //! problem: every problem is collected as a [`ConfigIssue`] naming file, section, key and
 //! value, and [`load`] fails with all of them at once.
 
-mod duration;
 mod parse;
 mod syntax;
 
@@ -32,7 +31,6 @@ pub const DEFAULT_MAX_BODY_IN_FLIGHT: u64 = 64 * 1024 * 1024;
 /// Default of `http_body_timeout`: a request body must have arrived whole within it.
 pub const DEFAULT_HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub use duration::{format_duration, parse_duration};
 pub use parse::{job_id_from_name, load};
 
 /// Default address the HTTP server listens on.

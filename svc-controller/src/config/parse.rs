@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use super::duration::parse_duration;
 use super::syntax::{self, Entry, Section, SectionKind};
 use super::{
     AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
@@ -16,6 +15,7 @@ use super::{
     DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig,
     MainConfig, ResourceLimits, UserConfig, resolve_path,
 };
+use crate::duration::parse_duration;
 use crate::schedule::{Schedule, Timer};
 
 /// How a key may appear in a section.
