@@ -9,6 +9,7 @@ mod job_http;
 mod job_log;
 mod log_stream;
 mod public;
+mod query;
 mod response;
 pub mod server;
 mod signed;
