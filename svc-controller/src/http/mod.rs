@@ -8,6 +8,7 @@ mod job_exec;
 mod job_http;
 mod job_log;
 mod log_stream;
+mod login;
 mod public;
 mod query;
 mod response;
@@ -78,8 +79,88 @@ pub(super) fn job_answer(engine: &Engine, kind: crate::engine::Kind, id: &str) -
     ok(view::job_json(engine, kind, id).unwrap_or(serde_json::Value::Null))
 }
 
+/// The routes that need no session while login is enabled, as the route table marks them
+/// when it registers them ([`OpenRoutes::get`], [`OpenRoutes::post`]): the login page and
+/// the assets, the login calls, and the POST routes whose signature is their
+/// authentication. Every other request under `/svc` needs a session; nothing outside it
+/// (the public directory) does.
+#[derive(Debug, Clone, Default)]
+struct OpenRoutes {
+    /// Open to GET and HEAD.
+    get: Vec<RoutePattern>,
+    /// Open to POST.
+    post: Vec<RoutePattern>,
+}
+
+/// The paths a route pattern matches, as far as the login check needs them.
+#[derive(Debug, Clone, Copy)]
+enum RoutePattern {
+    /// Exactly this path.
+    Exact(&'static str),
+    /// Every path that starts with this (a pattern ending in a `{*wildcard}`).
+    Prefix(&'static str),
+}
+
+impl RoutePattern {
+    fn of(pattern: &'static str) -> RoutePattern {
+        match pattern.find("{*") {
+            Some(at) => RoutePattern::Prefix(&pattern[..at]),
+            None => RoutePattern::Exact(pattern),
+        }
+    }
+
+    fn matches(self, path: &str) -> bool {
+        match self {
+            RoutePattern::Exact(exact) => path == exact,
+            RoutePattern::Prefix(prefix) => path.starts_with(prefix),
+        }
+    }
+}
+
+impl OpenRoutes {
+    /// Marks the GET (and HEAD) route `pattern` open; gives `pattern` back for `route`.
+    fn get(&mut self, pattern: &'static str) -> &'static str {
+        self.get.push(RoutePattern::of(pattern));
+        pattern
+    }
+
+    /// Marks the POST route `pattern` open; gives `pattern` back for `route`.
+    fn post(&mut self, pattern: &'static str) -> &'static str {
+        self.post.push(RoutePattern::of(pattern));
+        pattern
+    }
+
+    /// True when a request needs a session while login is enabled.
+    fn needs_login(&self, method: &Method, path: &str) -> bool {
+        if path != "/svc" && !path.starts_with("/svc/") {
+            return false;
+        }
+        let open = if *method == Method::GET || *method == Method::HEAD {
+            &self.get
+        } else if *method == Method::POST {
+            &self.post
+        } else {
+            return true;
+        };
+        !open.iter().any(|pattern| pattern.matches(path))
+    }
+}
+
 /// The whole application: the routes behind the front checks of [`App`].
 pub fn router(state: AppState) -> App {
+    let (routes, open) = routes();
+    App {
+        routes: routes.with_state(state.clone()),
+        login: state.login,
+        open: Arc::new(open),
+        hosts: host::AllowedHosts::from_main(state.engine.main()).map(Arc::new),
+        body_timeout: state.engine.main().http_body_timeout,
+    }
+}
+
+/// The one route table, and the routes in it that need no session.
+fn routes() -> (Router<AppState>, OpenRoutes) {
+    let mut open = OpenRoutes::default();
     let compressed = Router::new()
         .route("/svc/api/job_exec/log", get(job_exec::log))
         .route("/svc/api/job/log", get(job_exec::log))
@@ -97,24 +178,42 @@ pub fn router(state: AppState) -> App {
     // these two groups go in as one layer, outermost first. A `route_layer` is enough:
     // `method_not_allowed_fallback` below replaces the routes' fallbacks, layers and all,
     // so their 405 answers never had these limits.
+    //
+    // The signed POST routes and the webhooks need no session: their signature is their
+    // authentication.
     let signed = Router::new()
-        .route("/svc/api/job_exec/pause", post(job_exec::pause))
-        .route("/svc/api/job_exec/resume", post(job_exec::resume))
-        .route("/svc/api/job/pause", post(job_exec::pause))
-        .route("/svc/api/job/resume", post(job_exec::resume))
-        .route("/svc/api/job_exec/cancel", post(job_exec::cancel))
+        .route(open.post("/svc/api/job_exec/pause"), post(job_exec::pause))
+        .route(
+            open.post("/svc/api/job_exec/resume"),
+            post(job_exec::resume),
+        )
+        .route(open.post("/svc/api/job/pause"), post(job_exec::pause))
+        .route(open.post("/svc/api/job/resume"), post(job_exec::resume))
+        .route(
+            open.post("/svc/api/job_exec/cancel"),
+            post(job_exec::cancel),
+        )
         .route("/svc/api/job_http", get(job_http::view))
-        .route("/svc/api/job_http/pause", post(job_http::pause))
-        .route("/svc/api/job_http/resume", post(job_http::resume))
+        .route(open.post("/svc/api/job_http/pause"), post(job_http::pause))
+        .route(
+            open.post("/svc/api/job_http/resume"),
+            post(job_http::resume),
+        )
         .route_layer((
             RequestBodyLimitLayer::new(API_BODY_LIMIT),
             DefaultBodyLimit::max(API_BODY_LIMIT),
             TagRouteLayer,
         ));
     let webhooks = Router::new()
-        .route("/svc/api/job/run/{*path}", post(webhook::trigger))
-        .route("/svc/api/job_exec/run/{*path}", post(webhook::trigger))
-        .route("/svc/job/{*path}", post(webhook::trigger))
+        .route(
+            open.post("/svc/api/job/run/{*path}"),
+            post(webhook::trigger),
+        )
+        .route(
+            open.post("/svc/api/job_exec/run/{*path}"),
+            post(webhook::trigger),
+        )
+        .route(open.post("/svc/job/{*path}"), post(webhook::trigger))
         .route_layer((
             RequestBodyLimitLayer::new(WEBHOOK_BODY_LIMIT),
             DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT),
@@ -126,24 +225,18 @@ pub fn router(state: AppState) -> App {
         .merge(compressed)
         .route("/svc/api/metrics", get(metrics))
         .route("/svc/api/job_exec/log/stream", get(log_stream::stream))
-        .route("/svc/api/login", post(crate::login::login))
-        .route("/svc/api/logout", post(crate::login::logout))
-        .route("/svc/api/session", get(crate::login::session))
-        .merge(ui::router())
+        .route(open.post("/svc/api/login"), post(login::login))
+        .route(open.post("/svc/api/logout"), post(login::logout))
+        .route("/svc/api/session", get(login::session))
+        .merge(ui::router(&mut open))
         .route("/svc/{*rest}", get(not_found))
         // Before the two groups, which are tagged already.
         .route_layer(TagRouteLayer)
         .merge(signed)
         .merge(webhooks)
         .fallback(public::serve)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state.clone());
-    App {
-        routes,
-        login: state.login,
-        hosts: host::AllowedHosts::from_main(state.engine.main()).map(Arc::new),
-        body_timeout: state.engine.main().http_body_timeout,
-    }
+        .method_not_allowed_fallback(method_not_allowed);
+    (routes, open)
 }
 
 /// The application as the server runs it. Every request, matched or not, passes the front
@@ -153,7 +246,8 @@ pub fn router(state: AppState) -> App {
 /// 2. its `Host`, on a loopback listener or with `allowed_hosts` ([`host`]): 421 when
 ///    it names another site;
 /// 3. its body gets [`BODY_READ_TIMEOUT`] between frames and `http_body_timeout` in all;
-/// 4. the login guard ([`crate::login::guard`]);
+/// 4. the login check, for a request whose route needs a session (`OpenRoutes`,
+///    [`crate::login::guard`]);
 /// 5. routing; then an error answer that is not JSON is put into the wrapper
 ///    (`wrap_plain_errors`);
 ///
@@ -168,6 +262,8 @@ pub fn router(state: AppState) -> App {
 pub struct App {
     routes: Router,
     login: Arc<crate::login::Login>,
+    /// The routes that need no session.
+    open: Arc<OpenRoutes>,
     /// The `Host` check; `None` when there is none (see [`host`]).
     hosts: Option<Arc<host::AllowedHosts>>,
     /// `http_body_timeout`: the whole-body deadline.
@@ -211,7 +307,12 @@ where
         let (idle, whole) = (BODY_READ_TIMEOUT.min(self.body_timeout), self.body_timeout);
         let mut request =
             request.map(|body| axum::body::Body::new(ReadTimeout::new(body, idle, whole)));
-        if let Some(refusal) = crate::login::guard(&self.login, &mut request) {
+        // The route test first: it is cheap and spares the webhooks the users' lock.
+        if self
+            .open
+            .needs_login(request.method(), request.uri().path())
+            && let Some(refusal) = login::check(&self.login, &mut request)
+        {
             return AppFuture::answered(head, refusal);
         }
         AppFuture {
@@ -513,6 +614,63 @@ mod tests {
     use futures_util::StreamExt as _;
 
     use super::*;
+
+    #[test]
+    fn what_needs_a_login() {
+        let (_, open) = routes();
+        let needs_login = |method: &Method, path: &str| open.needs_login(method, path);
+        let get = Method::GET;
+        let post = Method::POST;
+        for path in [
+            "/svc",
+            "/svc/",
+            "/svc/doc/api",
+            "/svc/api/environment",
+            "/svc/api/job_exec/log",
+            "/svc/api/job_exec/log/stream",
+            "/svc/api/job_http",
+            "/svc/api/metrics",
+            "/svc/api/session",
+            "/svc/api/nothing",
+            "/svc/loginx",
+            "/svc/assets",
+        ] {
+            assert!(needs_login(&get, path), "GET {path}");
+            assert!(needs_login(&Method::HEAD, path), "HEAD {path}");
+        }
+        for path in [
+            "/svc/login",
+            "/svc/assets/app.css",
+            "/",
+            "/index.html",
+            "/svcx",
+            "/svc-doc",
+        ] {
+            assert!(!needs_login(&get, path), "GET {path}");
+        }
+        for path in [
+            "/svc/api/login",
+            "/svc/api/logout",
+            "/svc/api/job_exec/pause",
+            "/svc/api/job_exec/resume",
+            "/svc/api/job_exec/cancel",
+            "/svc/api/job/pause",
+            "/svc/api/job/resume",
+            "/svc/api/job_http/pause",
+            "/svc/api/job_http/resume",
+            "/svc/api/job/run/deploy",
+            "/svc/api/job_exec/run/a/b",
+            "/svc/job/deploy",
+            "/upload",
+        ] {
+            assert!(!needs_login(&post, path), "POST {path}");
+        }
+        for path in ["/svc/api/environment", "/svc/api/other", "/svc/login"] {
+            assert!(needs_login(&post, path), "POST {path}");
+        }
+        assert!(needs_login(&Method::DELETE, "/svc/api/environment"));
+        assert!(needs_login(&Method::PUT, "/svc/api/job/run/deploy"));
+    }
 
     #[test]
     fn uri_len_is_the_printed_length() {
