@@ -16,6 +16,7 @@ pub mod http;
 pub mod login;
 pub mod logstore;
 pub mod metrics;
+pub mod password;
 pub mod replay;
 pub mod runtmp;
 pub mod schedule;

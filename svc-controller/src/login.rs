@@ -1,5 +1,5 @@
-//! Optional login for the web UI and the GET API: the service (users, password hashes,
-//! sessions, the failed-login throttle and the access check). Its HTTP side, the login
+//! Optional login for the web UI and the GET API: the service (users and their password
+//! checks, sessions, the failed-login throttle and the access check). Its HTTP side, the login
 //! calls and the answers of the access check, is `http/login.rs`; this module imports
 //! nothing from the HTTP layer.
 //!
@@ -36,19 +36,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::io::BufRead;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-use argon2::password_hash::SaltString;
-use argon2::{Argon2, PasswordHash, PasswordHasher, PasswordVerifier};
 use axum::http::{HeaderMap, Method, Uri, header};
 use rand::RngCore as _;
 use sha2::{Digest, Sha256};
 
 use crate::config::UserConfig;
+use crate::password::{hash_password, verify_password};
 
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "svc_session";
@@ -69,151 +67,9 @@ pub const FORGET_FAILURES_AFTER: Duration = Duration::from_secs(60 * 60);
 pub const MAX_TRACKED_CLIENTS: usize = 10_000;
 /// Password hashes checked at the same time.
 pub const MAX_CONCURRENT_VERIFICATIONS: usize = 2;
-/// Largest argon2 memory cost accepted in `user.conf`, in KiB (1 GiB).
-pub const MAX_ARGON2_MEMORY_KIB: u32 = 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------
-// Password hashes.
-
-/// Why [`hash_password`] failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HashError {
-    /// An empty password is refused.
-    #[error("the password is empty")]
-    Empty,
-    /// The hasher failed (not expected with the default parameters).
-    #[error("cannot hash the password: {0}")]
-    Hash(String),
-}
-
-/// An argon2id PHC string of `password` with a random salt and the argon2 crate's
-/// default parameters (m=19456 KiB, t=2, p=1).
-pub fn hash_password(password: &str) -> Result<String, HashError> {
-    if password.is_empty() {
-        return Err(HashError::Empty);
-    }
-    let mut salt = [0u8; 16];
-    rand::rng().fill_bytes(&mut salt);
-    let salt = SaltString::encode_b64(&salt).map_err(|e| HashError::Hash(e.to_string()))?;
-    Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|hash| hash.to_string())
-        .map_err(|e| HashError::Hash(e.to_string()))
-}
-
-/// `svc-controller hash-password`: reads the password and returns its argon2id hash, for
-/// `user.conf`. At a terminal it asks twice, without echo, and refuses two different
-/// answers; from a pipe or a file it reads one line.
-pub fn hash_password_from_stdin() -> anyhow::Result<String> {
-    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        // rpassword turns the terminal's echo off while the password is typed, and on
-        // again afterwards, also when the read fails.
-        let first = rpassword::prompt_password("Password: ")
-            .map_err(|e| anyhow::anyhow!("cannot read the password from the terminal: {e}"))?;
-        if first.is_empty() {
-            anyhow::bail!("no password: an empty password is refused");
-        }
-        let again = rpassword::prompt_password("Password again: ")
-            .map_err(|e| anyhow::anyhow!("cannot read the password from the terminal: {e}"))?;
-        if first != again {
-            anyhow::bail!("the two passwords differ: nothing was hashed");
-        }
-        return Ok(hash_password(&first)?);
-    }
-    hash_password_from_reader(std::io::stdin().lock())
-}
-
-/// As [`hash_password_from_stdin`] from any reader: the first line, without its line
-/// ending; an empty password (or no input) is refused.
-pub fn hash_password_from_reader(reader: impl BufRead) -> anyhow::Result<String> {
-    let mut line = String::new();
-    reader
-        .take(64 * 1024)
-        .read_line(&mut line)
-        .map_err(|e| anyhow::anyhow!("cannot read the password from standard input: {e}"))?;
-    let password = line
-        .strip_suffix('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .unwrap_or(&line);
-    if password.is_empty() {
-        anyhow::bail!("no password: write it on standard input, one line");
-    }
-    Ok(hash_password(password)?)
-}
-
-/// The families of hashes `user.conf` accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HashKind {
-    Argon2,
-    Bcrypt,
-}
-
-fn hash_kind(hash: &str) -> Option<HashKind> {
-    if ["$argon2id$", "$argon2i$", "$argon2d$"]
-        .iter()
-        .any(|p| hash.starts_with(p))
-    {
-        Some(HashKind::Argon2)
-    } else if ["$2a$", "$2b$", "$2y$"].iter().any(|p| hash.starts_with(p)) {
-        Some(HashKind::Bcrypt)
-    } else {
-        None
-    }
-}
-
-/// Checks that `value` is a usable password hash. The message never contains the value.
-pub fn check_password_hash(value: &str) -> Result<(), String> {
-    match hash_kind(value) {
-        Some(HashKind::Argon2) => {
-            let hash = PasswordHash::new(value)
-                .map_err(|e| format!("not a valid argon2 PHC string: {e}"))?;
-            let params = argon2::Params::try_from(&hash)
-                .map_err(|e| format!("invalid argon2 parameters: {e}"))?;
-            if hash.salt.is_none() || hash.hash.is_none() {
-                return Err("the argon2 string lacks its salt or its hash".into());
-            }
-            if params.m_cost() > MAX_ARGON2_MEMORY_KIB {
-                return Err(format!(
-                    "the argon2 memory cost m={} KiB is over the limit of {MAX_ARGON2_MEMORY_KIB} KiB",
-                    params.m_cost()
-                ));
-            }
-            Ok(())
-        }
-        Some(HashKind::Bcrypt) => {
-            let parts: bcrypt::HashParts = value
-                .parse()
-                .map_err(|e| format!("not a valid bcrypt hash: {e}"))?;
-            if !(4..=31).contains(&parts.get_cost()) {
-                return Err(format!("bcrypt cost {} is outside 4..31", parts.get_cost()));
-            }
-            Ok(())
-        }
-        None => Err(
-            "not an argon2 ($argon2id$...) or bcrypt ($2b$...) hash; make one with \
-             svc-controller hash-password"
-                .into(),
-        ),
-    }
-}
-
-/// True when `password` matches `hash` (argon2 with the hash's own variant and
-/// parameters, or bcrypt). A hash that [`check_password_hash`] refuses (one that does not
-/// parse, or asks for too much memory) matches nothing.
-pub fn verify_password(password: &str, hash: &str) -> bool {
-    if check_password_hash(hash).is_err() {
-        return false;
-    }
-    match hash_kind(hash) {
-        Some(HashKind::Argon2) => PasswordHash::new(hash).is_ok_and(|parsed| {
-            Argon2::default()
-                .verify_password(password.as_bytes(), &parsed)
-                .is_ok()
-        }),
-        Some(HashKind::Bcrypt) => bcrypt::verify(password, hash).unwrap_or(false),
-        None => false,
-    }
-}
+// The dummy hash.
 
 /// Checked instead of a real hash when the name is unknown, so a failure takes as long
 /// for an unknown name as for a wrong password (default argon2id parameters).

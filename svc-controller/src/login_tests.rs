@@ -1,5 +1,5 @@
-//! Tests of [`super`]: hashes, sessions on a fake clock, the throttle, the session cookie
-//! and the access check.
+//! Tests of [`super`]: the dummy hash, sessions on a fake clock, the throttle, the session
+//! cookie and the access check.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -10,6 +10,7 @@ use argon2::{Algorithm, Argon2, Params, PasswordHasher, Version};
 use axum::http::HeaderValue;
 
 use super::*;
+use crate::password::check_password_hash;
 
 /// A clock that moves only when told to.
 #[derive(Clone)]
@@ -61,96 +62,7 @@ fn user(name: &str, hash: &str) -> UserConfig {
 const IP1: ClientKey = ClientKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1)));
 const IP2: ClientKey = ClientKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 2)));
 
-// ----- hashes --------------------------------------------------------------------------
-
-#[test]
-fn hash_password_gives_an_argon2id_string_that_verifies() {
-    let hash = hash_password("correct horse").expect("hash");
-    assert!(
-        hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
-        "{hash}"
-    );
-    assert_eq!(check_password_hash(&hash), Ok(()));
-    assert!(verify_password("correct horse", &hash));
-    assert!(!verify_password("correct horse ", &hash));
-    assert!(!verify_password("", &hash));
-    // A new salt each time.
-    assert_ne!(hash, hash_password("correct horse").expect("hash"));
-    assert_eq!(hash_password(""), Err(HashError::Empty));
-}
-
-#[test]
-fn argon2i_and_argon2d_hashes_verify() {
-    for (algorithm, prefix) in [
-        (Algorithm::Argon2i, "$argon2i$"),
-        (Algorithm::Argon2d, "$argon2d$"),
-        (Algorithm::Argon2id, "$argon2id$"),
-    ] {
-        let hash = cheap_argon2(algorithm, "pw");
-        assert!(hash.starts_with(prefix), "{hash}");
-        assert_eq!(check_password_hash(&hash), Ok(()), "{hash}");
-        assert!(verify_password("pw", &hash), "{hash}");
-        assert!(!verify_password("pW", &hash), "{hash}");
-    }
-}
-
-#[test]
-fn bcrypt_hashes_verify_in_every_accepted_version() {
-    let hash = bcrypt::hash("hunter2", 4).expect("bcrypt hash");
-    assert!(hash.starts_with("$2b$04$"), "{hash}");
-    for prefix in ["$2a$", "$2b$", "$2y$"] {
-        let variant = format!("{prefix}{}", &hash[4..]);
-        assert_eq!(check_password_hash(&variant), Ok(()), "{variant}");
-        assert!(verify_password("hunter2", &variant), "{variant}");
-        assert!(!verify_password("hunter3", &variant), "{variant}");
-    }
-    // The buggy 2x variant is not accepted.
-    let x = format!("$2x${}", &hash[4..]);
-    assert!(check_password_hash(&x).is_err());
-    assert!(!verify_password("hunter2", &x));
-}
-
-#[test]
-fn bad_hashes_are_refused_without_quoting_them() {
-    let good_bcrypt = bcrypt::hash("x", 4).expect("bcrypt hash");
-    for bad in [
-        "hunter2".to_string(),
-        "$argon2id$v=19$m=19456,t=2,p=1$notbase64!!$xx".to_string(),
-        "$argon2id$v=19$m=19456,t=2,p=1".to_string(),
-        "$argon2id$v=19$m=4194304,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"
-            .to_string(),
-        "$2b$04$tooshort".to_string(),
-        format!("$2b$99${}", &good_bcrypt[7..]),
-        String::new(),
-    ] {
-        let message = check_password_hash(&bad).expect_err(&bad);
-        if bad.len() > 8 {
-            assert!(!message.contains(&bad[8..]), "{message} quotes {bad}");
-        }
-        assert!(!verify_password("x", &bad), "{bad}");
-    }
-    assert!(
-        check_password_hash("hunter2")
-            .expect_err("plain text")
-            .contains("hash-password")
-    );
-}
-
-#[test]
-fn hash_password_from_a_reader_takes_one_line() {
-    for input in ["s3cret\n", "s3cret\r\n", "s3cret", "s3cret\nsecond line\n"] {
-        let hash = hash_password_from_reader(input.as_bytes()).expect(input);
-        assert!(verify_password("s3cret", &hash), "{input:?}");
-    }
-    let spaced = hash_password_from_reader(" a b \n".as_bytes()).expect("spaces kept");
-    assert!(verify_password(" a b ", &spaced));
-    for empty in ["", "\n", "\r\n"] {
-        assert!(
-            hash_password_from_reader(empty.as_bytes()).is_err(),
-            "{empty:?}"
-        );
-    }
-}
+// ----- the dummy hash ------------------------------------------------------------------
 
 #[test]
 fn the_dummy_hash_costs_as_much_as_a_real_one() {

@@ -1376,7 +1376,7 @@ fn load_users(
         }
         let mut r = Reader::new(&file, section, USER_KEYS, &mut issues);
         let hash = r.parsed("password", |v| {
-            crate::login::check_password_hash(v).map(|()| v.to_string())
+            crate::password::check_password_hash(v).map(|()| v.to_string())
         });
         if !r.has("password") {
             r.fail_key(
