@@ -11,6 +11,10 @@ use super::response::wrapper_ref;
 use crate::auth::AuthError;
 use crate::engine::EngineError;
 
+/// Message of the 404 answer to a webhook path no job has (one of the [`COMMON`]
+/// refusals).
+pub(super) const UNKNOWN_PATH: &str = "no job has this path";
+
 /// An error answer of the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
@@ -91,10 +95,7 @@ static COMMON: LazyLock<Vec<Common>> = LazyLock::new(|| {
             StatusCode::PRECONDITION_FAILED,
             EngineError::Paused.to_string(),
         ),
-        (
-            StatusCode::NOT_FOUND,
-            super::webhook::UNKNOWN_PATH.to_string(),
-        ),
+        (StatusCode::NOT_FOUND, UNKNOWN_PATH.to_string()),
     ]
     .into_iter()
     .filter_map(|(status, message)| {

@@ -31,6 +31,7 @@ use tokio::sync::Semaphore;
 
 use sha2::{Digest as _, Sha256};
 
+use super::error::UNKNOWN_PATH;
 use super::{ApiError, AppState, signed, wrapper};
 use crate::auth::{self, AuthError};
 use crate::config::{AuthKind, JobConfig};
@@ -39,9 +40,6 @@ use crate::replay::{MAX_VALUE_LEN, ReplayStores, Seen};
 
 /// Header with GitHub's delivery ID.
 const DELIVERY_HEADER: &str = "x-github-delivery";
-
-/// Message of the 404 answer to a path no job has.
-pub(super) const UNKNOWN_PATH: &str = "no job has this path";
 
 /// Message of the 200 answer to a repeated delivery.
 const DUPLICATE_DELIVERY: &str = "duplicate delivery: not run again";
