@@ -7,6 +7,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use super::read_timeout::BodyReadTimedOut;
 use super::response::wrapper_ref;
 use crate::auth::AuthError;
 use crate::engine::EngineError;
@@ -65,7 +66,7 @@ impl From<axum::extract::rejection::BytesRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
         while let Some(err) = source {
-            if err.is::<super::BodyReadTimedOut>() {
+            if err.is::<BodyReadTimedOut>() {
                 return ApiError::new(
                     StatusCode::REQUEST_TIMEOUT,
                     "the request body was not received in time (http_body_timeout)",
