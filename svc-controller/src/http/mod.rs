@@ -2,6 +2,7 @@
 //! request passes ([`App`]: head size limit, body read timeout, login guard, metrics) and
 //! the fallbacks that keep every answer in the JSON wrapper.
 
+mod body_budget;
 mod error;
 mod host;
 mod job_exec;
@@ -34,9 +35,9 @@ use axum::routing::{Route, get, post};
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 
+pub use body_budget::BodyBudget;
 pub use error::ApiError;
 pub use response::{ok, wrapper};
-pub use webhook::BodyBudget;
 
 use crate::engine::Engine;
 use read_timeout::ReadTimeout;
