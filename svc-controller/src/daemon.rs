@@ -67,7 +67,7 @@ pub enum Command {
 /// Runs the program; the return value is the process exit status.
 pub fn main_with_args(cli: Cli) -> ExitCode {
     match cli.command {
-        Some(Command::HashPassword) => match crate::login::hash_password_from_stdin() {
+        Some(Command::HashPassword) => match crate::password::hash_password_from_stdin() {
             Ok(hash) => {
                 println!("{hash}");
                 ExitCode::SUCCESS

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod config;
 pub mod daemon;
+pub mod duration;
 pub mod engine;
 pub mod exec;
 pub mod fdlimit;
@@ -15,6 +16,7 @@ pub mod http;
 pub mod login;
 pub mod logstore;
 pub mod metrics;
+pub mod password;
 pub mod replay;
 pub mod runtmp;
 pub mod schedule;

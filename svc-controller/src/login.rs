@@ -1,21 +1,25 @@
-//! Optional login for the web UI and the GET API.
+//! Optional login for the web UI and the GET API: the service (users and their password
+//! checks, sessions, the failed-login throttle and the access check). Its HTTP side, the login
+//! calls and the answers of the access check, is `http/login.rs`; this module imports
+//! nothing from the HTTP layer.
 //!
 //! Users come from `$dir_base/etc/svc/user.conf` ([`crate::config::UserConfig`]). With no
 //! user, nothing here changes anything: every route stays open, as in the interface.
 //! With at least one user:
 //!
-//! - [`guard`] (in front of the router) lets through only requests that
-//!   carry a live session cookie, except the login page, the assets, the login and logout
-//!   calls, the webhook triggers and the signed POST endpoints (their signatures are their
-//!   authentication), and everything outside `/svc` (the public directory). A refused
-//!   page (`/svc`, `/svc/doc/...`) is redirected to `/svc/login?next=<path>` (303); a
-//!   refused API call gets 401 `login required` in the JSON wrapper.
-//! - `POST /svc/api/login` ([`login`]) checks a name and password against the argon2 or
-//!   bcrypt hash of `user.conf` (an unknown name is checked against a dummy hash, so both
-//!   failures take about the same time and say the same thing), then starts a session:
-//!   a random 32-byte token (hex) in the cookie `svc_session` (`Path=/svc; HttpOnly;
-//!   SameSite=Strict; Max-Age=43200`, plus `Secure` behind a proxy that sets
-//!   `X-Forwarded-Proto: https`).
+//! - [`guard`] (in front of the router, for every route that the route table does not
+//!   mark open: the login page, the assets, the login and logout calls, the webhook
+//!   triggers and the signed POST endpoints, whose signatures are their authentication;
+//!   everything outside `/svc`, the public directory, is open too) lets through only
+//!   requests that carry a live session cookie. A refused page (`/svc`, `/svc/doc/...`)
+//!   is sent to `/svc/login?next=<path>` (303); a refused API call gets 401 `login
+//!   required` in the JSON wrapper ([`Access`] says which).
+//! - `POST /svc/api/login` checks a name and password ([`Login::attempt`]) against the
+//!   argon2 or bcrypt hash of `user.conf` (an unknown name is checked against a dummy
+//!   hash, so both failures take about the same time and say the same thing), then
+//!   starts a session: a random 32-byte token (hex) in the cookie `svc_session`
+//!   (`Path=/svc; HttpOnly; SameSite=Strict; Max-Age=43200`, plus `Secure` behind a proxy
+//!   that sets `X-Forwarded-Proto: https`).
 //! - Sessions live in memory only (a restart ends them all), keyed by the SHA-256 of the
 //!   token (so a lookup's timing says nothing about the token), last [`SESSION_LIFETIME`]
 //!   from login, and are capped at [`MAX_SESSIONS`] (the oldest is dropped).
@@ -32,23 +36,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::io::BufRead;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
-use argon2::password_hash::SaltString;
-use argon2::{Argon2, PasswordHash, PasswordHasher, PasswordVerifier};
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, Method, Uri, header};
 use rand::RngCore as _;
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::config::UserConfig;
-use crate::http::{ApiError, AppState, ok};
+use crate::password::{hash_password, verify_password};
 
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "svc_session";
@@ -69,160 +67,9 @@ pub const FORGET_FAILURES_AFTER: Duration = Duration::from_secs(60 * 60);
 pub const MAX_TRACKED_CLIENTS: usize = 10_000;
 /// Password hashes checked at the same time.
 pub const MAX_CONCURRENT_VERIFICATIONS: usize = 2;
-/// Largest body of `POST /svc/api/login`.
-pub const LOGIN_BODY_LIMIT: usize = 16 * 1024;
-/// Largest argon2 memory cost accepted in `user.conf`, in KiB (1 GiB).
-pub const MAX_ARGON2_MEMORY_KIB: u32 = 1024 * 1024;
-
-/// Message of a failed login, whether the name exists or not.
-pub const INVALID_LOGIN: &str = "invalid name or password";
-/// Message of a request that needs a session and has none.
-pub const LOGIN_REQUIRED: &str = "login required";
-/// Message of the login calls when `user.conf` names no user.
-pub const LOGIN_NOT_ENABLED: &str = "login is not enabled";
 
 // ---------------------------------------------------------------------------------------
-// Password hashes.
-
-/// Why [`hash_password`] failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HashError {
-    /// An empty password is refused.
-    #[error("the password is empty")]
-    Empty,
-    /// The hasher failed (not expected with the default parameters).
-    #[error("cannot hash the password: {0}")]
-    Hash(String),
-}
-
-/// An argon2id PHC string of `password` with a random salt and the argon2 crate's
-/// default parameters (m=19456 KiB, t=2, p=1).
-pub fn hash_password(password: &str) -> Result<String, HashError> {
-    if password.is_empty() {
-        return Err(HashError::Empty);
-    }
-    let mut salt = [0u8; 16];
-    rand::rng().fill_bytes(&mut salt);
-    let salt = SaltString::encode_b64(&salt).map_err(|e| HashError::Hash(e.to_string()))?;
-    Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|hash| hash.to_string())
-        .map_err(|e| HashError::Hash(e.to_string()))
-}
-
-/// `svc-controller hash-password`: reads the password and returns its argon2id hash, for
-/// `user.conf`. At a terminal it asks twice, without echo, and refuses two different
-/// answers; from a pipe or a file it reads one line.
-pub fn hash_password_from_stdin() -> anyhow::Result<String> {
-    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        // rpassword turns the terminal's echo off while the password is typed, and on
-        // again afterwards, also when the read fails.
-        let first = rpassword::prompt_password("Password: ")
-            .map_err(|e| anyhow::anyhow!("cannot read the password from the terminal: {e}"))?;
-        if first.is_empty() {
-            anyhow::bail!("no password: an empty password is refused");
-        }
-        let again = rpassword::prompt_password("Password again: ")
-            .map_err(|e| anyhow::anyhow!("cannot read the password from the terminal: {e}"))?;
-        if first != again {
-            anyhow::bail!("the two passwords differ: nothing was hashed");
-        }
-        return Ok(hash_password(&first)?);
-    }
-    hash_password_from_reader(std::io::stdin().lock())
-}
-
-/// As [`hash_password_from_stdin`] from any reader: the first line, without its line
-/// ending; an empty password (or no input) is refused.
-pub fn hash_password_from_reader(reader: impl BufRead) -> anyhow::Result<String> {
-    let mut line = String::new();
-    reader
-        .take(64 * 1024)
-        .read_line(&mut line)
-        .map_err(|e| anyhow::anyhow!("cannot read the password from standard input: {e}"))?;
-    let password = line
-        .strip_suffix('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .unwrap_or(&line);
-    if password.is_empty() {
-        anyhow::bail!("no password: write it on standard input, one line");
-    }
-    Ok(hash_password(password)?)
-}
-
-/// The families of hashes `user.conf` accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HashKind {
-    Argon2,
-    Bcrypt,
-}
-
-fn hash_kind(hash: &str) -> Option<HashKind> {
-    if ["$argon2id$", "$argon2i$", "$argon2d$"]
-        .iter()
-        .any(|p| hash.starts_with(p))
-    {
-        Some(HashKind::Argon2)
-    } else if ["$2a$", "$2b$", "$2y$"].iter().any(|p| hash.starts_with(p)) {
-        Some(HashKind::Bcrypt)
-    } else {
-        None
-    }
-}
-
-/// Checks that `value` is a usable password hash. The message never contains the value.
-pub fn check_password_hash(value: &str) -> Result<(), String> {
-    match hash_kind(value) {
-        Some(HashKind::Argon2) => {
-            let hash = PasswordHash::new(value)
-                .map_err(|e| format!("not a valid argon2 PHC string: {e}"))?;
-            let params = argon2::Params::try_from(&hash)
-                .map_err(|e| format!("invalid argon2 parameters: {e}"))?;
-            if hash.salt.is_none() || hash.hash.is_none() {
-                return Err("the argon2 string lacks its salt or its hash".into());
-            }
-            if params.m_cost() > MAX_ARGON2_MEMORY_KIB {
-                return Err(format!(
-                    "the argon2 memory cost m={} KiB is over the limit of {MAX_ARGON2_MEMORY_KIB} KiB",
-                    params.m_cost()
-                ));
-            }
-            Ok(())
-        }
-        Some(HashKind::Bcrypt) => {
-            let parts: bcrypt::HashParts = value
-                .parse()
-                .map_err(|e| format!("not a valid bcrypt hash: {e}"))?;
-            if !(4..=31).contains(&parts.get_cost()) {
-                return Err(format!("bcrypt cost {} is outside 4..31", parts.get_cost()));
-            }
-            Ok(())
-        }
-        None => Err(
-            "not an argon2 ($argon2id$...) or bcrypt ($2b$...) hash; make one with \
-             svc-controller hash-password"
-                .into(),
-        ),
-    }
-}
-
-/// True when `password` matches `hash` (argon2 with the hash's own variant and
-/// parameters, or bcrypt). A hash that [`check_password_hash`] refuses (one that does not
-/// parse, or asks for too much memory) matches nothing.
-pub fn verify_password(password: &str, hash: &str) -> bool {
-    if check_password_hash(hash).is_err() {
-        return false;
-    }
-    match hash_kind(hash) {
-        Some(HashKind::Argon2) => PasswordHash::new(hash).is_ok_and(|parsed| {
-            Argon2::default()
-                .verify_password(password.as_bytes(), &parsed)
-                .is_ok()
-        }),
-        Some(HashKind::Bcrypt) => bcrypt::verify(password, hash).unwrap_or(false),
-        None => false,
-    }
-}
+// The dummy hash.
 
 /// Checked instead of a real hash when the name is unknown, so a failure takes as long
 /// for an unknown name as for a wrong password (default argon2id parameters).
@@ -366,14 +213,6 @@ impl ClientKey {
                 }
             },
         }
-    }
-
-    /// The key of a request: its `ConnectInfo<SocketAddr>` when the server recorded it.
-    fn of_request(request: &Request) -> ClientKey {
-        request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map_or(ClientKey::Unknown, |info| ClientKey::from_addr(info.0.ip()))
     }
 }
 
@@ -721,14 +560,10 @@ impl Login {
 }
 
 // ---------------------------------------------------------------------------------------
-// HTTP: cookies, the guard and the handlers.
+// The session cookie and the access check.
 
-/// The name of the user of a request that passed [`guard`] with a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CurrentUser(pub String);
-
-/// Values of every `svc_session` cookie of the request.
-fn session_cookies(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+/// Values of every `svc_session` cookie of a request.
+pub fn session_cookies(headers: &HeaderMap) -> impl Iterator<Item = &str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -738,15 +573,6 @@ fn session_cookies(headers: &HeaderMap) -> impl Iterator<Item = &str> {
             let (name, value) = pair.trim().split_once('=')?;
             (name.trim() == SESSION_COOKIE).then(|| value.trim().trim_matches('"'))
         })
-}
-
-/// True when a proxy in front says the request came over https.
-fn forwarded_https(headers: &HeaderMap) -> bool {
-    headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(',').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
 }
 
 /// The `Set-Cookie` value of a new session.
@@ -764,40 +590,6 @@ pub fn cleared_cookie(secure: bool) -> String {
         "{SESSION_COOKIE}=; Path=/svc; HttpOnly; SameSite=Strict; Max-Age=0{}",
         if secure { "; Secure" } else { "" }
     )
-}
-
-/// POST routes that carry their own authentication (a signature) or are the login
-/// calls themselves.
-const OPEN_POST_PATHS: &[&str] = &[
-    "/svc/api/login",
-    "/svc/api/logout",
-    "/svc/api/job_exec/pause",
-    "/svc/api/job_exec/resume",
-    "/svc/api/job_exec/cancel",
-    "/svc/api/job/pause",
-    "/svc/api/job/resume",
-    "/svc/api/job_http/pause",
-    "/svc/api/job_http/resume",
-];
-
-/// Prefixes of the webhook trigger routes (POST, signed).
-const OPEN_POST_PREFIXES: &[&str] = &["/svc/api/job/run/", "/svc/api/job_exec/run/", "/svc/job/"];
-
-/// True when a request needs a session while login is enabled: everything under `/svc`
-/// except the assets and the login page (GET), and the signed and login POST routes.
-/// The public directory (outside `/svc`) stays open.
-pub fn needs_login(method: &Method, path: &str) -> bool {
-    if path != "/svc" && !path.starts_with("/svc/") {
-        return false;
-    }
-    if *method == Method::GET || *method == Method::HEAD {
-        return !(path == "/svc/login" || path.starts_with("/svc/assets/"));
-    }
-    if *method == Method::POST {
-        return !(OPEN_POST_PATHS.contains(&path)
-            || OPEN_POST_PREFIXES.iter().any(|p| path.starts_with(p)));
-    }
-    true
 }
 
 /// Where a login may send the browser afterwards: a path below `/svc` (not the login
@@ -822,137 +614,44 @@ fn login_location(path_and_query: &str) -> String {
     format!("/svc/login?next={next}")
 }
 
-fn no_store(mut response: Response) -> Response {
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+/// What the access check decided about a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// Login is disabled: the request goes on.
+    Open,
+    /// The request carries a live session of this user: it goes on as theirs.
+    User(String),
+    /// A page asked for without a session: the browser is sent to `location` (the login
+    /// page, with the page to come back to).
+    LoginFirst {
+        /// `/svc/login?next=<path and query>`.
+        location: String,
+    },
+    /// An API call without a session: refused (`login required`).
+    Refused,
 }
 
-/// The login check of the front ([`crate::http::App`]): with login enabled, a request
-/// that [`needs_login`] passes only with a live session (its user then in the
-/// [`CurrentUser`] extension); otherwise pages are redirected to the login page and API
-/// calls get 401 `login required`: the answer to send instead of routing the request.
-pub fn guard(login: &Login, request: &mut Request) -> Option<Response> {
-    // The path test first: it is cheap and spares the webhooks the users' lock.
-    if !needs_login(request.method(), request.uri().path()) || !login.enabled() {
-        return None;
+/// The access check of the front (`App` in the HTTP layer), for a request to a route that
+/// needs a session: with login enabled, it goes on only with a live session; otherwise
+/// pages (outside `/svc/api/`, GET or HEAD) are sent to the login page and API calls
+/// refused. The HTTP layer turns a refusal into its answer.
+pub fn guard(login: &Login, method: &Method, uri: &Uri, headers: &HeaderMap) -> Access {
+    if !login.enabled() {
+        return Access::Open;
     }
-    if let Some(user) = login.user_of(request.headers()) {
-        request.extensions_mut().insert(CurrentUser(user));
-        return None;
+    if let Some(user) = login.user_of(headers) {
+        return Access::User(user);
     }
-    let path = request.uri().path();
-    let is_page = !path.starts_with("/svc/api/")
-        && (*request.method() == Method::GET || *request.method() == Method::HEAD);
+    let path = uri.path();
+    let is_page =
+        !path.starts_with("/svc/api/") && (*method == Method::GET || *method == Method::HEAD);
     if is_page {
-        let target = request
-            .uri()
-            .path_and_query()
-            .map_or(path, |pq| pq.as_str());
-        let location = login_location(target);
-        let mut response = StatusCode::SEE_OTHER.into_response();
-        if let Ok(value) = HeaderValue::from_str(&location) {
-            response.headers_mut().insert(header::LOCATION, value);
-        }
-        return Some(no_store(response));
+        let target = uri.path_and_query().map_or(path, |pq| pq.as_str());
+        return Access::LoginFirst {
+            location: login_location(target),
+        };
     }
-    Some(no_store(
-        ApiError::unauthorized(LOGIN_REQUIRED).into_response(),
-    ))
-}
-
-/// `POST /svc/api/login`, form `name=&password=&next=`.
-pub async fn login(State(state): State<AppState>, request: Request) -> Response {
-    if !state.login.enabled() {
-        return ApiError::not_found(LOGIN_NOT_ENABLED).into_response();
-    }
-    let client = ClientKey::of_request(&request);
-    let secure = forwarded_https(request.headers());
-    let Ok(body) = axum::body::to_bytes(request.into_body(), LOGIN_BODY_LIMIT).await else {
-        return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large")
-            .into_response();
-    };
-    let mut name = String::new();
-    let mut password = String::new();
-    let mut next = String::new();
-    for (key, value) in form_urlencoded::parse(&body) {
-        match key.as_ref() {
-            "name" => name = value.into_owned(),
-            "password" => password = value.into_owned(),
-            "next" => next = value.into_owned(),
-            _ => {}
-        }
-    }
-    if name.is_empty() || password.is_empty() {
-        return ApiError::bad_request("name and password are required").into_response();
-    }
-    match state.login.attempt(client, &name, &password).await {
-        Ok(()) => {
-            let token = state.login.create_session(&name);
-            tracing::info!(user = %name, %client, "login");
-            let mut response = ok(json!({ "name": name, "next": safe_next(&next) }));
-            if let Ok(cookie) = HeaderValue::from_str(&session_cookie(&token, secure)) {
-                response.headers_mut().insert(header::SET_COOKIE, cookie);
-            }
-            no_store(response)
-        }
-        Err(Refusal::Invalid { known }) => {
-            if known {
-                tracing::warn!(user = %name, %client, "failed login: wrong password");
-            } else {
-                tracing::warn!(%client, "failed login: unknown name");
-            }
-            no_store(ApiError::unauthorized(INVALID_LOGIN).into_response())
-        }
-        Err(Refusal::Busy) => ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "another login attempt from this address is in progress",
-        )
-        .into_response(),
-        Err(Refusal::TooMany { retry_after }) => {
-            let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
-            tracing::warn!(%client, "login refused: too many failed logins");
-            let mut response = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!("too many failed logins; try again in {secs} s"),
-            )
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-            response
-        }
-    }
-}
-
-/// `POST /svc/api/logout`: ends the session of the cookie and clears the cookie.
-pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if !state.login.enabled() {
-        return ApiError::not_found(LOGIN_NOT_ENABLED).into_response();
-    }
-    for token in session_cookies(&headers) {
-        if let Some(user) = state.login.end_session(token) {
-            tracing::info!(%user, "logout");
-        }
-    }
-    let mut response = ok(serde_json::Value::Null);
-    if let Ok(cookie) = HeaderValue::from_str(&cleared_cookie(forwarded_https(&headers))) {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
-    no_store(response)
-}
-
-/// `GET /svc/api/session`: `{"login": false, "name": null}` without users; with users
-/// `{"login": true, "name": <user>}` (the guard answers 401 without a session).
-pub async fn session(State(state): State<AppState>, request: Request) -> Response {
-    if !state.login.enabled() {
-        return no_store(ok(json!({ "login": false, "name": null })));
-    }
-    match request.extensions().get::<CurrentUser>() {
-        Some(CurrentUser(name)) => no_store(ok(json!({ "login": true, "name": name }))),
-        None => no_store(ApiError::unauthorized(LOGIN_REQUIRED).into_response()),
-    }
+    Access::Refused
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! Tests of [`super`]: hashes, sessions on a fake clock, the throttle, cookies and the
-//! guard's rules.
+//! Tests of [`super`]: the dummy hash, sessions on a fake clock, the throttle, the session
+//! cookie and the access check.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use argon2::password_hash::SaltString;
 use argon2::{Algorithm, Argon2, Params, PasswordHasher, Version};
+use axum::http::HeaderValue;
 
 use super::*;
+use crate::password::check_password_hash;
 
 /// A clock that moves only when told to.
 #[derive(Clone)]
@@ -60,96 +62,7 @@ fn user(name: &str, hash: &str) -> UserConfig {
 const IP1: ClientKey = ClientKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1)));
 const IP2: ClientKey = ClientKey::Ip(IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 2)));
 
-// ----- hashes --------------------------------------------------------------------------
-
-#[test]
-fn hash_password_gives_an_argon2id_string_that_verifies() {
-    let hash = hash_password("correct horse").expect("hash");
-    assert!(
-        hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
-        "{hash}"
-    );
-    assert_eq!(check_password_hash(&hash), Ok(()));
-    assert!(verify_password("correct horse", &hash));
-    assert!(!verify_password("correct horse ", &hash));
-    assert!(!verify_password("", &hash));
-    // A new salt each time.
-    assert_ne!(hash, hash_password("correct horse").expect("hash"));
-    assert_eq!(hash_password(""), Err(HashError::Empty));
-}
-
-#[test]
-fn argon2i_and_argon2d_hashes_verify() {
-    for (algorithm, prefix) in [
-        (Algorithm::Argon2i, "$argon2i$"),
-        (Algorithm::Argon2d, "$argon2d$"),
-        (Algorithm::Argon2id, "$argon2id$"),
-    ] {
-        let hash = cheap_argon2(algorithm, "pw");
-        assert!(hash.starts_with(prefix), "{hash}");
-        assert_eq!(check_password_hash(&hash), Ok(()), "{hash}");
-        assert!(verify_password("pw", &hash), "{hash}");
-        assert!(!verify_password("pW", &hash), "{hash}");
-    }
-}
-
-#[test]
-fn bcrypt_hashes_verify_in_every_accepted_version() {
-    let hash = bcrypt::hash("hunter2", 4).expect("bcrypt hash");
-    assert!(hash.starts_with("$2b$04$"), "{hash}");
-    for prefix in ["$2a$", "$2b$", "$2y$"] {
-        let variant = format!("{prefix}{}", &hash[4..]);
-        assert_eq!(check_password_hash(&variant), Ok(()), "{variant}");
-        assert!(verify_password("hunter2", &variant), "{variant}");
-        assert!(!verify_password("hunter3", &variant), "{variant}");
-    }
-    // The buggy 2x variant is not accepted.
-    let x = format!("$2x${}", &hash[4..]);
-    assert!(check_password_hash(&x).is_err());
-    assert!(!verify_password("hunter2", &x));
-}
-
-#[test]
-fn bad_hashes_are_refused_without_quoting_them() {
-    let good_bcrypt = bcrypt::hash("x", 4).expect("bcrypt hash");
-    for bad in [
-        "hunter2".to_string(),
-        "$argon2id$v=19$m=19456,t=2,p=1$notbase64!!$xx".to_string(),
-        "$argon2id$v=19$m=19456,t=2,p=1".to_string(),
-        "$argon2id$v=19$m=4194304,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaGhhc2hoYXNoaGFzaGhhc2hoYXNoaGFzaGhhc2g"
-            .to_string(),
-        "$2b$04$tooshort".to_string(),
-        format!("$2b$99${}", &good_bcrypt[7..]),
-        String::new(),
-    ] {
-        let message = check_password_hash(&bad).expect_err(&bad);
-        if bad.len() > 8 {
-            assert!(!message.contains(&bad[8..]), "{message} quotes {bad}");
-        }
-        assert!(!verify_password("x", &bad), "{bad}");
-    }
-    assert!(
-        check_password_hash("hunter2")
-            .expect_err("plain text")
-            .contains("hash-password")
-    );
-}
-
-#[test]
-fn hash_password_from_a_reader_takes_one_line() {
-    for input in ["s3cret\n", "s3cret\r\n", "s3cret", "s3cret\nsecond line\n"] {
-        let hash = hash_password_from_reader(input.as_bytes()).expect(input);
-        assert!(verify_password("s3cret", &hash), "{input:?}");
-    }
-    let spaced = hash_password_from_reader(" a b \n".as_bytes()).expect("spaces kept");
-    assert!(verify_password(" a b ", &spaced));
-    for empty in ["", "\n", "\r\n"] {
-        assert!(
-            hash_password_from_reader(empty.as_bytes()).is_err(),
-            "{empty:?}"
-        );
-    }
-}
+// ----- the dummy hash ------------------------------------------------------------------
 
 #[test]
 fn the_dummy_hash_costs_as_much_as_a_real_one() {
@@ -457,7 +370,7 @@ async fn a_wrong_password_delays_the_next_attempt_of_that_address() {
     assert!(started.elapsed() < FIRST_DELAY, "{:?}", started.elapsed());
 }
 
-// ----- HTTP pieces ---------------------------------------------------------------------
+// ----- the session cookie and the access check -----------------------------------------
 
 #[test]
 fn session_cookie_attributes() {
@@ -472,18 +385,6 @@ fn session_cookie_attributes() {
     assert!(cleared.contains("Max-Age=0"));
     assert!(cleared.contains("Path=/svc"));
     assert!(cleared_cookie(true).contains("Secure"));
-}
-
-#[test]
-fn https_is_taken_from_x_forwarded_proto() {
-    let mut headers = HeaderMap::new();
-    assert!(!forwarded_https(&headers));
-    headers.insert("x-forwarded-proto", HeaderValue::from_static("HTTPS"));
-    assert!(forwarded_https(&headers));
-    headers.insert("x-forwarded-proto", HeaderValue::from_static("https, http"));
-    assert!(forwarded_https(&headers));
-    headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
-    assert!(!forwarded_https(&headers));
 }
 
 #[test]
@@ -506,58 +407,52 @@ fn the_session_cookie_is_found_among_others() {
 }
 
 #[test]
-fn what_needs_a_login() {
+fn the_access_check_sends_pages_to_the_login_page_and_refuses_api_calls() {
     let get = Method::GET;
-    let post = Method::POST;
-    for path in [
-        "/svc",
-        "/svc/",
-        "/svc/doc/api",
-        "/svc/api/environment",
-        "/svc/api/job_exec/log",
-        "/svc/api/job_exec/log/stream",
-        "/svc/api/job_http",
-        "/svc/api/metrics",
-        "/svc/api/session",
-        "/svc/api/nothing",
-        "/svc/loginx",
-        "/svc/assets",
-    ] {
-        assert!(needs_login(&get, path), "GET {path}");
-        assert!(needs_login(&Method::HEAD, path), "HEAD {path}");
-    }
-    for path in [
-        "/svc/login",
-        "/svc/assets/app.css",
-        "/",
-        "/index.html",
-        "/svcx",
-        "/svc-doc",
-    ] {
-        assert!(!needs_login(&get, path), "GET {path}");
-    }
-    for path in [
-        "/svc/api/login",
-        "/svc/api/logout",
-        "/svc/api/job_exec/pause",
-        "/svc/api/job_exec/resume",
-        "/svc/api/job_exec/cancel",
-        "/svc/api/job/pause",
-        "/svc/api/job/resume",
-        "/svc/api/job_http/pause",
-        "/svc/api/job_http/resume",
-        "/svc/api/job/run/deploy",
-        "/svc/api/job_exec/run/a/b",
-        "/svc/job/deploy",
-        "/upload",
-    ] {
-        assert!(!needs_login(&post, path), "POST {path}");
-    }
-    for path in ["/svc/api/environment", "/svc/api/other", "/svc/login"] {
-        assert!(needs_login(&post, path), "POST {path}");
-    }
-    assert!(needs_login(&Method::DELETE, "/svc/api/environment"));
-    assert!(needs_login(&Method::PUT, "/svc/api/job/run/deploy"));
+    let no_cookie = HeaderMap::new();
+    let uri = |text: &str| text.parse::<Uri>().expect("uri");
+    // Without users every request goes on.
+    let disabled = Login::default();
+    assert_eq!(
+        guard(&disabled, &get, &uri("/svc/api/environment"), &no_cookie),
+        Access::Open
+    );
+    let login = Login::new(&[user("ann", &cheap_argon2(Algorithm::Argon2id, "pw"))]);
+    assert_eq!(
+        guard(&login, &get, &uri("/svc/doc/api?x=1"), &no_cookie),
+        Access::LoginFirst {
+            location: "/svc/login?next=%2Fsvc%2Fdoc%2Fapi%3Fx%3D1".into()
+        }
+    );
+    assert_eq!(
+        guard(&login, &Method::HEAD, &uri("/svc"), &no_cookie),
+        Access::LoginFirst {
+            location: "/svc/login?next=%2Fsvc".into()
+        }
+    );
+    // API calls, and pages asked for with another method, are refused.
+    assert_eq!(
+        guard(&login, &get, &uri("/svc/api/environment"), &no_cookie),
+        Access::Refused
+    );
+    assert_eq!(
+        guard(&login, &Method::POST, &uri("/svc/doc"), &no_cookie),
+        Access::Refused
+    );
+    let token = login.create_session("ann");
+    let mut cookie = HeaderMap::new();
+    cookie.insert(
+        header::COOKIE,
+        HeaderValue::from_str(&format!("svc_session={token}")).expect("header"),
+    );
+    assert_eq!(
+        guard(&login, &get, &uri("/svc/api/environment"), &cookie),
+        Access::User("ann".into())
+    );
+    assert_eq!(
+        guard(&login, &get, &uri("/svc/doc"), &cookie),
+        Access::User("ann".into())
+    );
 }
 
 #[test]
@@ -591,34 +486,4 @@ fn debug_output_shows_no_hash() {
     let text = format!("{login:?} {:?}", user("ann", &hash));
     assert!(!text.contains(&hash), "{text}");
     assert!(!text.contains("argon2"), "{text}");
-}
-
-/// The server records the peer as `ConnectInfo` with this wrapping (see `http/server.rs`);
-/// the throttle then keys on it.
-#[tokio::test]
-async fn the_peer_address_recorded_by_the_server_is_the_client_key() {
-    use tower::ServiceExt as _;
-    async fn key(request: Request) -> String {
-        ClientKey::of_request(&request).to_string()
-    }
-    let app: axum::Router = axum::Router::new().route("/", axum::routing::get(key));
-    let peer: SocketAddr = "192.0.2.1:4242".parse().expect("address");
-    let service = tower::Layer::layer(&axum::Extension(ConnectInfo(peer)), app.clone());
-    let request = || {
-        axum::http::Request::builder()
-            .uri("/")
-            .body(axum::body::Body::empty())
-            .expect("request")
-    };
-    let response = service.oneshot(request()).await.expect("response");
-    let body = axum::body::to_bytes(response.into_body(), 1024)
-        .await
-        .expect("body");
-    assert_eq!(&body[..], b"192.0.2.1");
-    // Without it every client is one.
-    let response = app.oneshot(request()).await.expect("response");
-    let body = axum::body::to_bytes(response.into_body(), 1024)
-        .await
-        .expect("body");
-    assert_eq!(&body[..], b"unknown");
 }

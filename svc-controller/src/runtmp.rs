@@ -25,9 +25,9 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat};
 use nix::sys::stat::{FchmodatFlags, FileStat, Mode, SFlag, fchmodat, fstatat};
 use nix::unistd::{Gid, Uid, UnlinkatFlags, fchownat, unlinkat};
+use proto::Credentials;
 
 use crate::config::MainConfig;
-use crate::engine::request::RunAs;
 
 /// Mode of the directory that holds the runs' directories.
 const PARENT_MODE: u32 = 0o711;
@@ -39,14 +39,15 @@ pub fn run_dir(main: &MainConfig, id: &str, counter: u64) -> PathBuf {
     main.dir_run_tmp().join(format!("{id}.{counter}"))
 }
 
-/// Creates the temporary directory of run `counter` of job `id` for the job's user and
+/// Creates the temporary directory of run `counter` of job `id` for the job's user
+/// (`owner`, the run's credentials; `None` when the run keeps the controller's) and
 /// returns its path. One left by an earlier controller with the same name (the counter
 /// is never reused, so only after a state was lost) is removed first.
 pub fn create(
     main: &MainConfig,
     id: &str,
     counter: u64,
-    run_as: &RunAs,
+    owner: Option<&Credentials>,
 ) -> Result<PathBuf, String> {
     let parent = main.dir_run_tmp();
     prepare_parent(&parent)?;
@@ -68,7 +69,7 @@ pub fn create(
     // The umask may have taken bits away; 0700 is what is meant either way.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(RUN_MODE))
         .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))?;
-    if let Some(creds) = &run_as.credentials
+    if let Some(creds) = owner
         && Uid::effective().is_root()
     {
         std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))

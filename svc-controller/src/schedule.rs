@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Datelike, NaiveDate, TimeDelta, Timelike, Utc, Weekday};
 
-use crate::config::format_duration;
+use crate::duration::format_duration;
 
 /// When a job runs by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]

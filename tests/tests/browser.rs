@@ -248,7 +248,7 @@ async fn start_service_with_login() -> TestService {
     );
     let dir = builder.dir_base().join("etc/svc");
     std::fs::create_dir_all(&dir).expect("create etc/svc");
-    let hash = svc_controller::login::hash_password(LOGIN_PASSWORD).expect("hash the password");
+    let hash = svc_controller::password::hash_password(LOGIN_PASSWORD).expect("hash the password");
     let file = dir.join("user.conf");
     std::fs::write(
         &file,

@@ -26,8 +26,11 @@ fn write_user_conf(dir_base: &Path, text: &str, mode: u32) {
 
 /// `ann` (argon2id from `hash_password`) and `bob` (bcrypt).
 fn users_text() -> String {
-    let hash = svc_controller::login::hash_password(ANN_PASSWORD).expect("hash a password");
-    assert!(svc_controller::login::verify_password(ANN_PASSWORD, &hash));
+    let hash = svc_controller::password::hash_password(ANN_PASSWORD).expect("hash a password");
+    assert!(svc_controller::password::verify_password(
+        ANN_PASSWORD,
+        &hash
+    ));
     format!("[user \"ann\"]\npassword = {hash}\n\n[user \"bob\"]\npassword = {BOB_BCRYPT}\n")
 }
 
@@ -431,7 +434,7 @@ async fn webhooks_and_signed_calls_need_no_login() {
 #[tokio::test]
 async fn check_reports_a_bad_user_conf_without_the_hash() {
     let builder = builder();
-    let hash = svc_controller::login::hash_password("x").expect("hash");
+    let hash = svc_controller::password::hash_password("x").expect("hash");
     let broken = format!("{}!", &hash[..hash.len() - 1]);
     let text =
         format!("[user \"ann\"]\npassword = {broken}\n[user \"bob\"]\npasswd = {BOB_BCRYPT}\n");
@@ -474,7 +477,7 @@ async fn check_reports_a_bad_user_conf_without_the_hash() {
 
 #[test]
 fn hash_password_makes_argon2id_hashes_that_verify() {
-    use svc_controller::login::{hash_password, hash_password_from_reader, verify_password};
+    use svc_controller::password::{hash_password, hash_password_from_reader, verify_password};
     let hash = hash_password("s3cret").expect("hash");
     assert!(hash.starts_with("$argon2id$"), "{hash}");
     assert!(verify_password("s3cret", &hash));

@@ -7,15 +7,15 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use super::duration::parse_duration;
-use super::syntax::{self, Entry, Section, SectionKind};
-use super::{
+use super::model::{
     AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
     DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS,
     DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME,
     DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig,
     MainConfig, ResourceLimits, UserConfig, resolve_path,
 };
+use super::syntax::{self, Entry, Section, SectionKind};
+use crate::duration::parse_duration;
 use crate::schedule::{Schedule, Timer};
 
 /// How a key may appear in a section.
@@ -1376,7 +1376,7 @@ fn load_users(
         }
         let mut r = Reader::new(&file, section, USER_KEYS, &mut issues);
         let hash = r.parsed("password", |v| {
-            crate::login::check_password_hash(v).map(|()| v.to_string())
+            crate::password::check_password_hash(v).map(|()| v.to_string())
         });
         if !r.has("password") {
             r.fail_key(

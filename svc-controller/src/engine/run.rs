@@ -375,7 +375,8 @@ fn prepare(
             let run_as = request::resolve_run_as(user, group)?;
             let (dir_work, is_default) = request::dir_work(main, job);
             request::prepare_dir_work(&dir_work, is_default, &run_as)?;
-            let tmp = crate::runtmp::create(main, &job.id, context.counter, &run_as)?;
+            let tmp =
+                crate::runtmp::create(main, &job.id, context.counter, run_as.credentials.as_ref())?;
             *tmp_dir = Some(tmp.clone());
             let mut data = RequestData {
                 body_path: None,

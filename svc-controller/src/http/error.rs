@@ -7,9 +7,14 @@ use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use super::read_timeout::BodyReadTimedOut;
 use super::response::wrapper_ref;
 use crate::auth::AuthError;
 use crate::engine::EngineError;
+
+/// Message of the 404 answer to a webhook path no job has (one of the [`COMMON`]
+/// refusals).
+pub(super) const UNKNOWN_PATH: &str = "no job has this path";
 
 /// An error answer of the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +66,7 @@ impl From<axum::extract::rejection::BytesRejection> for ApiError {
     fn from(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
         while let Some(err) = source {
-            if err.is::<super::BodyReadTimedOut>() {
+            if err.is::<BodyReadTimedOut>() {
                 return ApiError::new(
                     StatusCode::REQUEST_TIMEOUT,
                     "the request body was not received in time (http_body_timeout)",
@@ -91,10 +96,7 @@ static COMMON: LazyLock<Vec<Common>> = LazyLock::new(|| {
             StatusCode::PRECONDITION_FAILED,
             EngineError::Paused.to_string(),
         ),
-        (
-            StatusCode::NOT_FOUND,
-            super::webhook::UNKNOWN_PATH.to_string(),
-        ),
+        (StatusCode::NOT_FOUND, UNKNOWN_PATH.to_string()),
     ]
     .into_iter()
     .filter_map(|(status, message)| {

@@ -5,35 +5,9 @@ use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 
+use super::query::{job_id, param, params};
 use super::{ApiError, AppState, signed};
 use crate::engine::Kind;
-
-/// Pairs of a query string or form body. Bad percent-encoding decodes lossily.
-pub(super) fn params(raw: &[u8]) -> Vec<(String, String)> {
-    form_urlencoded::parse(raw).into_owned().collect()
-}
-
-pub(super) fn param<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    pairs
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
-
-/// A job ID as the API takes it: present, non-empty, and of the characters IDs use.
-pub(super) fn job_id(value: Option<&str>) -> Result<&str, ApiError> {
-    match value {
-        None | Some("") => Err(ApiError::bad_request("empty job id")),
-        Some(id)
-            if id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') =>
-        {
-            Ok(id)
-        }
-        Some(_) => Err(ApiError::bad_request("invalid job id")),
-    }
-}
 
 pub(super) async fn environment(State(state): State<AppState>, headers: HeaderMap) -> Response {
     use axum::http::{HeaderValue, header};

@@ -6,7 +6,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
-use super::job_exec::{job_id, param, params};
+use super::query::{job_id, param, params};
 use super::{ApiError, AppState, ok, signed};
 use crate::engine::Kind;
 

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use futures_util::{StreamExt as _, stream};
 
-use super::job_exec::{job_id, param, params};
+use super::query::{job_id, param, params};
 use super::{ApiError, AppState};
 use crate::engine::{Kind, OpenLog};
 

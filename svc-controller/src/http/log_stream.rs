@@ -32,7 +32,7 @@ use futures_util::stream;
 use serde_json::json;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::job_exec::{job_id, param, params};
+use super::query::{job_id, param, params};
 use super::{ApiError, AppState};
 use crate::engine::Kind;
 

@@ -2,13 +2,17 @@
 //! request passes ([`App`]: head size limit, body read timeout, login guard, metrics) and
 //! the fallbacks that keep every answer in the JSON wrapper.
 
+mod body_budget;
 mod error;
 mod host;
 mod job_exec;
 mod job_http;
 mod job_log;
 mod log_stream;
+mod login;
 mod public;
+mod query;
+mod read_timeout;
 mod response;
 pub mod server;
 mod signed;
@@ -31,16 +35,17 @@ use axum::routing::{Route, get, post};
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 
+pub use body_budget::BodyBudget;
 pub use error::ApiError;
 pub use response::{ok, wrapper};
-pub use webhook::BodyBudget;
 
 use crate::engine::Engine;
+use read_timeout::ReadTimeout;
 
 /// Largest request body on the webhook routes.
 pub const WEBHOOK_BODY_LIMIT: usize = 25 * 1024 * 1024;
 /// Time a client may keep the server waiting for the next part of a request body (see
-/// `ReadTimeout`).
+/// `read_timeout`).
 pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Largest request body elsewhere.
 pub const API_BODY_LIMIT: usize = 1024 * 1024;
@@ -77,8 +82,88 @@ pub(super) fn job_answer(engine: &Engine, kind: crate::engine::Kind, id: &str) -
     ok(view::job_json(engine, kind, id).unwrap_or(serde_json::Value::Null))
 }
 
+/// The routes that need no session while login is enabled, as the route table marks them
+/// when it registers them ([`OpenRoutes::get`], [`OpenRoutes::post`]): the login page and
+/// the assets, the login calls, and the POST routes whose signature is their
+/// authentication. Every other request under `/svc` needs a session; nothing outside it
+/// (the public directory) does.
+#[derive(Debug, Clone, Default)]
+struct OpenRoutes {
+    /// Open to GET and HEAD.
+    get: Vec<RoutePattern>,
+    /// Open to POST.
+    post: Vec<RoutePattern>,
+}
+
+/// The paths a route pattern matches, as far as the login check needs them.
+#[derive(Debug, Clone, Copy)]
+enum RoutePattern {
+    /// Exactly this path.
+    Exact(&'static str),
+    /// Every path that starts with this (a pattern ending in a `{*wildcard}`).
+    Prefix(&'static str),
+}
+
+impl RoutePattern {
+    fn of(pattern: &'static str) -> RoutePattern {
+        match pattern.find("{*") {
+            Some(at) => RoutePattern::Prefix(&pattern[..at]),
+            None => RoutePattern::Exact(pattern),
+        }
+    }
+
+    fn matches(self, path: &str) -> bool {
+        match self {
+            RoutePattern::Exact(exact) => path == exact,
+            RoutePattern::Prefix(prefix) => path.starts_with(prefix),
+        }
+    }
+}
+
+impl OpenRoutes {
+    /// Marks the GET (and HEAD) route `pattern` open; gives `pattern` back for `route`.
+    fn get(&mut self, pattern: &'static str) -> &'static str {
+        self.get.push(RoutePattern::of(pattern));
+        pattern
+    }
+
+    /// Marks the POST route `pattern` open; gives `pattern` back for `route`.
+    fn post(&mut self, pattern: &'static str) -> &'static str {
+        self.post.push(RoutePattern::of(pattern));
+        pattern
+    }
+
+    /// True when a request needs a session while login is enabled.
+    fn needs_login(&self, method: &Method, path: &str) -> bool {
+        if path != "/svc" && !path.starts_with("/svc/") {
+            return false;
+        }
+        let open = if *method == Method::GET || *method == Method::HEAD {
+            &self.get
+        } else if *method == Method::POST {
+            &self.post
+        } else {
+            return true;
+        };
+        !open.iter().any(|pattern| pattern.matches(path))
+    }
+}
+
 /// The whole application: the routes behind the front checks of [`App`].
 pub fn router(state: AppState) -> App {
+    let (routes, open) = routes();
+    App {
+        routes: routes.with_state(state.clone()),
+        login: state.login,
+        open: Arc::new(open),
+        hosts: host::AllowedHosts::from_main(state.engine.main()).map(Arc::new),
+        body_timeout: state.engine.main().http_body_timeout,
+    }
+}
+
+/// The one route table, and the routes in it that need no session.
+fn routes() -> (Router<AppState>, OpenRoutes) {
+    let mut open = OpenRoutes::default();
     let compressed = Router::new()
         .route("/svc/api/job_exec/log", get(job_exec::log))
         .route("/svc/api/job/log", get(job_exec::log))
@@ -96,24 +181,42 @@ pub fn router(state: AppState) -> App {
     // these two groups go in as one layer, outermost first. A `route_layer` is enough:
     // `method_not_allowed_fallback` below replaces the routes' fallbacks, layers and all,
     // so their 405 answers never had these limits.
+    //
+    // The signed POST routes and the webhooks need no session: their signature is their
+    // authentication.
     let signed = Router::new()
-        .route("/svc/api/job_exec/pause", post(job_exec::pause))
-        .route("/svc/api/job_exec/resume", post(job_exec::resume))
-        .route("/svc/api/job/pause", post(job_exec::pause))
-        .route("/svc/api/job/resume", post(job_exec::resume))
-        .route("/svc/api/job_exec/cancel", post(job_exec::cancel))
+        .route(open.post("/svc/api/job_exec/pause"), post(job_exec::pause))
+        .route(
+            open.post("/svc/api/job_exec/resume"),
+            post(job_exec::resume),
+        )
+        .route(open.post("/svc/api/job/pause"), post(job_exec::pause))
+        .route(open.post("/svc/api/job/resume"), post(job_exec::resume))
+        .route(
+            open.post("/svc/api/job_exec/cancel"),
+            post(job_exec::cancel),
+        )
         .route("/svc/api/job_http", get(job_http::view))
-        .route("/svc/api/job_http/pause", post(job_http::pause))
-        .route("/svc/api/job_http/resume", post(job_http::resume))
+        .route(open.post("/svc/api/job_http/pause"), post(job_http::pause))
+        .route(
+            open.post("/svc/api/job_http/resume"),
+            post(job_http::resume),
+        )
         .route_layer((
             RequestBodyLimitLayer::new(API_BODY_LIMIT),
             DefaultBodyLimit::max(API_BODY_LIMIT),
             TagRouteLayer,
         ));
     let webhooks = Router::new()
-        .route("/svc/api/job/run/{*path}", post(webhook::trigger))
-        .route("/svc/api/job_exec/run/{*path}", post(webhook::trigger))
-        .route("/svc/job/{*path}", post(webhook::trigger))
+        .route(
+            open.post("/svc/api/job/run/{*path}"),
+            post(webhook::trigger),
+        )
+        .route(
+            open.post("/svc/api/job_exec/run/{*path}"),
+            post(webhook::trigger),
+        )
+        .route(open.post("/svc/job/{*path}"), post(webhook::trigger))
         .route_layer((
             RequestBodyLimitLayer::new(WEBHOOK_BODY_LIMIT),
             DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT),
@@ -125,24 +228,18 @@ pub fn router(state: AppState) -> App {
         .merge(compressed)
         .route("/svc/api/metrics", get(metrics))
         .route("/svc/api/job_exec/log/stream", get(log_stream::stream))
-        .route("/svc/api/login", post(crate::login::login))
-        .route("/svc/api/logout", post(crate::login::logout))
-        .route("/svc/api/session", get(crate::login::session))
-        .merge(ui::router())
+        .route(open.post("/svc/api/login"), post(login::login))
+        .route(open.post("/svc/api/logout"), post(login::logout))
+        .route("/svc/api/session", get(login::session))
+        .merge(ui::router(&mut open))
         .route("/svc/{*rest}", get(not_found))
         // Before the two groups, which are tagged already.
         .route_layer(TagRouteLayer)
         .merge(signed)
         .merge(webhooks)
         .fallback(public::serve)
-        .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state.clone());
-    App {
-        routes,
-        login: state.login,
-        hosts: host::AllowedHosts::from_main(state.engine.main()).map(Arc::new),
-        body_timeout: state.engine.main().http_body_timeout,
-    }
+        .method_not_allowed_fallback(method_not_allowed);
+    (routes, open)
 }
 
 /// The application as the server runs it. Every request, matched or not, passes the front
@@ -152,7 +249,8 @@ pub fn router(state: AppState) -> App {
 /// 2. its `Host`, on a loopback listener or with `allowed_hosts` ([`host`]): 421 when
 ///    it names another site;
 /// 3. its body gets [`BODY_READ_TIMEOUT`] between frames and `http_body_timeout` in all;
-/// 4. the login guard ([`crate::login::guard`]);
+/// 4. the login check, for a request whose route needs a session (`OpenRoutes`,
+///    [`crate::login::guard`]);
 /// 5. routing; then an error answer that is not JSON is put into the wrapper
 ///    (`wrap_plain_errors`);
 ///
@@ -167,6 +265,8 @@ pub fn router(state: AppState) -> App {
 pub struct App {
     routes: Router,
     login: Arc<crate::login::Login>,
+    /// The routes that need no session.
+    open: Arc<OpenRoutes>,
     /// The `Host` check; `None` when there is none (see [`host`]).
     hosts: Option<Arc<host::AllowedHosts>>,
     /// `http_body_timeout`: the whole-body deadline.
@@ -210,7 +310,12 @@ where
         let (idle, whole) = (BODY_READ_TIMEOUT.min(self.body_timeout), self.body_timeout);
         let mut request =
             request.map(|body| axum::body::Body::new(ReadTimeout::new(body, idle, whole)));
-        if let Some(refusal) = crate::login::guard(&self.login, &mut request) {
+        // The route test first: it is cheap and spares the webhooks the users' lock.
+        if self
+            .open
+            .needs_login(request.method(), request.uri().path())
+            && let Some(refusal) = login::check(&self.login, &mut request)
+        {
             return AppFuture::answered(head, refusal);
         }
         AppFuture {
@@ -321,85 +426,6 @@ fn uri_len(uri: &Uri) -> usize {
         + uri.query().map_or(0, |query| "?".len() + query.len())
 }
 
-/// A request body that fails once the client has sent nothing for `timeout` while a
-/// frame is awaited, as tower-http's `TimeoutBody` (the timer restarts with every frame;
-/// size hint and end of stream are left unknown, as there), and in any case at its
-/// `deadline` (`http_body_timeout` after the head), so that a body dripped a byte at a
-/// time cannot hold its connection and its share of memory for ever. Its timer is armed
-/// only when the client actually keeps the server waiting: tower-http's creates and
-/// registers one on every poll, although a small body has usually arrived with the head.
-struct ReadTimeout<B> {
-    body: B,
-    timeout: std::time::Duration,
-    deadline: tokio::time::Instant,
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl<B> ReadTimeout<B> {
-    fn new(body: B, timeout: std::time::Duration, whole: std::time::Duration) -> ReadTimeout<B> {
-        ReadTimeout {
-            body,
-            timeout,
-            deadline: tokio::time::Instant::now() + whole,
-            timer: None,
-        }
-    }
-}
-
-/// The error of a body that timed out.
-#[derive(Debug)]
-pub(super) struct BodyReadTimedOut;
-
-impl std::fmt::Display for BodyReadTimedOut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the request body was not received in time")
-    }
-}
-
-impl std::error::Error for BodyReadTimedOut {}
-
-impl<B> hyper::body::Body for ReadTimeout<B>
-where
-    B: hyper::body::Body + Unpin,
-    B::Error: Into<axum::BoxError>,
-{
-    type Data = B::Data;
-    type Error = axum::BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, axum::BoxError>>> {
-        let this = &mut *self;
-        if let Some(timer) = &mut this.timer {
-            if timer.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Some(Err(BodyReadTimedOut.into())));
-            }
-        }
-        match Pin::new(&mut this.body).poll_frame(cx) {
-            Poll::Ready(frame) => {
-                this.timer = None;
-                if frame.is_some() && tokio::time::Instant::now() >= this.deadline {
-                    return Poll::Ready(Some(Err(BodyReadTimedOut.into())));
-                }
-                Poll::Ready(frame.map(|frame| frame.map_err(Into::into)))
-            }
-            Poll::Pending => {
-                if this.timer.is_none() {
-                    let until = (tokio::time::Instant::now() + this.timeout).min(this.deadline);
-                    let mut timer = Box::pin(tokio::time::sleep_until(until));
-                    // Polled once so that it wakes this task when it expires.
-                    if timer.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Some(Err(BodyReadTimedOut.into())));
-                    }
-                    this.timer = Some(timer);
-                }
-                Poll::Pending
-            }
-        }
-    }
-}
-
 /// Route template of a matched request, carried out to [`App`] in the response.
 #[derive(Debug, Clone)]
 struct RouteLabel(MatchedPath);
@@ -506,12 +532,64 @@ async fn method_not_allowed() -> Response {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use axum::body::{Body, Bytes};
-    use futures_util::StreamExt as _;
-
     use super::*;
+
+    #[test]
+    fn what_needs_a_login() {
+        let (_, open) = routes();
+        let needs_login = |method: &Method, path: &str| open.needs_login(method, path);
+        let get = Method::GET;
+        let post = Method::POST;
+        for path in [
+            "/svc",
+            "/svc/",
+            "/svc/doc/api",
+            "/svc/api/environment",
+            "/svc/api/job_exec/log",
+            "/svc/api/job_exec/log/stream",
+            "/svc/api/job_http",
+            "/svc/api/metrics",
+            "/svc/api/session",
+            "/svc/api/nothing",
+            "/svc/loginx",
+            "/svc/assets",
+        ] {
+            assert!(needs_login(&get, path), "GET {path}");
+            assert!(needs_login(&Method::HEAD, path), "HEAD {path}");
+        }
+        for path in [
+            "/svc/login",
+            "/svc/assets/app.css",
+            "/",
+            "/index.html",
+            "/svcx",
+            "/svc-doc",
+        ] {
+            assert!(!needs_login(&get, path), "GET {path}");
+        }
+        for path in [
+            "/svc/api/login",
+            "/svc/api/logout",
+            "/svc/api/job_exec/pause",
+            "/svc/api/job_exec/resume",
+            "/svc/api/job_exec/cancel",
+            "/svc/api/job/pause",
+            "/svc/api/job/resume",
+            "/svc/api/job_http/pause",
+            "/svc/api/job_http/resume",
+            "/svc/api/job/run/deploy",
+            "/svc/api/job_exec/run/a/b",
+            "/svc/job/deploy",
+            "/upload",
+        ] {
+            assert!(!needs_login(&post, path), "POST {path}");
+        }
+        for path in ["/svc/api/environment", "/svc/api/other", "/svc/login"] {
+            assert!(needs_login(&post, path), "POST {path}");
+        }
+        assert!(needs_login(&Method::DELETE, "/svc/api/environment"));
+        assert!(needs_login(&Method::PUT, "/svc/api/job/run/deploy"));
+    }
 
     #[test]
     fn uri_len_is_the_printed_length() {
@@ -530,90 +608,5 @@ mod tests {
             let uri: Uri = text.parse().expect(text);
             assert_eq!(uri_len(&uri), uri.to_string().len(), "{text}");
         }
-    }
-
-    /// A body whose chunks arrive after the given delays.
-    fn trickle(delays: &'static [u64]) -> Body {
-        Body::from_stream(futures_util::stream::iter(delays).then(|ms| async move {
-            tokio::time::sleep(Duration::from_millis(*ms)).await;
-            Ok::<_, std::io::Error>(Bytes::from_static(b"x"))
-        }))
-    }
-
-    async fn read(body: Body, timeout_ms: u64) -> Result<Bytes, axum::Error> {
-        let body = Body::new(ReadTimeout::new(
-            body,
-            Duration::from_millis(timeout_ms),
-            Duration::from_secs(3600),
-        ));
-        axum::body::to_bytes(body, usize::MAX).await
-    }
-
-    #[tokio::test]
-    async fn a_stalled_body_times_out() {
-        let stalled =
-            Body::from_stream(futures_util::stream::pending::<Result<Bytes, std::io::Error>>());
-        let err = read(stalled, 50).await.expect_err("timed out");
-        assert!(
-            std::error::Error::source(&err)
-                .is_some_and(|source| source.to_string().contains("not received in time")),
-            "{err:?}"
-        );
-        // The wait is per frame: a pause longer than the limit between frames fails...
-        assert!(read(trickle(&[0, 300]), 150).await.is_err());
-    }
-
-    #[tokio::test]
-    async fn the_timer_restarts_with_every_frame() {
-        // ...while frames that each come within it add up to far more.
-        let body = read(trickle(&[60, 60, 60, 60, 60]), 150)
-            .await
-            .expect("body");
-        assert_eq!(&body[..], b"xxxxx");
-    }
-
-    #[tokio::test]
-    async fn a_steady_trickle_still_ends_at_the_whole_body_deadline() {
-        // Every frame comes well within the per-frame limit, but they add up to more
-        // than the whole-body deadline.
-        let body = Body::new(ReadTimeout::new(
-            trickle(&[40; 10]),
-            Duration::from_millis(100),
-            Duration::from_millis(200),
-        ));
-        let err = axum::body::to_bytes(body, usize::MAX)
-            .await
-            .expect_err("cut at the deadline");
-        assert!(format!("{err:?}").contains("BodyReadTimedOut"), "{err:?}");
-        // The same trickle within a longer deadline is read whole.
-        let body = Body::new(ReadTimeout::new(
-            trickle(&[40; 10]),
-            Duration::from_secs(60),
-            Duration::from_secs(60),
-        ));
-        assert_eq!(
-            axum::body::to_bytes(body, usize::MAX)
-                .await
-                .expect("whole")
-                .len(),
-            10
-        );
-    }
-
-    #[tokio::test]
-    async fn a_body_already_there_arms_no_timer() {
-        let mut body = ReadTimeout::new(
-            Body::from("ready"),
-            Duration::from_millis(50),
-            Duration::from_millis(50),
-        );
-        let waker = futures_util::task::noop_waker();
-        let mut cx = Context::from_waker(&waker);
-        let frame = hyper::body::Body::poll_frame(Pin::new(&mut body), &mut cx);
-        assert!(matches!(frame, Poll::Ready(Some(Ok(_)))));
-        assert!(body.timer.is_none());
-        let end = hyper::body::Body::poll_frame(Pin::new(&mut body), &mut cx);
-        assert!(matches!(end, Poll::Ready(None)));
-        assert!(body.timer.is_none());
     }
 }

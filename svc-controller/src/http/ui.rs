@@ -88,13 +88,13 @@ static ASSETS: LazyLock<Vec<Asset>> = LazyLock::new(|| {
 });
 
 /// Routes of the UI: `/svc`, `/svc/`, `/svc/login`, `/svc/assets/*`, `/svc/doc`,
-/// `/svc/doc/*`.
-pub(super) fn router() -> Router<AppState> {
+/// `/svc/doc/*`; the login page and the assets need no session.
+pub(super) fn router(open: &mut super::OpenRoutes) -> Router<AppState> {
     Router::new()
         .route("/svc", get(shell))
         .route("/svc/", get(shell))
-        .route("/svc/login", get(login_page))
-        .route("/svc/assets/{*file}", get(asset_file))
+        .route(open.get("/svc/login"), get(login_page))
+        .route(open.get("/svc/assets/{*file}"), get(asset_file))
         .route("/svc/doc", get(doc_index))
         .route("/svc/doc/", get(doc_index))
         .route("/svc/doc/{*page}", get(doc_page))

@@ -2,9 +2,10 @@
 //!
 //! The flow: path → job (404) and the presence of the auth headers the job's `auth_kind`
 //! needs (401), both before a byte of the body is read (so no `100 Continue` is sent to
-//! a request that is refused anyway); then a share of the [`BodyBudget`] (503 with
-//! `Retry-After` when all bodies in flight use it up), the body, the signature (401),
-//! replay checks, then the trigger (412 paused, 429 busy). Replay checks key on what is signed:
+//! a request that is refused anyway); then a share of the body budget
+//! ([`BodyBudget`](super::BodyBudget): 503 with `Retry-After` when all bodies in flight
+//! use it up), the body, the signature (401), replay checks, then the trigger (412
+//! paused, 429 busy). Replay checks key on what is signed:
 //!
 //! - a signature spent by a signed control request ([`super::signed`]) is refused (401);
 //! - an `hmac-sha256` body that carries `_svc_epoch` (run-now from the UI or an upstream
@@ -27,10 +28,10 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
-use tokio::sync::Semaphore;
 
 use sha2::{Digest as _, Sha256};
 
+use super::error::UNKNOWN_PATH;
 use super::{ApiError, AppState, signed, wrapper};
 use crate::auth::{self, AuthError};
 use crate::config::{AuthKind, JobConfig};
@@ -39,9 +40,6 @@ use crate::replay::{MAX_VALUE_LEN, ReplayStores, Seen};
 
 /// Header with GitHub's delivery ID.
 const DELIVERY_HEADER: &str = "x-github-delivery";
-
-/// Message of the 404 answer to a path no job has.
-pub(super) const UNKNOWN_PATH: &str = "no job has this path";
 
 /// Message of the 200 answer to a repeated delivery.
 const DUPLICATE_DELIVERY: &str = "duplicate delivery: not run again";
@@ -148,35 +146,6 @@ fn body_epoch(body: &[u8]) -> Option<String> {
         .map(|(_, value)| value.into_owned())
 }
 
-/// Bytes of webhook bodies that may be received at once, all requests together: a body
-/// is read only once its share is reserved (its `Content-Length`, or the route's limit
-/// when it has none), so parallel uploads cannot drive memory up.
-#[derive(Debug, Clone)]
-pub struct BodyBudget {
-    bytes: Arc<Semaphore>,
-    total: u32,
-}
-
-impl BodyBudget {
-    /// A budget of `total` bytes (at most 4 GiB).
-    pub fn new(total: u64) -> BodyBudget {
-        let total = u32::try_from(total).unwrap_or(u32::MAX);
-        BodyBudget {
-            bytes: Arc::new(Semaphore::new(total as usize)),
-            total,
-        }
-    }
-
-    /// Reserves room for a body announced as `length` bytes (`None`: unknown, up to
-    /// the route's limit); `None` when the budget has no room now.
-    fn reserve(&self, length: Option<u64>) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let limit = super::WEBHOOK_BODY_LIMIT as u64;
-        let wanted = length.unwrap_or(limit).clamp(1, limit);
-        let wanted = u32::try_from(wanted).unwrap_or(u32::MAX).min(self.total);
-        self.bytes.clone().try_acquire_many_owned(wanted).ok()
-    }
-}
-
 /// The auth header a delivery for `job` lacks, if any: checked before the body is read.
 fn missing_auth_header(job: &JobConfig, headers: &HeaderMap) -> Option<String> {
     let scheme = match job.auth_kind {
@@ -216,7 +185,10 @@ pub(super) async fn trigger(
     if let Some(missing) = missing_auth_header(&job, &headers) {
         return Err(refuse_signature(id, &AuthError::Missing(missing)));
     }
-    let Some(_room) = state.body_budget.reserve(content_length(&headers)) else {
+    let Some(_room) = state
+        .body_budget
+        .reserve(content_length(&headers), super::WEBHOOK_BODY_LIMIT)
+    else {
         crate::metrics::webhook_rejected("body_budget");
         tracing::debug!(job = %id, "webhook refused: the bodies in flight fill max_body_in_flight");
         return Err(ApiError::new(

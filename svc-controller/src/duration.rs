@@ -1,4 +1,5 @@
-//! Durations in Go's `time.ParseDuration` notation (`90s`, `1h30m`, `250ms`, `1.5h`).
+//! Durations in Go's `time.ParseDuration` notation (`90s`, `1h30m`, `250ms`, `1.5h`): the
+//! grammar the configuration reads and the schedule's descriptions write back.
 
 use std::time::Duration;
 

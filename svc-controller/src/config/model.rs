@@ -1,0 +1,504 @@
+//! The configuration as the rest of the service uses it: the domain types that
+//! [`load`](super::load) produces (the main section, jobs, JobHttps, users), their
+//! defaults, the paths derived from `dir_base`, and the problems loading reports.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::schedule::Timer;
+
+/// Default of `log_max_size`: 10 MiB.
+pub const DEFAULT_LOG_MAX_SIZE: u64 = 10 * 1024 * 1024;
+
+/// Default of `max_body_in_flight`: 64 MiB.
+pub const DEFAULT_MAX_BODY_IN_FLIGHT: u64 = 64 * 1024 * 1024;
+
+/// Default of `http_body_timeout`: a request body must have arrived whole within it.
+pub const DEFAULT_HTTP_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default address the HTTP server listens on.
+pub const DEFAULT_LISTEN_ADDRESS: &str = "127.0.0.1:31937";
+/// Default server name.
+pub const DEFAULT_NAME: &str = "svc";
+/// Default `dir_state`, below `dir_base`.
+pub const DEFAULT_DIR_STATE: &str = "var/run/svc";
+/// Default number of logs kept per job.
+pub const DEFAULT_LOG_RETENTION: usize = 5;
+/// Default time limit of one Job run.
+pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Default timeout of a JobHttp request.
+pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default header carrying a webhook signature.
+pub const DEFAULT_HEADER_SIGN: &str = "x-svc-sign";
+/// Published key of the patch-hosting service (sourcehut) webhooks, base64 Ed25519.
+pub const DEFAULT_PATCHHOST_PUBLIC_KEY: &str = "uX7KWyyDNMaBma4aVbJ/cbUQpdjqczuCyK/HxzV/u+4=";
+
+/// Everything loaded from the configuration files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The `[svc]` section (defaults when absent).
+    pub main: MainConfig,
+    /// Jobs in load order: main file first, then `job.d` files sorted by name.
+    pub jobs: Vec<JobConfig>,
+    /// JobHttp definitions in load order.
+    pub http_jobs: Vec<HttpJobConfig>,
+    /// Users of `user.conf` in file order; empty when the file is absent (no login).
+    pub users: Vec<UserConfig>,
+    /// Problems that do not stop loading, such as deprecated names.
+    pub warnings: Vec<ConfigIssue>,
+}
+
+/// The `[svc]` section of the main file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MainConfig {
+    /// The main file as given on the command line.
+    pub file: PathBuf,
+    /// `name`, default [`DEFAULT_NAME`].
+    pub name: String,
+    /// `listen_address`, default [`DEFAULT_LISTEN_ADDRESS`]; validated as `host:port`.
+    pub listen_address: String,
+    /// `dir_base`, default `/`. A relative value is taken relative to the directory that
+    /// holds the main file, so a configuration tree can be moved as a whole.
+    pub dir_base: PathBuf,
+    /// `dir_public`: directory served under `/`; relative values are below `dir_base`.
+    pub dir_public: Option<PathBuf>,
+    /// `dir_state`, default `$dir_base/var/run/svc` ([`DEFAULT_DIR_STATE`]); relative values
+    /// are below `dir_base`. Holds job state, the replay stores, the generated secret and
+    /// the lock that allows one controller per state directory.
+    pub dir_state: PathBuf,
+    /// `secret`; `None` when empty (a new one is generated at each start).
+    pub secret: Option<String>,
+    /// `http_timeout`: default timeout of JobHttp requests.
+    pub http_timeout: Duration,
+    /// `max_job_running` (legacy `max_hook_running`), default 1, at least 1.
+    pub max_job_running: usize,
+    /// `is_development`, default false.
+    pub is_development: bool,
+    /// `user`: default user for job commands; `None` = the controller's own.
+    pub user: Option<String>,
+    /// `group`: default group for job commands; `None` = the user's primary group.
+    pub group: Option<String>,
+    /// `runner_path`: the runner binary; `None` = `svc-runner` next to the controller. A
+    /// relative value is below `dir_base`.
+    pub runner_path: Option<PathBuf>,
+    /// `log_level`: a tracing filter such as `info` or `svc_controller=debug`.
+    pub log_level: Option<String>,
+    /// `allow_root_jobs`, default false: a job whose `user` is root is refused unless
+    /// this is set.
+    pub allow_root_jobs: bool,
+    /// `require_epoch`, default false (upstream clients send JobHttp pause and resume
+    /// without one): signed control requests without `_svc_epoch` are refused.
+    pub require_epoch: bool,
+    /// `max_body_in_flight`, default [`DEFAULT_MAX_BODY_IN_FLIGHT`]: bytes of webhook
+    /// bodies being received at once, all requests together (read at start).
+    pub max_body_in_flight: u64,
+    /// `allowed_hosts`, repeated: host names the `Host` header may carry besides IP
+    /// literals (and, on a loopback listener, `localhost`). Empty on a loopback listener:
+    /// only those; empty elsewhere: no check. Read at start.
+    pub allowed_hosts: Vec<String>,
+    /// `log_max_size`, default [`DEFAULT_LOG_MAX_SIZE`]: bytes of command output one
+    /// run's log keeps; the rest is dropped after a line that says so.
+    pub log_max_size: u64,
+    /// `http_body_timeout`, default [`DEFAULT_HTTP_BODY_TIMEOUT`]: time from the end of a
+    /// request's head to the end of its body, however steadily the bytes come (read at
+    /// start).
+    pub http_body_timeout: Duration,
+    /// `max_connections`: HTTP connections served at once. `None`: derived from the
+    /// open-file limit (read at start; see `http::server::connection_limit`).
+    pub max_connections: Option<usize>,
+}
+
+/// How a webhook trigger is authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthKind {
+    /// HMAC-SHA-256 of the body in `header_sign`.
+    #[default]
+    HmacSha256,
+    /// GitHub style `X-Hub-Signature-256` / `X-Hub-Signature`.
+    Codehost,
+    /// sourcehut style Ed25519 `X-Payload-Signature` + `X-Payload-Nonce`.
+    Patchhost,
+}
+
+impl AuthKind {
+    /// The configuration and API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthKind::HmacSha256 => "hmac-sha256",
+            AuthKind::Codehost => "codehost",
+            AuthKind::Patchhost => "patchhost",
+        }
+    }
+}
+
+impl fmt::Display for AuthKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A `[job "NAME"]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobConfig {
+    /// Derived from `name` by [`job_id_from_name`](super::job_id_from_name).
+    pub id: String,
+    /// The quoted section name.
+    pub name: String,
+    /// File the section was read from.
+    pub file: PathBuf,
+    /// `description`, may be HTML.
+    pub description: String,
+    /// `schedule` (wins) or `interval`; `None` for a webhook-only job.
+    pub timer: Option<Timer>,
+    /// `path`: trigger path below `/svc/api/job/run/`, normalised to start with `/`.
+    pub path: Option<String>,
+    /// `auth_kind`, default `hmac-sha256`.
+    pub auth_kind: AuthKind,
+    /// `header_sign`, lower-cased, default [`DEFAULT_HEADER_SIGN`].
+    pub header_sign: String,
+    /// `secret`; `None` = use the main secret.
+    pub secret: Option<String>,
+    /// `public_key`: base64 Ed25519 key for `patchhost`, default
+    /// [`DEFAULT_PATCHHOST_PUBLIC_KEY`]; validated to decode to 32 bytes.
+    pub public_key: String,
+    /// `command`, repeated, in order.
+    pub commands: Vec<String>,
+    /// `log_retention`, default [`DEFAULT_LOG_RETENTION`], at least 1.
+    pub log_retention: usize,
+    /// `timeout`: per-run limit, default [`DEFAULT_JOB_TIMEOUT`]; `0` gives `None`.
+    pub timeout: Option<Duration>,
+    /// `user`, default the main section's.
+    pub user: Option<String>,
+    /// `group`. Default: the main section's when the job does not set `user`; when it sets
+    /// `user` but not `group`, `None` (that user's primary group).
+    pub group: Option<String>,
+    /// `dir_work`; `None` = `$dir_base/var/lib/svc/job/<id>`. A relative value is below
+    /// `dir_base`.
+    pub dir_work: Option<PathBuf>,
+    /// `env`, repeated `K=V`, in order.
+    pub env: Vec<(String, String)>,
+    /// `capabilities`: the capabilities a job that runs as root keeps, as a bit mask
+    /// (bit N = capability number N); every other one is dropped. 0 by default.
+    pub capabilities: u64,
+    /// `limit_nproc`, `limit_nofile`, `limit_as`, `limit_memory`: resource limits of
+    /// each command.
+    pub limits: ResourceLimits,
+    /// `write_paths`, repeated: absolute paths where the commands may write besides
+    /// their working directory and `TMPDIR`.
+    pub write_paths: Vec<PathBuf>,
+    /// `sandbox`, default true: the commands run under the file-system sandbox (writes
+    /// only below `dir_work`, `TMPDIR` and `write_paths`; the service's own files not
+    /// readable).
+    pub sandbox: bool,
+}
+
+/// Per-command resource limits (`setrlimit`, soft and hard alike); `None` leaves the
+/// limit inherited from the service.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// `limit_nproc`: processes the job's user may have, system-wide (`RLIMIT_NPROC`;
+    /// ignored by the kernel for root).
+    pub nproc: Option<u64>,
+    /// `limit_nofile`: open files per process (`RLIMIT_NOFILE`).
+    pub nofile: Option<u64>,
+    /// `limit_as`: address space per process in bytes (`RLIMIT_AS`).
+    pub address_space: Option<u64>,
+    /// `limit_memory`: writable private memory per process in bytes (`RLIMIT_DATA`: heap
+    /// and anonymous mappings, not reserved address space nor mapped files).
+    pub data: Option<u64>,
+}
+
+/// HTTP method of a JobHttp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpMethod {
+    /// `GET` (default).
+    #[default]
+    Get,
+    /// `POST`.
+    Post,
+    /// `PUT`.
+    Put,
+    /// `DELETE`.
+    Delete,
+}
+
+impl HttpMethod {
+    /// The upper-case method name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
+            HttpMethod::Put => "PUT",
+            HttpMethod::Delete => "DELETE",
+        }
+    }
+}
+
+/// How a JobHttp sends its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpRequestType {
+    /// `_svc_epoch` in the URL query (default).
+    #[default]
+    Query,
+    /// `application/x-www-form-urlencoded` body (POST and PUT).
+    Form,
+    /// `application/json` body (POST and PUT).
+    Json,
+}
+
+impl HttpRequestType {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpRequestType::Query => "query",
+            HttpRequestType::Form => "form",
+            HttpRequestType::Json => "json",
+        }
+    }
+}
+
+/// A `[job.http "NAME"]` section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpJobConfig {
+    /// Derived from `name` by [`job_id_from_name`](super::job_id_from_name); unique among
+    /// JobHttps.
+    pub id: String,
+    /// The quoted section name.
+    pub name: String,
+    /// File the section was read from.
+    pub file: PathBuf,
+    /// `description`, may be HTML.
+    pub description: String,
+    /// `schedule` or `interval`; a JobHttp without either is an error.
+    pub timer: Timer,
+    /// `http_method`, default GET.
+    pub http_method: HttpMethod,
+    /// `http_url`, required, `http` or `https`.
+    pub http_url: String,
+    /// `http_request_type`, default query.
+    pub http_request_type: HttpRequestType,
+    /// `http_header`, repeated `Key: Value`, split at the first `:` and trimmed.
+    pub http_headers: Vec<(String, String)>,
+    /// `http_timeout`, default the main section's.
+    pub http_timeout: Duration,
+    /// `http_insecure`, default false.
+    pub http_insecure: bool,
+    /// `http_follow_redirects`, default false: a 3xx fails the run; when true, redirects
+    /// are followed to the same origin only.
+    pub http_follow_redirects: bool,
+    /// `secret` used to sign the request; `None` = unsigned.
+    pub secret: Option<String>,
+    /// `log_retention`, default [`DEFAULT_LOG_RETENTION`].
+    pub log_retention: usize,
+    /// `user`: who the runner making the call runs as (defaults as for jobs).
+    pub user: Option<String>,
+    /// `group` (defaults as for jobs).
+    pub group: Option<String>,
+}
+
+/// A `[user "NAME"]` section of `user.conf`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserConfig {
+    /// The quoted section name: the login name.
+    pub name: String,
+    /// `password`: an argon2 PHC string (`$argon2id$...`, `$argon2i$`, `$argon2d$`) or a
+    /// bcrypt hash (`$2a$`, `$2b$`, `$2y$`), validated at load.
+    pub password_hash: String,
+    /// File the section was read from.
+    pub file: PathBuf,
+}
+
+/// Never shows the hash.
+impl fmt::Debug for UserConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UserConfig")
+            .field("name", &self.name)
+            .field("password_hash", &"<hash>")
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+/// One problem found in the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// The file (or directory) concerned.
+    pub file: PathBuf,
+    /// Section header as written, e.g. `job "backup"`; `None` for file-level problems.
+    pub section: Option<String>,
+    /// The key, lower-cased; `None` for section- and file-level problems.
+    pub key: Option<String>,
+    /// The value as written; `None` when no single value is at fault.
+    pub value: Option<String>,
+    /// What is wrong; syntax and key problems start with `line N: `.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(section) = &self.section {
+            write!(f, ": [{section}]")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": {key}")?;
+        }
+        if let Some(value) = &self.value {
+            write!(f, " = {value:?}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Loading failed; every problem found is listed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// Every problem, in file order.
+    pub issues: Vec<ConfigIssue>,
+    /// Deprecations found on the way, reported alongside the problems.
+    pub warnings: Vec<ConfigIssue>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.issues.len();
+        write!(
+            f,
+            "{n} configuration problem{}",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for issue in &self.issues {
+            write!(f, "\n  {issue}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Paths derived from `dir_base`.
+impl MainConfig {
+    /// `$dir_base/etc/svc`.
+    pub fn dir_config(&self) -> PathBuf {
+        self.dir_base.join("etc/svc")
+    }
+    /// `$dir_base/etc/svc/job.d`.
+    pub fn dir_job_d(&self) -> PathBuf {
+        self.dir_base.join("etc/svc/job.d")
+    }
+    /// `$dir_base/etc/svc/job_http.d`.
+    pub fn dir_job_http_d(&self) -> PathBuf {
+        self.dir_base.join("etc/svc/job_http.d")
+    }
+    /// `$dir_base/etc/svc/user.conf`: the users who may log in (optional).
+    pub fn user_conf(&self) -> PathBuf {
+        self.dir_base.join("etc/svc/user.conf")
+    }
+    /// `$dir_base/var/log/svc/job`.
+    pub fn dir_job_logs(&self) -> PathBuf {
+        self.dir_base.join("var/log/svc/job")
+    }
+    /// `$dir_base/var/log/svc/job_http`.
+    pub fn dir_job_http_logs(&self) -> PathBuf {
+        self.dir_base.join("var/log/svc/job_http")
+    }
+    /// `dir_state`: job state, replay stores, the generated secret, the lock.
+    pub fn dir_state(&self) -> PathBuf {
+        self.dir_state.clone()
+    }
+    /// Where state lived before `dir_state` existed, and still does by default:
+    /// `$dir_base/var/run/svc`. Taken over from at start when `dir_state` is elsewhere.
+    pub fn legacy_dir_state(&self) -> PathBuf {
+        self.dir_base.join(DEFAULT_DIR_STATE)
+    }
+    /// `<dir_state>/job`: one state file per Job.
+    pub fn dir_job_state(&self) -> PathBuf {
+        self.dir_state.join("job")
+    }
+    /// `<dir_state>/job_http`: one state file per JobHttp.
+    pub fn dir_job_http_state(&self) -> PathBuf {
+        self.dir_state.join("job_http")
+    }
+    /// `<dir_state>/replay`: delivery IDs and nonces already accepted.
+    pub fn dir_replay(&self) -> PathBuf {
+        self.dir_state.join("replay")
+    }
+    /// Runtime directory of the controller (runner socket), mode 0700.
+    pub fn dir_runtime(&self) -> PathBuf {
+        self.dir_base.join("var/run/svc/controller")
+    }
+    /// `$dir_base/var/lib/svc`: working directories, webhook bodies and the runs'
+    /// temporary directories (and, before `dir_state`, the replay stores).
+    pub fn dir_lib(&self) -> PathBuf {
+        self.dir_base.join("var/lib/svc")
+    }
+    /// `$dir_base/var/lib/svc/run`: webhook request bodies, one file per run.
+    pub fn dir_bodies(&self) -> PathBuf {
+        self.dir_base.join("var/lib/svc/run")
+    }
+    /// `$dir_base/var/lib/svc/tmp`: the temporary directory (`TMPDIR`) of each run.
+    pub fn dir_run_tmp(&self) -> PathBuf {
+        self.dir_base.join("var/lib/svc/tmp")
+    }
+    /// `$dir_base/var/log/svc`: every run log.
+    pub fn dir_logs(&self) -> PathBuf {
+        self.dir_base.join("var/log/svc")
+    }
+    /// The directory that holds the main file.
+    pub fn dir_main_file(&self) -> PathBuf {
+        std::path::absolute(&self.file)
+            .ok()
+            .and_then(|file| file.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| self.dir_config())
+    }
+    /// What the sandbox keeps jobs from reading (each with what it is, for messages): the
+    /// state directory (job state, replay stores, the generated secret), the runner
+    /// socket's directory, the configuration (the main file's directory and
+    /// `$dir_base/etc/svc`, with `user.conf`), the logs, the request bodies and the runs'
+    /// temporary directories. A main file directly in `/` is protected alone.
+    pub fn sandbox_protected_paths(&self) -> Vec<(PathBuf, &'static str)> {
+        let main_dir = self.dir_main_file();
+        let main = if main_dir.parent().is_none() {
+            (
+                std::path::absolute(&self.file).unwrap_or_else(|_| self.file.clone()),
+                "main configuration file",
+            )
+        } else {
+            (main_dir, "directory of the main configuration file")
+        };
+        let all = [
+            (self.dir_state(), "state directory"),
+            (self.dir_runtime(), "runner socket's directory"),
+            main,
+            (self.dir_config(), "configuration directory"),
+            (self.dir_logs(), "log directory"),
+            (self.dir_bodies(), "request bodies' directory"),
+            (self.dir_run_tmp(), "runs' temporary directories"),
+        ];
+        // Without those already covered by another one.
+        let mut kept: Vec<(PathBuf, &'static str)> = Vec::new();
+        for (path, what) in &all {
+            if all
+                .iter()
+                .any(|(other, _)| other != path && path.starts_with(other))
+                || kept.iter().any(|(seen, _)| seen == path)
+            {
+                continue;
+            }
+            kept.push((path.clone(), what));
+        }
+        kept
+    }
+    /// Default working directory of a job.
+    pub fn default_dir_work(&self, job_id: &str) -> PathBuf {
+        self.dir_base.join("var/lib/svc/job").join(job_id)
+    }
+}
+
+/// Resolves `path` against `base` unless it is absolute.
+pub fn resolve_path(base: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
+}

@@ -1,0 +1,54 @@
+//! Query strings and form bodies of the API: their pairs, one value by key, and the job
+//! ID as the endpoints take it. Shared by every handler that reads a query or a form.
+
+use super::ApiError;
+
+/// Pairs of a query string or form body. Bad percent-encoding decodes lossily.
+pub(super) fn params(raw: &[u8]) -> Vec<(String, String)> {
+    form_urlencoded::parse(raw).into_owned().collect()
+}
+
+/// The value of the first pair named `key`.
+pub(super) fn param<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// A job ID as the API takes it: present, non-empty, and of the characters IDs use.
+pub(super) fn job_id(value: Option<&str>) -> Result<&str, ApiError> {
+    match value {
+        None | Some("") => Err(ApiError::bad_request("empty job id")),
+        Some(id)
+            if id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') =>
+        {
+            Ok(id)
+        }
+        Some(_) => Err(ApiError::bad_request("invalid job id")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_decode_and_the_first_of_a_key_wins() {
+        let pairs = params(b"id=a%20b&x=1&id=second&plus=a+b&bad=%ZZ");
+        assert_eq!(param(&pairs, "id"), Some("a b"));
+        assert_eq!(param(&pairs, "plus"), Some("a b"));
+        assert_eq!(param(&pairs, "bad"), Some("%ZZ"));
+        assert_eq!(param(&pairs, "missing"), None);
+    }
+
+    #[test]
+    fn job_ids_are_checked() {
+        assert_eq!(job_id(Some("deploy-site_2")), Ok("deploy-site_2"));
+        for bad in [None, Some(""), Some("a b"), Some("../x"), Some("é")] {
+            assert!(job_id(bad).is_err(), "{bad:?}");
+        }
+    }
+}
