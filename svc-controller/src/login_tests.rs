@@ -5,12 +5,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use argon2::password_hash::SaltString;
-use argon2::{Algorithm, Argon2, Params, PasswordHasher, Version};
+use argon2::Algorithm;
 use axum::http::HeaderValue;
 
 use super::*;
-use crate::password::check_password_hash;
+use crate::password::{cheap_argon2, check_password_hash};
 
 /// A clock that moves only when told to.
 #[derive(Clone)]
@@ -39,16 +38,6 @@ impl FakeClock {
         let me = self.clone();
         Arc::new(move || me.now())
     }
-}
-
-/// A cheap argon2 hash (tests only; the service hashes with the default parameters).
-fn cheap_argon2(algorithm: Algorithm, password: &str) -> String {
-    let params = Params::new(1024, 1, 1, None).expect("argon2 parameters");
-    let salt = SaltString::encode_b64(b"0123456789abcdef").expect("salt");
-    Argon2::new(algorithm, Version::V0x13, params)
-        .hash_password(password.as_bytes(), &salt)
-        .expect("argon2 hash")
-        .to_string()
 }
 
 fn user(name: &str, hash: &str) -> UserConfig {

@@ -154,21 +154,24 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
     }
 }
 
+/// A cheap argon2 hash (tests only; the service hashes with the default parameters).
+#[cfg(test)]
+pub(crate) fn cheap_argon2(algorithm: argon2::Algorithm, password: &str) -> String {
+    use argon2::password_hash::SaltString;
+    use argon2::{Argon2, Params, PasswordHasher, Version};
+    let params = Params::new(1024, 1, 1, None).expect("argon2 parameters");
+    let salt = SaltString::encode_b64(b"0123456789abcdef").expect("salt");
+    Argon2::new(algorithm, Version::V0x13, params)
+        .hash_password(password.as_bytes(), &salt)
+        .expect("argon2 hash")
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
-    use argon2::{Algorithm, Params, Version};
+    use argon2::Algorithm;
 
     use super::*;
-
-    /// A cheap argon2 hash (tests only; the service hashes with the default parameters).
-    fn cheap_argon2(algorithm: Algorithm, password: &str) -> String {
-        let params = Params::new(1024, 1, 1, None).expect("argon2 parameters");
-        let salt = SaltString::encode_b64(b"0123456789abcdef").expect("salt");
-        Argon2::new(algorithm, Version::V0x13, params)
-            .hash_password(password.as_bytes(), &salt)
-            .expect("argon2 hash")
-            .to_string()
-    }
 
     #[test]
     fn hash_password_gives_an_argon2id_string_that_verifies() {

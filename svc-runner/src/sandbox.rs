@@ -435,6 +435,22 @@ fn is_dir(stat: &FileStat) -> bool {
     file_type(stat) == SFlag::S_IFDIR
 }
 
+/// The Landlock ABI version this kernel offers; `None` without Landlock (not built in,
+/// not enabled at boot, or refused by a system call filter).
+pub fn kernel_abi() -> Option<u32> {
+    // SAFETY: the version query (a null attribute, size 0 and the VERSION flag) reads
+    // and writes no memory.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    u32::try_from(abi).ok().filter(|abi| *abi >= 1)
+}
+
 /// Applies the ruleset to the calling (child) process; `no_new_privs` must be set.
 /// Async-signal-safe: one system call, no allocation.
 pub fn restrict(ruleset: RawFd) -> io::Result<()> {

@@ -86,19 +86,11 @@ async fn a_setuid_program_grants_nothing_to_a_job_of_another_user() {
 
 /// True when the kernel has Landlock; otherwise prints that `test` is skipped.
 fn landlock(test: &str) -> bool {
-    // SAFETY: the version query reads and writes no memory.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    if abi < 1 {
+    let abi = svc_runner::sandbox::kernel_abi();
+    if abi.is_none() {
         eprintln!("skipped: {test} needs a kernel with Landlock");
     }
-    abi >= 1
+    abi.is_some()
 }
 
 /// A tree for the sandbox tests, below a fresh temporary directory:
