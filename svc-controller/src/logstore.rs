@@ -20,6 +20,10 @@ pub const LINE_TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
 /// A partial line longer than this is written out without waiting for its newline.
 const MAX_PARTIAL_LINE: usize = 64 * 1024;
 
+/// Bytes read from the end of an interrupted log to repair it: more than the longest
+/// line ([`MAX_PARTIAL_LINE`] and its time), so that the last newline is among them.
+const REPAIR_TAIL: u64 = MAX_PARTIAL_LINE as u64 + 1024;
+
 /// Status part of a log file name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogStatus {
@@ -285,7 +289,7 @@ impl LogDir {
         let path = self.path(counter, LogStatus::Started);
         let status = LogStatus::Finished(RunResult::Fail);
         let mut file = OpenOptions::new().append(true).open(&path)?;
-        let tail = self.read_tail(counter, LogStatus::Started, 512)?;
+        let tail = self.read_tail(counter, LogStatus::Started, REPAIR_TAIL)?;
         let last_line = tail
             .strip_suffix(b"\n")
             .map(|text| text.rsplit(|&b| b == b'\n').next().unwrap_or(text));
@@ -300,15 +304,21 @@ impl LogDir {
             fsutil::durable_rename(&path, &self.path(counter, status))?;
             return Ok(status);
         }
-        let ends_with_newline = tail.is_empty() || tail.ends_with(b"\n");
-        let mut text = String::new();
-        if !ends_with_newline {
-            text.push('\n');
+        // Every write of a log ends with a newline, but a SIGKILL can cut a write short
+        // (the kernel stops a write between pages): what follows the last newline is
+        // the start of a line never written whole, without its time perhaps. It goes,
+        // so that every line of the log is whole and timestamped.
+        if let Some(last_newline) = tail.iter().rposition(|&b| b == b'\n') {
+            let torn = (tail.len() - last_newline - 1) as u64;
+            if torn > 0 {
+                let len = file.metadata()?.len();
+                file.set_len(len - torn)?;
+            }
         }
-        text.push_str(&format_line(
+        let text = format_line(
             Utc::now(),
             &format!("=== run {counter} finished: fail: {reason}"),
-        ));
+        );
         file.write_all(text.as_bytes())?;
         file.sync_all()?;
         fsutil::durable_rename(&path, &self.path(counter, status))?;
@@ -594,7 +604,13 @@ mod tests {
         let lines = lines(&content);
         let last = lines.last().expect("a last line");
         assert!(last.ends_with("interrupted, the controller stopped before the run ended"));
-        assert_timestamped(last);
+        // The torn write ("half a li" without its time or newline) is gone: every line
+        // is whole and timestamped.
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        for line in &lines {
+            assert_timestamped(line);
+        }
+        assert!(!String::from_utf8_lossy(&content).contains("half a li"));
         assert!(logs.first_line_time(3, status).is_some());
     }
 
