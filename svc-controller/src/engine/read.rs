@@ -53,10 +53,6 @@ impl<'a> JobRef<'a> {
         JobRef { kind, id, entry }
     }
 
-    pub fn kind(&self) -> Kind {
-        self.kind
-    }
-
     pub fn id(&self) -> &'a str {
         self.id
     }

@@ -144,18 +144,18 @@ struct Connections {
     open: Mutex<BTreeMap<u64, Arc<Slot>>>,
 }
 
-/// What to do with a newly accepted connection.
-enum Admission {
-    Serve(u64, Arc<Slot>),
-    Refuse,
-}
-
 impl Connections {
-    /// Registers connection `id`, first making room when the limit is reached.
-    fn admit(&self, id: u64) -> Admission {
-        let Ok(mut open) = self.open.lock() else {
-            return Admission::Refuse;
-        };
+    fn new(limit: usize) -> Connections {
+        Connections {
+            limit: limit.max(1),
+            open: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Registers connection `id`, first making room when the limit is reached; `None`
+    /// when the connection must be refused.
+    fn admit(&self, id: u64) -> Option<Arc<Slot>> {
+        let mut open = self.open.lock().ok()?;
         if open.len() >= self.limit {
             let idle = open
                 .iter()
@@ -163,7 +163,7 @@ impl Connections {
                 .map(|(&id, _)| id);
             let Some(idle) = idle else {
                 crate::metrics::connection_shed("refused");
-                return Admission::Refuse;
+                return None;
             };
             if let Some(slot) = open.remove(&idle) {
                 // `notify_one` keeps the permit if the task is not waiting yet.
@@ -173,7 +173,7 @@ impl Connections {
         }
         let slot = Arc::new(Slot::default());
         open.insert(id, slot.clone());
-        Admission::Serve(id, slot)
+        Some(slot)
     }
 
     fn remove(&self, id: u64) {
@@ -212,10 +212,7 @@ pub async fn serve(
         .max_headers(MAX_HEADER_LINES)
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
-    let connections = Arc::new(Connections {
-        limit: limit.max(1),
-        open: Mutex::new(BTreeMap::new()),
-    });
+    let connections = Arc::new(Connections::new(limit));
     let mut next_id: u64 = 0;
     tokio::pin!(shutdown);
     loop {
@@ -232,13 +229,11 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         next_id += 1;
-        let (id, slot) = match connections.admit(next_id) {
-            Admission::Serve(id, slot) => (id, slot),
-            Admission::Refuse => {
-                tracing::debug!(%peer, "connection refused: every connection is busy");
-                refuse(stream);
-                continue;
-            }
+        let id = next_id;
+        let Some(slot) = connections.admit(id) else {
+            tracing::debug!(%peer, "connection refused: every connection is busy");
+            refuse(stream);
+            continue;
         };
         let _ = stream.set_nodelay(true);
         // Handlers that care (the login throttle) find the client's address here.
@@ -318,22 +313,25 @@ mod tests {
         assert!(cut.cut);
     }
 
+    /// A registry of `limit` connections, filled with connections 1 to `limit`.
+    fn filled(limit: usize) -> (Connections, Vec<Arc<Slot>>) {
+        let connections = Connections::new(limit);
+        let slots = (1..=limit as u64)
+            .map(|id| {
+                connections
+                    .admit(id)
+                    .unwrap_or_else(|| panic!("connection {id} refused below the limit"))
+            })
+            .collect();
+        (connections, slots)
+    }
+
     #[test]
     fn past_the_limit_the_oldest_idle_connection_makes_room() {
-        let connections = Connections {
-            limit: 3,
-            open: Mutex::new(BTreeMap::new()),
-        };
-        let mut slots = Vec::new();
-        for id in 1..=3 {
-            let Admission::Serve(_, slot) = connections.admit(id) else {
-                panic!("connection {id} refused below the limit");
-            };
-            slots.push(slot);
-        }
+        let (connections, slots) = filled(3);
         // The oldest is busy: the second-oldest, idle, is closed instead.
         let busy = BusyGuard::new(&slots[0]);
-        assert!(matches!(connections.admit(4), Admission::Serve(4, _)));
+        assert!(connections.admit(4).is_some());
         let open: Vec<u64> = connections
             .open
             .lock()
@@ -350,21 +348,12 @@ mod tests {
 
     #[test]
     fn when_every_connection_is_busy_a_new_one_is_refused() {
-        let connections = Connections {
-            limit: 2,
-            open: Mutex::new(BTreeMap::new()),
-        };
-        let mut guards = Vec::new();
-        for id in 1..=2 {
-            let Admission::Serve(_, slot) = connections.admit(id) else {
-                panic!("refused below the limit");
-            };
-            guards.push(BusyGuard::new(&slot));
-        }
-        assert!(matches!(connections.admit(3), Admission::Refuse));
+        let (connections, slots) = filled(2);
+        let mut guards: Vec<BusyGuard> = slots.iter().map(BusyGuard::new).collect();
+        assert!(connections.admit(3).is_none());
         // Once one is idle again, it makes room.
         guards.pop();
-        assert!(matches!(connections.admit(4), Admission::Serve(4, _)));
+        assert!(connections.admit(4).is_some());
     }
 
     /// Asserts that `notified` completes at once (a stored permit).
