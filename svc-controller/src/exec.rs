@@ -300,12 +300,12 @@ impl RunnerHub {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
-        if let Some(limit) = crate::fdlimit::original_for_children() {
-            // SAFETY: the closure only calls setrlimit(2), which is async-signal-safe,
-            // on a value copied into it before the fork.
-            unsafe {
-                command.pre_exec(move || crate::fdlimit::restore_in_child(&limit));
-            }
+        // No `pre_exec`: without one, the standard library starts the runner with
+        // `posix_spawn` (a `vfork`-style clone) instead of `fork`, which would copy the
+        // page tables of this large, many-threaded process for every run. The runner
+        // sets the open-file limit itself.
+        if let Some((soft, hard)) = crate::fdlimit::original_for_children() {
+            command.arg("--nofile").arg(format!("{soft}:{hard}"));
         }
         let mut child = command.spawn()?;
         if let Some(mut stdin) = child.stdin.take() {
@@ -443,6 +443,18 @@ impl LaunchedRunner {
             }
         }
 
+        if let Some(outcome) = outcome {
+            // The runner reported the end after it ended whatever the commands left
+            // behind; all it has left to do is exit. The run does not wait for that:
+            // the runner is reaped (or killed, if it lingers) in the background.
+            tokio::spawn(async move {
+                if timeout(EXIT_WAIT, child.wait()).await.is_err() {
+                    tracing::warn!(pid = ?child_pid, "a runner did not exit after its run ended; killed");
+                    kill_runner(&mut child).await;
+                }
+            });
+            return outcome;
+        }
         let status = match timeout(EXIT_WAIT, child.wait()).await {
             Ok(Ok(status)) => status.to_string(),
             Ok(Err(err)) => err.to_string(),
@@ -451,15 +463,11 @@ impl LaunchedRunner {
                 "killed: it did not exit".to_string()
             }
         };
-        if outcome.is_none() {
-            // The runner died without reporting the end: its commands may live on.
-            end_orphaned_commands(command_group);
-        }
-        outcome.unwrap_or_else(|| {
-            Outcome::fail(format!(
-                "the runner died before reporting the end of the run ({status})"
-            ))
-        })
+        // The runner died without reporting the end: its commands may live on.
+        end_orphaned_commands(command_group);
+        Outcome::fail(format!(
+            "the runner died before reporting the end of the run ({status})"
+        ))
     }
 }
 

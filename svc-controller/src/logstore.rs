@@ -451,18 +451,19 @@ impl RunLog {
         Ok(())
     }
 
-    /// Syncs the file and renames it to its final status. The rename is durable once the
-    /// caller has synced the directory ([`LogDir::sync`]), which it does once for the
-    /// rename and the retention deletes together.
-    pub fn finish(mut self, result: RunResult) -> io::Result<LogMeta> {
+    /// Renames the log to its final status, whole (every line is written before), and
+    /// returns the file, which the caller syncs later together with the directory (see
+    /// the engine's syncer): a killed controller finds the final name at once, and a
+    /// power failure before the sync at worst shows the run as interrupted.
+    pub fn finish(mut self, result: RunResult) -> io::Result<(LogMeta, File)> {
         self.flush_partial()?;
-        self.file.sync_all()?;
         let status = LogStatus::Finished(result);
         fs::rename(&self.path, self.log_dir.path(self.counter, status))?;
-        Ok(LogMeta {
+        let meta = LogMeta {
             counter: self.counter,
             status,
-        })
+        };
+        Ok((meta, self.file))
     }
 }
 
@@ -513,7 +514,7 @@ mod tests {
         log.output(OutputKind::Stderr, b"oops\n").expect("out");
         log.output(OutputKind::Stdout, b"lo\nworld").expect("out");
         log.line("=== run 7 finished: success").expect("line");
-        let meta = log.finish(RunResult::Success).expect("finish");
+        let (meta, _) = log.finish(RunResult::Success).expect("finish");
         assert_eq!(meta.status, LogStatus::Finished(RunResult::Success));
         let content = fs::read(dir.path().join("job/backup.7.success")).expect("read");
         let lines = lines(&content);

@@ -47,6 +47,36 @@ pub struct Cli {
     /// Unix socket of the controller to connect to.
     #[arg(long, value_name = "PATH")]
     pub socket: PathBuf,
+    /// The open-file limit to set before anything else, as `SOFT:HARD`: the controller
+    /// raises its own soft limit for its connections, and the commands get the one the
+    /// service was started with. Set here rather than between the controller's fork and
+    /// exec, so that the controller can start runners with `posix_spawn` instead of
+    /// copying its address space with `fork`.
+    #[arg(long, value_name = "SOFT:HARD", value_parser = parse_nofile)]
+    pub nofile: Option<(u64, u64)>,
+}
+
+/// Parses `SOFT:HARD` of `--nofile`.
+fn parse_nofile(text: &str) -> Result<(u64, u64), String> {
+    let (soft, hard) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?} is not SOFT:HARD"))?;
+    let number = |part: &str| {
+        part.parse::<u64>()
+            .map_err(|err| format!("{part:?} in {text:?}: {err}"))
+    };
+    Ok((number(soft)?, number(hard)?))
+}
+
+/// Sets the open-file limit given with `--nofile`; a failure is reported, not fatal
+/// (the commands then run with the controller's limit).
+pub fn apply_nofile(limit: Option<(u64, u64)>) {
+    let Some((soft, hard)) = limit else { return };
+    if let Err(err) =
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, soft, hard)
+    {
+        eprintln!("svc-runner: warning: cannot set the open-file limit to {soft}:{hard}: {err}");
+    }
 }
 
 /// How the runner ends; the process exit code is [`RunnerExit::code`].
@@ -247,4 +277,17 @@ async fn report_error(reporter: &mut Reporter, message: String) -> RunnerExit {
     reporter.send(RunnerMessage::Error { message }).await;
     reporter.close().await;
     RunnerExit::NotDone
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nofile_is_soft_colon_hard() {
+        assert_eq!(parse_nofile("1024:524288"), Ok((1024, 524288)));
+        for bad in ["", "1024", "a:1", "1:", ":1", "1:2:3", "-1:2"] {
+            assert!(parse_nofile(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 }

@@ -8,6 +8,7 @@ fn main() -> ExitCode {
     // Read before anything else: the death signal set later is checked against it.
     let parent = nix::unistd::getppid();
     let cli = svc_runner::Cli::parse();
+    svc_runner::apply_nofile(cli.nofile);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

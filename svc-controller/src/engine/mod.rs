@@ -9,6 +9,7 @@
 pub mod read;
 pub mod request;
 mod run;
+mod syncer;
 mod timer;
 
 use std::collections::{BTreeMap, HashMap};
@@ -257,6 +258,8 @@ struct Inner {
     run_task_ended: Notify,
     /// Bumped on every change visible in the Environment.
     generation: watch::Sender<u64>,
+    /// Makes the ends of runs durable, off the run path.
+    syncer: syncer::Syncer,
 }
 
 /// Handle on the job engine.
@@ -286,6 +289,7 @@ impl Engine {
             shutting_down: AtomicBool::new(false),
             run_task_ended: Notify::new(),
             generation: watch::Sender::new(0),
+            syncer: syncer::Syncer::start(),
         });
         let engine = Engine { inner };
         {
@@ -930,7 +934,11 @@ impl Engine {
             }
         }
         let engine = self.clone();
-        let released = tokio::task::spawn_blocking(move || engine.release_reservations());
+        let released = tokio::task::spawn_blocking(move || {
+            // The ends of the last runs reach the disk before the service says it stopped.
+            engine.inner.syncer.flush();
+            engine.release_reservations();
+        });
         if tokio::time::timeout_at(deadline + Duration::from_secs(1), released)
             .await
             .is_err()

@@ -48,7 +48,7 @@ pub(super) async fn run_task(
         #[cfg(test)]
         tests::before_begin(&engine, kind, &id);
         let begun = if may_run {
-            begin(&engine, kind, &id, trigger.source, runner.take()).await
+            begin(&engine, kind, &id, &trigger, runner.take()).await
         } else {
             None
         };
@@ -69,22 +69,26 @@ pub(super) async fn run_task(
                 continue;
             }
         }
-        if let Some((context, log, runner)) = begun {
+        if let Some(begun) = begun {
             #[cfg(test)]
             tests::maybe_panic(&id);
             let started = std::time::Instant::now();
-            let (outcome, log) =
-                perform(&engine, &context, log, runner, &trigger, &mut cancel).await;
+            let counter = begun.context.counter;
+            let files = begun.files.clone();
+            let (outcome, log) = perform(begun, &mut cancel).await;
             let duration = started.elapsed();
             let result = if outcome.success {
                 RunResult::Success
             } else {
                 RunResult::Fail
             };
-            let counter = context.counter;
             {
                 let (engine, id) = (engine.clone(), id.clone());
-                on_disk(move || engine.end_run(kind, &id, result, log)).await;
+                on_disk(move || {
+                    files.remove();
+                    engine.end_run(kind, &id, result, log);
+                })
+                .await;
             }
             // Counted and reported once the log has its final name and the state is saved,
             // so whoever sees the end of a run here also finds it on disk.
@@ -159,35 +163,81 @@ impl Drop for RunTaskGuard {
     }
 }
 
-/// Gets a run going: its counter and `started` mark durable in the state file and its
-/// log created, on the blocking pool, while a runner starts meanwhile (the runner gets
-/// no work before both are done), unless one was started ahead (by a timer) and is still
-/// fresh. `None` when the run must not happen.
+/// A run that has begun: its counter, its log, the runner's request (or why it could
+/// not be made) and the runner that will do it.
+struct Begun {
+    context: RunContext,
+    log: std::io::Result<RunLog>,
+    /// `None` when the log could not be created (the run fails with that reason).
+    request: Option<Result<proto::ExecRequest, String>>,
+    files: RunFiles,
+    runner: LaunchedRunner,
+}
+
+/// Files made for one run and removed when it ends, even when it could not start.
+#[derive(Clone, Default)]
+struct RunFiles {
+    body_file: Option<PathBuf>,
+    tmp_dir: Option<PathBuf>,
+}
+
+impl RunFiles {
+    /// Removes them. Blocking.
+    fn remove(&self) {
+        if let Some(path) = &self.body_file
+            && let Err(err) = std::fs::remove_file(path)
+        {
+            tracing::warn!(path = %path.display(), error = %err, "cannot remove a request body file");
+        }
+        if let Some(path) = &self.tmp_dir
+            && let Err(err) = crate::runtmp::remove(path)
+        {
+            tracing::warn!(path = %path.display(), error = %err, "cannot remove a run's temporary directory");
+        }
+    }
+}
+
+/// Gets a run going, in one trip to the blocking pool: its counter (and, when it takes a
+/// queued trigger or a new block of counters, the state file written durably), its log
+/// created, and its request prepared (user database, working and temporary directories,
+/// body file). Meanwhile a runner starts, unless one was started ahead (by a timer) and
+/// is still fresh; it gets no work before all this is done. `None` when the run must not
+/// happen.
 async fn begin(
     engine: &Engine,
     kind: Kind,
     id: &str,
-    source: TriggerSource,
+    trigger: &Trigger,
     started_ahead: Option<LaunchedRunner>,
-) -> Option<(RunContext, std::io::Result<RunLog>, LaunchedRunner)> {
+) -> Option<Begun> {
     if engine.is_shutting_down() {
         return None;
     }
     let disk = {
-        let (engine, id) = (engine.clone(), id.to_string());
+        let (engine, id, trigger) = (engine.clone(), id.to_string(), trigger.clone());
         tokio::task::spawn_blocking(move || {
             let context = engine.begin_run(kind, &id)?;
-            let header = run_header(&context.def, context.counter, source);
+            let header = run_header(&context.def, context.counter, trigger.source);
             let log = context.log_dir.create(context.counter, &header);
-            Some((context, log))
+            let mut files = RunFiles::default();
+            let request = log
+                .is_ok()
+                .then(|| prepare(&engine, &context, &trigger, &mut files));
+            Some((context, log, request, files))
         })
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
         _ => engine.inner.hub.take().await,
     };
-    let (context, log) = join_blocking(disk).await?;
-    Some((context, log, runner))
+    let (context, log, request, files) = join_blocking(disk).await?;
+    Some(Begun {
+        context,
+        log,
+        request,
+        files,
+        runner,
+    })
 }
 
 /// Runs file work that syncs to disk on tokio's blocking pool, so that a slow disk does
@@ -255,16 +305,19 @@ fn run_header(def: &Def, counter: u64, source: TriggerSource) -> String {
     )
 }
 
-/// Does the run in `runner` and writes its log; returns how it ended and the log, still
-/// to be finished.
+/// Does the run in its runner and writes its log; returns how it ended and the log,
+/// still to be finished.
 async fn perform(
-    engine: &Engine,
-    context: &RunContext,
-    log: std::io::Result<RunLog>,
-    runner: LaunchedRunner,
-    trigger: &Trigger,
+    begun: Begun,
     cancel: &mut watch::Receiver<Option<String>>,
 ) -> (Outcome, Option<RunLog>) {
+    let Begun {
+        context,
+        log,
+        request,
+        runner,
+        ..
+    } = begun;
     let counter = context.counter;
     let mut writer = match log {
         Ok(log) => LogWriter {
@@ -284,61 +337,29 @@ async fn perform(
         }
     };
 
-    let mut body_file: Option<PathBuf> = None;
-    let mut tmp_dir: Option<PathBuf> = None;
-    let outcome = if let Some(error) = writer.error.clone() {
-        Outcome {
+    let outcome = match (writer.error.clone(), request) {
+        (Some(error), _) | (None, Some(Err(error))) => Outcome {
             success: false,
             summary: error,
-        }
-    } else {
-        // The user database, the working and temporary directories and the body file:
-        // blocking work.
-        let (prepared, body, tmp) = {
-            let (engine, context, trigger) = (engine.clone(), context.clone(), trigger.clone());
-            on_disk(move || {
-                let (mut body, mut tmp) = (None, None);
-                let prepared = prepare(&engine, &context, &trigger, &mut body, &mut tmp);
-                (prepared, body, tmp)
-            })
-            .await
-        };
-        (body_file, tmp_dir) = (body, tmp);
-        match prepared {
-            Ok(exec_request) => {
-                if exec_request.sandbox.is_none()
-                    && matches!(exec_request.action, proto::Action::Commands { .. })
-                {
-                    writer.line(
-                        "--- sandbox: off (the job sets sandbox = false): its commands may read \
-                         and write whatever their user may"
-                            .into(),
-                    );
-                }
-                let mut sink = |event: RunEvent<'_>| writer.event(event);
-                runner.execute(exec_request, cancel, &mut sink).await
+        },
+        (None, None) => Outcome {
+            success: false,
+            summary: "internal error: the run's request was not prepared".into(),
+        },
+        (None, Some(Ok(exec_request))) => {
+            if exec_request.sandbox.is_none()
+                && matches!(exec_request.action, proto::Action::Commands { .. })
+            {
+                writer.line(
+                    "--- sandbox: off (the job sets sandbox = false): its commands may read \
+                     and write whatever their user may"
+                        .into(),
+                );
             }
-            Err(message) => Outcome {
-                success: false,
-                summary: message,
-            },
+            let mut sink = |event: RunEvent<'_>| writer.event(event);
+            runner.execute(exec_request, cancel, &mut sink).await
         }
     };
-    if body_file.is_some() || tmp_dir.is_some() {
-        on_disk(move || {
-            if let Some(path) = body_file
-                && let Err(err) = std::fs::remove_file(&path)
-            {
-                tracing::warn!(path = %path.display(), error = %err, "cannot remove a request body file");
-            }
-            if let Some(path) = tmp_dir
-                && let Err(err) = crate::runtmp::remove(&path)
-            {
-                tracing::warn!(path = %path.display(), error = %err, "cannot remove a run's temporary directory");
-            }
-        })
-        .await;
-    }
 
     let mut outcome = outcome;
     if let Some(error) = writer.error.clone() {
@@ -358,14 +379,13 @@ async fn perform(
 
 /// Resolves credentials, prepares the working directory, the run's temporary directory
 /// and the request body file, and builds the runner request. The files it created are
-/// left in `body_file` and `tmp_dir` for removal when the run ends, even on an error.
+/// left in `files` for removal when the run ends, even on an error.
 /// Blocking (user database, `chown`, file writes).
 fn prepare(
     engine: &Engine,
     context: &RunContext,
     trigger: &Trigger,
-    body_file: &mut Option<PathBuf>,
-    tmp_dir: &mut Option<PathBuf>,
+    files: &mut RunFiles,
 ) -> Result<proto::ExecRequest, String> {
     let main = &engine.inner.main;
     match &context.def {
@@ -377,7 +397,7 @@ fn prepare(
             request::prepare_dir_work(&dir_work, is_default, &run_as)?;
             let tmp =
                 crate::runtmp::create(main, &job.id, context.counter, run_as.credentials.as_ref())?;
-            *tmp_dir = Some(tmp.clone());
+            files.tmp_dir = Some(tmp.clone());
             let mut data = RequestData {
                 body_path: None,
                 tmp_dir: Some(tmp),
@@ -386,7 +406,7 @@ fn prepare(
             if let Some(body) = &trigger.body {
                 let path = write_body_file(main, &job.id, context.counter, body, &run_as)?;
                 data.body_path = Some(path.clone());
-                *body_file = Some(path);
+                files.body_file = Some(path);
             }
             Ok(request::job_request(
                 main,
@@ -495,14 +515,19 @@ impl Engine {
         Some(context)
     }
 
-    /// Records the end of a run: finishes its log (synced, renamed to its result),
-    /// applies retention, syncs the log directory once for both, and saves the state.
+    /// Records the end of a run: finishes its log (renamed to its result), applies
+    /// retention and updates the state, then hands the syncs that make all this durable
+    /// to the syncer (log data, the log directory once, the state file), so that the
+    /// job's next run need not wait for them. Blocking.
     fn end_run(&self, kind: Kind, id: &str, result: RunResult, log: Option<RunLog>) {
         let had_log = log.is_some();
         let meta = log.and_then(|log| {
             let counter = log.counter();
             match log.finish(result) {
-                Ok(meta) => Some(meta),
+                Ok((meta, file)) => {
+                    self.inner.syncer.log_file(file);
+                    Some(meta)
+                }
                 Err(err) => {
                     tracing::error!(job = id, counter, error = %err, "cannot finish the log");
                     None
@@ -530,12 +555,18 @@ impl Engine {
             }
             entry.log_dir.clone()
         };
-        if had_log && let Err(err) = log_dir.sync() {
-            tracing::error!(job = id, error = %err, "cannot sync the log directory");
+        if had_log {
+            self.inner.syncer.dir(log_dir.dir().to_path_buf());
         }
-        // The log's final name is durable now, so the state need not be: if a power
-        // failure loses this write, the start-up takes the result from the log.
-        self.persist(kind, id, Durability::Atomic);
+        // After the log's sync: if a power failure loses this write, the start-up takes
+        // the result from the log.
+        let engine = self.clone();
+        let key = format!("{}/{id}", kind.as_str());
+        let id = id.to_string();
+        self.inner.syncer.state(
+            key,
+            Box::new(move || engine.persist(kind, &id, Durability::Atomic)),
+        );
         self.changed();
     }
 

@@ -1,0 +1,236 @@
+//! Group commit of what the end of a run must make durable, off the run path.
+//!
+//! When a run ends, its log gets its final name and the job's state changes at once (in
+//! the page cache, so a killed controller finds both), but the syncs that carry them
+//! through a power failure (the log's data, its directory, the state file) are slow, and
+//! nothing that follows depends on them: the next run of the job may begin meanwhile.
+//! So the run hands them to the one syncer thread, which takes everything queued since
+//! its last round and does each sync once per round: every log file, then every
+//! directory once, then the state file of every job once (written from the state at that
+//! moment, so several runs' ends cost one write). A power failure before a round ends
+//! leaves a run that ended as interrupted, never a torn file or a reused counter: logs
+//! are renamed whole, the state file is replaced atomically, and the counters come from
+//! reserved blocks written before they are used.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+/// A state file write, done once per job and round; the key names the job.
+pub(super) type Persist = Box<dyn FnOnce() + Send>;
+
+/// One piece of work for the syncer.
+enum Work {
+    /// A log file whose data must reach the disk.
+    LogFile(File),
+    /// A directory with new, renamed or removed names.
+    Dir(PathBuf),
+    /// A state file to write, keyed by its job (one write per key and round).
+    State(String, Persist),
+}
+
+/// Counts the work queued and not yet done, so that [`Syncer::flush`] can wait for it.
+#[derive(Default)]
+struct Outstanding {
+    count: Mutex<u64>,
+    done: Condvar,
+}
+
+/// Handle on the syncer thread. Cheap to clone; the thread ends when the last handle is
+/// dropped.
+#[derive(Clone)]
+pub(super) struct Syncer {
+    queue: Sender<Work>,
+    outstanding: Arc<Outstanding>,
+}
+
+impl std::fmt::Debug for Syncer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Syncer").finish_non_exhaustive()
+    }
+}
+
+impl Syncer {
+    /// Starts the syncer thread; if the thread cannot be started, the work is done
+    /// at once by whoever hands it over.
+    pub(super) fn start() -> Syncer {
+        let (queue, rx) = mpsc::channel();
+        let outstanding = Arc::new(Outstanding::default());
+        let syncer = Syncer {
+            queue,
+            outstanding: outstanding.clone(),
+        };
+        let spawned = std::thread::Builder::new()
+            .name("svc-syncer".into())
+            .spawn(move || run(&rx, &outstanding));
+        if let Err(err) = spawned {
+            tracing::error!(error = %err, "cannot start the syncer thread: ends of runs are synced inline");
+        }
+        syncer
+    }
+
+    /// Queues the sync of a log file's data.
+    pub(super) fn log_file(&self, file: File) {
+        self.submit(Work::LogFile(file));
+    }
+
+    /// Queues the sync of a directory's names.
+    pub(super) fn dir(&self, dir: PathBuf) {
+        self.submit(Work::Dir(dir));
+    }
+
+    /// Queues the write of a job's state file; `key` names the job.
+    pub(super) fn state(&self, key: String, persist: Persist) {
+        self.submit(Work::State(key, persist));
+    }
+
+    fn submit(&self, work: Work) {
+        *lock(&self.outstanding.count) += 1;
+        if let Err(mpsc::SendError(work)) = self.queue.send(work) {
+            // No thread: do it here, in the caller's (blocking) context.
+            do_round(vec![work]);
+            self.outstanding.finished(1);
+        }
+    }
+
+    /// Waits until everything queued so far is done. Blocking.
+    pub(super) fn flush(&self) {
+        let mut count = lock(&self.outstanding.count);
+        while *count > 0 {
+            count = self
+                .outstanding
+                .done
+                .wait(count)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+impl Outstanding {
+    fn finished(&self, n: u64) {
+        let mut count = lock(&self.count);
+        *count = count.saturating_sub(n);
+        if *count == 0 {
+            self.done.notify_all();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The thread: waits for work, takes all that is queued, does it as one round.
+fn run(rx: &Receiver<Work>, outstanding: &Outstanding) {
+    while let Ok(first) = rx.recv() {
+        let mut round = vec![first];
+        round.extend(rx.try_iter());
+        let n = round.len() as u64;
+        do_round(round);
+        outstanding.finished(n);
+    }
+}
+
+/// Syncs each log file, then each directory once, then writes each job's state once
+/// (the last write queued for it: each writes the state as it is when it runs).
+fn do_round(round: Vec<Work>) {
+    let mut dirs = BTreeSet::new();
+    let mut states: Vec<(String, Persist)> = Vec::new();
+    for work in round {
+        match work {
+            Work::LogFile(file) => {
+                if let Err(err) = file.sync_data() {
+                    tracing::error!(error = %err, "cannot sync a finished log");
+                }
+            }
+            Work::Dir(dir) => {
+                dirs.insert(dir);
+            }
+            Work::State(key, persist) => {
+                match states.iter_mut().find(|(queued, _)| *queued == key) {
+                    Some(slot) => slot.1 = persist,
+                    None => states.push((key, persist)),
+                }
+            }
+        }
+    }
+    for dir in dirs {
+        if let Err(err) = crate::fsutil::sync_dir(&dir) {
+            tracing::error!(dir = %dir.display(), error = %err, "cannot sync a log directory");
+        }
+    }
+    for (_, persist) in states {
+        persist();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_round_writes_each_state_once_and_flush_waits_for_it() {
+        let syncer = Syncer::start();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let writes = Arc::new(AtomicUsize::new(0));
+        let path = dir.path().join("log");
+        std::fs::write(&path, b"line\n").expect("write");
+        // Hold the thread up in a state write until the rest is queued, so that the rest
+        // is done as one round: `entered` says the thread is in it, `gate` lets it go.
+        let entered = Arc::new((Mutex::new(false), Condvar::new()));
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        {
+            let (entered, gate) = (entered.clone(), gate.clone());
+            syncer.state(
+                "first".into(),
+                Box::new(move || {
+                    *lock(&entered.0) = true;
+                    entered.1.notify_all();
+                    let mut open = lock(&gate.0);
+                    while !*open {
+                        open = gate.1.wait(open).unwrap_or_else(PoisonError::into_inner);
+                    }
+                }),
+            );
+        }
+        {
+            let mut inside = lock(&entered.0);
+            while !*inside {
+                inside = entered
+                    .1
+                    .wait(inside)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+        syncer.log_file(File::open(&path).expect("open"));
+        syncer.dir(dir.path().to_path_buf());
+        syncer.dir(dir.path().to_path_buf());
+        for _ in 0..3 {
+            let writes = writes.clone();
+            syncer.state(
+                "job".into(),
+                Box::new(move || {
+                    writes.fetch_add(1, Ordering::SeqCst);
+                }),
+            );
+        }
+        assert_eq!(*lock(&syncer.outstanding.count), 7);
+        {
+            let (open, cv) = &*gate;
+            *lock(open) = true;
+            cv.notify_all();
+        }
+        syncer.flush();
+        assert_eq!(*lock(&syncer.outstanding.count), 0);
+        // The three writes of one job were queued together: one of them ran.
+        assert_eq!(writes.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn flush_with_nothing_queued_returns() {
+        Syncer::start().flush();
+    }
+}
