@@ -179,6 +179,15 @@ struct Key {
     value: Vec<u8>,
 }
 
+impl Key {
+    fn new(job: &str, value: &[u8]) -> Key {
+        Key {
+            job: job.to_string(),
+            value: value.to_vec(),
+        }
+    }
+}
+
 /// One store of `(job, value)` pairs; see the module documentation.
 #[derive(Debug)]
 pub struct ReplayStore {
@@ -367,13 +376,22 @@ impl ReplayStore {
         self.forget_at(job, value, unix_now());
     }
 
-    /// Whether `(job, value)` is remembered, without recording anything.
+    /// Whether `(job, value)` is remembered, without recording anything. Waits while a
+    /// write (with its fsync) holds the store: blocking.
     pub fn is_recorded(&self, job: &str, value: &[u8]) -> bool {
-        let key = Key {
-            job: job.to_string(),
-            value: value.to_vec(),
+        self.lock()
+            .is_live(&Key::new(job, value), unix_now(), self.limits.ttl_secs)
+    }
+
+    /// Like [`ReplayStore::is_recorded`], but answers at once: `None` when a write holds
+    /// the store, so that an async caller never waits for an fsync on its thread.
+    pub fn try_is_recorded(&self, job: &str, value: &[u8]) -> Option<bool> {
+        let inner = match self.inner.try_lock() {
+            Ok(inner) => inner,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
         };
-        self.lock().is_live(&key, unix_now(), self.limits.ttl_secs)
+        Some(inner.is_live(&Key::new(job, value), unix_now(), self.limits.ttl_secs))
     }
 
     /// Number of live entries (expired ones may still be counted until the next change).
@@ -543,6 +561,24 @@ mod tests {
         assert_eq!(store.len(), 4);
         // A replay changes nothing on disk.
         assert_eq!(file_lines(dir.path()).len(), 4);
+    }
+
+    #[test]
+    fn a_look_answers_at_once_unless_a_write_holds_the_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = open(dir.path(), 10, 1000, unix_now());
+        assert_eq!(
+            store.check_and_record("a", b"sig").expect("record"),
+            Seen::New
+        );
+        assert_eq!(store.try_is_recorded("a", b"sig"), Some(true));
+        assert_eq!(store.try_is_recorded("a", b"other"), Some(false));
+        assert_eq!(store.try_is_recorded("b", b"sig"), Some(false));
+        // A write in progress holds the lock (through its fsync): no waiting.
+        let writing = store.lock();
+        assert_eq!(store.try_is_recorded("a", b"sig"), None);
+        drop(writing);
+        assert!(store.is_recorded("a", b"sig"));
     }
 
     #[test]

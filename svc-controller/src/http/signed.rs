@@ -124,16 +124,28 @@ pub(super) async fn spend(
 }
 
 /// Refuses a webhook whose signature (its [`key`]) was spent by a control request of
-/// any action.
+/// any action. A look in memory, done on the caller's thread unless a write (which
+/// fsyncs) holds the store; then on a blocking thread.
 pub(super) async fn refuse_spent(replay: &Arc<ReplayStores>, key: Vec<u8>) -> Result<(), ApiError> {
-    let replay = replay.clone();
-    let spent = tokio::task::spawn_blocking(move || {
-        Action::ALL
-            .iter()
-            .any(|action| replay.signatures().is_recorded(action.store_key(), &key))
-    })
-    .await
-    .map_err(|err| ApiError::internal("replay store: task failed", err))?;
+    let at_once = Action::ALL.iter().try_fold(false, |spent, action| {
+        let recorded = replay
+            .signatures()
+            .try_is_recorded(action.store_key(), &key)?;
+        Some(spent || recorded)
+    });
+    let spent = match at_once {
+        Some(spent) => spent,
+        None => {
+            let replay = replay.clone();
+            tokio::task::spawn_blocking(move || {
+                Action::ALL
+                    .iter()
+                    .any(|action| replay.signatures().is_recorded(action.store_key(), &key))
+            })
+            .await
+            .map_err(|err| ApiError::internal("replay store: task failed", err))?
+        }
+    };
     if spent {
         tracing::info!("webhook refused: its signature was used by a control request");
         return Err(ApiError::unauthorized("signature already used"));
