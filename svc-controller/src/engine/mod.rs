@@ -6,6 +6,7 @@
 //! the job is busy takes the one queue slot, a further one is refused. Job runs (not
 //! JobHttp calls) share `max_job_running` permits, handed out in arrival order.
 
+pub mod executor;
 pub mod read;
 pub mod request;
 mod run;
@@ -23,11 +24,11 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::AbortHandle;
 
 use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig};
-use crate::exec::{LaunchedRunner, RunnerHub};
 use crate::fsutil::Durability;
 use crate::logstore::{LogDir, LogMeta, LogStatus};
 use crate::schedule::Timer;
 use crate::state::{JobState, QueuedTrigger, RunResult};
+use executor::{Executor, Runner};
 
 /// One log, open for reading (see [`Engine::open_log`]).
 #[derive(Debug)]
@@ -249,7 +250,8 @@ impl Registry {
 
 struct Inner {
     main: MainConfig,
-    hub: RunnerHub,
+    /// Starts the runners of runs: `svc-runner` processes in the service.
+    executor: Arc<dyn Executor>,
     job_slots: Arc<Semaphore>,
     registry: Mutex<Registry>,
     shutting_down: AtomicBool,
@@ -273,15 +275,15 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// Loads the state and logs of every job (repairing what a crash left, and removing
-    /// the temporary directories of interrupted runs) and returns the engine. Timers
-    /// start with [`Engine::start_timers`].
-    pub fn new(config: &Config, hub: RunnerHub) -> Engine {
+    /// the temporary directories of interrupted runs) and returns the engine, which
+    /// executes runs with `executor`. Timers start with [`Engine::start_timers`].
+    pub fn new(config: &Config, executor: Arc<dyn Executor>) -> Engine {
         let main = config.main.clone();
         crate::runtmp::remove_leftovers(&main);
         let inner = Arc::new(Inner {
             job_slots: Arc::new(Semaphore::new(main.max_job_running.max(1))),
             main,
-            hub,
+            executor,
             registry: Mutex::new(Registry::default()),
             shutting_down: AtomicBool::new(false),
             run_task_ended: Notify::new(),
@@ -575,7 +577,7 @@ impl Engine {
     }
 
     /// Called by a timer when a job is due, with the runner it started ahead if any.
-    fn timer_fired(&self, kind: Kind, id: &str, runner: Option<LaunchedRunner>) {
+    fn timer_fired(&self, kind: Kind, id: &str, runner: Option<Box<dyn Runner>>) {
         if self.inner.shutting_down.load(Ordering::SeqCst) {
             return;
         }
@@ -607,7 +609,7 @@ impl Engine {
         id: &str,
         entry: &mut Entry,
         trigger: Trigger,
-        runner: Option<LaunchedRunner>,
+        runner: Option<Box<dyn Runner>>,
     ) {
         let (cancel, cancel_rx) = watch::channel(None);
         entry.run = Some(ActiveRun {

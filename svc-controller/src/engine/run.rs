@@ -6,9 +6,10 @@ use std::path::PathBuf;
 use chrono::Utc;
 use tokio::sync::watch;
 
+use super::executor::Runner;
 use super::request::{self, RequestData};
 use super::{Def, Engine, Kind, Trigger, TriggerSource};
-use crate::exec::{LaunchedRunner, Outcome, RunEvent};
+use crate::exec::{Outcome, RunEvent};
 use crate::fsutil::Durability;
 use crate::logstore::{LogDir, RunLog};
 use crate::state::RunResult;
@@ -26,7 +27,7 @@ pub(super) async fn run_task(
     kind: Kind,
     id: String,
     mut trigger: Trigger,
-    mut runner: Option<LaunchedRunner>,
+    mut runner: Option<Box<dyn Runner>>,
     mut cancel: watch::Receiver<Option<String>>,
 ) {
     let mut guard = RunTaskGuard {
@@ -168,8 +169,8 @@ async fn begin(
     kind: Kind,
     id: &str,
     source: TriggerSource,
-    started_ahead: Option<LaunchedRunner>,
-) -> Option<(RunContext, std::io::Result<RunLog>, LaunchedRunner)> {
+    started_ahead: Option<Box<dyn Runner>>,
+) -> Option<(RunContext, std::io::Result<RunLog>, Box<dyn Runner>)> {
     if engine.is_shutting_down() {
         return None;
     }
@@ -184,7 +185,7 @@ async fn begin(
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
-        _ => engine.inner.hub.take().await,
+        _ => engine.inner.executor.take().await,
     };
     let (context, log) = join_blocking(disk).await?;
     Some((context, log, runner))
@@ -261,7 +262,7 @@ async fn perform(
     engine: &Engine,
     context: &RunContext,
     log: std::io::Result<RunLog>,
-    runner: LaunchedRunner,
+    runner: Box<dyn Runner>,
     trigger: &Trigger,
     cancel: &mut watch::Receiver<Option<String>>,
 ) -> (Outcome, Option<RunLog>) {
@@ -742,7 +743,7 @@ mod tests {
         }
         let hub = RunnerHub::start(&main.dir_runtime(), no_runner).expect("runner hub");
         let logs = main.dir_job_logs().join(id);
-        (dir, Engine::new(&config, hub), logs)
+        (dir, Engine::new(&config, std::sync::Arc::new(hub)), logs)
     }
 
     /// Polls `done` every 10 ms for at most 10 s.

@@ -33,7 +33,7 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         {
             sleep_until_wall(due - ahead).await;
             if engine.timer_would_fire(kind, &id) {
-                runner = Some(engine.inner.hub.launch().await);
+                runner = Some(engine.inner.executor.launch().await);
             }
         }
         sleep_until_wall(due).await;
