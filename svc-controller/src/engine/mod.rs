@@ -6,6 +6,7 @@
 //! the job is busy takes the one queue slot, a further one is refused. Job runs (not
 //! JobHttp calls) share `max_job_running` permits, handed out in arrival order.
 
+pub mod clock;
 pub mod executor;
 pub mod read;
 pub mod request;
@@ -28,6 +29,7 @@ use crate::fsutil::Durability;
 use crate::logstore::{LogDir, LogMeta, LogStatus};
 use crate::schedule::Timer;
 use crate::state::{JobState, QueuedTrigger, RunResult};
+use clock::Clock;
 use executor::{Executor, Runner};
 
 /// One log, open for reading (see [`Engine::open_log`]).
@@ -252,6 +254,8 @@ struct Inner {
     main: MainConfig,
     /// Starts the runners of runs: `svc-runner` processes in the service.
     executor: Arc<dyn Executor>,
+    /// The wall time that timers and run records go by.
+    clock: Arc<dyn Clock>,
     job_slots: Arc<Semaphore>,
     registry: Mutex<Registry>,
     shutting_down: AtomicBool,
@@ -276,14 +280,16 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// Loads the state and logs of every job (repairing what a crash left, and removing
     /// the temporary directories of interrupted runs) and returns the engine, which
-    /// executes runs with `executor`. Timers start with [`Engine::start_timers`].
-    pub fn new(config: &Config, executor: Arc<dyn Executor>) -> Engine {
+    /// executes runs with `executor` and schedules by `clock`. Timers start with
+    /// [`Engine::start_timers`].
+    pub fn new(config: &Config, executor: Arc<dyn Executor>, clock: Arc<dyn Clock>) -> Engine {
         let main = config.main.clone();
         crate::runtmp::remove_leftovers(&main);
         let inner = Arc::new(Inner {
             job_slots: Arc::new(Semaphore::new(main.max_job_running.max(1))),
             main,
             executor,
+            clock,
             registry: Mutex::new(Registry::default()),
             shutting_down: AtomicBool::new(false),
             run_task_ended: Notify::new(),

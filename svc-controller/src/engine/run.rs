@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-use chrono::Utc;
 use tokio::sync::watch;
 
 use super::executor::Runner;
@@ -470,7 +469,7 @@ impl Engine {
             }
             entry.state.counter += 1;
             entry.state.started = true;
-            entry.state.last_run = Some(Utc::now());
+            entry.state.last_run = Some(self.inner.clock.now());
             entry.resumed = false;
             let mut must_write = entry.queue_on_disk;
             if entry.state.counter > entry.state.counter_reserved {
@@ -743,7 +742,12 @@ mod tests {
         }
         let hub = RunnerHub::start(&main.dir_runtime(), no_runner).expect("runner hub");
         let logs = main.dir_job_logs().join(id);
-        (dir, Engine::new(&config, std::sync::Arc::new(hub)), logs)
+        let clock = std::sync::Arc::new(crate::engine::clock::SystemClock);
+        (
+            dir,
+            Engine::new(&config, std::sync::Arc::new(hub), clock),
+            logs,
+        )
     }
 
     /// Polls `done` every 10 ms for at most 10 s.
