@@ -11,6 +11,10 @@ pub mod executor;
 pub mod read;
 pub mod request;
 mod run;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
 mod timer;
 
 use std::collections::{BTreeMap, HashMap};
