@@ -226,7 +226,11 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     } = prepared;
     let runner = runner_path(main.runner_path.as_deref())?;
     let hub = RunnerHub::start(&main.dir_runtime(), runner)?;
-    let engine = Engine::new(&config, hub);
+    let engine = Engine::new(
+        &config,
+        Arc::new(hub),
+        Arc::new(crate::engine::clock::SystemClock),
+    );
     let replay = Arc::new(crate::replay::ReplayStores::open(&main.dir_replay())?);
 
     let listener = tokio::net::TcpListener::bind(&main.listen_address)

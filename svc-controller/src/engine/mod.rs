@@ -6,10 +6,16 @@
 //! the job is busy takes the one queue slot, a further one is refused. Job runs (not
 //! JobHttp calls) share `max_job_running` permits, handed out in arrival order.
 
+pub mod clock;
+pub mod executor;
 pub mod read;
 pub mod request;
 mod run;
 mod syncer;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
 mod timer;
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,11 +30,12 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::AbortHandle;
 
 use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig};
-use crate::exec::{LaunchedRunner, RunnerHub};
 use crate::fsutil::Durability;
 use crate::logstore::{LogDir, LogMeta, LogStatus};
 use crate::schedule::Timer;
 use crate::state::{JobState, QueuedTrigger, RunResult};
+use clock::Clock;
+use executor::{Executor, Runner};
 
 /// One log, open for reading (see [`Engine::open_log`]).
 #[derive(Debug)]
@@ -250,7 +257,10 @@ impl Registry {
 
 struct Inner {
     main: MainConfig,
-    hub: RunnerHub,
+    /// Starts the runners of runs: `svc-runner` processes in the service.
+    executor: Arc<dyn Executor>,
+    /// The wall time that timers and run records go by.
+    clock: Arc<dyn Clock>,
     job_slots: Arc<Semaphore>,
     registry: Mutex<Registry>,
     shutting_down: AtomicBool,
@@ -276,15 +286,17 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// Loads the state and logs of every job (repairing what a crash left, and removing
-    /// the temporary directories of interrupted runs) and returns the engine. Timers
-    /// start with [`Engine::start_timers`].
-    pub fn new(config: &Config, hub: RunnerHub) -> Engine {
+    /// the temporary directories of interrupted runs) and returns the engine, which
+    /// executes runs with `executor` and schedules by `clock`. Timers start with
+    /// [`Engine::start_timers`].
+    pub fn new(config: &Config, executor: Arc<dyn Executor>, clock: Arc<dyn Clock>) -> Engine {
         let main = config.main.clone();
         crate::runtmp::remove_leftovers(&main);
         let inner = Arc::new(Inner {
             job_slots: Arc::new(Semaphore::new(main.max_job_running.max(1))),
             main,
-            hub,
+            executor,
+            clock,
             registry: Mutex::new(Registry::default()),
             shutting_down: AtomicBool::new(false),
             run_task_ended: Notify::new(),
@@ -579,7 +591,7 @@ impl Engine {
     }
 
     /// Called by a timer when a job is due, with the runner it started ahead if any.
-    fn timer_fired(&self, kind: Kind, id: &str, runner: Option<LaunchedRunner>) {
+    fn timer_fired(&self, kind: Kind, id: &str, runner: Option<Box<dyn Runner>>) {
         if self.inner.shutting_down.load(Ordering::SeqCst) {
             return;
         }
@@ -611,7 +623,7 @@ impl Engine {
         id: &str,
         entry: &mut Entry,
         trigger: Trigger,
-        runner: Option<LaunchedRunner>,
+        runner: Option<Box<dyn Runner>>,
     ) {
         let (cancel, cancel_rx) = watch::channel(None);
         entry.run = Some(ActiveRun {

@@ -3,12 +3,12 @@
 
 use std::path::PathBuf;
 
-use chrono::Utc;
 use tokio::sync::watch;
 
+use super::executor::Runner;
 use super::request::{self, RequestData};
 use super::{Def, Engine, Kind, Trigger, TriggerSource};
-use crate::exec::{LaunchedRunner, Outcome, RunEvent};
+use crate::exec::{Outcome, RunEvent};
 use crate::fsutil::Durability;
 use crate::logstore::{LogDir, RunLog};
 use crate::state::RunResult;
@@ -26,7 +26,7 @@ pub(super) async fn run_task(
     kind: Kind,
     id: String,
     mut trigger: Trigger,
-    mut runner: Option<LaunchedRunner>,
+    mut runner: Option<Box<dyn Runner>>,
     mut cancel: watch::Receiver<Option<String>>,
 ) {
     let mut guard = RunTaskGuard {
@@ -171,7 +171,7 @@ struct Begun {
     /// `None` when the log could not be created (the run fails with that reason).
     request: Option<Result<proto::ExecRequest, String>>,
     files: RunFiles,
-    runner: LaunchedRunner,
+    runner: Box<dyn Runner>,
 }
 
 /// Files made for one run and removed when it ends, even when it could not start.
@@ -208,7 +208,7 @@ async fn begin(
     kind: Kind,
     id: &str,
     trigger: &Trigger,
-    started_ahead: Option<LaunchedRunner>,
+    started_ahead: Option<Box<dyn Runner>>,
 ) -> Option<Begun> {
     if engine.is_shutting_down() {
         return None;
@@ -228,7 +228,7 @@ async fn begin(
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
-        _ => engine.inner.hub.take().await,
+        _ => engine.inner.executor.take().await,
     };
     let (context, log, request, files) = join_blocking(disk).await?;
     Some(Begun {
@@ -489,7 +489,7 @@ impl Engine {
             }
             entry.state.counter += 1;
             entry.state.started = true;
-            entry.state.last_run = Some(Utc::now());
+            entry.state.last_run = Some(self.inner.clock.now());
             entry.resumed = false;
             let mut must_write = entry.queue_on_disk;
             if entry.state.counter > entry.state.counter_reserved {
@@ -709,17 +709,15 @@ impl Engine {
     }
 }
 
+/// Hooks that let the engine's tests (`super::tests`) interleave with a run task at
+/// fixed points, chosen by job ID prefix (test builds only: they compile into nothing
+/// else).
 #[cfg(test)]
-mod tests {
-    use std::time::{Duration, Instant};
-
+pub(super) mod tests {
     use super::*;
-    use crate::engine::read::JobStatus;
-    use crate::exec::RunnerHub;
 
-    /// Jobs whose ID starts with this panic right after their run began (test builds
-    /// only: the hook is compiled into nothing else).
-    const PANIC_PREFIX: &str = "panic_in_run";
+    /// Jobs whose ID starts with this panic right after their run began.
+    pub(in crate::engine) const PANIC_PREFIX: &str = "panic_in_run";
 
     pub(super) fn maybe_panic(id: &str) {
         if id.starts_with(PANIC_PREFIX) {
@@ -730,8 +728,8 @@ mod tests {
     /// Jobs whose ID starts with this are paused once right before their first run
     /// begins, and resumed right after it found the job paused: the interleaving of a
     /// pause and a resume with a run task that is about to start.
-    const PAUSE_RACE_PREFIX: &str = "pause_race";
-    static PAUSE_RACE_PAUSED: std::sync::atomic::AtomicBool =
+    pub(in crate::engine) const PAUSE_RACE_PREFIX: &str = "pause_race";
+    pub(in crate::engine) static PAUSE_RACE_PAUSED: std::sync::atomic::AtomicBool =
         std::sync::atomic::AtomicBool::new(false);
 
     pub(super) fn before_begin(engine: &Engine, kind: Kind, id: &str) {
@@ -748,128 +746,6 @@ mod tests {
         }
     }
 
-    /// An engine, without timers, over a temporary `dir_base` holding one webhook job
-    /// `id` (command `true`) whose runner program is missing, so that each run fails at
-    /// once; with the job's log directory. The directory lives as long as the guard.
-    fn engine_with_webhook_job(id: &str) -> (tempfile::TempDir, Engine, std::path::PathBuf) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let base = dir.path().canonicalize().expect("canonical");
-        let main_file = base.join("svc.conf");
-        let no_runner = base.join("no-runner");
-        std::fs::write(
-            &main_file,
-            format!(
-                "[svc]\ndir_base = {}\nrunner_path = {}\n\n\
-                 [job \"{id}\"]\npath = /p\ncommand = true\n",
-                base.display(),
-                no_runner.display()
-            ),
-        )
-        .expect("write the configuration");
-        let config = crate::config::load(&main_file).expect("load");
-        let main = &config.main;
-        for dir in [main.dir_job_logs(), main.dir_job_state()] {
-            std::fs::create_dir_all(dir).expect("mkdir");
-        }
-        let hub = RunnerHub::start(&main.dir_runtime(), no_runner).expect("runner hub");
-        let logs = main.dir_job_logs().join(id);
-        (dir, Engine::new(&config, hub), logs)
-    }
-
-    /// Polls `done` every 10 ms for at most 10 s.
-    async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !done() {
-            assert!(Instant::now() < deadline, "timed out waiting until {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
-        let (_dir, engine, logs) = engine_with_webhook_job(PANIC_PREFIX);
-        let log =
-            |counter: u64, status: &str| logs.join(format!("{PANIC_PREFIX}.{counter}.{status}"));
-        let idle = || {
-            let mut registry = engine.lock();
-            registry
-                .get(Kind::Job, PANIC_PREFIX)
-                .is_some_and(|entry| entry.run.is_none())
-        };
-
-        engine
-            .trigger(Kind::Job, PANIC_PREFIX, Trigger::new(TriggerSource::Api))
-            .await
-            .expect("the first trigger is accepted");
-        wait_until("run 1 is recorded as failed and the job is idle", || {
-            log(1, "fail").is_file() && idle()
-        })
-        .await;
-        let content = std::fs::read_to_string(log(1, "fail")).expect("read log 1");
-        let last = content.lines().last().unwrap_or_default();
-        assert!(
-            last.ends_with(&format!("=== run 1 finished: fail: {ABANDONED}")),
-            "{content}"
-        );
-        let status = engine
-            .with_job(Kind::Job, PANIC_PREFIX, |job| job.status())
-            .expect("the job");
-        assert_eq!(status, JobStatus::Finished(RunResult::Fail));
-        assert_eq!(
-            engine.inner.job_slots.available_permits(),
-            1,
-            "the max_job_running permit is back"
-        );
-        let state = std::fs::read_to_string(engine.main().dir_job_state().join(PANIC_PREFIX))
-            .expect("state file");
-        assert!(state.contains("counter = 1"), "{state}");
-
-        // The job takes triggers again: one while the next run is going on is queued,
-        // and both run (and panic, and are recorded) in turn.
-        engine
-            .trigger(Kind::Job, PANIC_PREFIX, Trigger::new(TriggerSource::Api))
-            .await
-            .expect("the job takes a new trigger");
-        let _ = engine
-            .trigger(Kind::Job, PANIC_PREFIX, Trigger::new(TriggerSource::Api))
-            .await;
-        wait_until("run 2 is recorded as failed", || log(2, "fail").is_file()).await;
-        wait_until("the job is idle again", idle).await;
-        assert!(!log(2, "started").exists());
-    }
-
-    /// An accepted trigger whose job is paused and resumed while its run task is about
-    /// to start still runs: the resume finds the job busy with that task, so the task
-    /// must start the run itself instead of dropping the trigger.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_trigger_paused_and_resumed_before_its_start_still_runs() {
-        let (_dir, engine, logs) = engine_with_webhook_job(PAUSE_RACE_PREFIX);
-
-        engine
-            .trigger(
-                Kind::Job,
-                PAUSE_RACE_PREFIX,
-                Trigger::new(TriggerSource::Api),
-            )
-            .await
-            .expect("the trigger is accepted");
-        // The runner program is missing, so the run fails; what matters is that it ran.
-        wait_until("run 1 is recorded and the job is idle", || {
-            let idle = engine
-                .lock()
-                .get(Kind::Job, PAUSE_RACE_PREFIX)
-                .is_some_and(|entry| entry.run.is_none());
-            idle && logs.join(format!("{PAUSE_RACE_PREFIX}.1.fail")).is_file()
-        })
-        .await;
-        assert!(PAUSE_RACE_PAUSED.load(std::sync::atomic::Ordering::SeqCst));
-        let status = engine
-            .with_job(Kind::Job, PAUSE_RACE_PREFIX, |job| job.status())
-            .expect("the job");
-        assert_eq!(
-            status,
-            JobStatus::Finished(RunResult::Fail),
-            "ran, and is not paused"
-        );
-    }
+    /// What the log of a run whose task ended abnormally ends with.
+    pub(in crate::engine) const ABANDONED_REASON: &str = ABANDONED;
 }

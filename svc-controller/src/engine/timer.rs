@@ -22,23 +22,24 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
             None => return,
         }
     };
-    let mut due = timer.first_due(Utc::now(), last_run);
+    let clock = engine.inner.clock.clone();
+    let mut due = timer.first_due(clock.now(), last_run);
     loop {
         if !set_next_run(&engine, kind, &id, due) {
             return;
         }
         let mut runner = None;
         if let Ok(ahead) = chrono::Duration::from_std(LAUNCH_AHEAD)
-            && due - Utc::now() > ahead
+            && due - clock.now() > ahead
         {
-            sleep_until_wall(due - ahead).await;
+            clock.sleep_until(due - ahead).await;
             if engine.timer_would_fire(kind, &id) {
-                runner = Some(engine.inner.hub.launch().await);
+                runner = Some(engine.inner.executor.launch().await);
             }
         }
-        sleep_until_wall(due).await;
+        clock.sleep_until(due).await;
         engine.timer_fired(kind, &id, runner);
-        due = timer.next_due(due, Utc::now());
+        due = timer.next_due(due, clock.now());
     }
 }
 
@@ -51,18 +52,4 @@ fn set_next_run(engine: &Engine, kind: Kind, id: &str, due: DateTime<Utc>) -> bo
     drop(registry);
     engine.changed();
     true
-}
-
-/// Sleeps until the wall clock reaches `due`, re-checking after each wake so that a
-/// clock step does not fire a timer early.
-async fn sleep_until_wall(due: DateTime<Utc>) {
-    loop {
-        let Ok(left) = (due - Utc::now()).to_std() else {
-            return;
-        };
-        if left.is_zero() {
-            return;
-        }
-        tokio::time::sleep(left).await;
-    }
 }

@@ -1,0 +1,69 @@
+//! Where the engine's runs execute: the [`Executor`] seam between the engine and
+//! whatever performs a run's request.
+//!
+//! The service's executor is [`RunnerHub`], which starts one `svc-runner` process per
+//! run; the engine's tests put an in-process fake in its place, so that scheduling,
+//! queueing and recording are tested without processes. The seam costs one allocation
+//! per runner and per execution (boxed runner and futures); the traffic of a run (its
+//! output, event by event) crosses it through the same `&mut dyn FnMut` sink as before,
+//! with nothing boxed per event.
+
+use futures_util::future::BoxFuture;
+use proto::ExecRequest;
+use tokio::sync::watch;
+
+use crate::exec::{LaunchedRunner, Outcome, RunEvent, RunnerHub};
+
+/// Starts runners for the engine's runs.
+pub trait Executor: Send + Sync {
+    /// A runner for a run that begins now. It may have been started earlier (the spare
+    /// of a burst of runs); it does one execution.
+    fn take(&self) -> BoxFuture<'_, Box<dyn Runner>>;
+
+    /// Starts a runner now for a run that begins a little later (a timer's, shortly
+    /// before its due time), so that its start-up is done by then.
+    fn launch(&self) -> BoxFuture<'_, Box<dyn Runner>>;
+}
+
+/// A runner started ahead of its work, ready for one execution. Dropping it unused ends
+/// it.
+pub trait Runner: Send + std::fmt::Debug {
+    /// Whether it can still be handed work (a runner waits for its work a limited time
+    /// only).
+    fn is_fresh(&self) -> bool;
+
+    /// Performs `request`. A reason received on `cancel` ends the work early; events go
+    /// to `sink` as they happen. Every failure ends as a failed [`Outcome`] with a
+    /// reason.
+    fn execute<'a>(
+        self: Box<Self>,
+        request: ExecRequest,
+        cancel: &'a mut watch::Receiver<Option<String>>,
+        sink: &'a mut (dyn FnMut(RunEvent<'_>) + Send),
+    ) -> BoxFuture<'a, Outcome>;
+}
+
+impl Executor for RunnerHub {
+    fn take(&self) -> BoxFuture<'_, Box<dyn Runner>> {
+        Box::pin(async move { Box::new(RunnerHub::take(self).await) as Box<dyn Runner> })
+    }
+
+    fn launch(&self) -> BoxFuture<'_, Box<dyn Runner>> {
+        Box::pin(async move { Box::new(RunnerHub::launch(self).await) as Box<dyn Runner> })
+    }
+}
+
+impl Runner for LaunchedRunner {
+    fn is_fresh(&self) -> bool {
+        LaunchedRunner::is_fresh(self)
+    }
+
+    fn execute<'a>(
+        self: Box<Self>,
+        request: ExecRequest,
+        cancel: &'a mut watch::Receiver<Option<String>>,
+        sink: &'a mut (dyn FnMut(RunEvent<'_>) + Send),
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(LaunchedRunner::execute(*self, request, cancel, sink))
+    }
+}

@@ -1,0 +1,635 @@
+//! In-process tests of the engine: timers, the one-slot queue, pause, cancel, the
+//! `max_job_running` permits, log retention and shutdown, with the fake executor and the
+//! manual clock of `testkit`. No test here starts a process or waits for real time:
+//! each runs on tokio's paused clock, so waiting for the engine to settle is free.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+use super::read::JobStatus;
+use super::run::tests::{ABANDONED_REASON, PANIC_PREFIX, PAUSE_RACE_PAUSED, PAUSE_RACE_PREFIX};
+use super::testkit::{Harness, Origin, settle, t0};
+use super::{EngineError, Kind, Trigger, TriggerSource};
+use crate::state::{QueuedTrigger, RunResult};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn at(text: &str) -> DateTime<Utc> {
+    text.parse().expect("a valid time")
+}
+
+fn api() -> Trigger {
+    Trigger::new(TriggerSource::Api)
+}
+
+fn pairs(list: &[(&str, u64)]) -> Vec<(String, u64)> {
+    list.iter().map(|(id, n)| (id.to_string(), *n)).collect()
+}
+
+/// A webhook-only job (no timer) per ID.
+fn webhook_jobs(ids: &[&str]) -> String {
+    ids.iter()
+        .map(|id| format!("[job \"{id}\"]\npath = /{id}\ncommand = true\n\n"))
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interval_timer_fires_at_its_due_times_and_next_run_is_exact() {
+    let mut h = Harness::new("", "[job \"tick\"]\ninterval = 1h\ncommand = true\n");
+    h.engine.start_timers();
+
+    // Never ran: due at once, with no time to start a runner ahead.
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("tick", 1));
+    assert_eq!(run.origin, Origin::Taken);
+    settle().await;
+    assert_eq!(h.last_run("tick"), Some(t0()));
+    assert_eq!(h.next_run("tick"), Some(t0() + HOUR));
+    assert_eq!(h.status("tick"), JobStatus::Started);
+    run.finish(true, "ok");
+    settle().await;
+    assert_eq!(h.status("tick"), JobStatus::Finished(RunResult::Success));
+
+    // A second before the due time nothing happens; within the launch-ahead time a
+    // runner is started, but gets no work before the due time.
+    h.clock.set(t0() + HOUR - Duration::from_secs(1));
+    assert!(h.runs.none().await);
+    assert_eq!(h.seen().launched, 0);
+    h.clock.advance(Duration::from_millis(900));
+    assert!(h.runs.none().await);
+    assert_eq!(h.seen().launched, 1);
+
+    h.clock.advance(Duration::from_millis(100));
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("tick", 2));
+    assert_eq!(
+        run.origin,
+        Origin::Launched,
+        "the runner started ahead did it"
+    );
+    settle().await;
+    assert_eq!(h.last_run("tick"), Some(t0() + HOUR));
+    assert_eq!(h.next_run("tick"), Some(t0() + 2 * HOUR));
+    run.finish(true, "ok");
+    settle().await;
+
+    // The clock jumps past two due times: one run, and the timer stays on its grid.
+    h.clock.set(t0() + 4 * HOUR + Duration::from_secs(1800));
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("tick", 3));
+    settle().await;
+    assert_eq!(h.next_run("tick"), Some(t0() + 5 * HOUR));
+    run.finish(false, "exit code 1");
+    assert!(
+        h.runs.none().await,
+        "missed ticks are skipped, not caught up"
+    );
+    assert_eq!(h.status("tick"), JobStatus::Finished(RunResult::Fail));
+    assert_eq!(
+        h.executed(),
+        pairs(&[("tick", 1), ("tick", 2), ("tick", 3)])
+    );
+    let state = h.state_file("tick");
+    assert_eq!(state.counter, 3);
+    assert_eq!(
+        state.last_run,
+        Some(t0() + 4 * HOUR + Duration::from_secs(1800))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clock_stepped_back_does_not_fire_a_timer_early() {
+    let mut h = Harness::new(
+        "",
+        "[job \"hourly\"]\nschedule = hourly@0\ncommand = true\n",
+    );
+    h.engine.start_timers();
+    settle().await;
+    assert_eq!(h.next_run("hourly"), Some(t0() + HOUR));
+
+    // Inside the launch-ahead time, then stepped back an hour: the runner started ahead
+    // waits, and nothing runs until the due time really comes.
+    h.clock.set(t0() + HOUR - Duration::from_millis(200));
+    assert!(h.runs.none().await);
+    h.clock.set(t0());
+    assert!(h.runs.none().await);
+    h.clock.set(t0() + HOUR - Duration::from_millis(1));
+    assert!(h.runs.none().await);
+    h.clock.set(t0() + HOUR);
+    let run = h.runs.next().await;
+    assert_eq!((run.id(), run.origin), (("hourly", 1), Origin::Launched));
+    run.finish(true, "ok");
+    settle().await;
+    assert_eq!(h.seen().launched, 1);
+    assert_eq!(h.next_run("hourly"), Some(t0() + 2 * HOUR));
+}
+
+#[tokio::test(start_paused = true)]
+async fn calendar_schedules_fire_at_their_next_matching_times() {
+    let mut h = Harness::new(
+        "",
+        "[job \"weekly\"]\nschedule = weekly@fri@09:15\ncommand = true\n\n\
+         [job \"twice\"]\nschedule = daily@06:00,18:30\ncommand = true\n",
+    );
+    h.engine.start_timers();
+    settle().await;
+    // Monday 10:00: Friday 09:15 of the same week; today 18:30.
+    assert_eq!(h.next_run("weekly"), Some(at("2026-01-09T09:15:00Z")));
+    assert_eq!(h.next_run("twice"), Some(at("2026-01-05T18:30:00Z")));
+
+    h.clock.set(at("2026-01-05T18:29:59Z"));
+    assert!(h.runs.none().await);
+    h.clock.set(at("2026-01-05T18:30:00Z"));
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("twice", 1));
+    run.finish(true, "ok");
+    settle().await;
+    assert_eq!(h.next_run("twice"), Some(at("2026-01-06T06:00:00Z")));
+    assert_eq!(h.last_run("twice"), Some(at("2026-01-05T18:30:00Z")));
+
+    h.clock.set(at("2026-01-06T06:00:00Z"));
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("twice", 2));
+    run.finish(true, "ok");
+    settle().await;
+    assert_eq!(h.next_run("twice"), Some(at("2026-01-06T18:30:00Z")));
+    assert_eq!(h.next_run("weekly"), Some(at("2026-01-09T09:15:00Z")));
+    assert_eq!(h.last_run("weekly"), None);
+
+    // Friday: the weekly job runs, and so does the daily one, once for all the times it
+    // missed since Tuesday morning.
+    // With one `max_job_running` permit, one after the other.
+    h.clock.set(at("2026-01-09T09:15:00Z"));
+    let first = h.runs.next().await;
+    let first_id = first.id().0.to_string();
+    first.finish(true, "ok");
+    let second = h.runs.next().await;
+    let mut ids = [first_id, second.id().0.to_string()];
+    second.finish(true, "ok");
+    ids.sort();
+    assert_eq!(ids, ["twice", "weekly"]);
+    assert!(h.runs.none().await);
+    assert_eq!(h.next_run("weekly"), Some(at("2026-01-16T09:15:00Z")));
+    assert_eq!(h.next_run("twice"), Some(at("2026-01-09T18:30:00Z")));
+    assert_eq!(h.last_run("weekly"), Some(at("2026-01-09T09:15:00Z")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
+    let mut h = Harness::new("", &webhook_jobs(&["hook"]));
+
+    h.engine
+        .trigger(Kind::Job, "hook", api())
+        .await
+        .expect("the first trigger starts a run");
+    let first = h.runs.next().await;
+    assert_eq!(first.id(), ("hook", 1));
+    assert_eq!(first.env("SVC_EVENT"), None);
+
+    let webhook = Trigger {
+        source: TriggerSource::Webhook,
+        body: Some(Bytes::from_static(b"{\"ref\":\"main\"}")),
+        event: Some("push".into()),
+    };
+    h.engine
+        .trigger(Kind::Job, "hook", webhook)
+        .await
+        .expect("the second trigger is queued");
+    // Queued means saved: the state file holds it when the trigger is answered.
+    assert_eq!(
+        h.state_file("hook").queued,
+        Some(QueuedTrigger {
+            source: "webhook".into(),
+            event: Some("push".into()),
+            body: Some(b"{\"ref\":\"main\"}".to_vec()),
+        })
+    );
+    assert_eq!(
+        h.engine.trigger(Kind::Job, "hook", api()).await,
+        Err(EngineError::Busy)
+    );
+    assert!(h.runs.none().await, "the queued trigger waits for the run");
+
+    first.finish(true, "ok");
+    let second = h.runs.next().await;
+    assert_eq!(second.id(), ("hook", 2));
+    // The webhook's data reached the run: its event, and its body in a file.
+    assert_eq!(second.env("SVC_EVENT"), Some("push"));
+    let body_path = second
+        .env("SVC_REQUEST_BODY")
+        .expect("a body file")
+        .to_owned();
+    assert_eq!(
+        std::fs::read(&body_path).expect("the body file"),
+        b"{\"ref\":\"main\"}"
+    );
+    settle().await;
+    assert_eq!(
+        h.state_file("hook").queued,
+        None,
+        "taken in the run's write"
+    );
+    assert_eq!(h.status("hook"), JobStatus::Started);
+
+    // The slot is free again while the second run goes on.
+    h.engine
+        .trigger(Kind::Job, "hook", api())
+        .await
+        .expect("queued behind the second run");
+    second.finish(false, "exit code 2");
+    let third = h.runs.next().await;
+    assert_eq!(third.id(), ("hook", 3));
+    assert!(
+        !std::path::Path::new(&body_path).exists(),
+        "the body file goes with its run"
+    );
+    third.finish(true, "ok");
+    assert!(h.runs.none().await);
+    assert!(h.idle("hook"));
+    assert_eq!(
+        h.executed(),
+        pairs(&[("hook", 1), ("hook", 2), ("hook", 3)])
+    );
+    assert_eq!(
+        h.log_files("hook"),
+        ["hook.1.success", "hook.2.fail", "hook.3.success"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pause_refuses_triggers_and_skips_the_timer_until_resume() {
+    let mut h = Harness::new(
+        "",
+        "[job \"p\"]\nschedule = hourly@0\npath = /p\ncommand = true\n",
+    );
+    h.engine.start_timers();
+    settle().await;
+    assert_eq!(h.next_run("p"), Some(t0() + HOUR));
+
+    h.engine.pause(Kind::Job, "p").expect("pause");
+    assert_eq!(h.status("p"), JobStatus::Paused);
+    assert!(h.state_file("p").paused, "the pause is saved");
+    assert_eq!(
+        h.engine.trigger(Kind::Job, "p", api()).await,
+        Err(EngineError::Paused)
+    );
+
+    // The due time passes: no runner is even started, and the timer moves on.
+    h.clock.set(t0() + HOUR);
+    assert!(h.runs.none().await);
+    let seen = h.seen();
+    assert_eq!((seen.launched, seen.taken), (0, 0));
+    assert_eq!(h.next_run("p"), Some(t0() + 2 * HOUR));
+
+    h.engine.resume(Kind::Job, "p").expect("resume");
+    assert!(!h.state_file("p").paused);
+    h.engine
+        .trigger(Kind::Job, "p", api())
+        .await
+        .expect("triggers are taken again");
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("p", 1));
+    h.engine
+        .trigger(Kind::Job, "p", api())
+        .await
+        .expect("queued");
+
+    // Paused while running: the run goes on, the queued trigger waits for the resume.
+    h.engine.pause(Kind::Job, "p").expect("pause while running");
+    run.finish(true, "ok");
+    assert!(h.runs.none().await);
+    assert!(h.idle("p"));
+    assert_eq!(h.status("p"), JobStatus::Paused);
+    assert!(h.state_file("p").queued.is_some(), "kept for the resume");
+
+    h.engine.resume(Kind::Job, "p").expect("resume");
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("p", 2));
+    run.finish(true, "ok");
+    settle().await;
+
+    // The timer fires again.
+    h.clock.set(t0() + 2 * HOUR);
+    let run = h.runs.next().await;
+    assert_eq!((run.id(), run.origin), (("p", 3), Origin::Launched));
+    run.finish(true, "ok");
+    assert!(h.runs.none().await);
+    assert_eq!(h.next_run("p"), Some(t0() + 3 * HOUR));
+    assert_eq!(h.executed(), pairs(&[("p", 1), ("p", 2), ("p", 3)]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_delivers_its_reason_to_the_executor_and_drops_the_queued_trigger() {
+    let mut h = Harness::new("", &webhook_jobs(&["c"]));
+    assert_eq!(
+        h.engine.cancel(Kind::Job, "c", "too early"),
+        Err(EngineError::NotRunning)
+    );
+    assert_eq!(
+        h.engine.cancel(Kind::Job, "nope", "no such job"),
+        Err(EngineError::NotFound)
+    );
+
+    h.engine.trigger(Kind::Job, "c", api()).await.expect("run");
+    let run = h.runs.next().await;
+    run.line("--- working");
+    h.engine
+        .trigger(Kind::Job, "c", api())
+        .await
+        .expect("queued");
+    settle().await;
+
+    h.engine
+        .cancel(Kind::Job, "c", "stopped by the operator")
+        .expect("cancel");
+    assert!(
+        h.runs.none().await,
+        "the queued trigger went with the cancel"
+    );
+    assert_eq!(
+        h.seen().cancelled,
+        [("c".to_string(), 1, "stopped by the operator".to_string())]
+    );
+    assert!(h.idle("c"));
+    assert_eq!(h.status("c"), JobStatus::Finished(RunResult::Fail));
+    assert_eq!(h.state_file("c").queued, None);
+    assert_eq!(h.log_files("c"), ["c.1.fail"]);
+    let log = h.log("c", "c.1.fail");
+    assert!(log.contains("--- working"), "{log}");
+    let last = log.lines().last().unwrap_or_default();
+    assert!(
+        last.ends_with("=== run 1 finished: fail: cancelled: stopped by the operator"),
+        "{log}"
+    );
+    assert_eq!(
+        h.engine.cancel(Kind::Job, "c", "again"),
+        Err(EngineError::NotRunning)
+    );
+    drop(run);
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_job_running_permits_serialise_runs_of_different_jobs_in_arrival_order() {
+    let mut h = Harness::new("max_job_running = 2", &webhook_jobs(&["a", "b", "c", "d"]));
+    // Arrival order: d, b, c, a (not the order of the IDs).
+    for id in ["d", "b", "c", "a"] {
+        h.engine
+            .trigger(Kind::Job, id, api())
+            .await
+            .expect("accepted");
+        settle().await;
+    }
+    let d = h.runs.next().await;
+    let b = h.runs.next().await;
+    assert_eq!((d.id(), b.id()), (("d", 1), ("b", 1)));
+    assert!(h.runs.none().await, "two permits, two runs");
+    assert_eq!(h.status("d"), JobStatus::Started);
+    assert_eq!(h.status("b"), JobStatus::Started);
+    // The waiting ones have no counter yet.
+    assert_eq!(h.status("c"), JobStatus::Never);
+    assert_eq!(h.status("a"), JobStatus::Never);
+    assert!(!h.idle("c") && !h.idle("a"));
+
+    // A trigger of a waiting job takes its queue slot.
+    h.engine
+        .trigger(Kind::Job, "c", api())
+        .await
+        .expect("queued while waiting");
+
+    b.finish(true, "ok");
+    let c = h.runs.next().await;
+    assert_eq!(c.id(), ("c", 1), "the first to wait gets the permit");
+    assert!(h.runs.none().await);
+    d.finish(true, "ok");
+    let a = h.runs.next().await;
+    assert_eq!(a.id(), ("a", 1));
+    c.finish(true, "ok");
+    // c's queued trigger asks for a permit again, behind nobody: a holds the other.
+    let c2 = h.runs.next().await;
+    assert_eq!(c2.id(), ("c", 2));
+    a.finish(true, "ok");
+    c2.finish(true, "ok");
+    assert!(h.runs.none().await);
+    assert_eq!(
+        h.executed(),
+        pairs(&[("d", 1), ("b", 1), ("c", 1), ("a", 1), ("c", 2)])
+    );
+    assert_eq!(h.engine.inner.job_slots.available_permits(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn log_retention_keeps_the_newest_logs() {
+    let mut h = Harness::new(
+        "",
+        "[job \"r\"]\npath = /r\ncommand = true\nlog_retention = 2\n",
+    );
+    for n in 1..=4u64 {
+        h.engine.trigger(Kind::Job, "r", api()).await.expect("run");
+        let run = h.runs.next().await;
+        assert_eq!(run.id(), ("r", n));
+        run.output(format!("output of run {n}\n").as_bytes());
+        run.finish(n % 2 == 0, "exit code 1");
+        settle().await;
+        let kept: Vec<u64> = (n.saturating_sub(1).max(1)..=n).collect();
+        assert_eq!(h.engine.log_counters(Kind::Job, "r"), Ok(kept));
+    }
+    assert_eq!(h.log_files("r"), ["r.3.fail", "r.4.success"]);
+    let log = h.log("r", "r.4.success");
+    assert!(log.contains("output of run 4"), "{log}");
+    assert!(
+        log.lines()
+            .last()
+            .unwrap_or_default()
+            .ends_with("=== run 4 finished: success")
+    );
+    let state = h.state_file("r");
+    assert_eq!(state.counter, 4);
+    assert_eq!(state.last_result, Some(RunResult::Success));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_ends_runs_and_keeps_accepted_triggers() {
+    let mut h = Harness::new("", &webhook_jobs(&["a", "b"]));
+    h.engine.trigger(Kind::Job, "a", api()).await.expect("run");
+    let run = h.runs.next().await;
+    h.engine
+        .trigger(Kind::Job, "a", api())
+        .await
+        .expect("queued");
+    h.engine
+        .trigger(Kind::Job, "b", api())
+        .await
+        .expect("waits for the permit");
+    settle().await;
+    // The run's counter left the reservation: the next 99 are reserved.
+    assert_eq!(h.state_file("a").counter_reserved, 100);
+
+    let started = tokio::time::Instant::now();
+    h.engine.shutdown(Duration::from_secs(30)).await;
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    // The running one was ended with the reason, and recorded.
+    assert_eq!(
+        h.seen().cancelled,
+        [(
+            "a".to_string(),
+            1,
+            "the service is shutting down".to_string()
+        )]
+    );
+    assert_eq!(h.executed(), pairs(&[("a", 1)]), "nothing else began");
+    assert_eq!(h.log_files("a"), ["a.1.fail"]);
+    assert_eq!(h.state_file("a").last_result, Some(RunResult::Fail));
+    // Accepted triggers stay in the state files for the next start: a's queued one, and
+    // b's, which was waiting for a permit.
+    assert!(h.state_file("a").queued.is_some());
+    assert_eq!(
+        h.state_file("b").queued.map(|q| q.source),
+        Some("api".to_string())
+    );
+    assert_eq!(h.log_files("b"), Vec::<String>::new());
+    // The unused counter reservation is given back (the file leaves it out when it
+    // reserves nothing beyond the counter).
+    let state = h.state_file("a");
+    assert_eq!((state.counter, state.counter_reserved), (1, 0));
+    assert_eq!(
+        h.engine.trigger(Kind::Job, "a", api()).await,
+        Err(EngineError::ShuttingDown)
+    );
+    drop(run);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_waits_for_runs_up_to_its_limit() {
+    let mut h = Harness::new("max_job_running = 2", &webhook_jobs(&["late", "stuck"]));
+    h.fake.ignore_cancel();
+    h.engine
+        .trigger(Kind::Job, "late", api())
+        .await
+        .expect("run");
+    h.engine
+        .trigger(Kind::Job, "stuck", api())
+        .await
+        .expect("run");
+    // Both begin at once, in no set order.
+    let mut runs = [h.runs.next().await, h.runs.next().await];
+    runs.sort_by(|a, b| a.id().cmp(&b.id()));
+    let [late, stuck] = runs;
+    assert_eq!((late.id(), stuck.id()), (("late", 1), ("stuck", 1)));
+
+    let engine = h.engine.clone();
+    let started = tokio::time::Instant::now();
+    let shutdown = tokio::spawn(async move {
+        engine.shutdown(Duration::from_secs(30)).await;
+        started.elapsed()
+    });
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(!shutdown.is_finished(), "waits while runs go on");
+    assert_eq!(h.seen().cancelled.len(), 2, "both were asked to end");
+
+    late.finish(false, "ended late");
+    settle().await;
+    assert!(!shutdown.is_finished(), "one run still goes on");
+    assert_eq!(h.log_files("late"), ["late.1.fail"]);
+
+    let waited = shutdown.await.expect("the shutdown");
+    assert!(
+        (Duration::from_secs(30)..Duration::from_secs(31)).contains(&waited),
+        "gave up at the limit: {waited:?}"
+    );
+    assert!(!h.idle("stuck"));
+    drop(stuck);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_runner_started_ahead_is_replaced_and_ended() {
+    let mut h = Harness::new("", "[job \"s\"]\nschedule = hourly@30\ncommand = true\n");
+    h.fake.stale_launches();
+    h.engine.start_timers();
+    settle().await;
+    h.clock.set(t0() + HOUR / 2);
+    let run = h.runs.next().await;
+    assert_eq!((run.id(), run.origin), (("s", 1), Origin::Taken));
+    run.finish(true, "ok");
+    settle().await;
+    let seen = h.seen();
+    assert_eq!((seen.launched, seen.taken, seen.unused), (1, 1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
+    let mut h = Harness::new("", &webhook_jobs(&[PANIC_PREFIX]));
+
+    h.engine
+        .trigger(Kind::Job, PANIC_PREFIX, api())
+        .await
+        .expect("the first trigger is accepted");
+    assert!(h.runs.none().await, "the task panicked before executing");
+    assert!(h.idle(PANIC_PREFIX));
+    let log_1 = format!("{PANIC_PREFIX}.1.fail");
+    assert_eq!(h.log_files(PANIC_PREFIX), std::slice::from_ref(&log_1));
+    let content = h.log(PANIC_PREFIX, &log_1);
+    let last = content.lines().last().unwrap_or_default();
+    assert!(
+        last.ends_with(&format!("=== run 1 finished: fail: {ABANDONED_REASON}")),
+        "{content}"
+    );
+    assert_eq!(h.status(PANIC_PREFIX), JobStatus::Finished(RunResult::Fail));
+    assert_eq!(
+        h.engine.inner.job_slots.available_permits(),
+        1,
+        "the max_job_running permit is back"
+    );
+    assert_eq!(h.state_file(PANIC_PREFIX).counter, 1);
+    let seen = h.seen();
+    assert_eq!((seen.taken, seen.unused), (1, 1), "its runner was ended");
+
+    // The job takes triggers again: one while the next run is going on is queued, and
+    // both run (and panic, and are recorded) in turn.
+    h.engine
+        .trigger(Kind::Job, PANIC_PREFIX, api())
+        .await
+        .expect("the job takes a new trigger");
+    h.engine
+        .trigger(Kind::Job, PANIC_PREFIX, api())
+        .await
+        .expect("queued");
+    assert!(h.runs.none().await);
+    assert!(h.idle(PANIC_PREFIX));
+    assert_eq!(
+        h.log_files(PANIC_PREFIX),
+        [
+            log_1,
+            format!("{PANIC_PREFIX}.2.fail"),
+            format!("{PANIC_PREFIX}.3.fail")
+        ]
+    );
+}
+
+/// An accepted trigger whose job is paused and resumed while its run task is about to
+/// start still runs: the resume finds the job busy with that task, so the task must
+/// start the run itself instead of dropping the trigger.
+#[tokio::test(start_paused = true)]
+async fn a_trigger_paused_and_resumed_before_its_start_still_runs() {
+    let mut h = Harness::new("", &webhook_jobs(&[PAUSE_RACE_PREFIX]));
+
+    h.engine
+        .trigger(Kind::Job, PAUSE_RACE_PREFIX, api())
+        .await
+        .expect("the trigger is accepted");
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), (PAUSE_RACE_PREFIX, 1));
+    assert!(PAUSE_RACE_PAUSED.load(std::sync::atomic::Ordering::SeqCst));
+    run.finish(true, "ok");
+    assert!(h.runs.none().await);
+    assert!(h.idle(PAUSE_RACE_PREFIX));
+    assert_eq!(
+        h.status(PAUSE_RACE_PREFIX),
+        JobStatus::Finished(RunResult::Success),
+        "ran, and is not paused"
+    );
+    assert_eq!(h.executed(), pairs(&[(PAUSE_RACE_PREFIX, 1)]));
+    assert_eq!(h.state_file(PAUSE_RACE_PREFIX).queued, None);
+}
