@@ -178,11 +178,13 @@ fn spawn(
     let limits = work.limits;
     let keep_capabilities = work.keep_capabilities;
     let sandbox = work.sandbox;
+    let runner_pid = nix::unistd::getpid();
     // SAFETY: the closure runs in the child between fork and exec. It only calls
-    // getrlimit(2), setrlimit(2), capget(2), capset(2), prctl(2) and
+    // getrlimit(2), setrlimit(2), capget(2), capset(2), prctl(2), getppid(2) and
     // landlock_restrict_self(2), which are async-signal-safe, and allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
+            end_with_runner(runner_pid)?;
             apply_limits(&limits)?;
             if let Some(keep) = keep_capabilities {
                 crate::capabilities::keep_only(keep)?;
@@ -195,6 +197,18 @@ fn spawn(
         });
     }
     cmd.spawn()
+}
+
+/// In the command's process, before it executes: if the runner dies (killed, say) before
+/// it has told the controller the command's process group, nobody could end the command;
+/// so it gets SIGKILL when the runner dies. Checked against the runner's pid afterwards,
+/// in case the runner died before the call. Async-signal-safe.
+fn end_with_runner(runner_pid: nix::unistd::Pid) -> std::io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+    if nix::unistd::getppid() != runner_pid {
+        return Err(std::io::Error::other("the runner is gone"));
+    }
+    Ok(())
 }
 
 async fn run_one(
