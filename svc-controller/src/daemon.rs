@@ -98,6 +98,47 @@ fn tune_allocator() {
     }
 }
 
+/// The engine's runtime: one thread (and its blocking threads) at the service's own
+/// priority, above the HTTP threads (see [`HTTP_NICE`]). It runs the runs, the timers
+/// and the runner connections, and starts the runners, which inherit its priority.
+fn engine_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("svc-engine")
+        .enable_all()
+        .build()
+}
+
+/// How much lower than the rest of the service the threads that answer HTTP run (a nice
+/// increment; unprivileged, since it only lowers).
+///
+/// Runs come first. A job's run is a chain of short steps across threads and processes
+/// (the engine's thread, its blocking threads, the runner, the command), each of which
+/// waits for a CPU when it wakes. A flood of requests (a code host's retries, a script
+/// triggering a busy job in a loop) keeps every thread that answers busy; at the same
+/// priority each step of a run then waits its turn behind them, and the runs slow to a
+/// trickle while the flood is answered at full speed. At 5, a step that wakes takes the
+/// CPU first; the answers get what the runs leave, which on an idle machine is all of it.
+const HTTP_NICE: libc::c_int = 5;
+
+/// Lowers the priority of the calling thread by [`HTTP_NICE`]; on Linux the nice value
+/// belongs to the thread, and threads it starts inherit it. Called as each thread of the
+/// HTTP runtime starts.
+fn lower_priority() {
+    // SAFETY: nice(2) only changes the calling thread's scheduling priority.
+    let changed = unsafe {
+        *libc::__errno_location() = 0;
+        libc::nice(HTTP_NICE)
+    };
+    // SAFETY: reading errno right after the call, on the same thread.
+    if changed == -1 && unsafe { *libc::__errno_location() } != 0 {
+        tracing::debug!(
+            error = %std::io::Error::last_os_error(),
+            "cannot lower the priority of an HTTP thread"
+        );
+    }
+}
+
 /// `--check`, or the service itself.
 fn serve_or_check(cli: Cli) -> ExitCode {
     let config = match config::load(&cli.config) {
@@ -133,6 +174,7 @@ fn serve_or_check(cli: Cli) -> ExitCode {
     tune_allocator();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_start(lower_priority)
         .build()
     {
         Ok(runtime) => runtime,
@@ -141,7 +183,17 @@ fn serve_or_check(cli: Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.config, config)) {
+    let engine = match engine_runtime() {
+        Ok(engine) => engine,
+        Err(err) => {
+            eprintln!("error: cannot start the engine's runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served = runtime.block_on(run(cli.config, config, engine.handle().clone()));
+    // Its runs have ended; what is left (the runner socket's accept loop) stops.
+    engine.shutdown_timeout(Duration::from_secs(1));
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!("{err:#}");
@@ -196,8 +248,13 @@ fn runner_path(configured: Option<&Path>) -> anyhow::Result<PathBuf> {
     Ok(dir.join("svc-runner"))
 }
 
-/// Starts everything and serves until SIGTERM or SIGINT.
-pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
+/// Starts everything and serves until SIGTERM or SIGINT. The engine's tasks run on
+/// `engine_runtime` (see [`engine_runtime`]), the HTTP front on the current one.
+pub async fn run(
+    config_path: PathBuf,
+    config: Config,
+    engine_runtime: tokio::runtime::Handle,
+) -> anyhow::Result<()> {
     // First of all: a signal that arrives before its handler exists takes its default
     // action, which for all three is to end the process at once, without a clean stop.
     let signals = StopSignals::install()?;
@@ -225,12 +282,15 @@ pub async fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         secret,
     } = prepared;
     let runner = runner_path(main.runner_path.as_deref())?;
-    let hub = RunnerHub::start(&main.dir_runtime(), runner)?;
-    let engine = Engine::new(
-        &config,
-        Arc::new(hub),
-        Arc::new(crate::engine::clock::SystemClock),
-    );
+    let engine = {
+        let _inside = engine_runtime.enter();
+        let hub = RunnerHub::start(&main.dir_runtime(), runner)?;
+        Engine::new(
+            &config,
+            Arc::new(hub),
+            Arc::new(crate::engine::clock::SystemClock),
+        )
+    };
     let replay = Arc::new(crate::replay::ReplayStores::open(&main.dir_replay())?);
 
     let listener = tokio::net::TcpListener::bind(&main.listen_address)

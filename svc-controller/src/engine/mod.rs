@@ -270,6 +270,9 @@ struct Inner {
     generation: watch::Sender<u64>,
     /// Makes the ends of runs durable, off the run path.
     syncer: syncer::Syncer,
+    /// The runtime that runs the engine's tasks (runs, timers, runner connections): the
+    /// one current when the engine was made, whatever runtime calls into it later.
+    runtime: tokio::runtime::Handle,
 }
 
 /// Handle on the job engine.
@@ -302,6 +305,7 @@ impl Engine {
             run_task_ended: Notify::new(),
             generation: watch::Sender::new(0),
             syncer: syncer::Syncer::start(),
+            runtime: tokio::runtime::Handle::current(),
         });
         let engine = Engine { inner };
         {
@@ -482,7 +486,12 @@ impl Engine {
         }
         entry.next_run = None;
         if let Some(timer) = entry.def.timer().cloned() {
-            let task = tokio::spawn(timer::timer_task(self.clone(), kind, id.to_string(), timer));
+            let task = self.inner.runtime.spawn(timer::timer_task(
+                self.clone(),
+                kind,
+                id.to_string(),
+                timer,
+            ));
             entry.timer = Some(task.abort_handle());
         }
     }
@@ -513,12 +522,19 @@ impl Engine {
         if queued {
             let saved = {
                 let (engine, id) = (self.clone(), id.to_string());
-                tokio::task::spawn_blocking(move || {
-                    engine.try_persist(kind, &id, Durability::Durable)
-                })
-                .await
+                // On the engine's own blocking threads, started from its own runtime
+                // (a thread inherits the priority of the thread that starts it).
+                let runtime = self.inner.runtime.clone();
+                runtime
+                    .spawn(async move {
+                        tokio::task::spawn_blocking(move || {
+                            engine.try_persist(kind, &id, Durability::Durable)
+                        })
+                        .await
+                    })
+                    .await
             };
-            if !matches!(saved, Ok(Ok(()))) {
+            if !matches!(saved, Ok(Ok(Ok(())))) {
                 tracing::error!(job = id, "cannot save a queued trigger: refused");
                 // Not accepted, so not kept: the caller answers with an error.
                 let mut registry = self.lock();
@@ -631,7 +647,7 @@ impl Engine {
             ended: false,
             cancel,
         });
-        tokio::spawn(run::run_task(
+        self.inner.runtime.spawn(run::run_task(
             self.clone(),
             kind,
             id.to_string(),

@@ -157,7 +157,10 @@ impl Drop for RunTaskGuard {
         let (engine, kind, id) = (self.engine.clone(), self.kind, self.id.clone());
         match tokio::runtime::Handle::try_current() {
             // File work: on the blocking pool, not on the worker that is unwinding.
-            Ok(handle) => drop(handle.spawn_blocking(move || engine.abandon_run(kind, &id))),
+            Ok(_) => {
+                let runtime = engine.inner.runtime.clone();
+                drop(runtime.spawn_blocking(move || engine.abandon_run(kind, &id)));
+            }
             Err(_) => engine.abandon_run(kind, &id),
         }
     }
@@ -646,7 +649,7 @@ impl Engine {
         }
         if let Some((trigger, cancel)) = self.take_next(kind, id) {
             match tokio::runtime::Handle::try_current() {
-                Ok(handle) => drop(handle.spawn(run_task(
+                Ok(_) => drop(self.inner.runtime.spawn(run_task(
                     self.clone(),
                     kind,
                     id.to_string(),
