@@ -524,11 +524,12 @@ impl Engine {
     /// job's next run need not wait for them. Blocking.
     fn end_run(&self, kind: Kind, id: &str, result: RunResult, log: Option<RunLog>) {
         let had_log = log.is_some();
+        let mut synced = super::syncer::RunEnd::default();
         let meta = log.and_then(|log| {
             let counter = log.counter();
             match log.finish(result) {
                 Ok((meta, file)) => {
-                    self.inner.syncer.log_file(file);
+                    synced.log_file = Some(file);
                     Some(meta)
                 }
                 Err(err) => {
@@ -559,17 +560,18 @@ impl Engine {
             entry.log_dir.clone()
         };
         if had_log {
-            self.inner.syncer.dir(log_dir.dir().to_path_buf());
+            synced.dir = Some(log_dir.dir().to_path_buf());
         }
         // After the log's sync: if a power failure loses this write, the start-up takes
         // the result from the log.
         let engine = self.clone();
         let key = format!("{}/{id}", kind.as_str());
-        let id = id.to_string();
-        self.inner.syncer.state(
+        let job = id.to_string();
+        synced.state = Some((
             key,
-            Box::new(move || engine.persist(kind, &id, Durability::Atomic)),
-        );
+            Box::new(move || engine.persist(kind, &job, Durability::Atomic)),
+        ));
+        self.inner.syncer.run_end(synced);
         self.changed();
     }
 

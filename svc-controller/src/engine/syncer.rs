@@ -21,6 +21,17 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 /// A state file write, done once per job and round; the key names the job.
 pub(super) type Persist = Box<dyn FnOnce() + Send>;
 
+/// What one run's end hands to the syncer, in one message (one wake of its thread).
+#[derive(Default)]
+pub(super) struct RunEnd {
+    /// The finished log, whose data must reach the disk.
+    pub log_file: Option<File>,
+    /// The log directory, with a renamed and perhaps removed names.
+    pub dir: Option<PathBuf>,
+    /// The job's state file to write, keyed by its job (one write per key and round).
+    pub state: Option<(String, Persist)>,
+}
+
 /// One piece of work for the syncer.
 enum Work {
     /// A log file whose data must reach the disk.
@@ -29,6 +40,8 @@ enum Work {
     Dir(PathBuf),
     /// A state file to write, keyed by its job (one write per key and round).
     State(String, Persist),
+    /// All of a run's end.
+    RunEnd(RunEnd),
 }
 
 /// Counts the work queued and not yet done, so that [`Syncer::flush`] can wait for it.
@@ -71,17 +84,25 @@ impl Syncer {
         syncer
     }
 
+    /// Queues what a run's end must make durable.
+    pub(super) fn run_end(&self, end: RunEnd) {
+        self.submit(Work::RunEnd(end));
+    }
+
     /// Queues the sync of a log file's data.
+    #[cfg(test)]
     pub(super) fn log_file(&self, file: File) {
         self.submit(Work::LogFile(file));
     }
 
     /// Queues the sync of a directory's names.
+    #[cfg(test)]
     pub(super) fn dir(&self, dir: PathBuf) {
         self.submit(Work::Dir(dir));
     }
 
     /// Queues the write of a job's state file; `key` names the job.
+    #[cfg(test)]
     pub(super) fn state(&self, key: String, persist: Persist) {
         self.submit(Work::State(key, persist));
     }
@@ -138,6 +159,16 @@ fn run(rx: &Receiver<Work>, outstanding: &Outstanding) {
 fn do_round(round: Vec<Work>) {
     let mut dirs = BTreeSet::new();
     let mut states: Vec<(String, Persist)> = Vec::new();
+    let round = round.into_iter().flat_map(|work| match work {
+        Work::RunEnd(end) => {
+            let mut parts = Vec::with_capacity(3);
+            parts.extend(end.log_file.map(Work::LogFile));
+            parts.extend(end.dir.map(Work::Dir));
+            parts.extend(end.state.map(|(key, persist)| Work::State(key, persist)));
+            parts
+        }
+        other => vec![other],
+    });
     for work in round {
         match work {
             Work::LogFile(file) => {
@@ -154,6 +185,7 @@ fn do_round(round: Vec<Work>) {
                     None => states.push((key, persist)),
                 }
             }
+            Work::RunEnd(_) => {}
         }
     }
     for dir in dirs {
@@ -217,7 +249,20 @@ mod tests {
                 }),
             );
         }
-        assert_eq!(*lock(&syncer.outstanding.count), 7);
+        {
+            let writes = writes.clone();
+            syncer.run_end(RunEnd {
+                log_file: Some(File::open(&path).expect("open")),
+                dir: Some(dir.path().to_path_buf()),
+                state: Some((
+                    "job".into(),
+                    Box::new(move || {
+                        writes.fetch_add(1, Ordering::SeqCst);
+                    }),
+                )),
+            });
+        }
+        assert_eq!(*lock(&syncer.outstanding.count), 8);
         {
             let (open, cv) = &*gate;
             *lock(open) = true;
@@ -225,7 +270,7 @@ mod tests {
         }
         syncer.flush();
         assert_eq!(*lock(&syncer.outstanding.count), 0);
-        // The three writes of one job were queued together: one of them ran.
+        // The four writes of one job were queued together: one of them ran.
         assert_eq!(writes.load(Ordering::SeqCst), 1);
     }
 
