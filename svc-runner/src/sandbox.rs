@@ -24,7 +24,7 @@
 //! the runner logs for the run. Nothing is opened or allocated after the fork: the child
 //! only calls `landlock_restrict_self` on the prepared ruleset, after `no_new_privs`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
@@ -321,16 +321,18 @@ fn allow_reading_except(ruleset: &mut RulesetCreated, protected: &[PathBuf]) -> 
             .map_err(|err| format!("cannot open /: {err}"))?;
         return add(ruleset, root, read_rights(), Path::new("/"));
     }
+    let skipped = names_to_skip(&on_the_way, protected);
     for dir in &on_the_way {
         // A directory that is gone or was swapped for a link grants nothing: safe.
         let Ok(fd) = open_dir_no_symlinks(dir) else {
             continue;
         };
+        let skip = skipped.get(dir.as_path());
         for name in list(&fd).map_err(|err| format!("cannot list {}: {err}", dir.display()))? {
-            let entry = dir.join(&name);
-            if on_the_way.contains(&entry) || protected.iter().any(|p| overlaps(&entry, p)) {
+            if skip.is_some_and(|skip| skip.contains(name.as_os_str())) {
                 continue;
             }
+            let entry = dir.join(&name);
             let opened = openat(
                 &fd,
                 name.as_bytes(),
@@ -353,6 +355,25 @@ fn allow_reading_except(ruleset: &mut RulesetCreated, protected: &[PathBuf]) -> 
         }
     }
     Ok(())
+}
+
+/// For each directory on the way, the names in it that get no read rule: the next step
+/// towards a protected path (a directory on the way, or the protected path itself). An
+/// entry `dir/name` overlaps a protected path exactly when it is one of those, since no
+/// directory on the way is below a protected path; so one look-up per entry replaces
+/// comparing its path with every protected path (this walk covers every entry of every
+/// directory on the way, for every run).
+fn names_to_skip<'a>(
+    on_the_way: &'a BTreeSet<PathBuf>,
+    protected: &'a [PathBuf],
+) -> HashMap<&'a Path, HashSet<&'a OsStr>> {
+    let mut skipped: HashMap<&Path, HashSet<&OsStr>> = HashMap::new();
+    for path in on_the_way.iter().chain(protected) {
+        if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+            skipped.entry(parent).or_default().insert(name);
+        }
+    }
+    skipped
 }
 
 /// The directories on the way from `/` to the protected paths (`/` included), without
@@ -465,6 +486,34 @@ pub fn restrict(ruleset: RawFd) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_names_skipped_are_the_steps_towards_protected_paths() {
+        let protected = vec![
+            PathBuf::from("/a/b/c"),
+            PathBuf::from("/a/x"),
+            PathBuf::from("/etc/svc"),
+        ];
+        let on_the_way = ancestors(&protected);
+        let skipped = names_to_skip(&on_the_way, &protected);
+        let names = |dir: &str| {
+            let mut names: Vec<String> = skipped
+                .get(Path::new(dir))
+                .into_iter()
+                .flatten()
+                .map(|name| name.to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names("/"), ["a", "etc"]);
+        assert_eq!(names("/a"), ["b", "x"]);
+        assert_eq!(names("/a/b"), ["c"]);
+        assert_eq!(names("/etc"), ["svc"]);
+        // Below a protected path there is nothing to walk, so nothing to skip.
+        assert!(names("/a/b/c").is_empty());
+        assert_eq!(skipped.len(), 4);
+    }
 
     #[test]
     fn the_way_to_protected_paths_stops_at_them() {
