@@ -10,6 +10,7 @@
 //! | `svc_runs_total` | counter | `kind` (`job`, `job_http`), `job`, `result` (`success`, `fail`) |
 //! | `svc_run_duration_seconds` | histogram | `kind` |
 //! | `svc_run_queue_length` | gauge | |
+//! | `svc_timer_lateness_seconds` | histogram | |
 //! | `svc_webhook_rejections_total` | counter | `reason` |
 //! | `svc_http_requests_total` | counter | `route` (template or `other`), `status` |
 //! | `svc_build_info` | gauge (always 1) | `version` |
@@ -29,6 +30,13 @@ use prometheus_client::registry::{Registry, Unit};
 /// Upper bounds (seconds) of the run duration buckets: from 10 ms to one hour.
 const RUN_DURATION_BUCKETS: [f64; 12] = [
     0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+/// Upper bounds (seconds) of the timer lateness buckets: fine below 10 ms, where a timer
+/// should fire, and coarse up to 10 s, where a stuck runtime or a stopped clock would
+/// show.
+const TIMER_LATENESS_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
 ];
 
 /// Labels of `svc_runs_total`.
@@ -75,6 +83,7 @@ struct Metrics {
     runs: Family<RunLabels, Counter>,
     run_duration: Family<KindLabels, Histogram, fn() -> Histogram>,
     queue_length: Gauge,
+    timer_lateness: Histogram,
     webhook_rejections: Family<ReasonLabels, Counter>,
     triggers_dropped: Family<ReasonLabels, Counter>,
     http_requests: Family<HttpLabels, Counter>,
@@ -106,6 +115,14 @@ impl Metrics {
             "run_queue_length",
             "Runs waiting: queued triggers plus runs waiting for a max_job_running permit",
             queue_length.clone(),
+        );
+        let timer_lateness = Histogram::new(TIMER_LATENESS_BUCKETS);
+        registry.register_with_unit(
+            "timer_lateness",
+            "How late timers fire: the time the engine took a timer's trigger (started the \
+             run, or skipped the tick because the job is paused or still busy) minus the due time",
+            Unit::Seconds,
+            timer_lateness.clone(),
         );
         let webhook_rejections = Family::<ReasonLabels, Counter>::default();
         registry.register(
@@ -158,6 +175,7 @@ impl Metrics {
             runs,
             run_duration,
             queue_length,
+            timer_lateness,
             webhook_rejections,
             triggers_dropped,
             http_requests,
@@ -266,6 +284,11 @@ pub fn run_finished(kind: &str, job_id: &str, success: bool, duration: Duration)
 /// Number of runs waiting (queued triggers plus runs waiting for a permit) changed.
 pub fn set_queue_length(waiting: usize) {
     METRICS.set_queue_length(waiting);
+}
+
+/// A timer fired `lateness` after its due time (see `svc_timer_lateness_seconds`).
+pub fn timer_fired(lateness: Duration) {
+    METRICS.timer_lateness.observe(lateness.as_secs_f64());
 }
 
 /// A webhook was refused; `reason` is a short fixed word such as `signature`.
@@ -387,6 +410,35 @@ mod tests {
     }
 
     #[test]
+    fn timer_lateness_falls_into_fine_buckets() {
+        let m = fresh();
+        // Shown from the start, empty: a scrape can tell "no timer fired" from "no metric".
+        assert!(
+            m.render()
+                .contains("svc_timer_lateness_seconds_bucket{le=\"0.0005\"} 0\n")
+        );
+        for ms in [0.2, 0.7, 3.0, 8.0, 40.0] {
+            m.timer_lateness.observe(ms / 1000.0);
+        }
+        let text = m.render();
+        assert!(
+            text.contains("# TYPE svc_timer_lateness_seconds histogram\n"),
+            "{text}"
+        );
+        for line in [
+            "svc_timer_lateness_seconds_count 5\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.0005\"} 1\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.001\"} 2\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.002\"} 2\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.005\"} 3\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.01\"} 4\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.05\"} 5\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+
+    #[test]
     fn rejections_and_http_requests_are_counted() {
         let m = fresh();
         m.webhook_rejected("signature");
@@ -487,6 +539,7 @@ mod tests {
         http_request("/unit_test/route/{x}", 418);
         webhook_rejected("unit_test_reason");
         set_queue_length(0);
+        timer_fired(Duration::from_millis(1));
         let text = render();
         for line in [
             "svc_runs_total{kind=\"job\",job=\"unit_test_runs_1\",result=\"success\"} 1\n",
@@ -495,6 +548,7 @@ mod tests {
             "svc_webhook_rejections_total{reason=\"unit_test_reason\"} 1\n",
             "svc_start_time_seconds ",
             "svc_run_queue_length ",
+            "svc_timer_lateness_seconds_count ",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }

@@ -38,6 +38,7 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         }
         sleep_until_wall(due).await;
         engine.timer_fired(kind, &id, runner);
+        crate::metrics::timer_fired((Utc::now() - due).to_std().unwrap_or_default());
         due = timer.next_due(due, Utc::now());
     }
 }
