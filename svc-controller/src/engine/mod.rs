@@ -398,7 +398,9 @@ impl Engine {
         if let Err(err) = log_dir.enforce_retention(&mut logs, def.log_retention()) {
             tracing::error!(job = id, error = %err, "cannot delete old logs");
         }
-        if loaded.as_ref() != Some(&state) {
+        // Compared as written (a reservation equal to the counter is not), or every start
+        // would rewrite and sync every unchanged state file.
+        if loaded.as_ref().map(JobState::to_text) != Some(state.to_text()) {
             if let Some(dir) = state_path.parent()
                 && let Err(err) = std::fs::create_dir_all(dir)
             {
