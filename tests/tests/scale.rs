@@ -46,3 +46,91 @@ async fn a_start_leaves_unchanged_state_files_alone() {
     let saved = svc.state_file("idle").expect("state file");
     assert_eq!(saved.get("counter").map(String::as_str), Some("3"));
 }
+
+/// Live child processes of `pid` (the controller's runners).
+fn children(pid: i32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|child| child.parse::<i32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .filter(|child| svc_tests::proc::is_alive(*child))
+        .count()
+}
+
+/// Jobs due at the same instant start no more runners ahead of it than can run
+/// (`max_job_running`, here 1): the others get theirs when their turn comes. Before, each
+/// timer started one, so a thousand jobs on one interval started a thousand processes at
+/// once. Every tick is counted in `svc_timer_lateness_seconds`, and every job still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timers_due_together_start_no_more_runners_ahead_than_can_run() {
+    const JOBS: usize = 12;
+    let names: Vec<String> = (0..JOBS).map(|i| format!("due{i:02}")).collect();
+    let mut builder = TestService::builder();
+    for name in &names {
+        builder = builder.job_file(
+            name,
+            job_section(name, &["interval = 1h", "command = true"]),
+        );
+    }
+    let mut svc = builder.build();
+    // Built (or found current) before the clock starts: that can take seconds.
+    svc_tests::binaries();
+    // Last run one interval before a whole second 4 s from now: all due at that second.
+    let now = chrono::Utc::now();
+    let due = chrono::DateTime::from_timestamp(now.timestamp() + 4, 0).expect("due time");
+    let last_run =
+        (due - chrono::Duration::hours(1)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    for name in &names {
+        let state = svc.state_path(name);
+        std::fs::create_dir_all(state.parent().expect("state dir")).expect("mkdir");
+        std::fs::write(
+            &state,
+            format!("last_run = {last_run}\nstatus = success\ncounter = 1\npaused = false\n"),
+        )
+        .expect("write the state file");
+    }
+    svc.start().await;
+    let pid = svc.pid().expect("pid");
+
+    // The runners started ahead are there from 250 ms before the due time: look at them
+    // until just before it.
+    let (mut most, mut looks) = (0, 0);
+    loop {
+        let left = due - chrono::Utc::now();
+        if left < chrono::Duration::milliseconds(20) {
+            break;
+        }
+        if left < chrono::Duration::milliseconds(200) {
+            most = most.max(children(pid));
+            looks += 1;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(
+        looks > 0,
+        "the start took until the due time: nothing to judge"
+    );
+    assert!(
+        most <= 1,
+        "{most} runners started ahead of {JOBS} jobs due together (max_job_running = 1)"
+    );
+    for name in &names {
+        svc.wait_run_finished(name, 2, svc_tests::WAIT)
+            .await
+            .assert_status("success");
+    }
+    let text = svc.get("/svc/api/metrics").await.raw;
+    let count = text
+        .lines()
+        .find_map(|line| line.strip_prefix("svc_timer_lateness_seconds_count "))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .unwrap_or_default();
+    assert!(count >= JOBS as f64, "{count} ticks counted:\n{text}");
+}

@@ -6,6 +6,7 @@
 //! the job is busy takes the one queue slot, a further one is refused. Job runs (not
 //! JobHttp calls) share `max_job_running` permits, handed out in arrival order.
 
+mod ahead;
 pub mod read;
 pub mod request;
 mod run;
@@ -251,6 +252,7 @@ struct Inner {
     main: MainConfig,
     hub: RunnerHub,
     job_slots: Arc<Semaphore>,
+    ahead: ahead::AheadBudget,
     registry: Mutex<Registry>,
     shutting_down: AtomicBool,
     /// Woken whenever a run task ends.
@@ -280,6 +282,7 @@ impl Engine {
         crate::runtmp::remove_leftovers(&main);
         let inner = Arc::new(Inner {
             job_slots: Arc::new(Semaphore::new(main.max_job_running.max(1))),
+            ahead: ahead::AheadBudget::default(),
             main,
             hub,
             registry: Mutex::new(Registry::default()),

@@ -33,11 +33,11 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         {
             sleep_until_wall(due - ahead).await;
             if engine.timer_would_fire(kind, &id) {
-                runner = Some(engine.inner.hub.launch().await);
+                runner = engine.launch_ahead().await;
             }
         }
         sleep_until_wall(due).await;
-        engine.timer_fired(kind, &id, runner);
+        engine.timer_fired(kind, &id, runner.map(|(runner, _counted)| runner));
         crate::metrics::timer_fired((Utc::now() - due).to_std().unwrap_or_default());
         due = timer.next_due(due, Utc::now());
     }
