@@ -48,14 +48,30 @@ impl Drop for AheadTicket {
     }
 }
 
+/// A runner a timer started ahead, with its place in the budget. Boxed: every timer's
+/// task holds room for one while it sleeps, and with 10,000 timers the room for the
+/// runner itself (its process handle, its socket's token) would add megabytes.
+#[derive(Debug)]
+pub(super) struct AheadRunner(Box<(LaunchedRunner, AheadTicket)>);
+
+impl AheadRunner {
+    /// The runner, handed to its run; its place in the budget is given back.
+    pub(super) fn into_runner(self) -> LaunchedRunner {
+        let (runner, _counted) = *self.0;
+        runner
+    }
+}
+
 impl Engine {
     /// Starts a runner for a timer's next run, when fewer runners started ahead are out
     /// than permits are free; `None` otherwise (the run then starts its runner when it
     /// begins).
-    pub(super) async fn launch_ahead(&self) -> Option<(LaunchedRunner, AheadTicket)> {
+    pub(super) async fn launch_ahead(&self) -> Option<AheadRunner> {
         let free = self.inner.job_slots.available_permits();
         let ticket = self.inner.ahead.reserve(free)?;
-        Some((self.inner.hub.launch().await, ticket))
+        // Boxed too, for the same reason: a spawn's state is large.
+        let runner = Box::pin(self.inner.hub.launch()).await;
+        Some(AheadRunner(Box::new((runner, ticket))))
     }
 }
 

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::ahead::AheadRunner;
 use super::{Engine, Kind};
 use crate::schedule::Timer;
 
@@ -37,7 +38,7 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
             }
         }
         sleep_until_wall(due).await;
-        engine.timer_fired(kind, &id, runner.map(|(runner, _counted)| runner));
+        engine.timer_fired(kind, &id, runner.map(AheadRunner::into_runner));
         crate::metrics::timer_fired((Utc::now() - due).to_std().unwrap_or_default());
         due = timer.next_due(due, Utc::now());
     }
