@@ -291,6 +291,21 @@ pub fn timer_fired(lateness: Duration) {
     METRICS.timer_lateness.observe(lateness.as_secs_f64());
 }
 
+/// What [`render`] asks for the number of waiting runs before it renders.
+type QueueLengthSource = Box<dyn Fn() -> Option<usize> + Send + Sync>;
+
+static QUEUE_LENGTH_SOURCE: std::sync::Mutex<Option<QueueLengthSource>> =
+    std::sync::Mutex::new(None);
+
+/// Where `svc_run_queue_length` comes from when the metrics are read: counting the
+/// waiting runs walks every job, too much to do at each change with thousands of them.
+/// `None` from `source` (nothing changed, or its engine is gone) keeps the last value.
+pub fn set_queue_length_source(source: impl Fn() -> Option<usize> + Send + Sync + 'static) {
+    *QUEUE_LENGTH_SOURCE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(source));
+}
+
 /// A webhook was refused; `reason` is a short fixed word such as `signature`.
 pub fn webhook_rejected(reason: &'static str) {
     METRICS.webhook_rejected(reason);
@@ -322,6 +337,14 @@ pub fn http_request(route: &str, status: u16) {
 /// The text exposition of every metric (OpenMetrics text, which ends with `# EOF`;
 /// Prometheus's text parser reads it too).
 pub fn render() -> String {
+    let waiting = QUEUE_LENGTH_SOURCE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .as_ref()
+        .and_then(|source| source());
+    if let Some(waiting) = waiting {
+        METRICS.set_queue_length(waiting);
+    }
     METRICS.render()
 }
 

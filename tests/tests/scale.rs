@@ -134,3 +134,32 @@ async fn timers_due_together_start_no_more_runners_ahead_than_can_run() {
         .unwrap_or_default();
     assert!(count >= JOBS as f64, "{count} ticks counted:\n{text}");
 }
+
+/// `svc_run_queue_length` is counted when the metrics are read, and still says how many
+/// runs wait: a queued trigger while a run goes on, none once both have run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_length_is_counted_when_read() {
+    let svc = TestService::builder()
+        .job_file(
+            "slow",
+            job_section("slow", &["path = /slow", "command = sleep 1"]),
+        )
+        .start()
+        .await;
+    let waiting = async || {
+        let text = svc.get("/svc/api/metrics").await.raw;
+        text.lines()
+            .find_map(|line| line.strip_prefix("svc_run_queue_length "))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+    };
+    svc.trigger("/slow", b"", &[]).await.assert_status(200);
+    svc.trigger("/slow", b"", &[]).await.assert_status(200);
+    assert_eq!(waiting().await, Some(1), "one trigger waits behind the run");
+    svc.wait_run_finished("slow", 2, svc_tests::WAIT)
+        .await
+        .assert_status("success");
+    svc_tests::wait_for(svc_tests::WAIT, "no run waiting", async || {
+        (waiting().await == Some(0)).then_some(())
+    })
+    .await;
+}

@@ -7,6 +7,7 @@
 //! JobHttp calls) share `max_job_running` permits, handed out in arrival order.
 
 mod ahead;
+mod queue_gauge;
 pub mod read;
 pub mod request;
 mod run;
@@ -209,6 +210,9 @@ struct Registry {
     /// Trigger path → job ID.
     paths: HashMap<String, String>,
     run_tasks: usize,
+    /// False when the number of waiting runs may have changed since the metrics last
+    /// counted it (see `queue_gauge.rs`).
+    queue_counted: AtomicBool,
 }
 
 impl Registry {
@@ -221,20 +225,6 @@ impl Registry {
     fn get(&mut self, kind: Kind, id: &str) -> Option<&mut Entry> {
         self.map(kind).get_mut(id).filter(|e| !e.retired)
     }
-    /// Publishes how many runs wait: queued triggers plus runs waiting for a permit.
-    fn publish_queue_length(&self) {
-        let waiting: usize = self
-            .jobs
-            .values()
-            .chain(self.http.values())
-            .map(|e| {
-                usize::from(e.queued.is_some())
-                    + usize::from(e.run.as_ref().is_some_and(|r| r.counter.is_none()))
-            })
-            .sum();
-        crate::metrics::set_queue_length(waiting);
-    }
-
     fn rebuild_paths(&mut self) {
         self.paths = self
             .jobs
@@ -291,6 +281,7 @@ impl Engine {
             generation: watch::Sender::new(0),
         });
         let engine = Engine { inner };
+        engine.count_queue_when_read();
         {
             let mut registry = engine.lock();
             for job in &config.jobs {
