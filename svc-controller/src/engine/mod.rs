@@ -11,6 +11,8 @@ mod queue_gauge;
 pub mod read;
 pub mod request;
 mod run;
+#[cfg(test)]
+mod task_sizes;
 mod timer;
 
 use std::collections::{BTreeMap, HashMap};

@@ -47,8 +47,10 @@ pub(super) async fn run_task(
         let may_run = kind == Kind::Http || permit.is_some();
         #[cfg(test)]
         tests::before_begin(&engine, kind, &id);
+        // Boxed, like `perform` below: a run task waits for its permit in the size of
+        // its largest state, and 1,000 timers due at once spawn 1,000 of them.
         let begun = if may_run {
-            begin(&engine, kind, &id, trigger.source, runner.take()).await
+            Box::pin(begin(&engine, kind, &id, trigger.source, runner.take())).await
         } else {
             None
         };
@@ -73,8 +75,8 @@ pub(super) async fn run_task(
             #[cfg(test)]
             tests::maybe_panic(&id);
             let started = std::time::Instant::now();
-            let (outcome, log) =
-                perform(&engine, &context, log, runner, &trigger, &mut cancel).await;
+            let performed = perform(&engine, &context, log, runner, &trigger, &mut cancel);
+            let (outcome, log) = Box::pin(performed).await;
             let duration = started.elapsed();
             let result = if outcome.success {
                 RunResult::Success
