@@ -11,6 +11,7 @@
 //! | `svc_run_duration_seconds` | histogram | `kind` |
 //! | `svc_run_queue_length` | gauge | |
 //! | `svc_timer_lateness_seconds` | histogram | |
+//! | `svc_timer_ticks_skipped_total` | counter | `reason` (`running`, `paused`) |
 //! | `svc_webhook_rejections_total` | counter | `reason` |
 //! | `svc_http_requests_total` | counter | `route` (template or `other`), `status` |
 //! | `svc_build_info` | gauge (always 1) | `version` |
@@ -84,6 +85,7 @@ struct Metrics {
     run_duration: Family<KindLabels, Histogram, fn() -> Histogram>,
     queue_length: Gauge,
     timer_lateness: Histogram,
+    timer_ticks_skipped: Family<ReasonLabels, Counter>,
     webhook_rejections: Family<ReasonLabels, Counter>,
     triggers_dropped: Family<ReasonLabels, Counter>,
     http_requests: Family<HttpLabels, Counter>,
@@ -123,6 +125,13 @@ impl Metrics {
              run, or skipped the tick because the job is paused or still busy) minus the due time",
             Unit::Seconds,
             timer_lateness.clone(),
+        );
+        let timer_ticks_skipped = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "timer_ticks_skipped",
+            "Timer ticks that started no run, by reason: the job's previous run was still \
+             going on or waiting for a permit (running), or the job is paused (paused)",
+            timer_ticks_skipped.clone(),
         );
         let webhook_rejections = Family::<ReasonLabels, Counter>::default();
         registry.register(
@@ -176,6 +185,7 @@ impl Metrics {
             run_duration,
             queue_length,
             timer_lateness,
+            timer_ticks_skipped,
             webhook_rejections,
             triggers_dropped,
             http_requests,
@@ -289,6 +299,15 @@ pub fn set_queue_length(waiting: usize) {
 /// A timer fired `lateness` after its due time (see `svc_timer_lateness_seconds`).
 pub fn timer_fired(lateness: Duration) {
     METRICS.timer_lateness.observe(lateness.as_secs_f64());
+}
+
+/// A timer tick started no run; `reason` is `running` (the previous run still goes on)
+/// or `paused`.
+pub fn timer_tick_skipped(reason: &'static str) {
+    METRICS
+        .timer_ticks_skipped
+        .get_or_create(&ReasonLabels { reason })
+        .inc();
 }
 
 /// What [`render`] asks for the number of waiting runs before it renders.
@@ -563,6 +582,7 @@ mod tests {
         webhook_rejected("unit_test_reason");
         set_queue_length(0);
         timer_fired(Duration::from_millis(1));
+        timer_tick_skipped("running");
         let text = render();
         for line in [
             "svc_runs_total{kind=\"job\",job=\"unit_test_runs_1\",result=\"success\"} 1\n",
@@ -572,6 +592,7 @@ mod tests {
             "svc_start_time_seconds ",
             "svc_run_queue_length ",
             "svc_timer_lateness_seconds_count ",
+            "svc_timer_ticks_skipped_total{reason=\"running\"} ",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }

@@ -163,3 +163,33 @@ async fn the_queue_length_is_counted_when_read() {
     })
     .await;
 }
+
+/// A tick that finds its job's previous run still going on is counted in
+/// `svc_timer_ticks_skipped_total`, not written to the log: with many jobs on short
+/// intervals that was a line per job and second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skipped_ticks_are_counted_not_logged() {
+    let svc = TestService::builder()
+        .job_file(
+            "long",
+            job_section("long", &["interval = 1s", "command = sleep 3"]),
+        )
+        .start()
+        .await;
+    let skipped = svc_tests::wait_for(svc_tests::WAIT, "a skipped tick counted", async || {
+        let text = svc.get("/svc/api/metrics").await.raw;
+        text.lines()
+            .find_map(|line| {
+                line.strip_prefix("svc_timer_ticks_skipped_total{reason=\"running\"} ")
+            })
+            .and_then(|value| value.trim().parse::<f64>().ok())
+            .filter(|count| *count >= 1.0)
+    })
+    .await;
+    assert!(skipped >= 1.0);
+    assert!(
+        !svc.stderr().contains("still going on"),
+        "a skipped tick was logged:\n{}",
+        svc.stderr()
+    );
+}

@@ -583,13 +583,17 @@ impl Engine {
         };
         if entry.state.paused {
             tracing::debug!(job = id, "timer fired while paused: skipped");
+            crate::metrics::timer_tick_skipped("paused");
             return;
         }
         if entry.run.is_some() {
-            tracing::info!(
+            // Counted rather than logged: with many jobs on short intervals, a line per
+            // tick flooded the log, and writing it held up the other timers.
+            tracing::debug!(
                 job = id,
                 "timer fired while the previous run is still going on: skipped"
             );
+            crate::metrics::timer_tick_skipped("running");
             return;
         }
         self.spawn_run(kind, id, entry, Trigger::new(TriggerSource::Timer), runner);
