@@ -301,6 +301,11 @@ pub async fn run(
         .context("cannot read the listening address")?;
     engine.start_timers();
     let login = Arc::new(crate::login::Login::new(&config.users));
+    let (jobs, http_jobs) = (config.jobs.len(), config.http_jobs.len());
+    // The engine and the login service keep copies of what they use: the loaded
+    // configuration would be a second copy of every job (5 MB with 10,000 of them)
+    // kept for nothing.
+    drop(config);
     let app = http::router(AppState {
         engine: engine.clone(),
         secret,
@@ -315,16 +320,14 @@ pub async fn run(
     );
     tracing::info!(
         %address,
-        jobs = config.jobs.len(),
-        http_jobs = config.http_jobs.len(),
+        jobs,
+        http_jobs,
         max_connections = connections.limit,
         open_files = fds.soft,
         "started"
     );
     notify::ready(&format!(
-        "listening on {address}; {} jobs, {} http jobs",
-        config.jobs.len(),
-        config.http_jobs.len()
+        "listening on {address}; {jobs} jobs, {http_jobs} http jobs"
     ));
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -420,8 +423,20 @@ fn implicit_root_warning(config: &Config) -> Option<String> {
         names.len(),
         if names.len() == 1 { "" } else { "s" },
         if names.len() == 1 { "s" } else { "" },
-        names.join(", ")
+        some_names(&names)
     ))
+}
+
+/// Names listed in a warning before the rest is only counted: with thousands of jobs
+/// the whole list made one line of tens of kilobytes.
+const NAMES_SHOWN: usize = 10;
+
+/// The first [`NAMES_SHOWN`] of `names`, and how many more there are.
+fn some_names(names: &[&str]) -> String {
+    match names.len().checked_sub(NAMES_SHOWN) {
+        Some(more) if more > 0 => format!("{} and {more} more", names[..NAMES_SHOWN].join(", ")),
+        _ => names.join(", "),
+    }
 }
 
 /// The runner binary must exist and be executable; checked by `--check` and at start.
@@ -563,5 +578,25 @@ async fn reload(engine: &Engine, login: &crate::login::Login, config_path: &Path
             tracing::error!(error = %err, "reload failed");
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warning_lists_ten_names_and_counts_the_rest() {
+        let few = ["a", "b", "c"];
+        assert_eq!(some_names(&few), "a, b, c");
+        let ten: Vec<String> = (0..10).map(|i| format!("j{i}")).collect();
+        let ten: Vec<&str> = ten.iter().map(String::as_str).collect();
+        assert_eq!(some_names(&ten), ten.join(", "));
+        let many: Vec<String> = (0..10_000).map(|i| format!("j{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            some_names(&many),
+            "j0, j1, j2, j3, j4, j5, j6, j7, j8, j9 and 9990 more"
+        );
     }
 }

@@ -10,6 +10,8 @@
 //! | `svc_runs_total` | counter | `kind` (`job`, `job_http`), `job`, `result` (`success`, `fail`) |
 //! | `svc_run_duration_seconds` | histogram | `kind` |
 //! | `svc_run_queue_length` | gauge | |
+//! | `svc_timer_lateness_seconds` | histogram | |
+//! | `svc_timer_ticks_skipped_total` | counter | `reason` (`running`, `paused`) |
 //! | `svc_webhook_rejections_total` | counter | `reason` |
 //! | `svc_http_requests_total` | counter | `route` (template or `other`), `status` |
 //! | `svc_build_info` | gauge (always 1) | `version` |
@@ -29,6 +31,13 @@ use prometheus_client::registry::{Registry, Unit};
 /// Upper bounds (seconds) of the run duration buckets: from 10 ms to one hour.
 const RUN_DURATION_BUCKETS: [f64; 12] = [
     0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+/// Upper bounds (seconds) of the timer lateness buckets: fine below 10 ms, where a timer
+/// should fire, and coarse up to 10 s, where a stuck runtime or a stopped clock would
+/// show.
+const TIMER_LATENESS_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
 ];
 
 /// Labels of `svc_runs_total`.
@@ -75,6 +84,8 @@ struct Metrics {
     runs: Family<RunLabels, Counter>,
     run_duration: Family<KindLabels, Histogram, fn() -> Histogram>,
     queue_length: Gauge,
+    timer_lateness: Histogram,
+    timer_ticks_skipped: Family<ReasonLabels, Counter>,
     webhook_rejections: Family<ReasonLabels, Counter>,
     triggers_dropped: Family<ReasonLabels, Counter>,
     http_requests: Family<HttpLabels, Counter>,
@@ -106,6 +117,21 @@ impl Metrics {
             "run_queue_length",
             "Runs waiting: queued triggers plus runs waiting for a max_job_running permit",
             queue_length.clone(),
+        );
+        let timer_lateness = Histogram::new(TIMER_LATENESS_BUCKETS);
+        registry.register_with_unit(
+            "timer_lateness",
+            "How late timers fire: the time the engine took a timer's trigger (started the \
+             run, or skipped the tick because the job is paused or still busy) minus the due time",
+            Unit::Seconds,
+            timer_lateness.clone(),
+        );
+        let timer_ticks_skipped = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "timer_ticks_skipped",
+            "Timer ticks that started no run, by reason: the job's previous run was still \
+             going on or waiting for a permit (running), or the job is paused (paused)",
+            timer_ticks_skipped.clone(),
         );
         let webhook_rejections = Family::<ReasonLabels, Counter>::default();
         registry.register(
@@ -158,6 +184,8 @@ impl Metrics {
             runs,
             run_duration,
             queue_length,
+            timer_lateness,
+            timer_ticks_skipped,
             webhook_rejections,
             triggers_dropped,
             http_requests,
@@ -268,6 +296,35 @@ pub fn set_queue_length(waiting: usize) {
     METRICS.set_queue_length(waiting);
 }
 
+/// A timer fired `lateness` after its due time (see `svc_timer_lateness_seconds`).
+pub fn timer_fired(lateness: Duration) {
+    METRICS.timer_lateness.observe(lateness.as_secs_f64());
+}
+
+/// A timer tick started no run; `reason` is `running` (the previous run still goes on)
+/// or `paused`.
+pub fn timer_tick_skipped(reason: &'static str) {
+    METRICS
+        .timer_ticks_skipped
+        .get_or_create(&ReasonLabels { reason })
+        .inc();
+}
+
+/// What [`render`] asks for the number of waiting runs before it renders.
+type QueueLengthSource = Box<dyn Fn() -> Option<usize> + Send + Sync>;
+
+static QUEUE_LENGTH_SOURCE: std::sync::Mutex<Option<QueueLengthSource>> =
+    std::sync::Mutex::new(None);
+
+/// Where `svc_run_queue_length` comes from when the metrics are read: counting the
+/// waiting runs walks every job, too much to do at each change with thousands of them.
+/// `None` from `source` (nothing changed, or its engine is gone) keeps the last value.
+pub fn set_queue_length_source(source: impl Fn() -> Option<usize> + Send + Sync + 'static) {
+    *QUEUE_LENGTH_SOURCE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(source));
+}
+
 /// A webhook was refused; `reason` is a short fixed word such as `signature`.
 pub fn webhook_rejected(reason: &'static str) {
     METRICS.webhook_rejected(reason);
@@ -299,6 +356,14 @@ pub fn http_request(route: &str, status: u16) {
 /// The text exposition of every metric (OpenMetrics text, which ends with `# EOF`;
 /// Prometheus's text parser reads it too).
 pub fn render() -> String {
+    let waiting = QUEUE_LENGTH_SOURCE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .as_ref()
+        .and_then(|source| source());
+    if let Some(waiting) = waiting {
+        METRICS.set_queue_length(waiting);
+    }
     METRICS.render()
 }
 
@@ -384,6 +449,35 @@ mod tests {
             m.render()
                 .contains(&format!("svc_run_queue_length {}\n", i64::MAX))
         );
+    }
+
+    #[test]
+    fn timer_lateness_falls_into_fine_buckets() {
+        let m = fresh();
+        // Shown from the start, empty: a scrape can tell "no timer fired" from "no metric".
+        assert!(
+            m.render()
+                .contains("svc_timer_lateness_seconds_bucket{le=\"0.0005\"} 0\n")
+        );
+        for ms in [0.2, 0.7, 3.0, 8.0, 40.0] {
+            m.timer_lateness.observe(ms / 1000.0);
+        }
+        let text = m.render();
+        assert!(
+            text.contains("# TYPE svc_timer_lateness_seconds histogram\n"),
+            "{text}"
+        );
+        for line in [
+            "svc_timer_lateness_seconds_count 5\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.0005\"} 1\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.001\"} 2\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.002\"} 2\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.005\"} 3\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.01\"} 4\n",
+            "svc_timer_lateness_seconds_bucket{le=\"0.05\"} 5\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
     }
 
     #[test]
@@ -487,6 +581,8 @@ mod tests {
         http_request("/unit_test/route/{x}", 418);
         webhook_rejected("unit_test_reason");
         set_queue_length(0);
+        timer_fired(Duration::from_millis(1));
+        timer_tick_skipped("running");
         let text = render();
         for line in [
             "svc_runs_total{kind=\"job\",job=\"unit_test_runs_1\",result=\"success\"} 1\n",
@@ -495,6 +591,8 @@ mod tests {
             "svc_webhook_rejections_total{reason=\"unit_test_reason\"} 1\n",
             "svc_start_time_seconds ",
             "svc_run_queue_length ",
+            "svc_timer_lateness_seconds_count ",
+            "svc_timer_ticks_skipped_total{reason=\"running\"} ",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }

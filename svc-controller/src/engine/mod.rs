@@ -6,12 +6,16 @@
 //! the job is busy takes the one queue slot, a further one is refused. Job runs (not
 //! JobHttp calls) share `max_job_running` permits, handed out in arrival order.
 
+mod ahead;
 pub mod clock;
 pub mod executor;
+mod queue_gauge;
 pub mod read;
 pub mod request;
 mod run;
 mod syncer;
+#[cfg(test)]
+mod task_sizes;
 #[cfg(test)]
 mod testkit;
 #[cfg(test)]
@@ -216,6 +220,9 @@ struct Registry {
     /// Trigger path → job ID.
     paths: HashMap<String, String>,
     run_tasks: usize,
+    /// False when the number of waiting runs may have changed since the metrics last
+    /// counted it (see `queue_gauge.rs`).
+    queue_counted: AtomicBool,
 }
 
 impl Registry {
@@ -228,20 +235,6 @@ impl Registry {
     fn get(&mut self, kind: Kind, id: &str) -> Option<&mut Entry> {
         self.map(kind).get_mut(id).filter(|e| !e.retired)
     }
-    /// Publishes how many runs wait: queued triggers plus runs waiting for a permit.
-    fn publish_queue_length(&self) {
-        let waiting: usize = self
-            .jobs
-            .values()
-            .chain(self.http.values())
-            .map(|e| {
-                usize::from(e.queued.is_some())
-                    + usize::from(e.run.as_ref().is_some_and(|r| r.counter.is_none()))
-            })
-            .sum();
-        crate::metrics::set_queue_length(waiting);
-    }
-
     fn rebuild_paths(&mut self) {
         self.paths = self
             .jobs
@@ -262,6 +255,7 @@ struct Inner {
     /// The wall time that timers and run records go by.
     clock: Arc<dyn Clock>,
     job_slots: Arc<Semaphore>,
+    ahead: ahead::AheadBudget,
     registry: Mutex<Registry>,
     shutting_down: AtomicBool,
     /// Woken whenever a run task ends.
@@ -297,6 +291,7 @@ impl Engine {
         crate::runtmp::remove_leftovers(&main);
         let inner = Arc::new(Inner {
             job_slots: Arc::new(Semaphore::new(main.max_job_running.max(1))),
+            ahead: ahead::AheadBudget::default(),
             main,
             executor,
             clock,
@@ -308,6 +303,7 @@ impl Engine {
             runtime: tokio::runtime::Handle::current(),
         });
         let engine = Engine { inner };
+        engine.count_queue_when_read();
         {
             let mut registry = engine.lock();
             for job in &config.jobs {
@@ -418,7 +414,9 @@ impl Engine {
         if let Err(err) = log_dir.enforce_retention(&mut logs, def.log_retention()) {
             tracing::error!(job = id, error = %err, "cannot delete old logs");
         }
-        if loaded.as_ref() != Some(&state) {
+        // Compared as written (a reservation equal to the counter is not), or every start
+        // would rewrite and sync every unchanged state file.
+        if loaded.as_ref().map(JobState::to_text) != Some(state.to_text()) {
             if let Some(dir) = state_path.parent()
                 && let Err(err) = std::fs::create_dir_all(dir)
             {
@@ -617,13 +615,17 @@ impl Engine {
         };
         if entry.state.paused {
             tracing::debug!(job = id, "timer fired while paused: skipped");
+            crate::metrics::timer_tick_skipped("paused");
             return;
         }
         if entry.run.is_some() {
-            tracing::info!(
+            // Counted rather than logged: with many jobs on short intervals, a line per
+            // tick flooded the log, and writing it held up the other timers.
+            tracing::debug!(
                 job = id,
                 "timer fired while the previous run is still going on: skipped"
             );
+            crate::metrics::timer_tick_skipped("running");
             return;
         }
         self.spawn_run(kind, id, entry, Trigger::new(TriggerSource::Timer), runner);

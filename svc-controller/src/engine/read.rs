@@ -21,15 +21,6 @@ pub enum JobStatus {
     Never,
 }
 
-/// One log of a job, as its views list it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogListing {
-    pub counter: u64,
-    pub status: LogStatus,
-    /// Its file name, `<id>.<counter>.<status>`.
-    pub name: String,
-}
-
 /// One job as the engine holds it, read-only, while the registry is locked (see
 /// [`super::Engine::with_job`]).
 #[derive(Clone, Copy)]
@@ -87,8 +78,9 @@ impl<'a> JobRef<'a> {
         self.entry.next_run
     }
 
-    /// Its logs, oldest first; a run going on is listed last, as `started`.
-    pub fn logs(&self) -> impl Iterator<Item = LogListing> + 'a {
+    /// Its logs, oldest first; a run going on is listed last, as `started`. Their file
+    /// names are [`crate::logstore::LogName`]s of the job's ID.
+    pub fn logs(&self) -> impl Iterator<Item = LogMeta> + 'a {
         let entry = self.entry;
         let running = entry
             .run
@@ -98,16 +90,7 @@ impl<'a> JobRef<'a> {
                 counter,
                 status: LogStatus::Started,
             });
-        entry
-            .logs
-            .iter()
-            .cloned()
-            .chain(running)
-            .map(move |log| LogListing {
-                counter: log.counter,
-                status: log.status,
-                name: entry.log_dir.file_name(log.counter, log.status),
-            })
+        entry.logs.iter().cloned().chain(running)
     }
 }
 

@@ -47,8 +47,10 @@ pub(super) async fn run_task(
         let may_run = kind == Kind::Http || permit.is_some();
         #[cfg(test)]
         tests::before_begin(&engine, kind, &id);
+        // Boxed, like `perform` below: a run task waits for its permit in the size of
+        // its largest state, and 1,000 timers due at once spawn 1,000 of them.
         let begun = if may_run {
-            begin(&engine, kind, &id, &trigger, runner.take()).await
+            Box::pin(begin(&engine, kind, &id, &trigger, runner.take())).await
         } else {
             None
         };
@@ -75,7 +77,7 @@ pub(super) async fn run_task(
             let started = std::time::Instant::now();
             let counter = begun.context.counter;
             let files = begun.files.clone();
-            let (outcome, log) = perform(begun, &mut cancel).await;
+            let (outcome, log) = Box::pin(perform(begun, &mut cancel)).await;
             let duration = started.elapsed();
             let result = if outcome.success {
                 RunResult::Success
@@ -212,7 +214,7 @@ async fn begin(
     id: &str,
     trigger: &Trigger,
     started_ahead: Option<Box<dyn Runner>>,
-) -> Option<Begun> {
+) -> Option<Box<Begun>> {
     if engine.is_shutting_down() {
         return None;
     }
@@ -234,13 +236,15 @@ async fn begin(
         _ => engine.inner.executor.take().await,
     };
     let (context, log, request, files) = join_blocking(disk).await?;
-    Some(Begun {
+    // Boxed: the run task holds it across its requeue's wait, and a task is as large
+    // as the largest state it waits in.
+    Some(Box::new(Begun {
         context,
         log,
         request,
         files,
         runner,
-    })
+    }))
 }
 
 /// Runs file work that syncs to disk on tokio's blocking pool, so that a slow disk does
@@ -311,7 +315,7 @@ fn run_header(def: &Def, counter: u64, source: TriggerSource) -> String {
 /// Does the run in its runner and writes its log; returns how it ended and the log,
 /// still to be finished.
 async fn perform(
-    begun: Begun,
+    begun: Box<Begun>,
     cancel: &mut watch::Receiver<Option<String>>,
 ) -> (Outcome, Option<RunLog>) {
     let Begun {
@@ -320,7 +324,7 @@ async fn perform(
         request,
         runner,
         ..
-    } = begun;
+    } = *begun;
     let counter = context.counter;
     let mut writer = match log {
         Ok(log) => LogWriter {

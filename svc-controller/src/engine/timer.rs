@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::ahead::AheadRunner;
 use super::{Engine, Kind};
 use crate::schedule::Timer;
 
@@ -34,11 +35,12 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         {
             clock.sleep_until(due - ahead).await;
             if engine.timer_would_fire(kind, &id) {
-                runner = Some(engine.inner.executor.launch().await);
+                runner = engine.launch_ahead().await;
             }
         }
         clock.sleep_until(due).await;
-        engine.timer_fired(kind, &id, runner);
+        engine.timer_fired(kind, &id, runner.map(AheadRunner::into_runner));
+        crate::metrics::timer_fired((clock.now() - due).to_std().unwrap_or_default());
         due = timer.next_due(due, clock.now());
     }
 }

@@ -11,14 +11,14 @@ use crate::engine::Kind;
 
 pub(super) async fn environment(State(state): State<AppState>, headers: HeaderMap) -> Response {
     use axum::http::{HeaderValue, header};
-    let answer = state.environment.answer(&state.engine);
+    let answer = state.environment.answer(&state.engine).await;
     let gzip = accepts_gzip(&headers);
     let body = if gzip {
-        answer.gzip.clone()
+        axum::body::Body::from(answer.gzip.clone())
     } else {
-        answer.json.clone()
+        axum::body::Body::from_stream(answer.json_chunks())
     };
-    let mut response = Response::new(axum::body::Body::from(body));
+    let mut response = Response::new(body);
     let response_headers = response.headers_mut();
     response_headers.insert(
         header::CONTENT_TYPE,

@@ -2,8 +2,12 @@
 //! engine's read-only looks ([`crate::engine::read`]).
 //!
 //! These are wire types. They never carry a secret, a password or the value of a
-//! sensitive header: see [`proto::redact`]. The Environment answer is built once per
-//! change of the engine ([`EnvironmentCache`]).
+//! sensitive header: see [`proto::redact`]. A view is built from a [`JobSnapshot`],
+//! copied out of the registry while it is locked (definitions are shared, not copied),
+//! and serialised after the lock is released: with 10,000 jobs serialising takes tens
+//! of milliseconds, which the timers and triggers waiting for the lock would otherwise
+//! wait too. The Environment answer is built once per change of the engine
+//! ([`EnvironmentCache`]), off the async workers, and kept as gzip only.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -11,10 +15,12 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
+use crate::config::MainConfig;
 use crate::engine::read::{JobRef, JobStatus, RegistryRef};
 use crate::engine::{Def, Engine, Kind};
+use crate::logstore::{LogMeta, LogName};
 use crate::schedule::Timer;
 
 /// What a time that never happened looks like (Go's zero time, as upstream sends it).
@@ -34,12 +40,71 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// What the views show of one job, copied out of the registry.
+#[derive(Debug)]
+struct JobSnapshot {
+    def: Def,
+    status: JobStatus,
+    last_run: Option<DateTime<Utc>>,
+    next_run: Option<DateTime<Utc>>,
+    logs: Vec<LogMeta>,
+}
+
+impl JobSnapshot {
+    /// Quick: runs with the registry locked.
+    fn of(job: JobRef<'_>) -> JobSnapshot {
+        JobSnapshot {
+            def: job.def().clone(),
+            status: job.status(),
+            last_run: job.last_run(),
+            next_run: job.next_run(),
+            logs: job.logs().collect(),
+        }
+    }
+
+    fn id(&self) -> &str {
+        match &self.def {
+            Def::Job(job) => &job.id,
+            Def::Http(job) => &job.id,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct LogView<'a> {
     job_id: &'a str,
-    name: String,
+    #[serde(serialize_with = "display")]
+    name: LogName<'a>,
     status: &'static str,
     counter: u64,
+}
+
+fn display<S: Serializer>(
+    value: &impl std::fmt::Display,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
+}
+
+/// A job's logs, serialised one by one as they are listed.
+struct LogsView<'a> {
+    id: &'a str,
+    logs: &'a [LogMeta],
+}
+
+impl Serialize for LogsView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.logs.iter().map(|log| LogView {
+            job_id: self.id,
+            name: LogName {
+                id: self.id,
+                counter: log.counter,
+                status: log.status,
+            },
+            status: log.status.as_str(),
+            counter: log.counter,
+        }))
+    }
 }
 
 /// Members every job view has, Job or JobHttp.
@@ -54,7 +119,7 @@ struct CommonView<'a> {
     interval: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     schedule: Option<String>,
-    logs: Vec<LogView<'a>>,
+    logs: LogsView<'a>,
     log_retention: usize,
 }
 
@@ -116,18 +181,6 @@ fn timer_fields(timer: Option<&Timer>) -> (u64, Option<String>) {
     }
 }
 
-/// The job's logs, oldest first; a run going on is listed last with status `started`.
-fn logs<'a>(job: JobRef<'a>) -> Vec<LogView<'a>> {
-    job.logs()
-        .map(|log| LogView {
-            job_id: job.id(),
-            name: log.name,
-            status: log.status.as_str(),
-            counter: log.counter,
-        })
-        .collect()
-}
-
 /// The members shared by both kinds of job.
 struct Shared<'a> {
     name: &'a str,
@@ -136,18 +189,21 @@ struct Shared<'a> {
     log_retention: usize,
 }
 
-fn common<'a>(job: JobRef<'a>, shared: Shared<'a>) -> CommonView<'a> {
+fn common<'a>(job: &'a JobSnapshot, shared: Shared<'a>) -> CommonView<'a> {
     let (interval, schedule) = timer_fields(shared.timer);
     CommonView {
-        last_run: time(job.last_run()),
-        next_run: time(job.next_run()),
+        last_run: time(job.last_run),
+        next_run: time(job.next_run),
         id: job.id(),
         name: shared.name,
         description: shared.description,
-        status: status(job.status()),
+        status: status(job.status),
         interval,
         schedule,
-        logs: logs(job),
+        logs: LogsView {
+            id: job.id(),
+            logs: &job.logs,
+        },
         log_retention: shared.log_retention,
     }
 }
@@ -160,8 +216,8 @@ enum EntryView<'a> {
     Http(HttpJobView<'a>),
 }
 
-fn entry_view(look: JobRef<'_>) -> EntryView<'_> {
-    match look.def() {
+fn entry_view(look: &JobSnapshot) -> EntryView<'_> {
+    match &look.def {
         Def::Job(job) => EntryView::Job(JobView {
             common: common(
                 look,
@@ -214,18 +270,51 @@ fn entry_view(look: JobRef<'_>) -> EntryView<'_> {
 
 /// The view of one job as JSON; `None` when there is no such job.
 pub fn job_json(engine: &Engine, kind: Kind, id: &str) -> Option<serde_json::Value> {
-    engine.with_job(kind, id, |job| {
-        serde_json::to_value(entry_view(job)).unwrap_or_else(|err| {
+    let job = engine.with_job(kind, id, JobSnapshot::of)?;
+    Some(
+        serde_json::to_value(entry_view(&job)).unwrap_or_else(|err| {
             tracing::error!(job = id, error = %err, "cannot serialise a job");
             serde_json::Value::Null
-        })
-    })
+        }),
+    )
+}
+
+/// Every job, copied out of the registry, and the generation they were copied at.
+struct EnvironmentSnapshot {
+    jobs: Vec<JobSnapshot>,
+    http_jobs: Vec<JobSnapshot>,
+}
+
+impl EnvironmentSnapshot {
+    /// Quick: runs with the registry locked.
+    fn of(registry: RegistryRef<'_>) -> EnvironmentSnapshot {
+        EnvironmentSnapshot {
+            jobs: registry.jobs(Kind::Job).map(JobSnapshot::of).collect(),
+            http_jobs: registry.jobs(Kind::Http).map(JobSnapshot::of).collect(),
+        }
+    }
+}
+
+/// Jobs keyed by name, in name order (a name given twice keeps the job listed last),
+/// each view built only as it is written.
+struct JobsByName<'a>(BTreeMap<&'a str, &'a JobSnapshot>);
+
+impl<'a> JobsByName<'a> {
+    fn of(jobs: &'a [JobSnapshot]) -> JobsByName<'a> {
+        JobsByName(jobs.iter().map(|job| (job.def.name(), job)).collect())
+    }
+}
+
+impl Serialize for JobsByName<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(name, job)| (name, entry_view(job))))
+    }
 }
 
 #[derive(Serialize)]
 struct EnvironmentView<'a> {
-    jobs: BTreeMap<&'a str, EntryView<'a>>,
-    http_jobs: BTreeMap<&'a str, EntryView<'a>>,
+    jobs: JobsByName<'a>,
+    http_jobs: JobsByName<'a>,
     name: &'a str,
     version: &'static str,
     listen_address: &'a str,
@@ -236,17 +325,13 @@ struct EnvironmentView<'a> {
     is_development: bool,
 }
 
-fn collect(jobs: RegistryRef<'_>, kind: Kind) -> BTreeMap<&str, EntryView<'_>> {
-    jobs.jobs(kind)
-        .map(|job| (job.def().name(), entry_view(job)))
-        .collect()
-}
-
-fn environment_view(jobs: RegistryRef<'_>) -> EnvironmentView<'_> {
-    let main = jobs.main();
+fn environment_view<'a>(
+    main: &'a MainConfig,
+    snapshot: &'a EnvironmentSnapshot,
+) -> EnvironmentView<'a> {
     EnvironmentView {
-        jobs: collect(jobs, Kind::Job),
-        http_jobs: collect(jobs, Kind::Http),
+        jobs: JobsByName::of(&snapshot.jobs),
+        http_jobs: JobsByName::of(&snapshot.http_jobs),
         name: &main.name,
         version: env!("CARGO_PKG_VERSION"),
         listen_address: &main.listen_address,
@@ -262,44 +347,82 @@ fn environment_view(jobs: RegistryRef<'_>) -> EnvironmentView<'_> {
     }
 }
 
-/// The whole 200 answer of the Environment endpoint, wrapper included, as JSON bytes,
-/// serialised straight from the views.
-fn environment_json(jobs: RegistryRef<'_>) -> Vec<u8> {
+/// The whole 200 answer of the Environment endpoint, wrapper included, serialised
+/// straight from the views into gzip at the fastest level: the answer is rebuilt at
+/// every change, so speed beats the last few percent of size. CPU work of tens of
+/// milliseconds with 10,000 jobs: call it off the async workers.
+fn environment_gzip(main: &MainConfig, snapshot: &EnvironmentSnapshot) -> Vec<u8> {
     #[derive(Serialize)]
     struct Answer<'a> {
         code: u16,
         message: &'static str,
         data: EnvironmentView<'a>,
     }
-    serde_json::to_vec(&Answer {
+    let gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    // serde_json writes a few bytes at a time; deflate wants them in larger pieces.
+    let mut writer = std::io::BufWriter::with_capacity(64 * 1024, gzip);
+    let answer = Answer {
         code: 200,
         message: "",
-        data: environment_view(jobs),
-    })
-    .unwrap_or_else(|err| {
+        data: environment_view(main, snapshot),
+    };
+    let written = serde_json::to_writer(&mut writer, &answer)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writer.into_inner().map_err(|err| err.into_error()))
+        .and_then(flate2::write::GzEncoder::finish);
+    written.unwrap_or_else(|err| {
         tracing::error!(error = %err, "cannot serialise the environment");
-        br#"{"code":500,"message":"internal error","data":null}"#.to_vec()
+        internal_error_gzip()
     })
 }
 
-/// gzip at the fastest level: the answer is rebuilt at every change, so speed beats the
-/// last few percent of size.
-fn gzip_fast(data: &[u8]) -> Vec<u8> {
+/// The answer when the Environment could not be built, gzipped like the others.
+fn internal_error_gzip() -> Vec<u8> {
     use std::io::Write as _;
-    let mut encoder = flate2::write::GzEncoder::new(
-        Vec::with_capacity(data.len() / 8),
-        flate2::Compression::fast(),
-    );
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     // Writing to a Vec cannot fail.
-    let _ = encoder.write_all(data);
-    encoder.finish().unwrap_or_default()
+    let _ = gzip.write_all(br#"{"code":500,"message":"internal error","data":null}"#);
+    gzip.finish().unwrap_or_default()
 }
 
-/// The Environment answer, ready to send: plain JSON and its gzip.
+/// The Environment answer, ready to send. Only its gzip is kept: with 10,000 jobs and
+/// 100,000 logs the JSON is 11 MB and its gzip 0.6 MB, and the UI asks for gzip; a
+/// client that does not gets the JSON decompressed a chunk at a time as it is sent
+/// ([`EnvironmentAnswer::json_chunks`]).
 #[derive(Debug)]
 pub struct EnvironmentAnswer {
-    pub json: Bytes,
     pub gzip: Bytes,
+}
+
+/// Bytes of JSON decompressed per chunk of a plain answer.
+const PLAIN_CHUNK: usize = 64 * 1024;
+
+impl EnvironmentAnswer {
+    /// The JSON answer, decompressed from the gzip a chunk at a time, so that serving it
+    /// plain never holds the whole of it in memory.
+    pub fn json_chunks(
+        &self,
+    ) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static {
+        use bytes::Buf as _;
+        let decoder = flate2::read::GzDecoder::new(self.gzip.clone().reader());
+        futures_util::stream::try_unfold(decoder, |mut decoder| async move {
+            use std::io::Read as _;
+            let mut chunk = vec![0; PLAIN_CHUNK];
+            let mut filled = 0;
+            // Fills the chunk unless the JSON ends first: fewer, fuller frames.
+            while filled < chunk.len() {
+                match decoder.read(&mut chunk[filled..])? {
+                    0 => break,
+                    read => filled += read,
+                }
+            }
+            if filled == 0 {
+                return Ok(None);
+            }
+            chunk.truncate(filled);
+            Ok(Some((Bytes::from(chunk), decoder)))
+        })
+    }
 }
 
 /// The Environment answer of the engine's current generation, built once per change
@@ -307,25 +430,38 @@ pub struct EnvironmentAnswer {
 /// the bytes each.
 #[derive(Debug, Default)]
 pub struct EnvironmentCache {
+    /// The last answer built, with the generation it shows.
     built: Mutex<Option<(u64, Arc<EnvironmentAnswer>)>>,
+    /// Held while an answer is built: requests that come meanwhile wait for it instead
+    /// of building the same answer again.
+    building: tokio::sync::Mutex<()>,
 }
 
 impl EnvironmentCache {
-    /// The answer for `engine` as it is now.
-    pub fn answer(&self, engine: &Engine) -> Arc<EnvironmentAnswer> {
+    /// The answer for `engine` as it is now: one that shows at least every change made
+    /// before this call.
+    pub async fn answer(&self, engine: &Engine) -> Arc<EnvironmentAnswer> {
         // Read before building: a change made meanwhile bumps the generation after it,
         // so the next request rebuilds; a stale answer is never kept past a change.
-        let generation = engine.generation();
-        if let Ok(built) = self.built.lock()
-            && let Some((cached, answer)) = built.as_ref()
-            && *cached == generation
-        {
-            return answer.clone();
+        let wanted = engine.generation();
+        if let Some(answer) = self.built_since(wanted) {
+            return answer;
         }
-        let json = engine.with_all(environment_json);
-        let gzip = gzip_fast(&json);
+        let _building = self.building.lock().await;
+        // Built by the request this one waited for, from a generation at least as new.
+        if let Some(answer) = self.built_since(wanted) {
+            return answer;
+        }
+        let generation = engine.generation();
+        let snapshot = engine.with_all(EnvironmentSnapshot::of);
+        let engine = engine.clone();
+        let built =
+            tokio::task::spawn_blocking(move || environment_gzip(engine.main(), &snapshot)).await;
+        let gzip = built.unwrap_or_else(|err| {
+            tracing::error!(error = %err, "building the environment failed");
+            internal_error_gzip()
+        });
         let answer = Arc::new(EnvironmentAnswer {
-            json: Bytes::from(json),
             gzip: Bytes::from(gzip),
         });
         if let Ok(mut built) = self.built.lock() {
@@ -333,11 +469,111 @@ impl EnvironmentCache {
         }
         answer
     }
+
+    /// The answer built last, if it shows generation `wanted` or a later one.
+    fn built_since(&self, wanted: u64) -> Option<Arc<EnvironmentAnswer>> {
+        let built = self.built.lock().ok()?;
+        let (generation, answer) = built.as_ref()?;
+        (*generation >= wanted).then(|| answer.clone())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An engine without timers over a temporary `dir_base` with `jobs` webhook jobs
+    /// (`j0`, `j1`, ...), each with `logs` finished logs on disk.
+    fn engine_with_jobs(jobs: usize, logs: u64) -> (tempfile::TempDir, Engine) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = dir.path().canonicalize().expect("canonical");
+        let mut text = format!("[svc]\ndir_base = {}\n", base.display());
+        for i in 0..jobs {
+            text.push_str(&format!(
+                "\n[job \"j{i}\"]\npath = /j{i}\nsecret = s{i}\ncommand = true\nlog_retention = {logs}\n"
+            ));
+            let log_dir = base.join(format!("var/log/svc/job/j{i}"));
+            std::fs::create_dir_all(&log_dir).expect("mkdir");
+            for counter in 1..=logs {
+                std::fs::write(log_dir.join(format!("j{i}.{counter}.success")), "")
+                    .expect("write a log");
+            }
+        }
+        let main_file = base.join("svc.conf");
+        std::fs::write(&main_file, text).expect("write the configuration");
+        let config = crate::config::load(&main_file).expect("load");
+        let hub = crate::exec::RunnerHub::start(&config.main.dir_runtime(), base.join("none"))
+            .expect("runner hub");
+        let engine = Engine::new(
+            &config,
+            Arc::new(hub),
+            Arc::new(crate::engine::clock::SystemClock),
+        );
+        (dir, engine)
+    }
+
+    fn gunzip(data: &[u8]) -> Vec<u8> {
+        use std::io::Read as _;
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(data)
+            .read_to_end(&mut plain)
+            .expect("gzip");
+        plain
+    }
+
+    #[tokio::test]
+    async fn the_environment_lists_every_job_and_log_and_streams_plain() {
+        use futures_util::TryStreamExt as _;
+        let (_dir, engine) = engine_with_jobs(300, 3);
+        let cache = EnvironmentCache::default();
+        let answer = cache.answer(&engine).await;
+        let json = gunzip(&answer.gzip);
+        let value: serde_json::Value = serde_json::from_slice(&json).expect("JSON");
+        assert_eq!(value["code"], 200);
+        let jobs = value["data"]["jobs"].as_object().expect("jobs");
+        assert_eq!(jobs.len(), 300);
+        let logs = jobs["j7"]["logs"].as_array().expect("logs");
+        let names: Vec<&str> = logs.iter().filter_map(|log| log["name"].as_str()).collect();
+        assert_eq!(names, ["j7.1.success", "j7.2.success", "j7.3.success"]);
+        assert_eq!(logs[2]["job_id"], "j7");
+        assert_eq!(logs[2]["status"], "success");
+        assert_eq!(logs[2]["counter"], 3);
+        assert_eq!(jobs["j7"]["path"], "/j7");
+
+        // Plain, it comes a chunk at a time, and is the same JSON.
+        let chunks: Vec<Bytes> = answer.json_chunks().try_collect().await.expect("chunks");
+        assert!(chunks.len() > 1, "{} bytes in one chunk", json.len());
+        assert!(chunks.iter().all(|chunk| chunk.len() <= PLAIN_CHUNK));
+        assert_eq!(chunks.concat(), json);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_environment_is_built_once_per_change() {
+        let (_dir, engine) = engine_with_jobs(20, 1);
+        let cache = Arc::new(EnvironmentCache::default());
+        let first = cache.answer(&engine).await;
+        assert!(
+            Arc::ptr_eq(&first, &cache.answer(&engine).await),
+            "no change, same answer"
+        );
+
+        engine.pause(Kind::Job, "j3").expect("pause");
+        // Requests that come together after a change share one new answer.
+        let answers = futures_util::future::join_all((0..8).map(|_| {
+            let (cache, engine) = (cache.clone(), engine.clone());
+            tokio::spawn(async move { cache.answer(&engine).await })
+        }))
+        .await;
+        let answers: Vec<_> = answers.into_iter().map(|a| a.expect("task")).collect();
+        assert!(!Arc::ptr_eq(&first, &answers[0]), "rebuilt after the pause");
+        assert!(
+            answers.iter().all(|a| Arc::ptr_eq(a, &answers[0])),
+            "built once"
+        );
+        let value: serde_json::Value =
+            serde_json::from_slice(&gunzip(&answers[0].gzip)).expect("JSON");
+        assert_eq!(value["data"]["jobs"]["j3"]["status"], "paused");
+    }
 
     #[test]
     fn sensitive_headers_are_redacted() {
