@@ -1176,8 +1176,11 @@ def cmd_report(args):
         t = r.get("scale_timer", {})
         rows.append(("SCALE TIMERS (1,000 jobs due together every 1 s, /bin/true, max_job_running = 1)", "", "", "", "", ""))
         row("timer lateness p50 (svc_timer_lateness_seconds)", t.get("p50_ms"), unit=" ms")
-        p99 = t.get("p99_ms")
-        row("timer lateness p99", p99, "-", None, "<= 10 ms", p99 is not None and p99 <= 10, unit=" ms")
+        # Judged on the bucket itself (at least 99 % of the ticks within 10 ms), not on
+        # the p99 interpolated inside a bucket, which only estimates where it lies.
+        within = t.get("within_10ms")
+        row("timer lateness p99 (interpolated in its bucket)", t.get("p99_ms"), "-", None, "<= 10 ms", within is not None and within >= 0.99, unit=" ms")
+        row("ticks fired within 10 ms", within and within * 100, unit=" %")
         row("timer lateness max (bound of its bucket)", t.get("max_le_ms"), unit=" ms")
         row("timer lateness mean", t.get("mean_ms"), unit=" ms")
         row("ticks fired; expected", t.get("fired"), t.get("expected"))
