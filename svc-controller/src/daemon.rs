@@ -121,19 +121,34 @@ fn engine_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 /// CPU first; the answers get what the runs leave, which on an idle machine is all of it.
 const HTTP_NICE: libc::c_int = 5;
 
-/// Lowers the priority of the calling thread by [`HTTP_NICE`]; on Linux the nice value
-/// belongs to the thread, and threads it starts inherit it. Called as each thread of the
-/// HTTP runtime starts.
-fn lower_priority() {
-    // SAFETY: nice(2) only changes the calling thread's scheduling priority.
-    let changed = unsafe {
+/// The nice value of the HTTP threads: [`HTTP_NICE`] above the calling thread's (the
+/// service's own). Read once, before the HTTP runtime starts any thread.
+fn http_thread_nice() -> libc::c_int {
+    // SAFETY: getpriority(2) only reads the calling thread's priority; -1 is a valid
+    // answer, told from an error by errno, which is cleared before and read right after
+    // on the same thread.
+    let own = unsafe {
         *libc::__errno_location() = 0;
-        libc::nice(HTTP_NICE)
+        libc::getpriority(libc::PRIO_PROCESS, 0)
     };
-    // SAFETY: reading errno right after the call, on the same thread.
-    if changed == -1 && unsafe { *libc::__errno_location() } != 0 {
+    // SAFETY: as above.
+    if own == -1 && unsafe { *libc::__errno_location() } != 0 {
+        return HTTP_NICE;
+    }
+    own.saturating_add(HTTP_NICE).min(19)
+}
+
+/// Sets the calling thread's nice value to `nice` (on Linux the nice value belongs to
+/// the thread). An absolute value, not an increment: blocking threads are started by
+/// threads that already run at it, and inherit it. Called as each thread of the HTTP
+/// runtime starts.
+fn set_thread_nice(nice: libc::c_int) {
+    // SAFETY: setpriority(2) with PRIO_PROCESS and 0 only changes the calling thread's
+    // scheduling priority.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
         tracing::debug!(
             error = %std::io::Error::last_os_error(),
+            nice,
             "cannot lower the priority of an HTTP thread"
         );
     }
@@ -172,9 +187,10 @@ fn serve_or_check(cli: Cli) -> ExitCode {
     }
     init_tracing(config.main.log_level.as_deref());
     tune_allocator();
+    let http_nice = http_thread_nice();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .on_thread_start(lower_priority)
+        .on_thread_start(move || set_thread_nice(http_nice))
         .build()
     {
         Ok(runtime) => runtime,
@@ -584,6 +600,33 @@ async fn reload(engine: &Engine, login: &crate::login::Login, config_path: &Path
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The thread's nice value (errno is not checked: these threads are far from -1).
+    fn own_nice() -> libc::c_int {
+        // SAFETY: getpriority(2) only reads the calling thread's priority.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    }
+
+    #[test]
+    fn http_threads_run_five_below_the_service_and_do_not_compound() {
+        std::thread::spawn(|| {
+            let base = own_nice();
+            let target = http_thread_nice();
+            assert_eq!(target, (base + HTTP_NICE).min(19));
+            set_thread_nice(target);
+            assert_eq!(own_nice(), target);
+            // A thread started by an HTTP thread starts at its nice value and sets the
+            // same one again (tokio's blocking threads): no further 5 below.
+            std::thread::spawn(move || {
+                set_thread_nice(target);
+                assert_eq!(own_nice(), target);
+            })
+            .join()
+            .expect("inner thread");
+        })
+        .join()
+        .expect("thread");
+    }
 
     #[test]
     fn a_warning_lists_ten_names_and_counts_the_rest() {
