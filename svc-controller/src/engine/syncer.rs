@@ -32,18 +32,6 @@ pub(super) struct RunEnd {
     pub state: Option<(String, Persist)>,
 }
 
-/// One piece of work for the syncer.
-enum Work {
-    /// A log file whose data must reach the disk.
-    LogFile(File),
-    /// A directory with new, renamed or removed names.
-    Dir(PathBuf),
-    /// A state file to write, keyed by its job (one write per key and round).
-    State(String, Persist),
-    /// All of a run's end.
-    RunEnd(RunEnd),
-}
-
 /// Counts the work queued and not yet done, so that [`Syncer::flush`] can wait for it.
 #[derive(Default)]
 struct Outstanding {
@@ -55,7 +43,7 @@ struct Outstanding {
 /// dropped.
 #[derive(Clone)]
 pub(super) struct Syncer {
-    queue: Sender<Work>,
+    queue: Sender<RunEnd>,
     outstanding: Arc<Outstanding>,
 }
 
@@ -86,32 +74,10 @@ impl Syncer {
 
     /// Queues what a run's end must make durable.
     pub(super) fn run_end(&self, end: RunEnd) {
-        self.submit(Work::RunEnd(end));
-    }
-
-    /// Queues the sync of a log file's data.
-    #[cfg(test)]
-    pub(super) fn log_file(&self, file: File) {
-        self.submit(Work::LogFile(file));
-    }
-
-    /// Queues the sync of a directory's names.
-    #[cfg(test)]
-    pub(super) fn dir(&self, dir: PathBuf) {
-        self.submit(Work::Dir(dir));
-    }
-
-    /// Queues the write of a job's state file; `key` names the job.
-    #[cfg(test)]
-    pub(super) fn state(&self, key: String, persist: Persist) {
-        self.submit(Work::State(key, persist));
-    }
-
-    fn submit(&self, work: Work) {
         *lock(&self.outstanding.count) += 1;
-        if let Err(mpsc::SendError(work)) = self.queue.send(work) {
+        if let Err(mpsc::SendError(end)) = self.queue.send(end) {
             // No thread: do it here, in the caller's (blocking) context.
-            do_round(vec![work]);
+            do_round(vec![end]);
             self.outstanding.finished(1);
         }
     }
@@ -144,7 +110,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The thread: waits for work, takes all that is queued, does it as one round.
-fn run(rx: &Receiver<Work>, outstanding: &Outstanding) {
+fn run(rx: &Receiver<RunEnd>, outstanding: &Outstanding) {
     while let Ok(first) = rx.recv() {
         let mut round = vec![first];
         round.extend(rx.try_iter());
@@ -156,36 +122,21 @@ fn run(rx: &Receiver<Work>, outstanding: &Outstanding) {
 
 /// Syncs each log file, then each directory once, then writes each job's state once
 /// (the last write queued for it: each writes the state as it is when it runs).
-fn do_round(round: Vec<Work>) {
+fn do_round(round: Vec<RunEnd>) {
     let mut dirs = BTreeSet::new();
     let mut states: Vec<(String, Persist)> = Vec::new();
-    let round = round.into_iter().flat_map(|work| match work {
-        Work::RunEnd(end) => {
-            let mut parts = Vec::with_capacity(3);
-            parts.extend(end.log_file.map(Work::LogFile));
-            parts.extend(end.dir.map(Work::Dir));
-            parts.extend(end.state.map(|(key, persist)| Work::State(key, persist)));
-            parts
+    for end in round {
+        if let Some(file) = end.log_file
+            && let Err(err) = file.sync_data()
+        {
+            tracing::error!(error = %err, "cannot sync a finished log");
         }
-        other => vec![other],
-    });
-    for work in round {
-        match work {
-            Work::LogFile(file) => {
-                if let Err(err) = file.sync_data() {
-                    tracing::error!(error = %err, "cannot sync a finished log");
-                }
+        dirs.extend(end.dir);
+        if let Some((key, persist)) = end.state {
+            match states.iter_mut().find(|(queued, _)| *queued == key) {
+                Some(slot) => slot.1 = persist,
+                None => states.push((key, persist)),
             }
-            Work::Dir(dir) => {
-                dirs.insert(dir);
-            }
-            Work::State(key, persist) => {
-                match states.iter_mut().find(|(queued, _)| *queued == key) {
-                    Some(slot) => slot.1 = persist,
-                    None => states.push((key, persist)),
-                }
-            }
-            Work::RunEnd(_) => {}
         }
     }
     for dir in dirs {
@@ -216,17 +167,20 @@ mod tests {
         let gate = Arc::new((Mutex::new(false), Condvar::new()));
         {
             let (entered, gate) = (entered.clone(), gate.clone());
-            syncer.state(
-                "first".into(),
-                Box::new(move || {
-                    *lock(&entered.0) = true;
-                    entered.1.notify_all();
-                    let mut open = lock(&gate.0);
-                    while !*open {
-                        open = gate.1.wait(open).unwrap_or_else(PoisonError::into_inner);
-                    }
-                }),
-            );
+            syncer.run_end(RunEnd {
+                state: Some((
+                    "first".into(),
+                    Box::new(move || {
+                        *lock(&entered.0) = true;
+                        entered.1.notify_all();
+                        let mut open = lock(&gate.0);
+                        while !*open {
+                            open = gate.1.wait(open).unwrap_or_else(PoisonError::into_inner);
+                        }
+                    }),
+                )),
+                ..RunEnd::default()
+            });
         }
         {
             let mut inside = lock(&entered.0);
@@ -237,19 +191,9 @@ mod tests {
                     .unwrap_or_else(PoisonError::into_inner);
             }
         }
-        syncer.log_file(File::open(&path).expect("open"));
-        syncer.dir(dir.path().to_path_buf());
-        syncer.dir(dir.path().to_path_buf());
-        for _ in 0..3 {
-            let writes = writes.clone();
-            syncer.state(
-                "job".into(),
-                Box::new(move || {
-                    writes.fetch_add(1, Ordering::SeqCst);
-                }),
-            );
-        }
-        {
+        // Four ends of runs of one job, each with its log and directory, queued while
+        // the thread is held.
+        for _ in 0..4 {
             let writes = writes.clone();
             syncer.run_end(RunEnd {
                 log_file: Some(File::open(&path).expect("open")),
@@ -262,7 +206,7 @@ mod tests {
                 )),
             });
         }
-        assert_eq!(*lock(&syncer.outstanding.count), 8);
+        assert_eq!(*lock(&syncer.outstanding.count), 5);
         {
             let (open, cv) = &*gate;
             *lock(open) = true;
@@ -270,7 +214,7 @@ mod tests {
         }
         syncer.flush();
         assert_eq!(*lock(&syncer.outstanding.count), 0);
-        // The four writes of one job were queued together: one of them ran.
+        // The four state writes of one job were done in one round: one of them ran.
         assert_eq!(writes.load(Ordering::SeqCst), 1);
     }
 
