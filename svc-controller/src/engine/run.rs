@@ -172,9 +172,9 @@ impl Drop for RunTaskGuard {
 /// not be made) and the runner that will do it.
 struct Begun {
     context: RunContext,
-    log: std::io::Result<RunLog>,
-    /// `None` when the log could not be created (the run fails with that reason).
-    request: Option<Result<proto::ExecRequest, String>>,
+    /// The log, and the request or why it could not be made; an error when the log
+    /// could not be created (the request is then not made).
+    prepared: std::io::Result<(RunLog, Result<proto::ExecRequest, String>)>,
     files: RunFiles,
     runner: Box<dyn Runner>,
 }
@@ -223,25 +223,24 @@ async fn begin(
         tokio::task::spawn_blocking(move || {
             let context = engine.begin_run(kind, &id)?;
             let header = run_header(&context.def, context.counter, trigger.source);
-            let log = context.log_dir.create(context.counter, &header);
             let mut files = RunFiles::default();
-            let request = log
-                .is_ok()
-                .then(|| prepare(&engine, &context, &trigger, &mut files));
-            Some((context, log, request, files))
+            let prepared = context
+                .log_dir
+                .create(context.counter, &header)
+                .map(|log| (log, prepare(&engine, &context, &trigger, &mut files)));
+            Some((context, prepared, files))
         })
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
         _ => engine.inner.executor.take().await,
     };
-    let (context, log, request, files) = join_blocking(disk).await?;
+    let (context, prepared, files) = join_blocking(disk).await?;
     // Boxed: the run task holds it across its requeue's wait, and a task is as large
     // as the largest state it waits in.
     Some(Box::new(Begun {
         context,
-        log,
-        request,
+        prepared,
         files,
         runner,
     }))
@@ -320,40 +319,39 @@ async fn perform(
 ) -> (Outcome, Option<RunLog>) {
     let Begun {
         context,
-        log,
-        request,
+        prepared,
         runner,
         ..
     } = *begun;
     let counter = context.counter;
-    let mut writer = match log {
-        Ok(log) => LogWriter {
-            log: Some(log),
-            error: None,
-        },
+    let (mut writer, request) = match prepared {
+        Ok((log, request)) => (
+            LogWriter {
+                log: Some(log),
+                error: None,
+            },
+            request,
+        ),
         Err(err) => {
             let message = format!(
                 "cannot create the log in {}: {err}",
                 context.log_dir.dir().display()
             );
             tracing::error!(job = context.def.name(), counter, "{message}");
-            LogWriter {
+            let writer = LogWriter {
                 log: None,
-                error: Some(message),
-            }
+                error: Some(message.clone()),
+            };
+            (writer, Err(message))
         }
     };
 
-    let outcome = match (writer.error.clone(), request) {
-        (Some(error), _) | (None, Some(Err(error))) => Outcome {
+    let outcome = match request {
+        Err(error) => Outcome {
             success: false,
             summary: error,
         },
-        (None, None) => Outcome {
-            success: false,
-            summary: "internal error: the run's request was not prepared".into(),
-        },
-        (None, Some(Ok(exec_request))) => {
+        Ok(exec_request) => {
             if exec_request.sandbox.is_none()
                 && matches!(exec_request.action, proto::Action::Commands { .. })
             {
