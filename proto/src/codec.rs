@@ -222,6 +222,11 @@ mod tests {
         vec![
             ControllerMessage::Welcome {
                 version: PROTOCOL_VERSION,
+                protected_paths: None,
+            },
+            ControllerMessage::Welcome {
+                version: PROTOCOL_VERSION,
+                protected_paths: Some(vec!["/var/lib/svc/state".into(), "/etc/svc".into()]),
             },
             ControllerMessage::Reject {
                 reason: "bad token".into(),

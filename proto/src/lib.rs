@@ -8,8 +8,11 @@
 //!
 //! 1. The runner connects and sends [`RunnerMessage::Hello`] with [`PROTOCOL_VERSION`] and
 //!    the one-time token it read from its standard input.
-//! 2. The controller answers [`ControllerMessage::Welcome`] (or [`ControllerMessage::Reject`]
-//!    and closes), then sends one [`ControllerMessage::Execute`].
+//! 2. The controller answers [`ControllerMessage::Welcome`] at once (or
+//!    [`ControllerMessage::Reject`] and closes). The runner was started ahead of its work:
+//!    it prepares what it can (the sandbox's part that depends on the service alone) and
+//!    waits for the one [`ControllerMessage::Execute`] the controller sends when the run
+//!    begins.
 //! 3. The runner streams [`RunnerMessage`]s while it works and ends with exactly one
 //!    [`RunnerMessage::Finished`] (or [`RunnerMessage::Error`] when it could not start the
 //!    work at all), then closes. The controller may send [`ControllerMessage::Cancel`] at
@@ -27,7 +30,7 @@ pub use codec::{ControllerCodec, FrameCodec, ProtoError, RunnerCodec};
 pub use message::*;
 
 /// Version of this protocol. Bumped on any incompatible change of a message.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Largest frame either side accepts, in bytes of JSON.
 pub const MAX_FRAME_LEN: usize = 1024 * 1024;

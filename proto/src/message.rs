@@ -7,10 +7,19 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ControllerMessage {
     /// Handshake accepted; `version` is the controller's [`crate::PROTOCOL_VERSION`].
-    Welcome { version: u32 },
+    /// Sent as soon as the runner's `Hello` is checked, which may be long before the
+    /// work: a runner is started ahead of need.
+    Welcome {
+        version: u32,
+        /// The service's protected paths (those of every run's [`Sandbox`]), so that the
+        /// runner builds the part of the sandbox they decide while it waits for its work.
+        /// `None`: nothing to build ahead.
+        #[serde(default)]
+        protected_paths: Option<Vec<String>>,
+    },
     /// Handshake refused (wrong version or token); the controller closes after it.
     Reject { reason: String },
-    /// The work to do. Sent once, right after `Welcome`.
+    /// The work to do. Sent once, after `Welcome`, when the run begins.
     Execute(Box<ExecRequest>),
     /// End the work now: SIGTERM to the command's process group, SIGKILL after the grace
     /// period, then report `Finished` as usual.

@@ -300,7 +300,11 @@ pub async fn run(
     let runner = runner_path(main.runner_path.as_deref())?;
     let engine = {
         let _inside = engine_runtime.enter();
-        let hub = RunnerHub::start(&main.dir_runtime(), runner)?;
+        let hub = RunnerHub::start(
+            &main.dir_runtime(),
+            runner,
+            crate::engine::request::protected_paths(&main),
+        )?;
         Engine::new(
             &config,
             Arc::new(hub),

@@ -87,13 +87,26 @@ struct Accepted {
     framed: Framed<LocalStream, ControllerCodec>,
     version: u32,
     peer_pid: Option<u32>,
+    /// `Welcome` was sent: the version is ours and the peer is the runner spawned.
+    welcomed: bool,
 }
 
 struct HubInner {
     socket_path: PathBuf,
     runner_path: PathBuf,
-    /// One-time tokens of runners spawned and not yet connected.
-    pending: Mutex<HashMap<String, oneshot::Sender<Accepted>>>,
+    /// What the sandbox of every run protects, sent with `Welcome` so that a runner
+    /// builds that part of its sandbox while it waits for work.
+    protected_paths: Vec<String>,
+    /// Runners spawned and not yet connected, by one-time token.
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+/// A runner spawned and not yet connected.
+struct Pending {
+    /// Where its connection goes once it has said hello.
+    accepted: oneshot::Sender<Accepted>,
+    /// Its pid, once spawned: only a connection from that process is welcomed.
+    pid: Option<u32>,
 }
 
 /// Cheap-to-clone handle on the runner socket.
@@ -182,8 +195,13 @@ impl LaunchedRunner {
 const LAUNCHED_FRESH_FOR: Duration = Duration::from_secs(10);
 
 impl RunnerHub {
-    /// Creates the socket in `runtime_dir` and starts accepting runners.
-    pub fn start(runtime_dir: &Path, runner_path: PathBuf) -> Result<RunnerHub, HubError> {
+    /// Creates the socket in `runtime_dir` and starts accepting runners, which are told
+    /// `protected_paths` (see [`proto::Sandbox`]) as soon as they connect.
+    pub fn start(
+        runtime_dir: &Path,
+        runner_path: PathBuf,
+        protected_paths: Vec<String>,
+    ) -> Result<RunnerHub, HubError> {
         fsutil::create_dir_with_mode(runtime_dir, 0o700).map_err(|source| HubError::Dir {
             dir: runtime_dir.display().to_string(),
             source,
@@ -212,6 +230,7 @@ impl RunnerHub {
         let inner = Arc::new(HubInner {
             socket_path: socket_path.clone(),
             runner_path,
+            protected_paths,
             pending: Mutex::new(HashMap::new()),
         });
         tokio::spawn(accept_loop(listener, Arc::downgrade(&inner)));
@@ -271,7 +290,13 @@ impl RunnerHub {
         let token = Alphanumeric.sample_string(&mut rand::rng(), 32);
         let (accepted_tx, accepted_rx) = oneshot::channel();
         if let Ok(mut pending) = self.inner.pending.lock() {
-            pending.insert(token.clone(), accepted_tx);
+            pending.insert(
+                token.clone(),
+                Pending {
+                    accepted: accepted_tx,
+                    pid: None,
+                },
+            );
         }
         // (A poisoned registry leaves the token unknown: the runner is then rejected and
         // the execution fails with the reason.)
@@ -308,6 +333,11 @@ impl RunnerHub {
             command.arg("--nofile").arg(format!("{soft}:{hard}"));
         }
         let mut child = command.spawn()?;
+        // Before the token is written: the runner cannot say hello without it, so its
+        // pid is known by then.
+        if let Some(pending) = lock(&self.inner.pending).get_mut(token) {
+            pending.pid = child.id();
+        }
         if let Some(mut stdin) = child.stdin.take() {
             // A runner that dies at once makes this fail; the connect wait reports it.
             let _ = stdin.write_all(format!("{token}\n").as_bytes()).await;
@@ -363,6 +393,7 @@ impl LaunchedRunner {
                 return Outcome::fail(format!("cancelled before the runner started: {}", reason(cancel)));
             }
         };
+        let welcomed = accepted.welcomed;
         let mut framed = accepted.framed;
 
         if accepted.peer_pid.is_none() || accepted.peer_pid != child_pid {
@@ -395,11 +426,16 @@ impl LaunchedRunner {
                 })
             + BACKSTOP_MARGIN;
         let sent = async {
-            framed
-                .send(ControllerMessage::Welcome {
-                    version: PROTOCOL_VERSION,
-                })
-                .await?;
+            if !welcomed {
+                // Not welcomed at its hello (its pid was not known then): welcomed now,
+                // with nothing to build ahead.
+                framed
+                    .send(ControllerMessage::Welcome {
+                        version: PROTOCOL_VERSION,
+                        protected_paths: None,
+                    })
+                    .await?;
+            }
             framed
                 .send(ControllerMessage::Execute(Box::new(request)))
                 .await
@@ -619,11 +655,25 @@ async fn handshake(stream: LocalStream, hub: Arc<HubInner>) {
     let (version, token) = hello;
     let waiting = hub.pending.lock().ok().and_then(|mut p| p.remove(&token));
     match waiting {
-        Some(sender) => {
-            let _ = sender.send(Accepted {
+        Some(pending) => {
+            // Welcomed at once when all is in order, so that it prepares while its work
+            // is made ready; anything else is left to the execution, which rejects it
+            // with the reason.
+            let welcomed = version == PROTOCOL_VERSION
+                && peer_pid.is_some()
+                && peer_pid == pending.pid
+                && framed
+                    .send(ControllerMessage::Welcome {
+                        version: PROTOCOL_VERSION,
+                        protected_paths: Some(hub.protected_paths.clone()),
+                    })
+                    .await
+                    .is_ok();
+            let _ = pending.accepted.send(Accepted {
                 framed,
                 version,
                 peer_pid,
+                welcomed,
             });
         }
         None => {

@@ -180,12 +180,14 @@ pub async fn connect(path: &Path) -> Result<(Reader, Writer), ConnectionError> {
     ))
 }
 
-/// Sends `Hello`, expects `Welcome` with our protocol version, then `Execute`.
+/// Sends `Hello` and expects `Welcome` with our protocol version; returns the protected
+/// paths it carries, for the part of the sandbox built while the runner waits for its
+/// work ([`receive_work`]).
 pub async fn handshake(
     reader: &mut Reader,
     writer: &mut Writer,
     token: String,
-) -> Result<Box<ExecRequest>, ConnectionError> {
+) -> Result<Option<Vec<String>>, ConnectionError> {
     writer
         .send(RunnerMessage::Hello {
             version: PROTOCOL_VERSION,
@@ -193,17 +195,22 @@ pub async fn handshake(
         })
         .await?;
     match next_message(reader).await? {
-        ControllerMessage::Welcome { version } if version == PROTOCOL_VERSION => {}
-        ControllerMessage::Welcome { version } => {
-            return Err(ProtoError::VersionMismatch {
-                peer: version,
-                ours: PROTOCOL_VERSION,
-            }
-            .into());
+        ControllerMessage::Welcome {
+            version,
+            protected_paths,
+        } if version == PROTOCOL_VERSION => Ok(protected_paths),
+        ControllerMessage::Welcome { version, .. } => Err(ProtoError::VersionMismatch {
+            peer: version,
+            ours: PROTOCOL_VERSION,
         }
-        ControllerMessage::Reject { reason } => return Err(ConnectionError::Rejected(reason)),
-        other => return Err(ProtoError::Unexpected(kind(&other).into()).into()),
+        .into()),
+        ControllerMessage::Reject { reason } => Err(ConnectionError::Rejected(reason)),
+        other => Err(ProtoError::Unexpected(kind(&other).into()).into()),
     }
+}
+
+/// Waits for the work, `Execute`, after the handshake.
+pub async fn receive_work(reader: &mut Reader) -> Result<Box<ExecRequest>, ConnectionError> {
     match next_message(reader).await? {
         ControllerMessage::Execute(request) => Ok(request),
         ControllerMessage::Reject { reason } => Err(ConnectionError::Rejected(reason)),

@@ -175,14 +175,31 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
     };
     let mut writer = writer;
     let mut stop_rx = stop.subscribe();
-    let handshake = tokio::select! {
+    let welcome = tokio::select! {
         result = connection::handshake(&mut reader, &mut writer, token) => result,
         stop = wait_stop(&mut stop_rx) => {
             eprintln!("svc-runner: stopped during the handshake: {}", stop.reason());
             return RunnerExit::ConnectionFailed;
         }
     };
-    let request = match handshake {
+    let protected_paths = match welcome {
+        Ok(paths) => paths,
+        Err(err) => {
+            eprintln!("svc-runner: {err}");
+            return RunnerExit::ConnectionFailed;
+        }
+    };
+    // Started ahead of its work: the part of the sandbox that depends on the service
+    // alone is built while the run it is for has not begun yet.
+    let base = protected_paths.as_deref().map(sandbox::prepare_base);
+    let work = tokio::select! {
+        result = connection::receive_work(&mut reader) => result,
+        stop = wait_stop(&mut stop_rx) => {
+            eprintln!("svc-runner: stopped while waiting for the work: {}", stop.reason());
+            return RunnerExit::ConnectionFailed;
+        }
+    };
+    let request = match work {
         Ok(request) => request,
         Err(err) => {
             eprintln!("svc-runner: {err}");
@@ -195,10 +212,10 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
     tokio::spawn(connection::listen(reader, stop.clone()));
     let mut reporter = Reporter::new(writer, stop.clone());
 
-    // Built while the runner may still open every path (before it drops to the job's
+    // Finished while the runner may still open every path (before it drops to the job's
     // user), once for all the commands.
     let sandbox = match (&request.sandbox, &request.action) {
-        (Some(spec), Action::Commands { .. }) => match sandbox::prepare(spec) {
+        (Some(spec), Action::Commands { .. }) => match sandbox::prepare(spec, base) {
             Ok(prepared) => Some(prepared),
             Err(err) => return report_error(&mut reporter, err).await,
         },

@@ -105,25 +105,66 @@ fn kernel_support() -> Support {
     }
 }
 
-/// Builds the ruleset of `spec`. An error means the sandbox could not be built as asked
-/// (a writable path that leads into a protected one, a failing system call): the run
-/// must not go on without it. A kernel without Landlock is not an error: the summary says
-/// that nothing is enforced.
-pub fn prepare(spec: &proto::Sandbox) -> Result<Prepared, String> {
-    let writable = spec.write_paths.join(", ");
+/// The part of a run's ruleset that depends on the service alone: reading everywhere
+/// but below the protected paths, the walk from `/` that costs most of the ruleset.
+/// A runner is started ahead of its work and learns the protected paths in the
+/// controller's `Welcome`, so it builds this while it waits; [`prepare`] then adds the
+/// run's own rules when the work comes. The walk is thus a snapshot taken when the
+/// runner started, shortly before its run.
+pub struct Base {
+    /// The protected paths as the controller gave them: what this was built for.
+    protected_paths: Vec<String>,
+    /// The ruleset so far, or why none is enforced; an error when it could not be built.
+    built: Result<Built, String>,
+}
+
+impl std::fmt::Debug for Base {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Base")
+            .field("protected_paths", &self.protected_paths)
+            .field("enforced", &matches!(self.built, Ok(Built::Ruleset { .. })))
+            .finish()
+    }
+}
+
+enum Built {
+    /// A ruleset that grants reading everywhere but below `protected`.
+    Ruleset {
+        ruleset: RulesetCreated,
+        abi: i32,
+        /// The protected paths as the kernel sees them ([`resolve`]).
+        protected: Vec<PathBuf>,
+    },
+    /// The kernel enforces nothing; the summary line of the run.
+    NotEnforced(Prepared),
+}
+
+/// Builds the part of the ruleset that `protected_paths` decide (see [`Base`]).
+pub fn prepare_base(protected_paths: &[String]) -> Base {
+    Base {
+        protected_paths: protected_paths.to_vec(),
+        built: build_base(protected_paths),
+    }
+}
+
+fn build_base(protected_paths: &[String]) -> Result<Built, String> {
     let abi = match kernel_support() {
         Support::Abi(abi) => abi,
         Support::Disabled => {
-            return Ok(not_enforced(
+            return Ok(Built::NotEnforced(not_enforced(
                 "Landlock is not enabled in this kernel (see lsm= at boot)",
-            ));
+            )));
         }
-        Support::Missing => return Ok(not_enforced("this kernel has no Landlock")),
+        Support::Missing => {
+            return Ok(Built::NotEnforced(not_enforced(
+                "this kernel has no Landlock",
+            )));
+        }
         Support::Refused(errno) => {
-            return Ok(not_enforced(&format!(
+            return Ok(Built::NotEnforced(not_enforced(&format!(
                 "Landlock is refused here ({}: a system call filter?)",
                 errno.desc()
-            )));
+            ))));
         }
     };
     let ruleset = Ruleset::default()
@@ -133,13 +174,42 @@ pub fn prepare(spec: &proto::Sandbox) -> Result<Prepared, String> {
     let mut ruleset = match ruleset {
         Ok(ruleset) => ruleset,
         // A system call filter can refuse Landlock where the kernel has it.
-        Err(err) => return Ok(not_enforced(&format!("cannot create a ruleset: {err}"))),
+        Err(err) => {
+            return Ok(Built::NotEnforced(not_enforced(&format!(
+                "cannot create a ruleset: {err}"
+            ))));
+        }
     };
-    let protected: Vec<PathBuf> = spec
-        .protected_paths
+    let protected: Vec<PathBuf> = protected_paths
         .iter()
         .map(|path| resolve(Path::new(path)))
         .collect();
+    allow_reading_except(&mut ruleset, &protected)?;
+    Ok(Built::Ruleset {
+        ruleset,
+        abi,
+        protected,
+    })
+}
+
+/// Builds the ruleset of `spec`, on `base` when it was built for the same protected
+/// paths (else anew). An error means the sandbox could not be built as asked (a writable
+/// path that leads into a protected one, a failing system call): the run must not go on
+/// without it. A kernel without Landlock is not an error: the summary says that nothing
+/// is enforced.
+pub fn prepare(spec: &proto::Sandbox, base: Option<Base>) -> Result<Prepared, String> {
+    let base = match base {
+        Some(base) if base.protected_paths == spec.protected_paths => base,
+        _ => prepare_base(&spec.protected_paths),
+    };
+    let (mut ruleset, abi, protected) = match base.built? {
+        Built::NotEnforced(prepared) => return Ok(prepared),
+        Built::Ruleset {
+            ruleset,
+            abi,
+            protected,
+        } => (ruleset, abi, protected),
+    };
     let mut notes = Vec::new();
     for path in &spec.write_paths {
         if !allow_writing(&mut ruleset, Path::new(path), &protected)? {
@@ -152,11 +222,11 @@ pub fn prepare(spec: &proto::Sandbox) -> Result<Prepared, String> {
     for file in &spec.readable_files {
         allow_reading_file(&mut ruleset, Path::new(file))?;
     }
-    allow_reading_except(&mut ruleset, &protected)?;
     let ruleset: Option<OwnedFd> = ruleset.into();
     if ruleset.is_none() {
         return Ok(not_enforced("Landlock refused the ruleset"));
     }
+    let writable = spec.write_paths.join(", ");
     let unreadable: Vec<String> = protected.iter().map(|p| p.display().to_string()).collect();
     let mut summary = format!(
         "sandbox: landlock ABI {abi}, {}; writable: {writable}; unreadable: {}",

@@ -34,6 +34,7 @@ async fn a_wrong_protocol_version_makes_the_runner_exit_2() {
     let (mut c, _hello) = connect().await;
     c.send(ControllerMessage::Welcome {
         version: PROTOCOL_VERSION + 1,
+        protected_paths: None,
     })
     .await;
     assert_eq!(c.exit_code().await, Some(2));

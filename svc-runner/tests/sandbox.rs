@@ -141,7 +141,35 @@ async fn commands_write_only_below_the_writable_paths_and_read_no_protected_one(
         return;
     }
     let tree = Tree::new();
-    let mut c = start().await;
+    check_confinement(&tree, None).await;
+}
+
+/// The same, with the service's part of the sandbox built while the runner waited for
+/// its work, as the controller has it: the `Welcome` carries the protected paths.
+#[tokio::test]
+async fn a_sandbox_built_ahead_of_the_work_confines_the_same() {
+    if !landlock("a_sandbox_built_ahead_of_the_work_confines_the_same") {
+        return;
+    }
+    let tree = Tree::new();
+    check_confinement(&tree, Some(vec![tree.path("protected")])).await;
+}
+
+/// A part built ahead for other protected paths than the request's is not used: the
+/// request's paths are the ones protected.
+#[tokio::test]
+async fn a_sandbox_built_ahead_for_other_paths_is_built_again() {
+    if !landlock("a_sandbox_built_ahead_for_other_paths_is_built_again") {
+        return;
+    }
+    let tree = Tree::new();
+    check_confinement(&tree, Some(vec![tree.path("outside")])).await;
+}
+
+/// Runs commands that try every kind of access in `tree`'s sandbox, with `ahead` as the
+/// protected paths of the `Welcome`, and checks what each could do.
+async fn check_confinement(tree: &Tree, ahead: Option<Vec<String>>) {
+    let mut c = start_with(ahead).await;
     let mut request = commands_request(
         &[
             "echo w > f && echo wrote-work",

@@ -286,13 +286,18 @@ fn sandbox(main: &MainConfig, job: &JobConfig, dir_work: &Path, data: &RequestDa
         .collect();
     Sandbox {
         write_paths,
-        protected_paths: main
-            .sandbox_protected_paths()
-            .iter()
-            .map(|(path, _)| text(path))
-            .collect(),
+        protected_paths: protected_paths(main),
         readable_files: data.body_path.iter().map(|path| text(path)).collect(),
     }
+}
+
+/// What every run's sandbox keeps its commands from reading
+/// ([`MainConfig::sandbox_protected_paths`]), as the runner is told.
+pub fn protected_paths(main: &MainConfig) -> Vec<String> {
+    main.sandbox_protected_paths()
+        .iter()
+        .map(|(path, _)| path.display().to_string())
+        .collect()
 }
 
 /// The request for a run of a JobHttp.

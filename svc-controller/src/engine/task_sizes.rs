@@ -20,8 +20,12 @@ async fn waiting_timer_and_run_tasks_stay_small() {
     )
     .expect("write the configuration");
     let config = crate::config::load(&main_file).expect("load");
-    let hub = crate::exec::RunnerHub::start(&config.main.dir_runtime(), dir.path().join("none"))
-        .expect("runner hub");
+    let hub = crate::exec::RunnerHub::start(
+        &config.main.dir_runtime(),
+        dir.path().join("none"),
+        Vec::new(),
+    )
+    .expect("runner hub");
     let engine = Engine::new(
         &config,
         std::sync::Arc::new(hub),

@@ -502,8 +502,12 @@ mod tests {
         let main_file = base.join("svc.conf");
         std::fs::write(&main_file, text).expect("write the configuration");
         let config = crate::config::load(&main_file).expect("load");
-        let hub = crate::exec::RunnerHub::start(&config.main.dir_runtime(), base.join("none"))
-            .expect("runner hub");
+        let hub = crate::exec::RunnerHub::start(
+            &config.main.dir_runtime(),
+            base.join("none"),
+            Vec::new(),
+        )
+        .expect("runner hub");
         let engine = Engine::new(
             &config,
             Arc::new(hub),

@@ -69,8 +69,15 @@ pub async fn connect() -> (Controller, RunnerMessage) {
     (controller, hello)
 }
 
-/// Starts the runner, checks `Hello` and answers `Welcome`.
+/// Starts the runner, checks `Hello` and answers `Welcome` (with no protected paths to
+/// build the sandbox ahead with).
 pub async fn start() -> Controller {
+    start_with(None).await
+}
+
+/// Starts the runner, checks `Hello` and answers `Welcome` with `protected_paths`, from
+/// which the runner builds the service's part of the sandbox before its work comes.
+pub async fn start_with(protected_paths: Option<Vec<String>>) -> Controller {
     let (mut controller, hello) = connect().await;
     assert_eq!(
         hello,
@@ -82,6 +89,7 @@ pub async fn start() -> Controller {
     controller
         .send(ControllerMessage::Welcome {
             version: PROTOCOL_VERSION,
+            protected_paths,
         })
         .await;
     controller
