@@ -49,8 +49,9 @@ pub async fn run_commands(
                 return Finish::fail(summary);
             }
         };
+        // Queued: the next command's start or the end of the work follows at once.
         work.reporter
-            .send(RunnerMessage::CommandExited {
+            .queue(RunnerMessage::CommandExited {
                 index,
                 exit: report,
             })

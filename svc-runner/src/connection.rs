@@ -293,6 +293,24 @@ impl Reporter {
         }
     }
 
+    /// Queues one message, to go with the next one sent ([`Reporter::send`] flushes):
+    /// for a message that something else soon follows, so that the controller is woken
+    /// once for both. False when the connection is (or just went) away.
+    pub async fn queue(&mut self, message: RunnerMessage) -> bool {
+        let Some(writer) = self.writer.as_mut() else {
+            return false;
+        };
+        match writer.feed(message).await {
+            Ok(()) => true,
+            Err(err) => {
+                eprintln!("svc-runner: cannot send to the controller: {err}");
+                self.writer = None;
+                self.stop.stop(Stop::ControllerGone);
+                false
+            }
+        }
+    }
+
     /// Sends a [`RunnerMessage::Log`] line.
     pub async fn log(&mut self, line: impl Into<String>) -> bool {
         self.send(RunnerMessage::Log { line: line.into() }).await

@@ -226,11 +226,14 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
         if let Err(err) = credentials::apply(wanted) {
             return report_error(&mut reporter, err.to_string()).await;
         }
+        // Queued: the start of the first command (or the call) comes right after.
         reporter
-            .log(format!(
-                "running as user {} (uid {}, gid {})",
-                wanted.user_name, wanted.uid, wanted.gid
-            ))
+            .queue(RunnerMessage::Log {
+                line: format!(
+                    "running as user {} (uid {}, gid {})",
+                    wanted.user_name, wanted.uid, wanted.gid
+                ),
+            })
             .await;
     }
     match credentials::tie_to_parent(parent) {
@@ -242,7 +245,11 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
         Err(err) => eprintln!("svc-runner: warning: cannot set the parent death signal: {err}"),
     }
     if let Some(prepared) = &sandbox {
-        reporter.log(prepared.summary.clone()).await;
+        reporter
+            .queue(RunnerMessage::Log {
+                line: prepared.summary.clone(),
+            })
+            .await;
     }
 
     let mut work = Work {
