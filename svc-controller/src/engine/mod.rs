@@ -211,6 +211,11 @@ struct Entry {
     /// takes it must write the file before it starts (exactly once). Read and written
     /// under `save_lock`.
     queue_on_disk: bool,
+    /// Snapshots of the state taken for writing so far, which numbers them.
+    snapshots: u64,
+    /// The number of the newest snapshot written: a run's end queued for the syncer is
+    /// not written again once a snapshot taken after it was.
+    saved: u64,
 }
 
 #[derive(Debug, Default)]
@@ -455,6 +460,8 @@ impl Engine {
             resumed: false,
             retired: false,
             queue_on_disk,
+            snapshots: 0,
+            saved: 0,
             log_dir,
             state_path,
             save_lock: Arc::new(Mutex::new(())),
@@ -719,6 +726,28 @@ impl Engine {
         id: &str,
         durability: Durability,
     ) -> Result<(), crate::state::StateError> {
+        self.try_persist_after(kind, id, durability, None)
+    }
+
+    /// Writes the state of a job after its run ended (the syncer's write, see
+    /// `run.rs`), unless a snapshot taken after `snapshots_at_end` was written since:
+    /// that one holds the end already (in the flood of a busy job, the next run's
+    /// start writes the state at once). Blocking.
+    pub(super) fn persist_after(&self, kind: Kind, id: &str, snapshots_at_end: u64) {
+        if let Err(err) =
+            self.try_persist_after(kind, id, Durability::Atomic, Some(snapshots_at_end))
+        {
+            tracing::error!(job = id, error = %err, "cannot write the state file");
+        }
+    }
+
+    fn try_persist_after(
+        &self,
+        kind: Kind,
+        id: &str,
+        durability: Durability,
+        snapshots_before: Option<u64>,
+    ) -> Result<(), crate::state::StateError> {
         let (save_lock, path) = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
@@ -729,6 +758,12 @@ impl Engine {
         let _ordered = save_lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(before) = snapshots_before {
+            let written = self.lock().map(kind).get(id).map(|entry| entry.saved);
+            if written.is_some_and(|saved| saved > before) {
+                return Ok(());
+            }
+        }
         self.write_state(kind, id, &path, durability)
     }
 
@@ -742,14 +777,15 @@ impl Engine {
         path: &Path,
         durability: Durability,
     ) -> Result<(), crate::state::StateError> {
-        let snapshot = {
+        let (snapshot, number) = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
                 return Ok(());
             };
             let mut state = entry.state.clone();
             state.queued = entry.queued.as_ref().map(Trigger::to_queued);
-            state
+            entry.snapshots += 1;
+            (state, entry.snapshots)
         };
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
@@ -757,6 +793,7 @@ impl Engine {
         snapshot.save(path, durability)?;
         if let Some(entry) = self.lock().map(kind).get_mut(id) {
             entry.queue_on_disk = snapshot.queued.is_some();
+            entry.saved = entry.saved.max(number);
         }
         Ok(())
     }

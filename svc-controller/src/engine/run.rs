@@ -540,7 +540,7 @@ impl Engine {
                 }
             }
         });
-        let log_dir = {
+        let (log_dir, snapshots_at_end) = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
                 return;
@@ -559,7 +559,7 @@ impl Engine {
             if let Err(err) = entry.log_dir.remove_excess(&mut entry.logs, keep) {
                 tracing::error!(job = id, error = %err, "cannot delete old logs");
             }
-            entry.log_dir.clone()
+            (entry.log_dir.clone(), entry.snapshots)
         };
         if had_log {
             synced.dir = Some(log_dir.dir().to_path_buf());
@@ -571,7 +571,7 @@ impl Engine {
         let job = id.to_string();
         synced.state = Some((
             key,
-            Box::new(move || engine.persist(kind, &job, Durability::Atomic)),
+            Box::new(move || engine.persist_after(kind, &job, snapshots_at_end)),
         ));
         self.inner.syncer.run_end(synced);
         self.changed();

@@ -433,7 +433,6 @@ impl Harness {
             .is_some_and(|entry| entry.run.is_none())
     }
 
-    /// The job's state file as it is on disk.
     /// The job's state file as on disk once the syncer has written what the ends of
     /// runs queued (it writes the state file off the run path).
     pub fn state_file(&self, id: &str) -> JobState {

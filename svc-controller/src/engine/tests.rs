@@ -176,6 +176,44 @@ async fn calendar_schedules_fire_at_their_next_matching_times() {
     assert_eq!(h.last_run("weekly"), Some(at("2026-01-09T09:15:00Z")));
 }
 
+/// The syncer writes the state at a run's end unless a snapshot taken after that end
+/// was written meanwhile (in a flood, the next run's start writes it at once): that
+/// file holds the end already.
+#[tokio::test(start_paused = true)]
+async fn the_state_at_a_runs_end_is_not_written_again_once_a_later_one_was() {
+    let mut h = Harness::new("", &webhook_jobs(&["hook"]));
+    h.engine
+        .trigger(Kind::Job, "hook", api())
+        .await
+        .expect("a run starts");
+    h.runs.next().await.finish(true, "ok");
+    settle().await;
+    assert_eq!(h.state_file("hook").last_result, Some(RunResult::Success));
+    let path = h.engine.main().dir_job_state().join("hook");
+    let snapshots = |h: &Harness| {
+        h.engine
+            .lock()
+            .get(Kind::Job, "hook")
+            .map(|entry| (entry.snapshots, entry.saved))
+            .expect("the job")
+    };
+    let (at_end, saved) = snapshots(&h);
+    assert_eq!(saved, at_end, "the end was written");
+
+    // A later write, then the syncer's write of that end: skipped.
+    h.engine
+        .persist(Kind::Job, "hook", crate::fsutil::Durability::Atomic);
+    assert_eq!(snapshots(&h), (at_end + 1, at_end + 1));
+    std::fs::remove_file(&path).expect("remove the state file");
+    h.engine.persist_after(Kind::Job, "hook", at_end);
+    assert!(!path.exists(), "not written again");
+
+    // The end of a run after the last write is written.
+    h.engine.persist_after(Kind::Job, "hook", at_end + 1);
+    assert!(path.exists(), "written");
+    assert_eq!(snapshots(&h), (at_end + 2, at_end + 2));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
     let mut h = Harness::new("", &webhook_jobs(&["hook"]));
