@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -59,8 +59,9 @@ pub struct JobState {
     pub counter_reserved: u64,
     pub paused: bool,
     /// The trigger waiting in the job's one-slot queue, kept so that an accepted trigger
-    /// survives a pause, a reload and a restart. Taking it off the queue and reserving
-    /// the counter of its run are one write of this file, so it runs exactly once.
+    /// survives a pause, a reload and a restart. The run that takes it off the queue
+    /// records that durably before its command starts (in the job's take record, see
+    /// [`write_taken`], or by writing this file without it), so it runs exactly once.
     pub queued: Option<QueuedTrigger>,
 }
 
@@ -73,6 +74,9 @@ pub struct QueuedTrigger {
     pub event: Option<String>,
     /// Raw body of a webhook request.
     pub body: Option<Vec<u8>>,
+    /// Tells this queued trigger from every other one of the job: the take record names
+    /// it. `None` in files of earlier releases.
+    pub id: Option<u64>,
 }
 
 /// Why a state file could not be used.
@@ -130,6 +134,9 @@ impl JobState {
             if let Some(body) = &queued.body {
                 let _ = writeln!(text, "queued_body = {}", BASE64.encode(body));
             }
+            if let Some(id) = queued.id {
+                let _ = writeln!(text, "queued_id = {id:016x}");
+            }
         }
         text
     }
@@ -137,7 +144,7 @@ impl JobState {
     /// Parses the file format. `origin` names the file in errors.
     pub fn parse(text: &str, origin: &str) -> Result<JobState, StateError> {
         let mut state = JobState::default();
-        let (mut event, mut body) = (None, None);
+        let (mut event, mut body, mut id) = (None, None, None);
         for (index, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -190,6 +197,7 @@ impl JobState {
                         source: value.to_string(),
                         event: None,
                         body: None,
+                        id: None,
                     });
                 }
                 "queued_event" => {
@@ -199,6 +207,12 @@ impl JobState {
                     event = Some(
                         String::from_utf8(bytes)
                             .map_err(|_| fail("queued_event is not UTF-8".to_string()))?,
+                    );
+                }
+                "queued_id" => {
+                    id = Some(
+                        u64::from_str_radix(value, 16)
+                            .map_err(|e| fail(format!("queued_id {value:?}: {e}")))?,
                     );
                 }
                 "queued_body" => {
@@ -214,6 +228,7 @@ impl JobState {
         if let Some(queued) = state.queued.as_mut() {
             queued.event = event;
             queued.body = body;
+            queued.id = id;
         }
         Ok(state)
     }
@@ -246,6 +261,79 @@ impl JobState {
             source,
         })
     }
+}
+
+/// Where the take record of the job whose state file is `state_path` lives: beside it,
+/// under the same name with `.taken` added (a job ID has no dot).
+pub fn taken_path(state_path: &Path) -> PathBuf {
+    let mut name = state_path.as_os_str().to_owned();
+    name.push(".taken");
+    PathBuf::from(name)
+}
+
+/// Length of a take record: `taken = <16 hex digits> <8 hex digits of check>\n`.
+const TAKEN_LEN: usize = 34;
+
+/// The check of a take record: FNV-1a of the ID's bytes, folded to 32 bits.
+fn taken_check(id: u64) -> u32 {
+    let hash = id
+        .to_be_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+    (hash ^ (hash >> 32)) as u32
+}
+
+/// Records durably that the queued trigger `id` was taken off the job's queue, before
+/// its run's command starts: one small write in place and one `fdatasync`, instead of
+/// a new state file (its write, its sync, a rename and the directory's sync) on the
+/// way to every run that takes a queued trigger. The record has a fixed length and a
+/// check, so a write torn by a power failure reads as no record: the command had not
+/// started then. The first write of a job creates the file and syncs its directory.
+/// Blocking.
+pub fn write_taken(path: &Path, id: u64) -> io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
+    let mut record = format!("taken = {id:016x} {:08x}\n", taken_check(id));
+    debug_assert_eq!(record.len(), TAKEN_LEN);
+    record.truncate(TAKEN_LEN);
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(file) => {
+            file.write_all_at(record.as_bytes(), 0)?;
+            file.sync_data()
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)?;
+            file.write_all(record.as_bytes())?;
+            file.sync_all()?;
+            fsutil::sync_dir(path.parent().unwrap_or(Path::new(".")))
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// The queued trigger a take record names; `None` when there is no record, or only a
+/// torn one. Blocking.
+pub fn read_taken(path: &Path) -> io::Result<Option<u64>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let parsed = (|| {
+        let text = std::str::from_utf8(bytes.get(..TAKEN_LEN)?).ok()?;
+        let rest = text.strip_prefix("taken = ")?.strip_suffix('\n')?;
+        let (id, check) = rest.split_once(' ')?;
+        let id = u64::from_str_radix(id, 16).ok()?;
+        (u32::from_str_radix(check, 16).ok()? == taken_check(id)).then_some(id)
+    })();
+    Ok(parsed)
 }
 
 #[cfg(test)]
@@ -290,6 +378,7 @@ mod tests {
             source: "webhook".to_string(),
             event: Some("push = main".to_string()),
             body: Some(b"{\"ref\": \"main\"}\n\x00\xff".to_vec()),
+            id: Some(0x0123_4567_89ab_cdef),
         });
         let text = state.to_text();
         assert!(text.contains("queued = webhook\n"), "{text}");
@@ -300,7 +389,8 @@ mod tests {
             Some(QueuedTrigger {
                 source: "api".to_string(),
                 event: None,
-                body: None
+                body: None,
+                id: None,
             })
         );
         assert!(JobState::parse("queued = webhook\nqueued_body = !!\n", "t").is_err());
@@ -366,5 +456,41 @@ mod tests {
             .save(&path, fsutil::Durability::Durable)
             .expect("save");
         assert_eq!(JobState::load(&path).expect("load"), Some(sample()));
+    }
+
+    #[test]
+    fn a_take_record_names_the_trigger_and_a_torn_one_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = taken_path(&dir.path().join("deploy"));
+        assert_eq!(path, dir.path().join("deploy.taken"));
+        assert_eq!(read_taken(&path).expect("read"), None, "no record yet");
+        write_taken(&path, 0xfeed_beef_0000_0001).expect("first write");
+        assert_eq!(
+            read_taken(&path).expect("read"),
+            Some(0xfeed_beef_0000_0001)
+        );
+        write_taken(&path, 7).expect("overwrite");
+        assert_eq!(read_taken(&path).expect("read"), Some(7));
+        assert_eq!(
+            std::fs::metadata(&path).expect("stat").len(),
+            TAKEN_LEN as u64
+        );
+        // A write torn by a power failure: part of the new record over the old one.
+        let old = std::fs::read(&path).expect("read");
+        write_taken(&path, 0x1234_5678_9abc_def0).expect("write");
+        let new = std::fs::read(&path).expect("read");
+        for cut in 1..TAKEN_LEN - 1 {
+            let mut torn = new[..cut].to_vec();
+            torn.extend_from_slice(&old[cut..]);
+            std::fs::write(&path, &torn).expect("write torn");
+            let read = read_taken(&path).expect("read");
+            assert!(
+                read.is_none() || torn == new || torn == old,
+                "cut at {cut}: {read:?} from {:?}",
+                String::from_utf8_lossy(&torn)
+            );
+        }
+        std::fs::write(&path, b"").expect("empty");
+        assert_eq!(read_taken(&path).expect("read"), None);
     }
 }

@@ -263,7 +263,8 @@ fn read_job(
 
 /// The state file format of docs/formats.md, exactly: four `key = value` lines (a
 /// `counter_reserved` line may follow `counter`), then for a queued trigger `queued`,
-/// optionally followed by `queued_event` and `queued_body` (base64).
+/// optionally followed by `queued_event` and `queued_body` (base64), then its
+/// `queued_id` (16 hex digits).
 fn strict_state(text: &str) -> Result<(), String> {
     let mut lines: Vec<&str> = text.lines().collect();
     if let Some(reserved) = lines
@@ -282,7 +283,7 @@ fn strict_state(text: &str) -> Result<(), String> {
     let queue_keys_ok = match keys.get(4..) {
         None | Some([]) => true,
         Some(["queued", rest @ ..]) => matches!(
-            rest,
+            rest.strip_suffix(&["queued_id"]).unwrap_or(rest),
             [] | ["queued_event"] | ["queued_body"] | ["queued_event", "queued_body"]
         ),
         Some(_) => false,
@@ -301,6 +302,13 @@ fn strict_state(text: &str) -> Result<(), String> {
             && base64::Engine::decode(&base64::engine::general_purpose::STANDARD, value).is_err()
         {
             return Err(format!("has a queued trigger that is not base64: {line:?}"));
+        }
+        if let Some(("queued_id", value)) = line.split_once(" = ")
+            && (value.len() != 16 || u64::from_str_radix(value, 16).is_err())
+        {
+            return Err(format!(
+                "has a queued_id that is not 16 hex digits: {line:?}"
+            ));
         }
     }
     let value = |index: usize| {
@@ -826,6 +834,10 @@ fn the_state_file_checker_refuses_torn_files() {
         ),
         Ok(())
     );
+    let queued = "last_run = \nstatus = \ncounter = 3\npaused = false\nqueued = webhook\n\
+                  queued_body = e30=\nqueued_id = 00000000deadbeef\n";
+    assert_eq!(strict_state(queued), Ok(()));
+    assert!(strict_state(&queued.replace("00000000deadbeef", "deadbeef")).is_err());
     for cut in 0..whole.len() - 1 {
         assert!(
             strict_state(&whole[..cut]).is_err(),

@@ -155,3 +155,64 @@ async fn a_queued_trigger_of_a_removed_job_is_dropped_with_a_log_line_and_a_metr
         .assert_status("success");
     assert!(svc.job_log("hold", 2).is_none());
 }
+
+/// The run that takes a queued trigger records that before its command starts (in the
+/// take record beside the state file, until the state file is rewritten without the
+/// trigger): a controller killed during that run does not run the trigger again at its
+/// next start, whichever of the two said so when it was killed (the engine's tests set
+/// up the take record's case on its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_trigger_whose_run_was_killed_is_not_run_again() {
+    let builder = TestService::builder();
+    // Each run waits for its own release file, `go.<counter>`.
+    let gates = builder.dir_base().join("go");
+    let section = job_section(
+        "gate",
+        &[
+            "path = /gate",
+            "timeout = 60s",
+            &format!(
+                "command = while [ ! -e {}.$SVC_JOB_COUNTER ]; do sleep 0.05; done; echo run $SVC_JOB_COUNTER body $(cat \"$SVC_REQUEST_BODY\")",
+                gates.display()
+            ),
+        ],
+    );
+    let release = |counter: u64| {
+        std::fs::write(format!("{}.{counter}", gates.display()), b"").expect("release a run")
+    };
+    let mut svc = builder.job_file("gate", section).start().await;
+    svc.trigger("/gate", b"first", &[]).await.assert_status(200);
+    svc.wait_run_started("gate", 1, WAIT).await;
+    svc.trigger("/gate", b"second", &[])
+        .await
+        .assert_status(200);
+    release(1);
+    // Run 2 takes the queued trigger and waits: killed there.
+    svc.wait_run_started("gate", 2, WAIT).await;
+    svc.kill9().await;
+    for counter in [101, 102] {
+        release(counter);
+    }
+    svc.start().await;
+    // A new trigger runs as 101, the first counter after the reservation: had the
+    // queued trigger run again, it would have had 101.
+    svc.trigger("/gate", b"third", &[]).await.assert_status(200);
+    let log = svc.wait_run_finished("gate", 101, WAIT).await;
+    log.assert_status("success");
+    assert!(
+        log.texts().iter().any(|t| t == "run 101 body third"),
+        "{}",
+        log.content()
+    );
+    svc.job_log("gate", 2)
+        .expect("the log of run 2")
+        .assert_status("fail");
+    let counters: Vec<u64> = svc.job_logs("gate").iter().map(|log| log.counter).collect();
+    assert_eq!(counters, vec![1, 2, 101], "the queued trigger ran once");
+    assert!(
+        !svc.state_file("gate")
+            .expect("state file")
+            .contains_key("queued"),
+        "no longer queued"
+    );
+}

@@ -120,6 +120,7 @@ impl Trigger {
             source: self.source.as_str().to_string(),
             event: self.event.clone(),
             body: self.body.as_ref().map(|body| body.to_vec()),
+            id: None,
         }
     }
 
@@ -188,6 +189,9 @@ struct ActiveRun {
     /// trigger (or ending). The run can no longer be cancelled.
     ended: bool,
     cancel: watch::Sender<Option<String>>,
+    /// The ID of the queued trigger this run took off the queue; `None` for a trigger
+    /// that did not wait in it.
+    queue_id: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -198,6 +202,9 @@ struct Entry {
     next_run: Option<DateTime<Utc>>,
     run: Option<ActiveRun>,
     queued: Option<Trigger>,
+    /// The ID of `queued` (see [`QueuedTrigger::id`]): each trigger that waits in the
+    /// queue gets a new one.
+    queued_id: Option<u64>,
     timer: Option<AbortHandle>,
     /// A JobHttp shows `started` after a resume until its next run ends (spec).
     resumed: bool,
@@ -211,11 +218,27 @@ struct Entry {
     /// takes it must write the file before it starts (exactly once). Read and written
     /// under `save_lock`.
     queue_on_disk: bool,
+    /// The ID of that trigger, as written (`None` in a file of an earlier release).
+    queue_on_disk_id: Option<u64>,
     /// Snapshots of the state taken for writing so far, which numbers them.
     snapshots: u64,
     /// The number of the newest snapshot written: a run's end queued for the syncer is
     /// not written again once a snapshot taken after it was.
     saved: u64,
+}
+
+impl Entry {
+    /// Puts `trigger` in the queue's one slot, under a new ID.
+    fn queue(&mut self, trigger: Trigger) {
+        self.queued = Some(trigger);
+        self.queued_id = Some(rand::random());
+    }
+
+    /// Empties the queue's slot: its trigger and the trigger's ID.
+    fn take_queued(&mut self) -> Option<(Trigger, Option<u64>)> {
+        let trigger = self.queued.take()?;
+        Some((trigger, self.queued_id.take()))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -412,6 +435,24 @@ impl Engine {
                 state.last_run = Some(time);
             }
         }
+        // A queued trigger whose taking was recorded (the run that took it was
+        // interrupted, or its state write was not made) has had its run: never again.
+        if let Some(queued_id) = state.queued.as_ref().and_then(|queued| queued.id) {
+            let taken = crate::state::taken_path(&state_path);
+            match crate::state::read_taken(&taken) {
+                Ok(Some(taken)) if taken == queued_id => {
+                    tracing::info!(
+                        job = id,
+                        "the queued trigger was taken by a run before the stop: not run again"
+                    );
+                    state.queued = None;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::error!(job = id, path = %taken.display(), error = %err, "cannot read the take record");
+                }
+            }
+        }
         // Counters reserved before a crash and never used are skipped, not reused; a
         // clean stop has given them back already.
         state.counter = state.counter.max(state.counter_reserved);
@@ -432,6 +473,7 @@ impl Engine {
             }
         }
         // The queue lives in the entry; `persist` writes it back into every snapshot.
+        let queued_id = state.queued.as_ref().and_then(|queued| queued.id);
         let queued = state.queued.take().and_then(|queued| {
             let source = queued.source.clone();
             let trigger = Trigger::from_queued(queued);
@@ -456,10 +498,12 @@ impl Engine {
             next_run: None,
             run: None,
             queued,
+            queued_id,
             timer: None,
             resumed: false,
             retired: false,
             queue_on_disk,
+            queue_on_disk_id: queued_id,
             snapshots: 0,
             saved: 0,
             log_dir,
@@ -544,7 +588,7 @@ impl Engine {
                 // Not accepted, so not kept: the caller answers with an error.
                 let mut registry = self.lock();
                 if let Some(entry) = registry.get(kind, id) {
-                    entry.queued = None;
+                    entry.take_queued();
                 }
                 registry.publish_queue_length();
                 return Err(EngineError::NotSaved);
@@ -569,9 +613,9 @@ impl Engine {
             if entry.queued.is_some() {
                 return Err(EngineError::Busy);
             }
-            entry.queued = Some(trigger);
+            entry.queue(trigger);
         } else {
-            self.spawn_run(kind, id, entry, trigger, None);
+            self.spawn_run(kind, id, entry, trigger, None, None);
             registry.run_tasks += 1;
         }
         registry.publish_queue_length();
@@ -586,12 +630,13 @@ impl Engine {
         if entry.run.is_some() || entry.state.paused || self.is_shutting_down() {
             return false;
         }
-        let Some(trigger) = entry.queued.take() else {
+        let Some((trigger, queue_id)) = entry.take_queued() else {
             return false;
         };
-        // The state file keeps the trigger until its run reserves a counter, in the same
-        // write: a crash before that runs it after the restart, after it never again.
-        self.spawn_run(kind, id, entry, trigger, None);
+        // The state file keeps the trigger until its run records that it took it, before
+        // its command starts: a crash before that runs it after the restart, after it
+        // never again.
+        self.spawn_run(kind, id, entry, trigger, queue_id, None);
         true
     }
 
@@ -635,7 +680,14 @@ impl Engine {
             crate::metrics::timer_tick_skipped("running");
             return;
         }
-        self.spawn_run(kind, id, entry, Trigger::new(TriggerSource::Timer), runner);
+        self.spawn_run(
+            kind,
+            id,
+            entry,
+            Trigger::new(TriggerSource::Timer),
+            None,
+            runner,
+        );
         registry.run_tasks += 1;
         registry.publish_queue_length();
         drop(registry);
@@ -648,6 +700,7 @@ impl Engine {
         id: &str,
         entry: &mut Entry,
         trigger: Trigger,
+        queue_id: Option<u64>,
         runner: Option<Box<dyn Runner>>,
     ) {
         let (cancel, cancel_rx) = watch::channel(None);
@@ -655,6 +708,7 @@ impl Engine {
             counter: None,
             ended: false,
             cancel,
+            queue_id,
         });
         self.inner.runtime.spawn(run::run_task(
             self.clone(),
@@ -707,7 +761,7 @@ impl Engine {
             return Err(EngineError::NotRunning);
         };
         run.cancel.send_replace(Some(reason.to_string()));
-        entry.queued = None;
+        entry.take_queued();
         Ok(())
     }
 
@@ -783,7 +837,10 @@ impl Engine {
                 return Ok(());
             };
             let mut state = entry.state.clone();
-            state.queued = entry.queued.as_ref().map(Trigger::to_queued);
+            state.queued = entry.queued.as_ref().map(|trigger| QueuedTrigger {
+                id: entry.queued_id,
+                ..trigger.to_queued()
+            });
             entry.snapshots += 1;
             (state, entry.snapshots)
         };
@@ -793,6 +850,7 @@ impl Engine {
         snapshot.save(path, durability)?;
         if let Some(entry) = self.lock().map(kind).get_mut(id) {
             entry.queue_on_disk = snapshot.queued.is_some();
+            entry.queue_on_disk_id = snapshot.queued.as_ref().and_then(|queued| queued.id);
             entry.saved = entry.saved.max(number);
         }
         Ok(())
@@ -926,7 +984,7 @@ impl Engine {
                 if let Some(handle) = entry.timer.take() {
                     handle.abort();
                 }
-                if entry.queued.take().is_some() {
+                if entry.take_queued().is_some() {
                     tracing::warn!(job = %id, "queued trigger dropped: its job was removed from the configuration");
                     crate::metrics::trigger_dropped("job_removed");
                 }

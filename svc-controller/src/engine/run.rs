@@ -126,6 +126,16 @@ enum Requeued {
     RunNow,
 }
 
+/// What a run's begin writes before its command starts ([`Engine::begin_run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BeginWrite {
+    Nothing,
+    /// The state file, durably.
+    State,
+    /// The take record of the queued trigger with this ID.
+    Taken(u64),
+}
+
 /// Counters reserved by one write of the state file (see [`Engine::begin_run`]).
 pub(super) const COUNTER_BLOCK: u64 = 100;
 
@@ -202,9 +212,9 @@ impl RunFiles {
     }
 }
 
-/// Gets a run going, in one trip to the blocking pool: its counter (and, when it takes a
-/// queued trigger or a new block of counters, the state file written durably), its log
-/// created, and its request prepared (user database, working and temporary directories,
+/// Gets a run going, in one trip to the blocking pool: its counter (and, for a new block
+/// of counters, the state file written durably), its log created (and, when it takes the
+/// queued trigger the state file holds, the take record written), and its request prepared (user database, working and temporary directories,
 /// body file). Meanwhile a runner starts, unless one was started ahead (by a timer) and
 /// is still fresh; it gets no work before all this is done. `None` when the run must not
 /// happen.
@@ -221,13 +231,17 @@ async fn begin(
     let disk = {
         let (engine, id, trigger) = (engine.clone(), id.to_string(), trigger.clone());
         tokio::task::spawn_blocking(move || {
-            let context = engine.begin_run(kind, &id)?;
+            let (context, taking) = engine.begin_run(kind, &id)?;
             let header = run_header(&context.def, context.counter, trigger.source);
             let mut files = RunFiles::default();
-            let prepared = context
-                .log_dir
-                .create(context.counter, &header)
-                .map(|log| (log, prepare(&engine, &context, &trigger, &mut files)));
+            let log = context.log_dir.create(context.counter, &header);
+            // After the log exists: a controller killed before this runs the trigger
+            // again at its next start (this run, which never started its command, shows
+            // as interrupted); killed after it, the run shows as interrupted only.
+            if let Some(queue_id) = taking {
+                engine.record_taken(kind, &id, queue_id);
+            }
+            let prepared = log.map(|log| (log, prepare(&engine, &context, &trigger, &mut files)));
             Some((context, prepared, files))
         })
     };
@@ -464,15 +478,19 @@ fn write_body_file(
 
 impl Engine {
     /// Gives the run its counter and marks the job started; `None` when the run must not
-    /// happen (job paused or gone, or the service is stopping).
+    /// happen (job paused or gone, or the service is stopping). Also returns the ID of
+    /// the queued trigger the run takes when the state file holds it, whose taking the
+    /// caller records ([`Engine::record_taken`]) before the command starts.
     ///
-    /// The state file is written (durably) before the run starts only when it must be:
-    /// when the counter leaves the reservation ([`COUNTER_BLOCK`] counters are reserved at
-    /// a time, so a counter is never used twice, even after a power failure), or when the
-    /// file holds the queued trigger this run takes (taking it and starting its run are
-    /// then one write, so it runs exactly once). Otherwise the started mark lives in
-    /// memory and in the run's log, from which a start after a crash repairs the state.
-    fn begin_run(&self, kind: Kind, id: &str) -> Option<RunContext> {
+    /// Only what must be durable before the run's command starts is written: the state
+    /// file when the counter leaves the reservation ([`COUNTER_BLOCK`] counters are
+    /// reserved at a time, so a counter is never used twice, even after a power
+    /// failure), which also leaves the taken trigger out; else, for a run that takes the
+    /// queued trigger the state file holds, the job's take record, so that it runs
+    /// exactly once. The state file, rewritten later without the trigger, needs no sync
+    /// before the command. Otherwise the started mark lives in memory and in the run's
+    /// log, from which a start after a crash repairs the state.
+    fn begin_run(&self, kind: Kind, id: &str) -> Option<(RunContext, Option<u64>)> {
         if self.is_shutting_down() {
             return None;
         }
@@ -486,7 +504,7 @@ impl Engine {
         let _ordered = save_lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (context, must_write) = {
+        let (context, write) = {
             let mut registry = self.lock();
             let entry = registry.map(kind).get_mut(id)?;
             if entry.state.paused {
@@ -496,10 +514,21 @@ impl Engine {
             entry.state.started = true;
             entry.state.last_run = Some(self.inner.clock.now());
             entry.resumed = false;
-            let mut must_write = entry.queue_on_disk;
+            let taking = entry.run.as_ref().and_then(|run| run.queue_id);
+            let mut write = match (entry.queue_on_disk, entry.queue_on_disk_id) {
+                (false, _) => BeginWrite::Nothing,
+                // The file holds the trigger this run takes.
+                (true, Some(on_disk)) if taking == Some(on_disk) => BeginWrite::Taken(on_disk),
+                // It holds another one (queued after this run's trigger was taken), which
+                // is not this run's to record.
+                (true, Some(_)) => BeginWrite::Nothing,
+                // Written by an earlier release, without IDs: the file is rewritten.
+                (true, None) => BeginWrite::State,
+            };
             if entry.state.counter > entry.state.counter_reserved {
                 entry.state.counter_reserved = entry.state.counter + COUNTER_BLOCK - 1;
-                must_write = true;
+                // The new state leaves the taken trigger out: one write does both.
+                write = BeginWrite::State;
             }
             if let Some(run) = entry.run.as_mut() {
                 run.counter = Some(entry.state.counter);
@@ -510,14 +539,37 @@ impl Engine {
                 log_dir: entry.log_dir.clone(),
             };
             registry.publish_queue_length();
-            (context, must_write)
+            (context, write)
         };
-        if must_write && let Err(err) = self.write_state(kind, id, &state_path, Durability::Durable)
-        {
-            tracing::error!(job = id, error = %err, "cannot write the state file");
-        }
+        let taking = match write {
+            BeginWrite::Nothing => None,
+            BeginWrite::State => {
+                if let Err(err) = self.write_state(kind, id, &state_path, Durability::Durable) {
+                    tracing::error!(job = id, error = %err, "cannot write the state file");
+                }
+                None
+            }
+            BeginWrite::Taken(queue_id) => Some(queue_id),
+        };
         self.changed();
-        Some(context)
+        Some((context, taking))
+    }
+
+    /// Records durably in the job's take record that the run begun now took the queued
+    /// trigger `queue_id` ([`crate::state::write_taken`]). Blocking.
+    fn record_taken(&self, kind: Kind, id: &str, queue_id: u64) {
+        let Some(state_path) = self
+            .lock()
+            .map(kind)
+            .get(id)
+            .map(|entry| entry.state_path.clone())
+        else {
+            return;
+        };
+        let path = crate::state::taken_path(&state_path);
+        if let Err(err) = crate::state::write_taken(&path, queue_id) {
+            tracing::error!(job = id, path = %path.display(), error = %err, "cannot record that the queued trigger was taken");
+        }
     }
 
     /// Records the end of a run: finishes its log (renamed to its result), applies
@@ -605,7 +657,7 @@ impl Engine {
                 crate::metrics::trigger_dropped("queue_full");
                 return Requeued::Dropped;
             }
-            entry.queued = Some(trigger);
+            entry.queue(trigger);
             registry.publish_queue_length();
         }
         tracing::info!(
@@ -684,13 +736,15 @@ impl Engine {
                 // A paused job keeps its queued trigger for the resume, and a stopping
                 // service keeps it (in the state file) for the next start.
                 let runnable = !stopping && !entry.retired && !entry.state.paused;
-                match entry.queued.take_if(|_| runnable) {
-                    Some(trigger) => {
+                let next = if runnable { entry.take_queued() } else { None };
+                match next {
+                    Some((trigger, queue_id)) => {
                         let (cancel, cancel_rx) = watch::channel(None);
                         entry.run = Some(super::ActiveRun {
                             counter: None,
                             ended: false,
                             cancel,
+                            queue_id,
                         });
                         Some((trigger, cancel_rx))
                     }

@@ -363,6 +363,17 @@ pub struct Harness {
 impl Harness {
     /// `svc` holds extra lines of the `[svc]` section, `jobs` the job sections.
     pub fn new(svc: &str, jobs: &str) -> Harness {
+        Harness::new_after(svc, jobs, |_| {})
+    }
+
+    /// Like [`Harness::new`], with `before` called on the configuration once its
+    /// directories exist and before the engine starts: for files an earlier run of the
+    /// service left (state files, logs).
+    pub fn new_after(
+        svc: &str,
+        jobs: &str,
+        before: impl FnOnce(&crate::config::MainConfig),
+    ) -> Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let base = dir.path().canonicalize().expect("canonical");
         let main_file = base.join("svc.conf");
@@ -381,6 +392,7 @@ impl Harness {
         ] {
             std::fs::create_dir_all(dir).expect("mkdir");
         }
+        before(main);
         let (fake, runs) = FakeExecutor::new();
         let clock = Arc::new(ManualClock::new(t0()));
         let engine = Engine::new(&config, fake.clone(), clock.clone());

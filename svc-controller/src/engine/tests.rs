@@ -214,6 +214,53 @@ async fn the_state_at_a_runs_end_is_not_written_again_once_a_later_one_was() {
     assert_eq!(snapshots(&h), (at_end + 2, at_end + 2));
 }
 
+/// What a controller that died while a run that took the queued trigger went on left:
+/// the state file still holds the trigger (with `id`) and the take record names
+/// `taken`. Returns the harness after the start.
+fn after_a_crash_with_take_record(id: u64, taken: Option<u64>) -> Harness {
+    Harness::new_after("", &webhook_jobs(&["hook"]), |main| {
+        let state = main.dir_job_state().join("hook");
+        std::fs::write(
+            &state,
+            format!(
+                "last_run = 2026-01-01T00:00:00Z\nstatus = started\ncounter = 7\n\
+                 counter_reserved = 106\npaused = false\nqueued = api\nqueued_id = {id:016x}\n"
+            ),
+        )
+        .expect("write the state file");
+        if let Some(taken) = taken {
+            crate::state::write_taken(&crate::state::taken_path(&state), taken)
+                .expect("write the take record");
+        }
+    })
+}
+
+/// The run that took a queued trigger recorded it before its command started; a
+/// controller killed during that run does not run the trigger again at its next start.
+#[tokio::test(start_paused = true)]
+async fn a_queued_trigger_whose_taking_was_recorded_is_not_run_again_after_a_crash() {
+    let mut h = after_a_crash_with_take_record(0xabc, Some(0xabc));
+    h.engine.start_timers();
+    assert!(h.runs.none().await, "not run again");
+    let state = h.state_file("hook");
+    assert_eq!(state.queued, None, "and no longer queued");
+    assert_eq!(state.counter, 106, "the reserved counters are skipped");
+}
+
+/// A take record of another trigger (an earlier one) leaves the queued one to run.
+#[tokio::test(start_paused = true)]
+async fn a_queued_trigger_with_no_record_of_its_taking_runs_after_a_crash() {
+    for taken in [None, Some(0xabb)] {
+        let mut h = after_a_crash_with_take_record(0xabc, taken);
+        h.engine.start_timers();
+        let run = h.runs.next().await;
+        assert_eq!(run.id(), ("hook", 107), "with the record {taken:?}");
+        run.finish(true, "ok");
+        settle().await;
+        assert_eq!(h.state_file("hook").queued, None);
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
     let mut h = Harness::new("", &webhook_jobs(&["hook"]));
@@ -235,14 +282,21 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
         .trigger(Kind::Job, "hook", webhook)
         .await
         .expect("the second trigger is queued");
-    // Queued means saved: the state file holds it when the trigger is answered.
+    // Queued means saved: the state file holds it when the trigger is answered, with
+    // the ID that the record of its taking names.
+    let queued = h.state_file("hook").queued.expect("the queued trigger");
+    assert!(queued.id.is_some(), "{queued:?}");
     assert_eq!(
-        h.state_file("hook").queued,
-        Some(QueuedTrigger {
+        QueuedTrigger {
+            id: None,
+            ..queued.clone()
+        },
+        QueuedTrigger {
             source: "webhook".into(),
             event: Some("push".into()),
             body: Some(b"{\"ref\":\"main\"}".to_vec()),
-        })
+            id: None,
+        }
     );
     assert_eq!(
         h.engine.trigger(Kind::Job, "hook", api()).await,
@@ -253,6 +307,12 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
     first.finish(true, "ok");
     let second = h.runs.next().await;
     assert_eq!(second.id(), ("hook", 2));
+    // Its taking was recorded before it started.
+    let taken = crate::state::taken_path(&h.engine.main().dir_job_state().join("hook"));
+    assert_eq!(
+        crate::state::read_taken(&taken).expect("read the take record"),
+        queued.id
+    );
     // The webhook's data reached the run: its event, and its body in a file.
     assert_eq!(second.env("SVC_EVENT"), Some("push"));
     let body_path = second
@@ -264,11 +324,6 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
         b"{\"ref\":\"main\"}"
     );
     settle().await;
-    assert_eq!(
-        h.state_file("hook").queued,
-        None,
-        "taken in the run's write"
-    );
     assert_eq!(h.status("hook"), JobStatus::Started);
 
     // The slot is free again while the second run goes on.
