@@ -283,6 +283,9 @@ struct Inner {
     /// The wall time that timers and run records go by.
     clock: Arc<dyn Clock>,
     job_slots: Arc<Semaphore>,
+    /// Run tasks waiting for a `job_slots` permit: while there is one, a run task hands
+    /// its permit back between two runs instead of keeping it for its queued trigger.
+    permit_waiters: std::sync::atomic::AtomicUsize,
     ahead: ahead::AheadBudget,
     registry: Mutex<Registry>,
     shutting_down: AtomicBool,
@@ -319,6 +322,7 @@ impl Engine {
         crate::runtmp::remove_leftovers(&main);
         let inner = Arc::new(Inner {
             job_slots: Arc::new(Semaphore::new(main.max_job_running.max(1))),
+            permit_waiters: std::sync::atomic::AtomicUsize::new(0),
             ahead: ahead::AheadBudget::default(),
             main,
             executor,

@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use tokio::sync::watch;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::executor::Runner;
 use super::request::{self, RequestData};
@@ -35,24 +37,38 @@ pub(super) async fn run_task(
         id: id.clone(),
         ended: false,
     };
+    // The permit and the begun run of the queued trigger, when the end of the run before
+    // began it in the same trip (see `follow` below).
+    let mut carried: Option<(Option<OwnedSemaphorePermit>, Box<Begun>)> = None;
     loop {
-        let permit = if kind == Kind::Job {
-            tokio::select! {
-                permit = engine.inner.job_slots.clone().acquire_owned() => permit.ok(),
-                _ = wait_cancelled(&mut cancel) => None,
+        let (permit, begun, may_run) = match carried.take() {
+            Some((permit, begun)) => (permit, Some(begun), true),
+            None => {
+                let permit = if kind == Kind::Job {
+                    let waiters = &engine.inner.permit_waiters;
+                    waiters.fetch_add(1, Ordering::SeqCst);
+                    let permit = tokio::select! {
+                        permit = engine.inner.job_slots.clone().acquire_owned() => permit.ok(),
+                        _ = wait_cancelled(&mut cancel) => None,
+                    };
+                    waiters.fetch_sub(1, Ordering::SeqCst);
+                    permit
+                } else {
+                    None
+                };
+                let may_run = kind == Kind::Http || permit.is_some();
+                #[cfg(test)]
+                tests::before_begin(&engine, kind, &id);
+                // Boxed, like `perform` below: a run task waits for its permit in the
+                // size of its largest state, and 1,000 timers due at once spawn 1,000 of
+                // them.
+                let begun = if may_run {
+                    Box::pin(begin(&engine, kind, &id, &trigger, runner.take())).await
+                } else {
+                    None
+                };
+                (permit, begun, may_run)
             }
-        } else {
-            None
-        };
-        let may_run = kind == Kind::Http || permit.is_some();
-        #[cfg(test)]
-        tests::before_begin(&engine, kind, &id);
-        // Boxed, like `perform` below: a run task waits for its permit in the size of
-        // its largest state, and 1,000 timers due at once spawn 1,000 of them.
-        let begun = if may_run {
-            Box::pin(begin(&engine, kind, &id, &trigger, runner.take())).await
-        } else {
-            None
         };
         if begun.is_none()
             && trigger.source != TriggerSource::Timer
@@ -84,14 +100,40 @@ pub(super) async fn run_task(
             } else {
                 RunResult::Fail
             };
-            {
+            // With a trigger in the queue and no other run waiting for a permit, this
+            // run's end and the next run's begin are one trip to the blocking pool, and
+            // the permit is kept: on the way from one run of a busy job to the next, two
+            // hand-overs between threads fewer.
+            let follow = (kind == Kind::Http
+                || (permit.is_some() && engine.inner.permit_waiters.load(Ordering::SeqCst) == 0))
+                && engine.has_runnable_queue(kind, &id);
+            let next_runner = if follow {
+                Some(engine.inner.executor.take().await)
+            } else {
+                None
+            };
+            let after = {
                 let (engine, id) = (engine.clone(), id.clone());
                 on_disk(move || {
                     files.remove();
                     engine.end_run(kind, &id, result, log);
+                    if !follow {
+                        return AfterEnd::Separate;
+                    }
+                    match engine.take_next(kind, &id) {
+                        Some((trigger, cancel)) => {
+                            let disk = begin_on_disk(&engine, kind, &id, &trigger);
+                            AfterEnd::Next(Box::new(Next {
+                                trigger,
+                                cancel,
+                                disk,
+                            }))
+                        }
+                        None => AfterEnd::Ended,
+                    }
                 })
-                .await;
-            }
+                .await
+            };
             // Counted and reported once the log has its final name and the state is saved,
             // so whoever sees the end of a run here also finds it on disk.
             crate::metrics::run_finished(kind.as_str(), &id, outcome.success, duration);
@@ -99,6 +141,37 @@ pub(super) async fn run_task(
                 tracing::info!(job = id, counter, "run succeeded");
             } else {
                 tracing::warn!(job = id, counter, summary = %outcome.summary, "run failed");
+            }
+            match after {
+                AfterEnd::Next(next) => {
+                    let Next {
+                        trigger: next_trigger,
+                        cancel: next_cancel,
+                        disk,
+                    } = *next;
+                    trigger = next_trigger;
+                    cancel = next_cancel;
+                    match (disk, next_runner) {
+                        (Some((context, prepared, files)), Some(runner)) => {
+                            let begun = Begun {
+                                context,
+                                prepared,
+                                files,
+                                runner,
+                            };
+                            carried = Some((permit, Box::new(begun)));
+                        }
+                        // Its begin was refused (paused, or the service stopping): the
+                        // loop's own begin finds that again and puts the trigger back.
+                        _ => drop(permit),
+                    }
+                    continue;
+                }
+                AfterEnd::Ended => {
+                    guard.ended = true;
+                    return;
+                }
+                AfterEnd::Separate => {}
             }
         }
         drop(permit);
@@ -114,6 +187,31 @@ pub(super) async fn run_task(
         }
     }
 }
+
+/// What the end of a run did besides ending it.
+enum AfterEnd {
+    /// Nothing: the task takes the next trigger itself.
+    Separate,
+    /// It took the queued trigger and began its run (`disk`, or `None` when the run
+    /// must not happen).
+    Next(Box<Next>),
+    /// It found the queue empty: the task is over.
+    Ended,
+}
+
+/// The queued trigger that the end of a run took, and its begun run.
+struct Next {
+    trigger: Trigger,
+    cancel: watch::Receiver<Option<String>>,
+    disk: Option<DiskBegun>,
+}
+
+/// What a run's begin does on disk ([`begin_on_disk`]).
+type DiskBegun = (RunContext, Prepared, RunFiles);
+
+/// The log, and the request or why it could not be made; an error when the log could not
+/// be created (the request is then not made).
+type Prepared = std::io::Result<(RunLog, Result<proto::ExecRequest, String>)>;
 
 /// What became of the trigger of a run that could not begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,9 +280,7 @@ impl Drop for RunTaskGuard {
 /// not be made) and the runner that will do it.
 struct Begun {
     context: RunContext,
-    /// The log, and the request or why it could not be made; an error when the log
-    /// could not be created (the request is then not made).
-    prepared: std::io::Result<(RunLog, Result<proto::ExecRequest, String>)>,
+    prepared: Prepared,
     files: RunFiles,
     runner: Box<dyn Runner>,
 }
@@ -230,20 +326,7 @@ async fn begin(
     }
     let disk = {
         let (engine, id, trigger) = (engine.clone(), id.to_string(), trigger.clone());
-        tokio::task::spawn_blocking(move || {
-            let (context, taking) = engine.begin_run(kind, &id)?;
-            let header = run_header(&context.def, context.counter, trigger.source);
-            let mut files = RunFiles::default();
-            let log = context.log_dir.create(context.counter, &header);
-            // After the log exists: a controller killed before this runs the trigger
-            // again at its next start (this run, which never started its command, shows
-            // as interrupted); killed after it, the run shows as interrupted only.
-            if let Some(queue_id) = taking {
-                engine.record_taken(kind, &id, queue_id);
-            }
-            let prepared = log.map(|log| (log, prepare(&engine, &context, &trigger, &mut files)));
-            Some((context, prepared, files))
-        })
+        tokio::task::spawn_blocking(move || begin_on_disk(&engine, kind, &id, &trigger))
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
@@ -258,6 +341,23 @@ async fn begin(
         files,
         runner,
     }))
+}
+
+/// The disk part of a run's begin ([`begin`]): its counter, its log, the record of the
+/// queued trigger it takes, its request. `None` when the run must not happen. Blocking.
+fn begin_on_disk(engine: &Engine, kind: Kind, id: &str, trigger: &Trigger) -> Option<DiskBegun> {
+    let (context, taking) = engine.begin_run(kind, id)?;
+    let header = run_header(&context.def, context.counter, trigger.source);
+    let mut files = RunFiles::default();
+    let log = context.log_dir.create(context.counter, &header);
+    // After the log exists: a controller killed before this runs the trigger again at
+    // its next start (this run, which never started its command, shows as interrupted);
+    // killed after it, the run shows as interrupted only.
+    if let Some(queue_id) = taking {
+        engine.record_taken(kind, id, queue_id);
+    }
+    let prepared = log.map(|log| (log, prepare(engine, &context, trigger, &mut files)));
+    Some((context, prepared, files))
 }
 
 /// Runs file work that syncs to disk on tokio's blocking pool, so that a slow disk does
@@ -717,6 +817,15 @@ impl Engine {
             }
         }
         self.changed();
+    }
+
+    /// Whether the job has a trigger in its queue that [`Engine::take_next`] would hand
+    /// over now (a hint: the queue may change before).
+    fn has_runnable_queue(&self, kind: Kind, id: &str) -> bool {
+        let stopping = self.is_shutting_down();
+        self.lock().map(kind).get(id).is_some_and(|entry| {
+            entry.queued.is_some() && !stopping && !entry.retired && !entry.state.paused
+        })
     }
 
     /// After a run: hands over the queued trigger with a fresh cancel channel, or marks

@@ -512,6 +512,64 @@ async fn max_job_running_permits_serialise_runs_of_different_jobs_in_arrival_ord
     assert_eq!(h.engine.inner.job_slots.available_permits(), 2);
 }
 
+/// A run whose job has a trigger queued keeps its permit for that trigger's run (its
+/// end and the next begin are one trip), but not while another job waits for one.
+#[tokio::test(start_paused = true)]
+async fn a_queued_run_follows_at_once_unless_another_job_waits_for_the_permit() {
+    let mut h = Harness::new("max_job_running = 1", &webhook_jobs(&["x", "y"]));
+    h.engine.trigger(Kind::Job, "x", api()).await.expect("run");
+    let x1 = h.runs.next().await;
+    h.engine
+        .trigger(Kind::Job, "x", api())
+        .await
+        .expect("queued");
+    h.engine
+        .trigger(Kind::Job, "y", api())
+        .await
+        .expect("waits");
+    settle().await;
+    // y waits for the permit: x hands it back and its queued run waits behind y.
+    x1.finish(true, "ok");
+    let y1 = h.runs.next().await;
+    assert_eq!(y1.id(), ("y", 1), "the job that waited first goes first");
+    assert!(h.runs.none().await);
+    h.engine
+        .trigger(Kind::Job, "y", api())
+        .await
+        .expect("queued");
+    y1.finish(true, "ok");
+    let x2 = h.runs.next().await;
+    assert_eq!(x2.id(), ("x", 2));
+    x2.finish(true, "ok");
+    let y2 = h.runs.next().await;
+    assert_eq!(y2.id(), ("y", 2));
+    // Nobody waits now: y's next queued run follows at once, on the same permit.
+    h.engine
+        .trigger(Kind::Job, "y", api())
+        .await
+        .expect("queued");
+    y2.finish(true, "ok");
+    let y3 = h.runs.next().await;
+    assert_eq!(y3.id(), ("y", 3));
+    assert_eq!(h.engine.inner.job_slots.available_permits(), 0);
+    y3.finish(true, "ok");
+    settle().await;
+    assert!(h.runs.none().await);
+    assert!(h.idle("x") && h.idle("y"));
+    assert_eq!(h.engine.inner.job_slots.available_permits(), 1);
+    assert_eq!(
+        h.engine
+            .inner
+            .permit_waiters
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+    assert_eq!(
+        h.executed(),
+        pairs(&[("x", 1), ("y", 1), ("x", 2), ("y", 2), ("y", 3)])
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn log_retention_keeps_the_newest_logs() {
     let mut h = Harness::new(
