@@ -4,7 +4,6 @@
 //! the command left behind.
 
 use std::collections::BTreeSet;
-use std::process::Stdio;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -159,45 +158,39 @@ fn set_no_new_privs() -> std::io::Result<()> {
 }
 
 /// Starts `argv` in its own process group, with the job's environment, working
-/// directory, resource limits, capabilities and sandbox applied in the child.
+/// directory, resource limits, capabilities and sandbox applied in the child
+/// ([`crate::spawn`]).
 fn spawn(
     work: &Work<'_>,
     argv: &[&str],
     env: &[(String, String)],
     dir_work: &str,
-) -> std::io::Result<tokio::process::Child> {
-    let mut cmd = tokio::process::Command::new(argv[0]);
-    cmd.args(&argv[1..])
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .current_dir(dir_work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
+) -> std::io::Result<crate::spawn::Child> {
     let limits = work.limits;
     let keep_capabilities = work.keep_capabilities;
     let sandbox = work.sandbox;
     let runner_pid = nix::unistd::getpid();
-    // SAFETY: the closure runs in the child between fork and exec. It only calls
-    // getrlimit(2), setrlimit(2), capget(2), capset(2), prctl(2), getppid(2) and
-    // landlock_restrict_self(2), which are async-signal-safe, and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            end_with_runner(runner_pid)?;
-            apply_limits(&limits)?;
-            if let Some(keep) = keep_capabilities {
-                crate::capabilities::keep_only(keep)?;
-            }
-            set_no_new_privs()?;
-            if let Some(ruleset) = sandbox {
-                crate::sandbox::restrict(ruleset)?;
-            }
-            Ok(())
-        });
-    }
-    cmd.spawn()
+    // Runs in the child between the clone and the program: system calls only
+    // (getrlimit, setrlimit, capget, capset, prctl, getppid, landlock_restrict_self),
+    // no allocation.
+    let pre_exec = move || {
+        end_with_runner(runner_pid)?;
+        apply_limits(&limits)?;
+        if let Some(keep) = keep_capabilities {
+            crate::capabilities::keep_only(keep)?;
+        }
+        set_no_new_privs()?;
+        if let Some(ruleset) = sandbox {
+            crate::sandbox::restrict(ruleset)?;
+        }
+        Ok(())
+    };
+    let spec = crate::spawn::Spec {
+        argv,
+        env,
+        dir: dir_work,
+    };
+    crate::spawn::spawn(&spec, &pre_exec)
 }
 
 /// In the command's process, before it executes: if the runner dies (killed, say) before
@@ -207,7 +200,8 @@ fn spawn(
 fn end_with_runner(runner_pid: nix::unistd::Pid) -> std::io::Result<()> {
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
     if nix::unistd::getppid() != runner_pid {
-        return Err(std::io::Error::other("the runner is gone"));
+        // The runner is gone (no allocation here: see `spawn`).
+        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
     }
     Ok(())
 }
@@ -246,9 +240,7 @@ async fn run_one(
         None => spawn(work, &["/bin/sh", "-c", command], env, dir_work),
     }
     .map_err(|err| err.to_string())?;
-    let pid = child
-        .id()
-        .ok_or_else(|| "the command's pid is unknown".to_string())?;
+    let pid = child.id();
     let pgid = i32::try_from(pid).map_err(|_| format!("pid {pid} out of range"))?;
     work.reporter
         .send(RunnerMessage::CommandStarted {

@@ -14,6 +14,7 @@ pub mod credentials;
 pub mod http_call;
 pub mod process_tree;
 pub mod sandbox;
+pub mod spawn;
 
 use std::path::PathBuf;
 use std::time::Duration;
