@@ -215,7 +215,9 @@ async fn run_one(
 ) -> Result<(ExitReport, Option<Ended>), String> {
     let started = Instant::now();
     // Plain words start directly; a program that cannot be started that way is started
-    // through the shell after all, for the shell's own message and exit code.
+    // through the shell after all, for the shell's own message and exit code; so is a
+    // file that is no program (a script without `#!`), which the shell runs as a shell
+    // script (as `execvp` would).
     let direct = crate::argv::plain_words(command)
         .map(|words| {
             // What the shell would add: it exports PWD, the working directory.
@@ -229,7 +231,7 @@ async fn run_one(
                 if matches!(
                     err.kind(),
                     std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
-                ) =>
+                ) || err.raw_os_error() == Some(libc::ENOEXEC) =>
             {
                 None
             }

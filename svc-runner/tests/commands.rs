@@ -454,3 +454,24 @@ async fn a_missing_program_still_gets_the_shells_message_and_exit_code() {
         "{stderr}"
     );
 }
+
+/// A script without a `#!` line, named as a plain word, runs as the shell would run it
+/// (as `execvp` did, which runs such a file with `/bin/sh`).
+#[tokio::test]
+async fn a_script_without_an_interpreter_line_runs_with_the_shell() {
+    let mut c = start().await;
+    let dir = c.dir.path();
+    let script = dir.join("plain-script");
+    std::fs::write(&script, "echo ran-as-shell-script \"$1\"\n").expect("write");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let dir_text = dir.to_str().expect("utf8").to_string();
+    c.execute(commands_request(&["./plain-script arg"], &dir_text))
+        .await;
+    let messages = c.until_finished().await;
+    assert!(finished(&messages).0, "{messages:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output(&messages, OutputStream::Stdout)),
+        "ran-as-shell-script arg\n"
+    );
+}
