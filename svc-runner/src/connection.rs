@@ -279,28 +279,26 @@ impl Reporter {
 
     /// Sends one message; false when the connection is (or just went) away.
     pub async fn send(&mut self, message: RunnerMessage) -> bool {
-        let Some(writer) = self.writer.as_mut() else {
-            return false;
-        };
-        match writer.send(message).await {
-            Ok(()) => true,
-            Err(err) => {
-                eprintln!("svc-runner: cannot send to the controller: {err}");
-                self.writer = None;
-                self.stop.stop(Stop::ControllerGone);
-                false
-            }
-        }
+        self.push(message, true).await
     }
 
     /// Queues one message, to go with the next one sent ([`Reporter::send`] flushes):
     /// for a message that something else soon follows, so that the controller is woken
     /// once for both. False when the connection is (or just went) away.
     pub async fn queue(&mut self, message: RunnerMessage) -> bool {
+        self.push(message, false).await
+    }
+
+    async fn push(&mut self, message: RunnerMessage, flush: bool) -> bool {
         let Some(writer) = self.writer.as_mut() else {
             return false;
         };
-        match writer.feed(message).await {
+        let pushed = if flush {
+            writer.send(message).await
+        } else {
+            writer.feed(message).await
+        };
+        match pushed {
             Ok(()) => true,
             Err(err) => {
                 eprintln!("svc-runner: cannot send to the controller: {err}");
