@@ -45,14 +45,11 @@ pub(super) async fn run_task(
             Some((permit, begun)) => (permit, Some(begun), true),
             None => {
                 let permit = if kind == Kind::Job {
-                    let waiters = &engine.inner.permit_waiters;
-                    waiters.fetch_add(1, Ordering::SeqCst);
-                    let permit = tokio::select! {
+                    let _waiting = Waiting::new(&engine.inner.permit_waiters);
+                    tokio::select! {
                         permit = engine.inner.job_slots.clone().acquire_owned() => permit.ok(),
                         _ = wait_cancelled(&mut cancel) => None,
-                    };
-                    waiters.fetch_sub(1, Ordering::SeqCst);
-                    permit
+                    }
                 } else {
                     None
                 };
@@ -185,6 +182,23 @@ pub(super) async fn run_task(
                 return;
             }
         }
+    }
+}
+
+/// Counts a run task among those waiting for a permit for as long as it lives, also
+/// when the task is dropped while it waits.
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(waiters: &'a std::sync::atomic::AtomicUsize) -> Waiting<'a> {
+        waiters.fetch_add(1, Ordering::SeqCst);
+        Waiting(waiters)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
