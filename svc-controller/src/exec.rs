@@ -87,8 +87,6 @@ struct Accepted {
     framed: Framed<LocalStream, ControllerCodec>,
     version: u32,
     peer_pid: Option<u32>,
-    /// `Welcome` was sent: the version is ours and the peer is the runner spawned.
-    welcomed: bool,
 }
 
 struct HubInner {
@@ -393,7 +391,6 @@ impl LaunchedRunner {
                 return Outcome::fail(format!("cancelled before the runner started: {}", reason(cancel)));
             }
         };
-        let welcomed = accepted.welcomed;
         let mut framed = accepted.framed;
 
         if accepted.peer_pid.is_none() || accepted.peer_pid != child_pid {
@@ -425,22 +422,12 @@ impl LaunchedRunner {
                     Duration::from_millis(ms.saturating_add(request.kill_grace_ms))
                 })
             + BACKSTOP_MARGIN;
-        let sent = async {
-            if !welcomed {
-                // Not welcomed at its hello (its pid was not known then): welcomed now,
-                // with nothing to build ahead.
-                framed
-                    .send(ControllerMessage::Welcome {
-                        version: PROTOCOL_VERSION,
-                        protected_paths: None,
-                    })
-                    .await?;
-            }
-            framed
-                .send(ControllerMessage::Execute(Box::new(request)))
-                .await
-        };
-        if let Err(err) = sent.await {
+        // Welcomed at its hello (the checks above are the ones the handshake made before
+        // it welcomed the runner): only the work is left to send.
+        let sent = framed
+            .send(ControllerMessage::Execute(Box::new(request)))
+            .await;
+        if let Err(err) = sent {
             kill_runner(&mut child).await;
             return Outcome::fail(format!("cannot send the work to the runner: {err}"));
         }
@@ -656,24 +643,22 @@ async fn handshake(stream: LocalStream, hub: Arc<HubInner>) {
     let waiting = hub.pending.lock().ok().and_then(|mut p| p.remove(&token));
     match waiting {
         Some(pending) => {
-            // Welcomed at once when all is in order, so that it prepares while its work
-            // is made ready; anything else is left to the execution, which rejects it
-            // with the reason.
-            let welcomed = version == PROTOCOL_VERSION
-                && peer_pid.is_some()
-                && peer_pid == pending.pid
-                && framed
+            // Welcomed at once when all is in order (the runner's pid is known before
+            // its token is written), so that it prepares while its work is made ready;
+            // anything else is left to the execution, which makes the same checks and
+            // rejects it with the reason. A failed send shows there as a failed Execute.
+            if version == PROTOCOL_VERSION && peer_pid.is_some() && peer_pid == pending.pid {
+                let _ = framed
                     .send(ControllerMessage::Welcome {
                         version: PROTOCOL_VERSION,
                         protected_paths: Some(hub.protected_paths.clone()),
                     })
-                    .await
-                    .is_ok();
+                    .await;
+            }
             let _ = pending.accepted.send(Accepted {
                 framed,
                 version,
                 peer_pid,
-                welcomed,
             });
         }
         None => {
