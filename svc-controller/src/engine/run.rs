@@ -2,8 +2,7 @@
 //! trigger if there is one.
 
 use std::path::PathBuf;
-
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
@@ -114,18 +113,20 @@ pub(super) async fn run_task(
                 on_disk(move || {
                     files.remove();
                     engine.end_run(kind, &id, result, log);
-                    if !follow {
+                    let Some(runner) = next_runner else {
                         return AfterEnd::Separate;
-                    }
+                    };
                     match engine.take_next(kind, &id) {
                         Some((trigger, cancel)) => {
-                            let disk = begin_on_disk(&engine, kind, &id, &trigger);
+                            let begun = begin_on_disk(&engine, kind, &id, &trigger)
+                                .map(|disk| Begun::new(disk, runner));
                             AfterEnd::Next(Box::new(Next {
                                 trigger,
                                 cancel,
-                                disk,
+                                begun,
                             }))
                         }
+                        // (The runner taken for it is ended as it is dropped.)
                         None => AfterEnd::Ended,
                     }
                 })
@@ -144,23 +145,15 @@ pub(super) async fn run_task(
                     let Next {
                         trigger: next_trigger,
                         cancel: next_cancel,
-                        disk,
+                        begun,
                     } = *next;
                     trigger = next_trigger;
                     cancel = next_cancel;
-                    match (disk, next_runner) {
-                        (Some((context, prepared, files)), Some(runner)) => {
-                            let begun = Begun {
-                                context,
-                                prepared,
-                                files,
-                                runner,
-                            };
-                            carried = Some((permit, Box::new(begun)));
-                        }
+                    match begun {
+                        Some(begun) => carried = Some((permit, begun)),
                         // Its begin was refused (paused, or the service stopping): the
                         // loop's own begin finds that again and puts the trigger back.
-                        _ => drop(permit),
+                        None => drop(permit),
                     }
                     continue;
                 }
@@ -187,10 +180,10 @@ pub(super) async fn run_task(
 
 /// Counts a run task among those waiting for a permit for as long as it lives, also
 /// when the task is dropped while it waits.
-struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+struct Waiting<'a>(&'a AtomicUsize);
 
 impl<'a> Waiting<'a> {
-    fn new(waiters: &'a std::sync::atomic::AtomicUsize) -> Waiting<'a> {
+    fn new(waiters: &'a AtomicUsize) -> Waiting<'a> {
         waiters.fetch_add(1, Ordering::SeqCst);
         Waiting(waiters)
     }
@@ -206,7 +199,7 @@ impl Drop for Waiting<'_> {
 enum AfterEnd {
     /// Nothing: the task takes the next trigger itself.
     Separate,
-    /// It took the queued trigger and began its run (`disk`, or `None` when the run
+    /// It took the queued trigger and began its run (`begun`, or `None` when the run
     /// must not happen).
     Next(Box<Next>),
     /// It found the queue empty: the task is over.
@@ -217,7 +210,7 @@ enum AfterEnd {
 struct Next {
     trigger: Trigger,
     cancel: watch::Receiver<Option<String>>,
-    disk: Option<DiskBegun>,
+    begun: Option<Box<Begun>>,
 }
 
 /// What a run's begin does on disk ([`begin_on_disk`]).
@@ -299,6 +292,19 @@ struct Begun {
     runner: Box<dyn Runner>,
 }
 
+impl Begun {
+    /// Boxed: the run task holds it across its requeue's wait, and a task is as large
+    /// as the largest state it waits in.
+    fn new((context, prepared, files): DiskBegun, runner: Box<dyn Runner>) -> Box<Begun> {
+        Box::new(Begun {
+            context,
+            prepared,
+            files,
+            runner,
+        })
+    }
+}
+
 /// Files made for one run and removed when it ends, even when it could not start.
 #[derive(Clone, Default)]
 struct RunFiles {
@@ -322,10 +328,8 @@ impl RunFiles {
     }
 }
 
-/// Gets a run going, in one trip to the blocking pool: its counter (and, for a new block
-/// of counters, the state file written durably), its log created (and, when it takes the
-/// queued trigger the state file holds, the take record written), and its request prepared (user database, working and temporary directories,
-/// body file). Meanwhile a runner starts, unless one was started ahead (by a timer) and
+/// Gets a run going, in one trip to the blocking pool ([`begin_on_disk`]): its counter,
+/// what must be durable before its command starts, its log and its request. Meanwhile a runner starts, unless one was started ahead (by a timer) and
 /// is still fresh; it gets no work before all this is done. `None` when the run must not
 /// happen.
 async fn begin(
@@ -346,15 +350,7 @@ async fn begin(
         Some(runner) if runner.is_fresh() => runner,
         _ => engine.inner.executor.take().await,
     };
-    let (context, prepared, files) = join_blocking(disk).await?;
-    // Boxed: the run task holds it across its requeue's wait, and a task is as large
-    // as the largest state it waits in.
-    Some(Box::new(Begun {
-        context,
-        prepared,
-        files,
-        runner,
-    }))
+    Some(Begun::new(join_blocking(disk).await?, runner))
 }
 
 /// The disk part of a run's begin ([`begin`]): its counter, its log, the record of the
@@ -367,8 +363,10 @@ fn begin_on_disk(engine: &Engine, kind: Kind, id: &str, trigger: &Trigger) -> Op
     // After the log exists: a controller killed before this runs the trigger again at
     // its next start (this run, which never started its command, shows as interrupted);
     // killed after it, the run shows as interrupted only.
-    if let Some(queue_id) = taking {
-        engine.record_taken(kind, id, queue_id);
+    if let Some((path, queue_id)) = taking
+        && let Err(err) = crate::state::write_taken(&path, queue_id)
+    {
+        tracing::error!(job = id, path = %path.display(), error = %err, "cannot record that the queued trigger was taken");
     }
     let prepared = log.map(|log| (log, prepare(engine, &context, trigger, &mut files)));
     Some((context, prepared, files))
@@ -592,9 +590,10 @@ fn write_body_file(
 
 impl Engine {
     /// Gives the run its counter and marks the job started; `None` when the run must not
-    /// happen (job paused or gone, or the service is stopping). Also returns the ID of
-    /// the queued trigger the run takes when the state file holds it, whose taking the
-    /// caller records ([`Engine::record_taken`]) before the command starts.
+    /// happen (job paused or gone, or the service is stopping). Also returns, when the
+    /// run takes the queued trigger the state file holds, the job's take record and the
+    /// trigger's ID, for the caller to write ([`crate::state::write_taken`]) before the
+    /// command starts.
     ///
     /// Only what must be durable before the run's command starts is written: the state
     /// file when the counter leaves the reservation ([`COUNTER_BLOCK`] counters are
@@ -604,7 +603,7 @@ impl Engine {
     /// exactly once. The state file, rewritten later without the trigger, needs no sync
     /// before the command. Otherwise the started mark lives in memory and in the run's
     /// log, from which a start after a crash repairs the state.
-    fn begin_run(&self, kind: Kind, id: &str) -> Option<(RunContext, Option<u64>)> {
+    fn begin_run(&self, kind: Kind, id: &str) -> Option<(RunContext, Option<(PathBuf, u64)>)> {
         if self.is_shutting_down() {
             return None;
         }
@@ -663,27 +662,10 @@ impl Engine {
                 }
                 None
             }
-            BeginWrite::Taken(queue_id) => Some(queue_id),
+            BeginWrite::Taken(queue_id) => Some((crate::state::taken_path(&state_path), queue_id)),
         };
         self.changed();
         Some((context, taking))
-    }
-
-    /// Records durably in the job's take record that the run begun now took the queued
-    /// trigger `queue_id` ([`crate::state::write_taken`]). Blocking.
-    fn record_taken(&self, kind: Kind, id: &str, queue_id: u64) {
-        let Some(state_path) = self
-            .lock()
-            .map(kind)
-            .get(id)
-            .map(|entry| entry.state_path.clone())
-        else {
-            return;
-        };
-        let path = crate::state::taken_path(&state_path);
-        if let Err(err) = crate::state::write_taken(&path, queue_id) {
-            tracing::error!(job = id, path = %path.display(), error = %err, "cannot record that the queued trigger was taken");
-        }
     }
 
     /// Records the end of a run: finishes its log (renamed to its result), applies
