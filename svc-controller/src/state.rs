@@ -293,26 +293,16 @@ fn taken_check(id: u64) -> u32 {
 /// started then. The first write of a job creates the file and syncs its directory.
 /// Blocking.
 pub fn write_taken(path: &Path, id: u64) -> io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
-    let mut record = format!("taken = {id:016x} {:08x}\n", taken_check(id));
+    use std::os::unix::fs::FileExt as _;
+    let record = format!("taken = {id:016x} {:08x}\n", taken_check(id));
     debug_assert_eq!(record.len(), TAKEN_LEN);
-    record.truncate(TAKEN_LEN);
     match std::fs::OpenOptions::new().write(true).open(path) {
         Ok(file) => {
             file.write_all_at(record.as_bytes(), 0)?;
             file.sync_data()
         }
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(path)?;
-            file.write_all(record.as_bytes())?;
-            file.sync_all()?;
-            fsutil::sync_dir(path.parent().unwrap_or(Path::new(".")))
+            fsutil::atomic_write(path, record.as_bytes())
         }
         Err(err) => Err(err),
     }
