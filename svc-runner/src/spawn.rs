@@ -70,7 +70,7 @@ struct Prepared<'a> {
     /// Write end of the pipe on which the child reports why it could not execute.
     error: RawFd,
     /// The signals to set back to their default disposition.
-    handled: Vec<libc::c_int>,
+    handled: &'static [libc::c_int],
     pre_exec: PreExec<'a>,
 }
 
@@ -129,7 +129,7 @@ pub fn spawn(spec: &Spec<'_>, pre_exec: PreExec<'_>) -> io::Result<Child> {
         stdout: out_write.as_raw_fd(),
         stderr: err_write.as_raw_fd(),
         error: report_write.as_raw_fd(),
-        handled: handled_signals().to_vec(),
+        handled: handled_signals(),
         pre_exec,
     };
     let stack = Stack::new()?;
@@ -379,7 +379,7 @@ fn child_setup(prepared: &Prepared<'_>) -> io::Result<()> {
     // SAFETY: system calls on the child's own signal dispositions and mask, its
     // descriptor table and process group, with local or prepared arguments.
     unsafe {
-        for &signal in &prepared.handled {
+        for &signal in prepared.handled {
             libc::signal(signal, libc::SIG_DFL);
         }
         let mut empty = unsafe_zeroed_sigset();
@@ -477,7 +477,8 @@ mod tests {
             &[
                 "sh",
                 "-c",
-                "pwd; echo $PATH; [ $(ps -o pgid= $$) -eq $$ ] && echo own-group; \
+                "pwd; echo $PATH; read -r pid comm state ppid group rest < /proc/$$/stat; \
+                 [ \"$group\" -eq $$ ] && echo own-group; \
                  read x || echo stdin-empty; echo to-stderr >&2; exit 3",
             ],
             dir_text,
