@@ -154,7 +154,8 @@ mod tests {
             sandbox: Some(Sandbox {
                 write_paths: vec!["/var/lib/svc/job/backup_home".into()],
                 protected_paths: vec!["/var/lib/svc/state".into()],
-                readable_files: Vec::new(),
+                readable_dirs: Vec::new(),
+                attached: None,
             }),
             action: Action::Commands {
                 commands: vec!["echo 'hi'".into(), "false".into()],

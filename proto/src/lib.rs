@@ -12,7 +12,8 @@
 //!    [`ControllerMessage::Reject`] and closes). The runner was started ahead of its work:
 //!    it prepares what it can (the sandbox's part that depends on the service alone) and
 //!    waits for the one [`ControllerMessage::Execute`] the controller sends when the run
-//!    begins.
+//!    begins. That frame may carry a descriptor, the Landlock ruleset the controller
+//!    built for the run's job ([`fdpass`], [`Sandbox::attached`]).
 //! 3. The runner streams [`RunnerMessage`]s while it works and ends with exactly one
 //!    [`RunnerMessage::Finished`] (or [`RunnerMessage::Error`] when it could not start the
 //!    work at all), then closes. The controller may send [`ControllerMessage::Cancel`] at
@@ -23,14 +24,16 @@
 //! These are wire types: the controller converts them to and from its own domain types.
 
 pub mod codec;
+pub mod fdpass;
 mod message;
 pub mod redact;
+pub mod sandbox;
 
 pub use codec::{ControllerCodec, FrameCodec, ProtoError, RunnerCodec};
 pub use message::*;
 
 /// Version of this protocol. Bumped on any incompatible change of a message.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Largest frame either side accepts, in bytes of JSON.
 pub const MAX_FRAME_LEN: usize = 1024 * 1024;

@@ -13,7 +13,8 @@ pub enum ControllerMessage {
         version: u32,
         /// The service's protected paths (those of every run's [`Sandbox`]), so that the
         /// runner builds the part of the sandbox they decide while it waits for its work.
-        /// `None`: nothing to build ahead.
+        /// `None`: nothing to build ahead (none is needed, or the controller expects to
+        /// send a ruleset it built with the work).
         #[serde(default)]
         protected_paths: Option<Vec<String>>,
     },
@@ -121,24 +122,28 @@ pub struct ExecRequest {
     pub action: Action,
 }
 
-/// What the commands of a run may write and may not read: a Landlock ruleset the runner
-/// builds once per run and applies to each command between fork and exec. Every path is
-/// absolute.
+/// What the commands of a run may write and may not read: a Landlock ruleset applied to
+/// each command between fork and exec ([`crate::sandbox`]). Every path is absolute.
 ///
 /// Reading (and executing) is allowed everywhere except below `protected_paths`;
 /// writing only below `write_paths` (and a few character devices such as `/dev/null`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sandbox {
     /// Where the commands may also write, create, rename and remove: the working
-    /// directory, the run's temporary directory and the job's `write_paths`.
+    /// directory, the job's temporary directories and the job's `write_paths`.
     pub write_paths: Vec<String>,
     /// What the commands may not read, list nor execute: the controller's state, its
     /// configuration, its logs, the request bodies and temporary directories of runs.
     pub protected_paths: Vec<String>,
-    /// Files below a protected path that the commands may read all the same: the run's
-    /// own request body.
+    /// Directories below a protected path whose files the commands may read all the
+    /// same (without listing them): the job's own request bodies' directory.
     #[serde(default)]
-    pub readable_files: Vec<String>,
+    pub readable_dirs: Vec<String>,
+    /// Set when the controller built the ruleset of this sandbox itself and sends it
+    /// with the `Execute` frame that carries this request ([`crate::fdpass`]): the
+    /// summary line of that ruleset. `None`: the runner builds it.
+    #[serde(default)]
+    pub attached: Option<String>,
 }
 
 /// `setrlimit` values (soft and hard) applied to each command before it executes.

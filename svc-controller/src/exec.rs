@@ -9,18 +9,18 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use interprocess::local_socket::tokio::{Listener, Stream as LocalStream, prelude::*};
-use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
-use interprocess::os::unix::local_socket::ListenerOptionsExt;
+use proto::sandbox::Prepared;
 use proto::{ControllerCodec, ControllerMessage, ExecRequest, PROTOCOL_VERSION, RunnerMessage};
 use rand::distr::{Alphanumeric, SampleString};
 use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
 use tokio::process::{Child, Command};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, sleep_until, timeout};
@@ -28,6 +28,7 @@ use tokio_util::codec::Framed;
 
 use crate::fsutil;
 use crate::logstore::OutputKind;
+use crate::sandboxes::Sandboxes;
 
 /// How long a spawned runner has to connect and say hello.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -84,7 +85,7 @@ pub enum HubError {
 }
 
 struct Accepted {
-    framed: Framed<LocalStream, ControllerCodec>,
+    framed: Framed<UnixStream, ControllerCodec>,
     version: u32,
     peer_pid: Option<u32>,
 }
@@ -95,6 +96,10 @@ struct HubInner {
     /// What the sandbox of every run protects, sent with `Welcome` so that a runner
     /// builds that part of its sandbox while it waits for work.
     protected_paths: Vec<String>,
+    /// The rulesets kept for busy jobs: while one is in use, a runner is not asked to
+    /// build the service's part of a sandbox ahead, since it will most likely be sent a
+    /// whole one.
+    sandboxes: Sandboxes,
     /// Runners spawned and not yet connected, by one-time token.
     pending: Mutex<HashMap<String, Pending>>,
 }
@@ -194,7 +199,8 @@ const LAUNCHED_FRESH_FOR: Duration = Duration::from_secs(10);
 
 impl RunnerHub {
     /// Creates the socket in `runtime_dir` and starts accepting runners, which are told
-    /// `protected_paths` (see [`proto::Sandbox`]) as soon as they connect.
+    /// `protected_paths` (see [`proto::Sandbox`]) as soon as they connect, unless a
+    /// ruleset kept for a busy job is in use ([`RunnerHub::sandboxes`]).
     pub fn start(
         runtime_dir: &Path,
         runner_path: PathBuf,
@@ -216,19 +222,15 @@ impl RunnerHub {
             Err(err) if err.kind() == io::ErrorKind::NotFound => {}
             Err(err) => return Err(listen_err(err)),
         }
-        let name = socket_path
-            .clone()
-            .to_fs_name::<GenericFilePath>()
-            .map_err(listen_err)?;
-        let listener = ListenerOptions::new()
-            .name(name)
-            .mode(0o600)
-            .create_tokio()
+        let listener = UnixListener::bind(&socket_path).map_err(listen_err)?;
+        // Its directory (0700) already keeps everyone else out.
+        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))
             .map_err(listen_err)?;
         let inner = Arc::new(HubInner {
             socket_path: socket_path.clone(),
             runner_path,
             protected_paths,
+            sandboxes: Sandboxes::default(),
             pending: Mutex::new(HashMap::new()),
         });
         tokio::spawn(accept_loop(listener, Arc::downgrade(&inner)));
@@ -258,6 +260,12 @@ impl RunnerHub {
             Some(runner) => runner,
             None => self.launch().await,
         }
+    }
+
+    /// The rulesets kept for busy jobs, which the engine builds and this hub's runners
+    /// are sent with their requests.
+    pub fn sandboxes(&self) -> &Sandboxes {
+        &self.inner.sandboxes
     }
 
     /// Starts a spare runner in the background, unless one is being started.
@@ -345,11 +353,13 @@ impl RunnerHub {
 }
 
 impl LaunchedRunner {
-    /// Performs `request` in this runner. `cancel` ends the work early when it receives
-    /// a reason. Events go to `sink` as they happen.
+    /// Performs `request` in this runner, sending `ruleset` with it when the controller
+    /// built the run's sandbox ([`proto::Sandbox::attached`]). `cancel` ends the work
+    /// early when it receives a reason. Events go to `sink` as they happen.
     pub async fn execute(
         self,
         request: ExecRequest,
+        ruleset: Option<Arc<Prepared>>,
         cancel: &mut watch::Receiver<Option<String>>,
         sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
     ) -> Outcome {
@@ -424,9 +434,14 @@ impl LaunchedRunner {
             + BACKSTOP_MARGIN;
         // Welcomed at its hello (the checks above are the ones the handshake made before
         // it welcomed the runner): only the work is left to send.
-        let sent = framed
-            .send(ControllerMessage::Execute(Box::new(request)))
-            .await;
+        let execute = ControllerMessage::Execute(Box::new(request));
+        let sent = match ruleset.as_ref().and_then(|prepared| prepared.ruleset()) {
+            Some(fd) => match framed.flush().await {
+                Ok(()) => proto::fdpass::send_message_with_fd(framed.get_ref(), execute, fd).await,
+                Err(err) => Err(err),
+            },
+            None => framed.send(execute).await,
+        };
         if let Err(err) = sent {
             kill_runner(&mut child).await;
             return Outcome::fail(format!("cannot send the work to the runner: {err}"));
@@ -604,10 +619,10 @@ async fn kill_runner(child: &mut Child) {
     let _ = timeout(EXIT_WAIT, child.wait()).await;
 }
 
-async fn accept_loop(listener: Listener, hub: Weak<HubInner>) {
+async fn accept_loop(listener: UnixListener, hub: Weak<HubInner>) {
     loop {
         let stream = match listener.accept().await {
-            Ok(stream) => stream,
+            Ok((stream, _)) => stream,
             Err(err) => {
                 tracing::warn!(error = %err, "accepting a runner connection failed");
                 sleep(Duration::from_millis(50)).await;
@@ -620,9 +635,9 @@ async fn accept_loop(listener: Listener, hub: Weak<HubInner>) {
 }
 
 /// Reads the runner's hello and hands the connection to the execution that owns the token.
-async fn handshake(stream: LocalStream, hub: Arc<HubInner>) {
+async fn handshake(stream: UnixStream, hub: Arc<HubInner>) {
     let peer_pid = stream
-        .peer_creds()
+        .peer_cred()
         .ok()
         .and_then(|creds| creds.pid())
         .and_then(|pid| u32::try_from(pid).ok());
@@ -648,10 +663,12 @@ async fn handshake(stream: LocalStream, hub: Arc<HubInner>) {
             // anything else is left to the execution, which makes the same checks and
             // rejects it with the reason. A failed send shows there as a failed Execute.
             if version == PROTOCOL_VERSION && peer_pid.is_some() && peer_pid == pending.pid {
+                let protected_paths =
+                    (!hub.sandboxes.any_in_use()).then(|| hub.protected_paths.clone());
                 let _ = framed
                     .send(ControllerMessage::Welcome {
                         version: PROTOCOL_VERSION,
-                        protected_paths: Some(hub.protected_paths.clone()),
+                        protected_paths,
                     })
                     .await;
             }

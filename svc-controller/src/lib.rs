@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod password;
 pub mod replay;
 pub mod runtmp;
+pub mod sandboxes;
 pub mod schedule;
 pub mod state;
 pub mod statedir;

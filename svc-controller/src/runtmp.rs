@@ -1,10 +1,12 @@
-//! The temporary directory of each run: `$dir_base/var/lib/svc/tmp/<id>.<counter>`.
+//! The temporary directory of each run: `$dir_base/var/lib/svc/tmp/<id>/<counter>`.
 //!
 //! The controller creates it before the runner gets the work (mode 0700, handed to the
 //! job's user), the commands get it as `TMPDIR`, and the controller removes it when the
 //! run ends; at start it removes what runs interrupted by a crash left there. The parent
-//! directory belongs to root (mode 0711): a job's user reaches its own directory, lists
-//! nobody's, and cannot rename or replace any of them.
+//! directory and each job's directory in it belong to root (mode 0711): a job's user
+//! reaches its own run's directory, lists nobody's, and cannot rename or replace any of
+//! them. The job's directory stays from one run to the next, so that the job's sandbox,
+//! which grants writing below it, is the same for each run.
 //!
 //! Removal works without CAP_DAC_OVERRIDE (which the packaged unit does not grant),
 //! whatever the job left: directories of its user with any mode, symbolic links, deep
@@ -34,9 +36,14 @@ const PARENT_MODE: u32 = 0o711;
 /// Mode of a run's directory.
 const RUN_MODE: u32 = 0o700;
 
+/// The directory of job `id`, which holds the directories of its runs.
+pub fn job_dir(main: &MainConfig, id: &str) -> PathBuf {
+    main.dir_run_tmp().join(id)
+}
+
 /// The directory of run `counter` of job `id`.
 pub fn run_dir(main: &MainConfig, id: &str, counter: u64) -> PathBuf {
-    main.dir_run_tmp().join(format!("{id}.{counter}"))
+    job_dir(main, id).join(counter.to_string())
 }
 
 /// Creates the temporary directory of run `counter` of job `id` for the job's user
@@ -49,8 +56,8 @@ pub fn create(
     counter: u64,
     owner: Option<&Credentials>,
 ) -> Result<PathBuf, String> {
-    let parent = main.dir_run_tmp();
-    prepare_parent(&parent)?;
+    prepare_parent(&main.dir_run_tmp())?;
+    prepare_parent(&job_dir(main, id))?;
     let dir = run_dir(main, id, counter);
     let builder = {
         let mut builder = std::fs::DirBuilder::new();
@@ -78,7 +85,8 @@ pub fn create(
     Ok(dir)
 }
 
-/// Makes sure the parent exists as a real directory of ours with mode 0711.
+/// Makes sure `parent` (the runs' parent, or a job's directory) exists as a real
+/// directory of ours with mode 0711.
 fn prepare_parent(parent: &Path) -> Result<(), String> {
     if let Some(up) = parent.parent() {
         std::fs::create_dir_all(up).map_err(|e| format!("cannot create {}: {e}", up.display()))?;
@@ -103,27 +111,49 @@ fn prepare_parent(parent: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Removes every run directory left in the parent, such as those of runs a crash
-/// interrupted. Problems are logged; none stops the start.
+/// Removes every run directory left below the parent, such as those of runs a crash
+/// interrupted, and the jobs' directories that held them (made again by the next run).
+/// Problems are logged; none stops the start.
 pub fn remove_leftovers(main: &MainConfig) {
     let parent = main.dir_run_tmp();
-    let entries = match std::fs::read_dir(&parent) {
-        Ok(entries) => entries,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return,
-        Err(err) => {
-            tracing::warn!(dir = %parent.display(), error = %err, "cannot list the runs' temporary directories");
-            return;
+    for path in entries(&parent) {
+        // A job's directory is the controller's own, with the parent's mode; anything
+        // else there is a run's directory (as an earlier release laid them out).
+        let is_job_dir = std::fs::symlink_metadata(&path).is_ok_and(|meta| {
+            meta.is_dir()
+                && meta.uid() == Uid::effective().as_raw()
+                && meta.permissions().mode() & 0o7777 == PARENT_MODE
+        });
+        let runs = if is_job_dir {
+            entries(&path)
+        } else {
+            vec![path.clone()]
+        };
+        for run in runs {
+            match remove(&run) {
+                Ok(()) => {
+                    tracing::info!(dir = %run.display(), "removed the temporary directory of an interrupted run")
+                }
+                Err(err) => {
+                    tracing::warn!(dir = %run.display(), error = %err, "cannot remove a run's temporary directory")
+                }
+            }
         }
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        match remove(&path) {
-            Ok(()) => {
-                tracing::info!(dir = %path.display(), "removed the temporary directory of an interrupted run")
-            }
-            Err(err) => {
-                tracing::warn!(dir = %path.display(), error = %err, "cannot remove a run's temporary directory")
-            }
+        if is_job_dir && let Err(err) = remove(&path) {
+            tracing::warn!(dir = %path.display(), error = %err, "cannot remove a job's temporary directory");
+        }
+    }
+}
+
+/// The paths of the entries of `dir`; none when it cannot be listed (logged, but for a
+/// missing `dir`).
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries.flatten().map(|entry| entry.path()).collect(),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Vec::new(),
+        Err(err) => {
+            tracing::warn!(dir = %dir.display(), error = %err, "cannot list the runs' temporary directories");
+            Vec::new()
         }
     }
 }

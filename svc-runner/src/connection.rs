@@ -5,14 +5,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::os::fd::OwnedFd;
+
 use futures_util::{SinkExt as _, StreamExt as _};
-use interprocess::local_socket::tokio::Stream;
-use interprocess::local_socket::traits::tokio::Stream as _;
-use interprocess::local_socket::{GenericFilePath, ToFsName as _};
+use proto::fdpass::FdReader;
 use proto::{
     ControllerMessage, ExecRequest, PROTOCOL_VERSION, ProtoError, RunnerCodec, RunnerMessage,
 };
-use tokio::io::{ReadHalf, WriteHalf};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::watch;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
@@ -22,10 +23,11 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest token accepted on standard input, in bytes (newline excluded).
 pub const MAX_TOKEN_LEN: usize = 256;
 
-/// Reading half of the connection, decoding controller messages.
-pub type Reader = FramedRead<ReadHalf<Stream>, RunnerCodec>;
+/// Reading half of the connection, decoding controller messages and keeping the
+/// descriptor that may come with `Execute`.
+pub type Reader = FramedRead<FdReader, RunnerCodec>;
 /// Writing half of the connection, encoding runner messages.
-pub type Writer = FramedWrite<WriteHalf<Stream>, RunnerCodec>;
+pub type Writer = FramedWrite<OwnedWriteHalf, RunnerCodec>;
 
 /// Everything that can go wrong before the work starts.
 #[derive(Debug, thiserror::Error)]
@@ -36,15 +38,6 @@ pub enum ConnectionError {
     /// The token line is empty, too long or not UTF-8.
     #[error("invalid token on standard input: {0}")]
     TokenInvalid(&'static str),
-    /// The socket path is not usable as a local socket name.
-    #[error("invalid socket path {path}: {source}")]
-    SocketName {
-        /// The path given on the command line.
-        path: String,
-        /// Why it was refused.
-        #[source]
-        source: std::io::Error,
-    },
     /// Connecting to the controller failed.
     #[error("cannot connect to the controller at {path}: {source}")]
     Connect {
@@ -66,6 +59,9 @@ pub enum ConnectionError {
     /// The controller did not answer in time.
     #[error("the controller did not answer within {0:?}")]
     Timeout(Duration),
+    /// The request says that the sandbox's ruleset comes with it, and none came.
+    #[error("the controller sent the work without the sandbox's ruleset it announced")]
+    RulesetMissing,
 }
 
 /// Why the work must end before it is done.
@@ -160,22 +156,15 @@ pub fn read_token(input: impl std::io::Read) -> Result<String, ConnectionError> 
 
 /// Connects to the controller's socket at `path`.
 pub async fn connect(path: &Path) -> Result<(Reader, Writer), ConnectionError> {
-    let shown = path.display().to_string();
-    let name =
-        path.to_fs_name::<GenericFilePath>()
-            .map_err(|source| ConnectionError::SocketName {
-                path: shown.clone(),
-                source,
-            })?;
-    let stream = Stream::connect(name)
+    let stream = UnixStream::connect(path)
         .await
         .map_err(|source| ConnectionError::Connect {
-            path: shown,
+            path: path.display().to_string(),
             source,
         })?;
-    let (recv, send) = tokio::io::split(stream);
+    let (recv, send) = stream.into_split();
     Ok((
-        FramedRead::new(recv, RunnerCodec::new()),
+        FramedRead::new(FdReader::new(recv), RunnerCodec::new()),
         FramedWrite::new(send, RunnerCodec::new()),
     ))
 }
@@ -209,10 +198,25 @@ pub async fn handshake(
     }
 }
 
-/// Waits for the work, `Execute`, after the handshake.
-pub async fn receive_work(reader: &mut Reader) -> Result<Box<ExecRequest>, ConnectionError> {
+/// Waits for the work, `Execute`, after the handshake; returns it with the sandbox's
+/// ruleset when the controller sent it along ([`proto::Sandbox::attached`]).
+pub async fn receive_work(
+    reader: &mut Reader,
+) -> Result<(Box<ExecRequest>, Option<OwnedFd>), ConnectionError> {
     match next_message(reader).await? {
-        ControllerMessage::Execute(request) => Ok(request),
+        ControllerMessage::Execute(request) => {
+            let announced = request
+                .sandbox
+                .as_ref()
+                .is_some_and(|sandbox| sandbox.attached.is_some());
+            if !announced {
+                return Ok((request, None));
+            }
+            match reader.get_mut().take_fd() {
+                Some(ruleset) => Ok((request, Some(ruleset))),
+                None => Err(ConnectionError::RulesetMissing),
+            }
+        }
         ControllerMessage::Reject { reason } => Err(ConnectionError::Rejected(reason)),
         other => Err(ProtoError::Unexpected(kind(&other).into()).into()),
     }

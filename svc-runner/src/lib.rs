@@ -13,8 +13,11 @@ pub mod connection;
 pub mod credentials;
 pub mod http_call;
 pub mod process_tree;
-pub mod sandbox;
 pub mod spawn;
+
+/// The sandbox of the commands: built here or by the controller, applied by
+/// [`commands`] (shared with the controller, which builds it for busy jobs).
+pub use proto::sandbox;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -200,8 +203,8 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
             return RunnerExit::ConnectionFailed;
         }
     };
-    let request = match work {
-        Ok(request) => request,
+    let (request, attached_ruleset) = match work {
+        Ok(work) => work,
         Err(err) => {
             eprintln!("svc-runner: {err}");
             return RunnerExit::ConnectionFailed;
@@ -215,8 +218,12 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
 
     // Finished while the runner may still open every path (before it drops to the job's
     // user), once for all the commands.
-    let sandbox = match (&request.sandbox, &request.action) {
-        (Some(spec), Action::Commands { .. }) => match sandbox::prepare(spec, base) {
+    let sandbox = match (&request.sandbox, &request.action, attached_ruleset) {
+        (Some(spec), Action::Commands { .. }, Some(ruleset)) => Some(sandbox::Prepared::attached(
+            ruleset,
+            spec.attached.clone().unwrap_or_default(),
+        )),
+        (Some(spec), Action::Commands { .. }, None) => match sandbox::prepare(spec, base) {
             Ok(prepared) => Some(prepared),
             Err(err) => return report_error(&mut reporter, err).await,
         },

@@ -99,7 +99,7 @@ fn landlock(test: &str) -> bool {
 /// work/  tmp/  extra/            writable
 /// outside/readme                 readable, not writable
 /// protected/secret, other-body   neither
-/// protected/body                 readable: the run's own body
+/// protected/bodies/body          readable: the job's own bodies' directory
 /// link -> protected              a writable path swapped for a link
 /// ```
 struct Tree {
@@ -111,13 +111,20 @@ impl Tree {
     fn new() -> Tree {
         let dir = tempfile::tempdir().expect("tempdir");
         let base = std::fs::canonicalize(dir.path()).expect("canonical");
-        for sub in ["work", "tmp", "extra", "outside", "protected"] {
+        for sub in [
+            "work",
+            "tmp",
+            "extra",
+            "outside",
+            "protected",
+            "protected/bodies",
+        ] {
             std::fs::create_dir(base.join(sub)).expect("mkdir");
         }
         std::fs::write(base.join("outside/readme"), "readable\n").expect("write");
         std::fs::write(base.join("protected/secret"), "the-secret\n").expect("write");
         std::fs::write(base.join("protected/other-body"), "other-body\n").expect("write");
-        std::fs::write(base.join("protected/body"), "own-body\n").expect("write");
+        std::fs::write(base.join("protected/bodies/body"), "own-body\n").expect("write");
         std::os::unix::fs::symlink(base.join("protected"), base.join("link")).expect("link");
         Tree { _dir: dir, base }
     }
@@ -130,7 +137,8 @@ impl Tree {
         proto::Sandbox {
             write_paths: writable.iter().map(|sub| self.path(sub)).collect(),
             protected_paths: vec![self.path("protected")],
-            readable_files: vec![self.path("protected/body")],
+            readable_dirs: vec![self.path("protected/bodies")],
+            attached: None,
         }
     }
 }
@@ -141,7 +149,32 @@ async fn commands_write_only_below_the_writable_paths_and_read_no_protected_one(
         return;
     }
     let tree = Tree::new();
-    check_confinement(&tree, None).await;
+    check_confinement(&tree, Built::InRunner(None)).await;
+}
+
+/// The same with the ruleset built by the controller and sent with the request, as it is
+/// for a busy job.
+#[tokio::test]
+async fn a_ruleset_sent_with_the_work_confines_the_same() {
+    if !landlock("a_ruleset_sent_with_the_work_confines_the_same") {
+        return;
+    }
+    let tree = Tree::new();
+    check_confinement(&tree, Built::Sent).await;
+}
+
+/// A request that announces a ruleset and comes without one is not run.
+#[tokio::test]
+async fn a_request_without_the_ruleset_it_announces_is_not_run() {
+    let tree = Tree::new();
+    let mut c = start().await;
+    let mut request = commands_request(&["echo ran"], &tree.path("work"));
+    let mut sandbox = tree.sandbox(&["work"]);
+    sandbox.attached = Some("sandbox: built by the controller".into());
+    request.sandbox = Some(sandbox);
+    c.execute(request).await;
+    assert_eq!(c.exit_code().await, Some(2), "a connection failure");
+    assert!(c.next().await.is_none(), "nothing reported, nothing run");
 }
 
 /// The same, with the service's part of the sandbox built while the runner waited for
@@ -155,13 +188,25 @@ async fn a_sandbox_built_ahead_of_the_work_confines_the_same() {
     }
     for ahead in ["protected", "outside"] {
         let tree = Tree::new();
-        check_confinement(&tree, Some(vec![tree.path(ahead)])).await;
+        check_confinement(&tree, Built::InRunner(Some(vec![tree.path(ahead)]))).await;
     }
 }
 
-/// Runs commands that try every kind of access in `tree`'s sandbox, with `ahead` as the
-/// protected paths of the `Welcome`, and checks what each could do.
-async fn check_confinement(tree: &Tree, ahead: Option<Vec<String>>) {
+/// Who builds the ruleset of [`check_confinement`].
+enum Built {
+    /// The runner, with these protected paths in the `Welcome` to build ahead with.
+    InRunner(Option<Vec<String>>),
+    /// The controller (here the test), which sends it with the request.
+    Sent,
+}
+
+/// Runs commands that try every kind of access in `tree`'s sandbox, built as `built`
+/// says, and checks what each could do.
+async fn check_confinement(tree: &Tree, built: Built) {
+    let ahead = match &built {
+        Built::InRunner(ahead) => ahead.clone(),
+        Built::Sent => None,
+    };
     let mut c = start_with(ahead).await;
     let mut request = commands_request(
         &[
@@ -174,7 +219,8 @@ async fn check_confinement(tree: &Tree, ahead: Option<Vec<String>>) {
             "cat \"$B/protected/secret\" || echo refused-secret",
             "cat \"$B/protected/other-body\" || echo refused-other-body",
             "ls \"$B/protected\" || echo refused-listing",
-            "cat \"$B/protected/body\"",
+            "cat \"$B/protected/bodies/body\"",
+            "ls \"$B/protected/bodies\" || echo refused-bodies-listing",
             "echo to-null > /dev/null && head -c 5 /dev/zero | wc -c && \
              head -c 7 /dev/urandom | wc -c",
             "echo to-stderr > /dev/stderr",
@@ -184,8 +230,20 @@ async fn check_confinement(tree: &Tree, ahead: Option<Vec<String>>) {
     if let proto::Action::Commands { env, .. } = &mut request.action {
         env.push(("B".into(), tree.path("")));
     }
-    request.sandbox = Some(tree.sandbox(&["work", "tmp", "extra"]));
-    c.execute(request).await;
+    let mut sandbox = tree.sandbox(&["work", "tmp", "extra"]);
+    match built {
+        Built::InRunner(_) => {
+            request.sandbox = Some(sandbox);
+            c.execute(request).await;
+        }
+        Built::Sent => {
+            let prepared = svc_runner::sandbox::prepare(&sandbox, None).expect("ruleset");
+            sandbox.attached = Some(prepared.summary.clone());
+            request.sandbox = Some(sandbox);
+            let fd = prepared.ruleset().expect("a kernel with Landlock");
+            c.execute_with_fd(request, fd).await;
+        }
+    }
     let messages = c.until_finished().await;
     assert!(finished(&messages).0, "{messages:?}");
     let stdout = stdout_text(&messages);
@@ -203,6 +261,7 @@ async fn check_confinement(tree: &Tree, ahead: Option<Vec<String>>) {
             "refused-other-body",
             "refused-listing",
             "own-body",
+            "refused-bodies-listing",
             "5",
             "7",
         ],

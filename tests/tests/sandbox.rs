@@ -73,7 +73,7 @@ async fn each_run_gets_its_own_tmpdir_removed_when_it_ends() {
         let tmpdir = PathBuf::from(value(&texts, "tmpdir").expect("TMPDIR shown"));
         assert_eq!(
             tmpdir,
-            parent.join(format!("tmp-job.{counter}")),
+            parent.join("tmp-job").join(counter.to_string()),
             "{texts:?}"
         );
         let expected = format!("{} mode=700", uid.unwrap_or(own_uid));
@@ -89,16 +89,28 @@ async fn each_run_gets_its_own_tmpdir_removed_when_it_ends() {
         seen.push(tmpdir);
     }
     assert_ne!(seen[0], seen[1]);
-    let meta = std::fs::symlink_metadata(&parent).expect("the parent stays");
-    assert!(meta.is_dir());
-    assert_eq!(meta.uid(), own_uid);
-    assert_eq!(mode_of(&parent), 0o711);
+    // The parent and the job's directory stay (the job's sandbox grants writing below
+    // the latter), the service's own, closed to listing.
+    for dir in [parent.clone(), parent.join("tmp-job")] {
+        let meta = std::fs::symlink_metadata(&dir).expect("it stays");
+        assert!(meta.is_dir());
+        assert_eq!(meta.uid(), own_uid);
+        assert_eq!(mode_of(&dir), 0o711, "{}", dir.display());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tmpdirs_left_by_a_crash_are_removed_at_start() {
     let (builder, user, uid) = unit_like("tmpdirs_left_by_a_crash_are_removed_at_start");
     let parent = builder.dir_base().join("var/lib/svc/tmp");
+    // One as runs are laid out (in their job's directory), one as an earlier release
+    // laid them out (beside the jobs' directories).
+    let job_dir = parent.join("crashed");
+    std::fs::create_dir_all(&job_dir).expect("mkdir");
+    std::fs::set_permissions(&job_dir, std::fs::Permissions::from_mode(0o711)).expect("chmod");
+    let left_in_job = job_dir.join("7");
+    std::fs::create_dir(&left_in_job).expect("mkdir");
+    std::fs::write(left_in_job.join("f"), "data").expect("write");
     let left = parent.join("crashed.3");
     std::fs::create_dir_all(left.join("x/y")).expect("mkdir");
     std::fs::write(left.join("x/y/f"), "data").expect("write");
@@ -133,6 +145,10 @@ async fn tmpdirs_left_by_a_crash_are_removed_at_start() {
         left.display()
     );
     assert!(std::fs::symlink_metadata(parent.join("link.4")).is_err());
+    assert!(
+        std::fs::symlink_metadata(&job_dir).is_err(),
+        "the job's directory went too"
+    );
     assert_eq!(
         std::fs::read_to_string(outside.join("keep")).expect("read"),
         "kept"
@@ -187,7 +203,7 @@ async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() 
     let config = base.join("etc/svc");
     let logs = base.join("var/log/svc");
     let bodies = base.join("var/lib/svc/run");
-    let other_body = bodies.join("other.1.body");
+    let other_body = bodies.join("other/1.body");
     let d = |path: &Path| path.display().to_string();
     let probe = job_section(
         "probe",
@@ -313,7 +329,7 @@ async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() 
     let writable = format!(
         "writable: {}, {}, {};",
         d(&svc.dir_work("probe")),
-        d(&base.join("var/lib/svc/tmp/probe.1")),
+        d(&base.join("var/lib/svc/tmp/probe")),
         d(&extra)
     );
     assert!(
@@ -482,4 +498,84 @@ async fn check_names_bad_write_paths_with_file_section_key_and_value() {
         "{job}"
     );
     assert!(job.get("sandbox").is_none(), "shown only when off: {job}");
+}
+
+/// The run that follows another run of its job at once (a trigger waited in the queue)
+/// gets the ruleset the controller built for the job and sends with the request, instead
+/// of one its runner builds: it confines the same, and so does the run after it, which
+/// gets the same ruleset again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_of_a_busy_job_are_confined_by_the_ruleset_the_controller_keeps() {
+    let test = "runs_of_a_busy_job_are_confined_by_the_ruleset_the_controller_keeps";
+    if !landlock(test) {
+        return;
+    }
+    let builder = TestService::builder().svc("secret =");
+    let base = builder.dir_base().to_path_buf();
+    let outside = base.join("outside");
+    std::fs::create_dir(&outside).expect("mkdir");
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let flag = base.join("first-may-end");
+    let state = base.join("var/run/svc");
+    let d = |path: &Path| path.display().to_string();
+    let busy = job_section(
+        "busy",
+        &[
+            "path = /busy",
+            "secret = busy-secret",
+            &wait_for_flag(&flag),
+            "command = echo t > \"$TMPDIR/f\" && echo wrote-tmp",
+            "command = echo w > in-work && echo wrote-work",
+            &format!(
+                "command = echo o > {}/f-$SVC_JOB_COUNTER || echo refused-outside",
+                d(&outside)
+            ),
+            &format!("command = cat {}/secret || echo refused-secret", d(&state)),
+            "command = echo own-body=$(cat \"$SVC_REQUEST_BODY\")",
+        ],
+    );
+    let svc = builder.job_file("busy", busy).start().await;
+    svc.trigger_with_secret("/busy", b"body-1", "busy-secret")
+        .await
+        .assert_status(200);
+    svc.wait_run_started("busy", 1, WAIT).await;
+    // Queued while run 1 lasts: run 2 follows it at once, and run 3 follows run 2.
+    svc.trigger_with_secret("/busy", b"body-2", "busy-secret")
+        .await
+        .assert_status(200);
+    std::fs::write(&flag, "").expect("write flag");
+    svc.wait_run_started("busy", 2, WAIT).await;
+    svc.trigger_with_secret("/busy", b"body-3", "busy-secret")
+        .await
+        .assert_status(200);
+    for counter in 1..=3u64 {
+        let log = svc.wait_run_finished("busy", counter, WAIT).await;
+        let content = log.content();
+        let texts = log.texts();
+        assert_eq!(log.status, "success", "{content}");
+        let own_body = format!("own-body=body-{counter}");
+        for marker in [
+            "wrote-tmp",
+            "wrote-work",
+            "refused-outside",
+            "refused-secret",
+            own_body.as_str(),
+        ] {
+            assert!(
+                texts.iter().any(|t| t == marker),
+                "{marker} in run {counter}:\n{content}"
+            );
+        }
+        let line = texts
+            .iter()
+            .find(|t| t.starts_with("--- sandbox: landlock ABI "))
+            .unwrap_or_else(|| panic!("a sandbox line in run {counter}:\n{content}"));
+        assert!(
+            line.contains(&d(&base.join("var/lib/svc/tmp/busy"))) && line.contains(" enforced"),
+            "{line}"
+        );
+    }
+    for counter in 1..=3 {
+        assert!(!outside.join(format!("f-{counter}")).exists());
+    }
 }

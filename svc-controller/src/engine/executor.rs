@@ -8,11 +8,15 @@
 //! output, event by event) crosses it through the same `&mut dyn FnMut` sink as before,
 //! with nothing boxed per event.
 
+use std::sync::Arc;
+
 use futures_util::future::BoxFuture;
 use proto::ExecRequest;
+use proto::sandbox::Prepared;
 use tokio::sync::watch;
 
 use crate::exec::{LaunchedRunner, Outcome, RunEvent, RunnerHub};
+use crate::sandboxes::Sandboxes;
 
 /// Starts runners for the engine's runs.
 pub trait Executor: Send + Sync {
@@ -23,6 +27,13 @@ pub trait Executor: Send + Sync {
     /// Starts a runner now for a run that begins a little later (a timer's, shortly
     /// before its due time), so that its start-up is done by then.
     fn launch(&self) -> BoxFuture<'_, Box<dyn Runner>>;
+
+    /// Where the engine keeps the rulesets it builds for busy jobs, to send with their
+    /// requests; `None` when this executor takes none (every sandbox is then the
+    /// runner's to build).
+    fn sandboxes(&self) -> Option<&Sandboxes> {
+        None
+    }
 }
 
 /// A runner started ahead of its work, ready for one execution. Dropping it unused ends
@@ -32,12 +43,14 @@ pub trait Runner: Send + std::fmt::Debug {
     /// only).
     fn is_fresh(&self) -> bool;
 
-    /// Performs `request`. A reason received on `cancel` ends the work early; events go
-    /// to `sink` as they happen. Every failure ends as a failed [`Outcome`] with a
-    /// reason.
+    /// Performs `request`, with `ruleset` when the engine built the run's sandbox
+    /// ([`proto::Sandbox::attached`]). A reason received on `cancel` ends the work early;
+    /// events go to `sink` as they happen. Every failure ends as a failed [`Outcome`]
+    /// with a reason.
     fn execute<'a>(
         self: Box<Self>,
         request: ExecRequest,
+        ruleset: Option<Arc<Prepared>>,
         cancel: &'a mut watch::Receiver<Option<String>>,
         sink: &'a mut (dyn FnMut(RunEvent<'_>) + Send),
     ) -> BoxFuture<'a, Outcome>;
@@ -51,6 +64,10 @@ impl Executor for RunnerHub {
     fn launch(&self) -> BoxFuture<'_, Box<dyn Runner>> {
         Box::pin(async move { Box::new(RunnerHub::launch(self).await) as Box<dyn Runner> })
     }
+
+    fn sandboxes(&self) -> Option<&Sandboxes> {
+        Some(RunnerHub::sandboxes(self))
+    }
 }
 
 impl Runner for LaunchedRunner {
@@ -61,9 +78,12 @@ impl Runner for LaunchedRunner {
     fn execute<'a>(
         self: Box<Self>,
         request: ExecRequest,
+        ruleset: Option<Arc<Prepared>>,
         cancel: &'a mut watch::Receiver<Option<String>>,
         sink: &'a mut (dyn FnMut(RunEvent<'_>) + Send),
     ) -> BoxFuture<'a, Outcome> {
-        Box::pin(LaunchedRunner::execute(*self, request, cancel, sink))
+        Box::pin(LaunchedRunner::execute(
+            *self, request, ruleset, cancel, sink,
+        ))
     }
 }

@@ -265,7 +265,7 @@ pub fn job_request(
             data: job.limits.data,
         },
         keep_capabilities: run_as.is_root().then_some(job.capabilities),
-        sandbox: job.sandbox.then(|| sandbox(main, job, dir_work, data)),
+        sandbox: job.sandbox.then(|| sandbox(main, job, dir_work)),
         action: Action::Commands {
             commands: job.commands.clone(),
             env,
@@ -274,21 +274,31 @@ pub fn job_request(
     }
 }
 
-/// The sandbox of a run: writable are its working directory, its temporary directory and
-/// the job's `write_paths`; unreadable is what [`MainConfig::sandbox_protected_paths`]
-/// lists, but for the run's own request body.
-fn sandbox(main: &MainConfig, job: &JobConfig, dir_work: &Path, data: &RequestData) -> Sandbox {
+/// The sandbox of a job's runs: writable are its working directory, its temporary
+/// directories and the job's `write_paths`; unreadable is what
+/// [`MainConfig::sandbox_protected_paths`] lists, but for the files of the job's own
+/// request bodies. It is the same for every run of the job (no path in it names a run),
+/// so that a ruleset built for one run serves the next ([`crate::sandboxes`]).
+fn sandbox(main: &MainConfig, job: &JobConfig, dir_work: &Path) -> Sandbox {
     let text = |path: &Path| path.display().to_string();
-    let write_paths = std::iter::once(dir_work)
-        .chain(data.tmp_dir.as_deref())
+    let tmp = crate::runtmp::job_dir(main, &job.id);
+    let write_paths = [dir_work, tmp.as_path()]
+        .into_iter()
         .chain(job.write_paths.iter().map(PathBuf::as_path))
         .map(text)
         .collect();
     Sandbox {
         write_paths,
         protected_paths: protected_paths(main),
-        readable_files: data.body_path.iter().map(|path| text(path)).collect(),
+        readable_dirs: vec![text(&bodies_dir(main, &job.id))],
+        attached: None,
     }
+}
+
+/// The directory of the request bodies of job `id`'s runs (`<counter>.body`): the files
+/// in it are readable in the job's sandbox.
+pub fn bodies_dir(main: &MainConfig, id: &str) -> PathBuf {
+    main.dir_bodies().join(id)
 }
 
 /// What every run's sandbox keeps its commands from reading
@@ -404,8 +414,12 @@ mod tests {
         assert_eq!(dir_work, "/w");
         assert_eq!(request.timeout_ms, Some(2000));
         let sandbox = request.sandbox.expect("sandboxed by default");
-        assert_eq!(sandbox.write_paths, ["/w", "/t/deploy.9", "/srv/www"]);
-        assert_eq!(sandbox.readable_files, ["/run/body"]);
+        assert_eq!(
+            sandbox.write_paths,
+            ["/w", "/base/var/lib/svc/tmp/deploy", "/srv/www"]
+        );
+        assert_eq!(sandbox.readable_dirs, ["/base/var/lib/svc/run/deploy"]);
+        assert_eq!(sandbox.attached, None);
         assert_eq!(
             sandbox.protected_paths,
             [

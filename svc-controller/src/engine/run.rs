@@ -2,6 +2,7 @@
 //! trigger if there is one.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, watch};
@@ -118,7 +119,7 @@ pub(super) async fn run_task(
                     };
                     match engine.take_next(kind, &id) {
                         Some((trigger, cancel)) => {
-                            let begun = begin_on_disk(&engine, kind, &id, &trigger)
+                            let begun = begin_on_disk(&engine, kind, &id, &trigger, true)
                                 .map(|disk| Begun::new(disk, runner));
                             AfterEnd::Next(Box::new(Next {
                                 trigger,
@@ -216,9 +217,16 @@ struct Next {
 /// What a run's begin does on disk ([`begin_on_disk`]).
 type DiskBegun = (RunContext, Prepared, RunFiles);
 
-/// The log, and the request or why it could not be made; an error when the log could not
-/// be created (the request is then not made).
-type Prepared = std::io::Result<(RunLog, Result<proto::ExecRequest, String>)>;
+/// The log, and the work or why it could not be made; an error when the log could not be
+/// created (the work is then not made).
+type Prepared = std::io::Result<(RunLog, Result<Work, String>)>;
+
+/// What a runner is sent for a run: the request, and the ruleset of its sandbox when the
+/// engine built it (see [`crate::sandboxes`]).
+struct Work {
+    request: proto::ExecRequest,
+    ruleset: Option<Arc<proto::sandbox::Prepared>>,
+}
 
 /// What became of the trigger of a run that could not begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -344,7 +352,7 @@ async fn begin(
     }
     let disk = {
         let (engine, id, trigger) = (engine.clone(), id.to_string(), trigger.clone());
-        tokio::task::spawn_blocking(move || begin_on_disk(&engine, kind, &id, &trigger))
+        tokio::task::spawn_blocking(move || begin_on_disk(&engine, kind, &id, &trigger, false))
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
@@ -354,8 +362,16 @@ async fn begin(
 }
 
 /// The disk part of a run's begin ([`begin`]): its counter, its log, the record of the
-/// queued trigger it takes, its request. `None` when the run must not happen. Blocking.
-fn begin_on_disk(engine: &Engine, kind: Kind, id: &str, trigger: &Trigger) -> Option<DiskBegun> {
+/// queued trigger it takes, its request. `None` when the run must not happen. `busy`:
+/// the run follows another run of its job at once (its sandbox is then built here, for
+/// this run and the next ones). Blocking.
+fn begin_on_disk(
+    engine: &Engine,
+    kind: Kind,
+    id: &str,
+    trigger: &Trigger,
+    busy: bool,
+) -> Option<DiskBegun> {
     let (context, taking) = engine.begin_run(kind, id)?;
     let header = run_header(&context.def, context.counter, trigger.source);
     let mut files = RunFiles::default();
@@ -368,7 +384,7 @@ fn begin_on_disk(engine: &Engine, kind: Kind, id: &str, trigger: &Trigger) -> Op
     {
         tracing::error!(job = id, path = %path.display(), error = %err, "cannot record that the queued trigger was taken");
     }
-    let prepared = log.map(|log| (log, prepare(engine, &context, trigger, &mut files)));
+    let prepared = log.map(|log| (log, prepare(engine, &context, trigger, busy, &mut files)));
     Some((context, prepared, files))
 }
 
@@ -491,7 +507,10 @@ async fn perform(
             success: false,
             summary: error,
         },
-        Ok(exec_request) => {
+        Ok(Work {
+            request: exec_request,
+            ruleset,
+        }) => {
             if exec_request.sandbox.is_none()
                 && matches!(exec_request.action, proto::Action::Commands { .. })
             {
@@ -502,7 +521,9 @@ async fn perform(
                 );
             }
             let mut sink = |event: RunEvent<'_>| writer.event(event);
-            runner.execute(exec_request, cancel, &mut sink).await
+            runner
+                .execute(exec_request, ruleset, cancel, &mut sink)
+                .await
         }
     };
 
@@ -523,15 +544,17 @@ async fn perform(
 }
 
 /// Resolves credentials, prepares the working directory, the run's temporary directory
-/// and the request body file, and builds the runner request. The files it created are
-/// left in `files` for removal when the run ends, even on an error.
-/// Blocking (user database, `chown`, file writes).
+/// and the request body file, and builds the runner request, with the ruleset of its
+/// sandbox when one is kept for the job or it is `busy` ([`crate::sandboxes`]). The
+/// files it created are left in `files` for removal when the run ends, even on an
+/// error. Blocking (user database, `chown`, file writes, `stat`).
 fn prepare(
     engine: &Engine,
     context: &RunContext,
     trigger: &Trigger,
+    busy: bool,
     files: &mut RunFiles,
-) -> Result<proto::ExecRequest, String> {
+) -> Result<Work, String> {
     let main = &engine.inner.main;
     match &context.def {
         Def::Job(job) => {
@@ -553,20 +576,26 @@ fn prepare(
                 data.body_path = Some(path.clone());
                 files.body_file = Some(path);
             }
-            Ok(request::job_request(
-                main,
-                job,
-                context.counter,
-                &dir_work,
-                &run_as,
-                &data,
-            ))
+            let mut request =
+                request::job_request(main, job, context.counter, &dir_work, &run_as, &data);
+            let ruleset = match (&mut request.sandbox, engine.inner.executor.sandboxes()) {
+                (Some(spec), Some(sandboxes)) => {
+                    let ruleset = sandboxes.for_run(&job.id, spec, busy);
+                    spec.attached = ruleset.as_ref().map(|built| built.summary.clone());
+                    ruleset
+                }
+                _ => None,
+            };
+            Ok(Work { request, ruleset })
         }
         Def::Http(job) => {
             let (user, group) =
                 request::user_and_group(job.user.as_deref(), job.group.as_deref(), main);
             let run_as = request::resolve_run_as(user, group)?;
-            Ok(request::http_request(job, context.counter, &run_as))
+            Ok(Work {
+                request: request::http_request(job, context.counter, &run_as),
+                ruleset: None,
+            })
         }
     }
 }
@@ -580,10 +609,17 @@ fn write_body_file(
     run_as: &request::RunAs,
 ) -> Result<PathBuf, String> {
     use std::io::Write;
+    use std::os::unix::fs::DirBuilderExt;
     use std::os::unix::fs::OpenOptionsExt;
-    let dir = main.dir_bodies();
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let path = dir.join(format!("{id}.{counter}.body"));
+    // The job's directory (0711, the controller's) stays from one run to the next: its
+    // sandbox grants reading the files below it.
+    let dir = request::bodies_dir(main, id);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join(format!("{counter}.body"));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)

@@ -216,6 +216,7 @@ impl Runner for FakeRunner {
     fn execute<'a>(
         mut self: Box<Self>,
         request: ExecRequest,
+        _ruleset: Option<std::sync::Arc<proto::sandbox::Prepared>>,
         cancel: &'a mut watch::Receiver<Option<String>>,
         sink: &'a mut (dyn FnMut(RunEvent<'_>) + Send),
     ) -> BoxFuture<'a, Outcome> {

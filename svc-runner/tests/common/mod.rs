@@ -6,14 +6,13 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use futures_util::{SinkExt as _, StreamExt as _};
-use interprocess::local_socket::tokio::Stream;
-use interprocess::local_socket::traits::tokio::Listener as _;
-use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName as _};
 use proto::{
     Action, ControllerCodec, ControllerMessage, ExecRequest, OutputStream, PROTOCOL_VERSION,
     RunnerMessage,
 };
-use tokio::io::{AsyncWriteExt as _, ReadHalf, WriteHalf};
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::UnixListener;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::Child;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
@@ -27,18 +26,15 @@ pub const TOKEN: &str = "test-token-0123456789";
 pub struct Controller {
     pub dir: tempfile::TempDir,
     pub runner: Child,
-    pub reader: Option<FramedRead<ReadHalf<Stream>, ControllerCodec>>,
-    pub writer: Option<FramedWrite<WriteHalf<Stream>, ControllerCodec>>,
+    pub reader: Option<FramedRead<OwnedReadHalf, ControllerCodec>>,
+    pub writer: Option<FramedWrite<OwnedWriteHalf, ControllerCodec>>,
 }
 
 /// Starts the runner and accepts its connection; returns before any reply to `Hello`.
 pub async fn connect() -> (Controller, RunnerMessage) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("runner.sock");
-    let listener = ListenerOptions::new()
-        .name(path.clone().to_fs_name::<GenericFilePath>().expect("name"))
-        .create_tokio()
-        .expect("listen");
+    let listener = UnixListener::bind(&path).expect("listen");
     let mut runner = tokio::process::Command::new(env!("CARGO_BIN_EXE_svc-runner"))
         .arg("--socket")
         .arg(&path)
@@ -54,11 +50,11 @@ pub async fn connect() -> (Controller, RunnerMessage) {
         .await
         .expect("write token");
     drop(stdin);
-    let stream = tokio::time::timeout(STEP, listener.accept())
+    let (stream, _) = tokio::time::timeout(STEP, listener.accept())
         .await
         .expect("runner connects in time")
         .expect("accept");
-    let (read, write) = tokio::io::split(stream);
+    let (read, write) = stream.into_split();
     let mut controller = Controller {
         dir,
         runner,
@@ -107,6 +103,21 @@ impl Controller {
     pub async fn execute(&mut self, request: ExecRequest) {
         self.send(ControllerMessage::Execute(Box::new(request)))
             .await;
+    }
+
+    /// Sends `Execute` with `fd` attached, as the controller sends a ruleset it built.
+    pub async fn execute_with_fd(&mut self, request: ExecRequest, fd: std::os::fd::BorrowedFd<'_>) {
+        let writer = self.writer.as_mut().expect("connection open");
+        writer.flush().await.expect("flush");
+        let stream: &tokio::net::UnixStream = writer.get_ref().as_ref();
+        let message = ControllerMessage::Execute(Box::new(request));
+        tokio::time::timeout(
+            STEP,
+            proto::fdpass::send_message_with_fd(stream, message, fd),
+        )
+        .await
+        .expect("send in time")
+        .expect("send");
     }
 
     /// The next message, `None` on a clean close. Panics after [`STEP`].

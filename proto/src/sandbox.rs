@@ -1,28 +1,35 @@
-//! The file-system sandbox of a run's commands: one Landlock ruleset, built before any
-//! command is forked and applied in each command's process between fork and exec.
+//! The file-system sandbox of a run's commands: one Landlock ruleset, applied in each
+//! command's process between fork and exec.
 //!
 //! Landlock allows only what a rule grants, and a rule grants its rights on a whole
 //! hierarchy. So:
 //!
 //! - **Writing** (and everything else: creating, removing, renaming, truncating,
 //!   device ioctls) is granted below each writable path of the request (the working
-//!   directory, the run's temporary directory, the job's `write_paths`), and on
+//!   directory, the job's temporary directories, the job's `write_paths`), and on
 //!   `/dev/null`, `/dev/zero`, `/dev/full` and `/dev/tty`.
 //! - **Reading** (reading files, listing directories, executing, connecting to a Unix
 //!   socket) is granted everywhere except below the protected paths. "Everything except
-//!   P" is not a rule Landlock has: the runner walks from `/` down to each protected
+//!   P" is not a rule Landlock has: the builder walks from `/` down to each protected
 //!   path and grants reading on every entry beside the way that is neither a protected
 //!   path nor on the way to one. The directories on the way get no rule: they can be
 //!   passed through (Landlock does not restrict path walks) but not listed. The walk is
 //!   a snapshot: an entry created later beside one of those directories is not
 //!   readable.
-//! - The run's own request body, a file inside a protected directory, is readable.
+//! - The files of the job's own request bodies' directory, below a protected path, are
+//!   readable (not listable).
+//!
+//! Who builds it: the runner, for a run whose request carries only the [`Sandbox`]
+//! (the service's part, the walk, while it waits for its work: [`prepare_base`]); or the
+//! controller, once for a busy job, kept while it is still what a new build would give
+//! ([`Prepared::is_current`]) and sent to each of the job's runners with the request
+//! ([`crate::fdpass`]).
 //!
 //! The ruleset handles every file-system right this build knows (Landlock ABI up to
 //! [`NEWEST`]); a kernel with an older ABI enforces what it knows (best effort), one
 //! without Landlock enforces nothing. Which of the three happened is the summary line
-//! the runner logs for the run. Nothing is opened or allocated after the fork: the child
-//! only calls `landlock_restrict_self` on the prepared ruleset, after `no_new_privs`.
+//! logged for the run. Nothing is opened or allocated after the fork: the child only
+//! calls `landlock_restrict_self` on the prepared ruleset, after `no_new_privs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
@@ -30,6 +37,7 @@ use std::io;
 use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use landlock::{
     ABI, Access as _, AccessFs, BitFlags, CompatLevel, Compatible as _, PathBeneath, Ruleset,
@@ -60,13 +68,113 @@ pub struct Prepared {
     /// One line for the run's log: what is enforced, what is writable, what is not
     /// readable.
     pub summary: String,
+    /// What the rules were built from.
+    basis: Basis,
 }
 
 impl Prepared {
+    /// A ruleset built elsewhere (by the controller, sent with the request), with its
+    /// summary line.
+    pub fn attached(ruleset: OwnedFd, summary: String) -> Prepared {
+        Prepared {
+            ruleset: Some(ruleset),
+            summary,
+            basis: Basis::default(),
+        }
+    }
+
     /// The ruleset's descriptor, for [`restrict`] in each command's process.
     pub fn ruleset_fd(&self) -> Option<RawFd> {
         self.ruleset.as_ref().map(|fd| fd.as_raw_fd())
     }
+
+    /// The ruleset's descriptor, to send to a runner with its request.
+    pub fn ruleset(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd as _;
+        self.ruleset.as_ref().map(|fd| fd.as_fd())
+    }
+
+    /// Whether a new build would grant the same: every directory on the way to the
+    /// protected paths is the one walked, unchanged since (its modification time), and
+    /// changed no later than a second before the walk began (a change within the same
+    /// tick of the file system's clock would not show); every path a rule was added for
+    /// (or found missing) is still the same file (or still missing). Blocking: one
+    /// `stat` per path, no walk.
+    pub fn is_current(&self) -> bool {
+        self.basis.is_current()
+    }
+}
+
+/// How long before the walk a directory on the way must have last changed for a ruleset
+/// to be reused ([`Prepared::is_current`]): file-system clocks tick coarsely, so a change
+/// right before the walk may carry the same time as one right after.
+const SETTLED: Duration = Duration::from_secs(1);
+
+/// What a ruleset was built from ([`Prepared::is_current`]).
+#[derive(Debug, Default)]
+struct Basis {
+    /// A directory on the way changed too shortly before the walk, or a look failed:
+    /// the ruleset is for one run only.
+    unsettled: bool,
+    /// The directories walked, by path: their identity and modification time then
+    /// (`None`: missing or not a directory reached without links).
+    walked: Vec<(PathBuf, Option<DirMark>)>,
+    /// The paths a rule was added for, or that were found missing: their identity then.
+    granted: Vec<(PathBuf, Option<(u64, u64)>)>,
+}
+
+impl Basis {
+    fn is_current(&self) -> bool {
+        if self.unsettled {
+            return false;
+        }
+        let walked = self.walked.iter().all(|(path, then)| {
+            let now = nix::sys::stat::lstat(path.as_path())
+                .ok()
+                .filter(is_dir)
+                .map(|stat| dir_mark(&stat));
+            now == *then
+        });
+        walked
+            && self.granted.iter().all(|(path, then)| {
+                let now = nix::sys::stat::stat(path.as_path())
+                    .ok()
+                    .map(|stat| identity(&stat));
+                now == *then
+            })
+    }
+
+    /// Notes the directory `path` as walked (`stat`: what its descriptor showed).
+    fn walked(&mut self, path: &Path, stat: Option<&FileStat>, walk_began: SystemTime) {
+        let mark = stat.filter(|stat| is_dir(stat)).map(dir_mark);
+        if let Some((_, _, sec, nsec)) = mark {
+            let changed = u64::try_from(sec)
+                .ok()
+                .zip(u32::try_from(nsec).ok())
+                .map(|(sec, nsec)| SystemTime::UNIX_EPOCH + Duration::new(sec, nsec));
+            match changed {
+                Some(changed) if changed + SETTLED <= walk_began => {}
+                _ => self.unsettled = true,
+            }
+        }
+        self.walked.push((path.to_path_buf(), mark));
+    }
+
+    /// Notes `path` as granted (`stat`: what it was then; `None`: missing).
+    fn granted(&mut self, path: &Path, stat: Option<&FileStat>) {
+        self.granted.push((path.to_path_buf(), stat.map(identity)));
+    }
+}
+
+fn identity(stat: &FileStat) -> (u64, u64) {
+    (stat.st_dev, stat.st_ino)
+}
+
+/// A directory's device, inode and modification time (seconds, nanoseconds).
+type DirMark = (u64, u64, i64, i64);
+
+fn dir_mark(stat: &FileStat) -> DirMark {
+    (stat.st_dev, stat.st_ino, stat.st_mtime, stat.st_mtime_nsec)
 }
 
 /// What the running kernel offers.
@@ -134,6 +242,8 @@ enum Built {
         abi: i32,
         /// The protected paths as the kernel sees them ([`resolve`]).
         protected: Vec<PathBuf>,
+        /// The walk's directories.
+        basis: Basis,
     },
     /// The kernel enforces nothing; the summary line of the run.
     NotEnforced(Prepared),
@@ -184,11 +294,13 @@ fn build_base(protected_paths: &[String]) -> Result<Built, String> {
         .iter()
         .map(|path| resolve(Path::new(path)))
         .collect();
-    allow_reading_except(&mut ruleset, &protected)?;
+    let mut basis = Basis::default();
+    allow_reading_except(&mut ruleset, &protected, &mut basis)?;
     Ok(Built::Ruleset {
         ruleset,
         abi,
         protected,
+        basis,
     })
 }
 
@@ -197,30 +309,31 @@ fn build_base(protected_paths: &[String]) -> Result<Built, String> {
 /// path that leads into a protected one, a failing system call): the run must not go on
 /// without it. A kernel without Landlock is not an error: the summary says that nothing
 /// is enforced.
-pub fn prepare(spec: &proto::Sandbox, base: Option<Base>) -> Result<Prepared, String> {
+pub fn prepare(spec: &crate::Sandbox, base: Option<Base>) -> Result<Prepared, String> {
     let base = match base {
         Some(base) if base.protected_paths == spec.protected_paths => base,
         _ => prepare_base(&spec.protected_paths),
     };
-    let (mut ruleset, abi, protected) = match base.built? {
+    let (mut ruleset, abi, protected, mut basis) = match base.built? {
         Built::NotEnforced(prepared) => return Ok(prepared),
         Built::Ruleset {
             ruleset,
             abi,
             protected,
-        } => (ruleset, abi, protected),
+            basis,
+        } => (ruleset, abi, protected, basis),
     };
     let mut notes = Vec::new();
     for path in &spec.write_paths {
-        if !allow_writing(&mut ruleset, Path::new(path), &protected)? {
+        if !allow_writing(&mut ruleset, Path::new(path), &protected, &mut basis)? {
             notes.push(format!("{path} does not exist"));
         }
     }
     for (device, writable) in DEVICES {
-        allow_device(&mut ruleset, Path::new(device), *writable)?;
+        allow_device(&mut ruleset, Path::new(device), *writable, &mut basis)?;
     }
-    for file in &spec.readable_files {
-        allow_reading_file(&mut ruleset, Path::new(file))?;
+    for dir in &spec.readable_dirs {
+        allow_reading_files_below(&mut ruleset, Path::new(dir), &mut basis)?;
     }
     let ruleset: Option<OwnedFd> = ruleset.into();
     if ruleset.is_none() {
@@ -236,12 +349,17 @@ pub fn prepare(spec: &proto::Sandbox, base: Option<Base>) -> Result<Prepared, St
     if !notes.is_empty() {
         summary.push_str(&format!(" ({})", notes.join("; ")));
     }
-    Ok(Prepared { ruleset, summary })
+    Ok(Prepared {
+        ruleset,
+        summary,
+        basis,
+    })
 }
 
 fn not_enforced(why: &str) -> Prepared {
     Prepared {
         ruleset: None,
+        basis: Basis::default(),
         summary: format!(
             "sandbox: not enforced: {why}; the commands may read and write whatever their \
              user may"
@@ -314,10 +432,14 @@ fn allow_writing(
     ruleset: &mut RulesetCreated,
     path: &Path,
     protected: &[PathBuf],
+    basis: &mut Basis,
 ) -> Result<bool, String> {
     let fd = match nix::fcntl::open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()) {
         Ok(fd) => fd,
-        Err(Errno::ENOENT) => return Ok(false),
+        Err(Errno::ENOENT) => {
+            basis.granted(path, None);
+            return Ok(false);
+        }
         Err(err) => return Err(format!("cannot open {}: {err}", path.display())),
     };
     let real = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
@@ -334,22 +456,31 @@ fn allow_writing(
         }
     }
     let stat = fstat(&fd).map_err(|err| format!("cannot stat {}: {err}", path.display()))?;
+    basis.granted(path, Some(&stat));
     add(ruleset, fd, fitting(all_rights(), &stat), path)?;
     Ok(true)
 }
 
 /// Grants reading (and writing, when `writable`) on a character device, when it is one.
-fn allow_device(ruleset: &mut RulesetCreated, path: &Path, writable: bool) -> Result<(), String> {
+fn allow_device(
+    ruleset: &mut RulesetCreated,
+    path: &Path,
+    writable: bool,
+    basis: &mut Basis,
+) -> Result<(), String> {
     let Ok(fd) = nix::fcntl::open(
         path,
         OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     ) else {
+        basis.granted(path, None);
         return Ok(());
     };
     let Ok(stat) = fstat(&fd) else {
+        basis.unsettled = true;
         return Ok(());
     };
+    basis.granted(path, Some(&stat));
     if file_type(&stat) != SFlag::S_IFCHR {
         return Ok(());
     }
@@ -361,27 +492,38 @@ fn allow_device(ruleset: &mut RulesetCreated, path: &Path, writable: bool) -> Re
     add(ruleset, fd, rights, path)
 }
 
-/// Grants reading one file (not following a symbolic link), when it exists.
-fn allow_reading_file(ruleset: &mut RulesetCreated, path: &Path) -> Result<(), String> {
+/// Grants reading the files below directory `path` (not listing it), when it exists
+/// and is a directory reached without following a symbolic link at its end.
+fn allow_reading_files_below(
+    ruleset: &mut RulesetCreated,
+    path: &Path,
+    basis: &mut Basis,
+) -> Result<(), String> {
     let fd = match nix::fcntl::open(
         path,
-        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
     ) {
         Ok(fd) => fd,
-        Err(Errno::ENOENT) => return Ok(()),
+        Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => {
+            basis.granted(path, None);
+            return Ok(());
+        }
         Err(err) => return Err(format!("cannot open {}: {err}", path.display())),
     };
     let stat = fstat(&fd).map_err(|err| format!("cannot stat {}: {err}", path.display()))?;
-    if file_type(&stat) != SFlag::S_IFREG {
-        return Ok(());
-    }
+    basis.granted(path, Some(&stat));
     add(ruleset, fd, AccessFs::ReadFile.into(), path)
 }
 
 /// Grants reading everywhere except below the `protected` paths (see the module
 /// documentation).
-fn allow_reading_except(ruleset: &mut RulesetCreated, protected: &[PathBuf]) -> Result<(), String> {
+fn allow_reading_except(
+    ruleset: &mut RulesetCreated,
+    protected: &[PathBuf],
+    basis: &mut Basis,
+) -> Result<(), String> {
+    let walk_began = SystemTime::now();
     let on_the_way = ancestors(protected);
     if on_the_way.is_empty() {
         if protected.iter().any(|p| p == Path::new("/")) {
@@ -395,8 +537,11 @@ fn allow_reading_except(ruleset: &mut RulesetCreated, protected: &[PathBuf]) -> 
     for dir in &on_the_way {
         // A directory that is gone or was swapped for a link grants nothing: safe.
         let Ok(fd) = open_dir_no_symlinks(dir) else {
+            basis.walked(dir, None, walk_began);
             continue;
         };
+        // Before the listing: a change made after this look shows in a later one.
+        basis.walked(dir, fstat(&fd).ok().as_ref(), walk_began);
         let skip = skipped.get(dir.as_path());
         for name in list(&fd).map_err(|err| format!("cannot list {}: {err}", dir.display()))? {
             if skip.is_some_and(|skip| skip.contains(name.as_os_str())) {
@@ -601,6 +746,57 @@ mod tests {
                 .to_vec()
         );
         assert!(ancestors(&[]).is_empty());
+    }
+
+    /// A directory `a` with an old modification time holding directory `b`, and a basis
+    /// that walked `a` and granted `b`, as if the walk began `walk_began`.
+    fn walked_tree(walk_began: SystemTime) -> (tempfile::TempDir, PathBuf, PathBuf, Basis) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (dir.path().join("a"), dir.path().join("a/b"));
+        std::fs::create_dir_all(&b).expect("mkdir");
+        let old = nix::sys::time::TimeSpec::new(1_000_000, 0);
+        nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            &a,
+            &old,
+            &old,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        )
+        .expect("utimensat");
+        let mut basis = Basis::default();
+        basis.walked(&a, nix::sys::stat::lstat(&a).ok().as_ref(), walk_began);
+        basis.granted(&b, nix::sys::stat::stat(&b).ok().as_ref());
+        basis.granted(&a.join("missing"), None);
+        (dir, a, b, basis)
+    }
+
+    #[test]
+    fn a_ruleset_is_current_until_a_walked_directory_or_a_granted_path_changes() {
+        let (_dir, a, _b, basis) = walked_tree(SystemTime::now());
+        assert!(basis.is_current(), "nothing changed");
+        std::fs::write(a.join("new"), "").expect("write");
+        assert!(!basis.is_current(), "an entry was added beside the way");
+
+        let (_dir, _a, b, basis) = walked_tree(SystemTime::now());
+        std::fs::remove_dir(&b).expect("rmdir");
+        std::fs::create_dir(&b).expect("mkdir");
+        assert!(!basis.is_current(), "a granted directory was replaced");
+
+        let (_dir, a, _b, basis) = walked_tree(SystemTime::now());
+        std::fs::create_dir(a.join("missing")).expect("mkdir");
+        assert!(!basis.is_current(), "a path found missing appeared");
+    }
+
+    #[test]
+    fn a_walk_right_after_a_change_is_for_one_run_only() {
+        // The directory's time is 1,000,000 s after the epoch: a walk that began less
+        // than a second after it cannot tell a change made in the same clock tick.
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let (_dir, _a, _b, basis) = walked_tree(at + Duration::from_millis(500));
+        assert!(basis.unsettled);
+        assert!(!basis.is_current());
+        let (_dir, _a, _b, basis) = walked_tree(at + SETTLED);
+        assert!(basis.is_current());
     }
 
     #[test]

@@ -1,0 +1,203 @@
+//! The sandboxes of busy jobs: the Landlock ruleset of a job whose runs follow one
+//! another, built once by the controller and sent to each of the job's runners with its
+//! request while it stays what a new build would give.
+//!
+//! A runner builds its run's ruleset itself otherwise, most of it (the walk from `/`
+//! that grants reading everywhere but below the protected paths, about a millisecond of
+//! CPU) while it waits for its work. For a job that runs back to back (a flood of
+//! triggers, a queue that never empties) that is the largest part of each run's cost,
+//! and always the same result: so the run that follows another builds it here, on the
+//! engine's file-work thread, and later runs reuse it after a check of the paths it was
+//! built from ([`proto::sandbox::Prepared::is_current`]: one `stat` each, no walk).
+//!
+//! A kept ruleset goes after [`KEPT_IDLE`] without a run, is rebuilt after [`MAX_AGE`]
+//! whatever the checks say (the bound on how old a snapshot of the walk can be, as a
+//! runner started ahead may also wait that long for its work), and at most [`CAPACITY`]
+//! are kept: each holds a descriptor and kernel memory for its rules.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use proto::sandbox::Prepared;
+
+/// A kept ruleset with no run for this long is dropped.
+const KEPT_IDLE: Duration = Duration::from_secs(2);
+/// A kept ruleset is rebuilt once this old.
+const MAX_AGE: Duration = Duration::from_secs(10);
+/// Most rulesets kept at once (the least recently used goes first).
+const CAPACITY: usize = 32;
+
+/// The rulesets kept for busy jobs, by job ID.
+#[derive(Default)]
+pub struct Sandboxes {
+    kept: Mutex<HashMap<String, Arc<Kept>>>,
+}
+
+impl std::fmt::Debug for Sandboxes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandboxes")
+            .field("kept", &lock(&self.kept).len())
+            .finish()
+    }
+}
+
+struct Kept {
+    /// The sandbox it was built for (without [`proto::Sandbox::attached`]).
+    spec: proto::Sandbox,
+    prepared: Arc<Prepared>,
+    built_at: Instant,
+    used_at: Mutex<Instant>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Sandboxes {
+    /// The ruleset to send with a run of job `id` whose sandbox is `spec`: the one kept
+    /// for it when built for the same sandbox and still current; else, for a run that
+    /// follows another run of the job (`busy`), one built now and kept; else `None`, and
+    /// the runner builds it. A ruleset that cannot be built is left to the runner, which
+    /// reports why. Blocking (a `stat` per path it depends on; the walk when it builds).
+    pub fn for_run(&self, id: &str, spec: &proto::Sandbox, busy: bool) -> Option<Arc<Prepared>> {
+        let now = Instant::now();
+        let kept = lock(&self.kept).get(id).cloned();
+        if let Some(kept) = kept {
+            let fresh = now.duration_since(kept.built_at) < MAX_AGE
+                && now.duration_since(*lock(&kept.used_at)) < KEPT_IDLE;
+            if fresh && kept.spec == *spec && kept.prepared.is_current() {
+                *lock(&kept.used_at) = now;
+                return Some(kept.prepared.clone());
+            }
+            lock(&self.kept).remove(id);
+        }
+        if !busy {
+            return None;
+        }
+        let prepared = match proto::sandbox::prepare(spec, None) {
+            Ok(prepared) => Arc::new(prepared),
+            Err(err) => {
+                tracing::debug!(job = id, error = %err, "the sandbox is left to the runner");
+                return None;
+            }
+        };
+        // Without a ruleset (a kernel without Landlock) there is nothing to send: the
+        // runner's own build is as cheap.
+        prepared.ruleset()?;
+        let mut kept = lock(&self.kept);
+        kept.retain(|_, entry| now.duration_since(*lock(&entry.used_at)) < KEPT_IDLE);
+        if kept.len() >= CAPACITY
+            && let Some(oldest) = kept
+                .iter()
+                .min_by_key(|(_, entry)| *lock(&entry.used_at))
+                .map(|(id, _)| id.clone())
+        {
+            kept.remove(&oldest);
+        }
+        kept.insert(
+            id.to_string(),
+            Arc::new(Kept {
+                spec: spec.clone(),
+                prepared: prepared.clone(),
+                built_at: now,
+                used_at: Mutex::new(now),
+            }),
+        );
+        Some(prepared)
+    }
+
+    /// Whether a ruleset is kept that was used lately: a runner started now will then
+    /// most likely be sent one, and need not build the service's part of its own while
+    /// it waits.
+    pub fn any_in_use(&self) -> bool {
+        let now = Instant::now();
+        lock(&self.kept)
+            .values()
+            .any(|entry| now.duration_since(*lock(&entry.used_at)) < KEPT_IDLE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sandbox with `work` in a fresh directory writable and nothing protected: no
+    /// walk, so that whether it is current depends on `work` alone (a walk's directories
+    /// here, `/tmp` among them, change at any time while tests run).
+    fn spec(dir: &std::path::Path) -> proto::Sandbox {
+        std::fs::create_dir_all(dir.join("work")).expect("mkdir");
+        proto::Sandbox {
+            write_paths: vec![dir.join("work").display().to_string()],
+            protected_paths: Vec::new(),
+            readable_dirs: Vec::new(),
+            attached: None,
+        }
+    }
+
+    /// Whether the kernel has Landlock; says that the test is skipped when not.
+    fn landlock() -> bool {
+        let abi = proto::sandbox::kernel_abi();
+        if abi.is_none() {
+            eprintln!("skipped: needs a kernel with Landlock");
+        }
+        abi.is_some()
+    }
+
+    #[test]
+    fn only_a_busy_job_gets_a_ruleset_built_and_another_sandbox_gets_its_own() {
+        if !landlock() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (sandboxes, spec) = (Sandboxes::default(), spec(dir.path()));
+        assert!(
+            sandboxes.for_run("j", &spec, false).is_none(),
+            "not busy: the runner builds"
+        );
+        assert!(!sandboxes.any_in_use());
+        let built = sandboxes.for_run("j", &spec, true).expect("busy: built");
+        assert!(built.ruleset().is_some());
+        assert!(sandboxes.any_in_use());
+        assert!(
+            built.summary.starts_with("sandbox: landlock"),
+            "{}",
+            built.summary
+        );
+        let again = sandboxes.for_run("j", &spec, false).expect("kept");
+        assert!(Arc::ptr_eq(&built, &again), "reused, not built again");
+        assert!(
+            sandboxes.for_run("other", &spec, false).is_none(),
+            "kept per job"
+        );
+
+        let mut other = spec.clone();
+        other
+            .protected_paths
+            .push(dir.path().join("work").display().to_string());
+        assert!(
+            sandboxes.for_run("j", &other, false).is_none(),
+            "a ruleset built for another sandbox is not used"
+        );
+    }
+
+    #[test]
+    fn a_ruleset_is_rebuilt_when_a_path_it_depends_on_changes() {
+        if !landlock() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (sandboxes, spec) = (Sandboxes::default(), spec(dir.path()));
+        let first = sandboxes.for_run("j", &spec, true).expect("built");
+        let kept = sandboxes.for_run("j", &spec, true).expect("kept");
+        assert!(Arc::ptr_eq(&first, &kept));
+        // The working directory replaced: the rule of the first ruleset is for the old
+        // one, so the first is not sent again.
+        std::fs::remove_dir(dir.path().join("work")).expect("rmdir");
+        std::fs::create_dir(dir.path().join("work")).expect("mkdir");
+        let second = sandboxes.for_run("j", &spec, true).expect("rebuilt");
+        assert!(!Arc::ptr_eq(&first, &second));
+    }
+}
