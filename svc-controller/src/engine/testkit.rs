@@ -361,6 +361,20 @@ pub struct Harness {
     _dir: tempfile::TempDir,
 }
 
+/// Stops what could still write below the temporary directory once it is removed: a run
+/// task dropped with the test's runtime records its run as abandoned unless the engine
+/// is stopping, and the syncer may hold state writes. Without this, such a late write
+/// made its directories again and left them behind.
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.engine
+            .inner
+            .shutting_down
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.engine.inner.syncer.flush();
+    }
+}
+
 impl Harness {
     /// `svc` holds extra lines of the `[svc]` section, `jobs` the job sections.
     pub fn new(svc: &str, jobs: &str) -> Harness {
