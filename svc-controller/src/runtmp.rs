@@ -6,7 +6,9 @@
 //! directory and each job's directory in it belong to root (mode 0711): a job's user
 //! reaches its own run's directory, lists nobody's, and cannot rename or replace any of
 //! them. The job's directory stays from one run to the next, so that the job's sandbox,
-//! which grants writing below it, is the same for each run.
+//! which grants writing below it, is the same for each run; and so does, renamed, the
+//! directory of a run once emptied (the job's spare): a new directory costs an inode
+//! taken and, at its removal, one freed, work on the way to each run's start.
 //!
 //! Removal works without CAP_DAC_OVERRIDE (which the packaged unit does not grant),
 //! whatever the job left: directories of its user with any mode, symbolic links, deep
@@ -35,6 +37,10 @@ use crate::config::MainConfig;
 const PARENT_MODE: u32 = 0o711;
 /// Mode of a run's directory.
 const RUN_MODE: u32 = 0o700;
+/// Name, in a job's directory, of the emptied directory of an earlier run, kept for the
+/// job's next run ([`retire`], [`create`]); no run's directory has it (theirs are
+/// counters).
+const SPARE: &str = "spare";
 
 /// The directory of job `id`, which holds the directories of its runs.
 pub fn job_dir(main: &MainConfig, id: &str) -> PathBuf {
@@ -48,8 +54,9 @@ pub fn run_dir(main: &MainConfig, id: &str, counter: u64) -> PathBuf {
 
 /// Creates the temporary directory of run `counter` of job `id` for the job's user
 /// (`owner`, the run's credentials; `None` when the run keeps the controller's) and
-/// returns its path. One left by an earlier controller with the same name (the counter
-/// is never reused, so only after a state was lost) is removed first.
+/// returns its path: the job's spare renamed when there is one, else a new directory.
+/// One left by an earlier controller with the same name (the counter is never reused, so
+/// only after a state was lost) is removed first.
 pub fn create(
     main: &MainConfig,
     id: &str,
@@ -59,6 +66,12 @@ pub fn create(
     prepare_parent(&main.dir_run_tmp())?;
     prepare_parent(&job_dir(main, id))?;
     let dir = run_dir(main, id, counter);
+    // The spare is ours, empty, mode 0700 (see `retire`); only the controller can put
+    // anything in the job's directory.
+    if std::fs::rename(job_dir(main, id).join(SPARE), &dir).is_ok() {
+        hand_over(&dir, owner)?;
+        return Ok(dir);
+    }
     let builder = {
         let mut builder = std::fs::DirBuilder::new();
         builder.mode(RUN_MODE);
@@ -76,13 +89,19 @@ pub fn create(
     // The umask may have taken bits away; 0700 is what is meant either way.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(RUN_MODE))
         .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))?;
+    hand_over(&dir, owner)?;
+    Ok(dir)
+}
+
+/// Gives a run's directory to the job's user, when it has one and the controller may.
+fn hand_over(dir: &Path, owner: Option<&Credentials>) -> Result<(), String> {
     if let Some(creds) = owner
         && Uid::effective().is_root()
     {
-        std::os::unix::fs::chown(&dir, Some(creds.uid), Some(creds.gid))
+        std::os::unix::fs::chown(dir, Some(creds.uid), Some(creds.gid))
             .map_err(|e| format!("cannot hand {} to {}: {e}", dir.display(), creds.user_name))?;
     }
-    Ok(dir)
+    Ok(())
 }
 
 /// Makes sure `parent` (the runs' parent, or a job's directory) exists as a real
@@ -130,6 +149,12 @@ pub fn remove_leftovers(main: &MainConfig) {
             vec![path.clone()]
         };
         for run in runs {
+            if is_job_dir && run.file_name() == Some(std::ffi::OsStr::new(SPARE)) {
+                if let Err(err) = remove(&run) {
+                    tracing::warn!(dir = %run.display(), error = %err, "cannot remove a run's temporary directory");
+                }
+                continue;
+            }
             match remove(&run) {
                 Ok(()) => {
                     tracing::info!(dir = %run.display(), "removed the temporary directory of an interrupted run")
@@ -158,10 +183,40 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
     }
 }
 
+/// Empties the directory of a run that ended, as [`remove`] does, and keeps it as its
+/// job's spare for the next run ([`create`]), the controller's own with mode 0700; when
+/// the job has a spare already, removes it.
+pub fn retire(dir: &Path) -> io::Result<()> {
+    let Some((parent, name)) = emptied(dir)? else {
+        return Ok(());
+    };
+    match nix::fcntl::renameat2(
+        &parent,
+        name.as_bytes(),
+        &parent,
+        SPARE,
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    ) {
+        Ok(()) => Ok(()),
+        Err(Errno::EEXIST) => unlink(&parent, name.as_bytes(), UnlinkatFlags::RemoveDir),
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// Removes `dir` and everything in it (see the module documentation). The parent of
 /// `dir` must be a directory that only the controller may change. A missing `dir` is
 /// fine.
 pub fn remove(dir: &Path) -> io::Result<()> {
+    match emptied(dir)? {
+        Some((parent, name)) => unlink(&parent, name.as_bytes(), UnlinkatFlags::RemoveDir),
+        None => Ok(()),
+    }
+}
+
+/// Takes `dir` over and empties it; returns its parent, opened, and its name. `None`
+/// when there is nothing left to do: `dir` is missing, or was not a directory and is
+/// removed.
+fn emptied(dir: &Path) -> io::Result<Option<(OwnedFd, &std::ffi::OsStr)>> {
     let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -175,16 +230,17 @@ pub fn remove(dir: &Path) -> io::Result<()> {
     )?;
     let stat = match fstatat(&parent, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(stat) => stat,
-        Err(Errno::ENOENT) => return Ok(()),
+        Err(Errno::ENOENT) => return Ok(None),
         Err(err) => return Err(err.into()),
     };
     if !is_dir(&stat) {
-        return unlink(&parent, name.as_bytes(), UnlinkatFlags::NoRemoveDir);
+        unlink(&parent, name.as_bytes(), UnlinkatFlags::NoRemoveDir)?;
+        return Ok(None);
     }
     take_over(&parent, name.as_bytes(), &stat)?;
     let top = open_dir(&parent, name.as_bytes())?;
     empty(&top)?;
-    unlink(&parent, name.as_bytes(), UnlinkatFlags::RemoveDir)
+    Ok(Some((parent, name)))
 }
 
 /// Empties `top`, a directory already taken over.
@@ -356,6 +412,56 @@ mod tests {
         );
         // Gone already: fine.
         remove(&run).expect("remove again");
+    }
+
+    /// The main section of a configuration whose `dir_base` is `base`.
+    fn main_in(base: &Path) -> MainConfig {
+        let file = base.join("svc.conf");
+        std::fs::write(&file, format!("[svc]\ndir_base = {}\n", base.display())).expect("write");
+        crate::config::load(&file).expect("load").main
+    }
+
+    fn inode(path: &Path) -> u64 {
+        std::fs::symlink_metadata(path).expect("stat").ino()
+    }
+
+    #[test]
+    fn a_retired_run_directory_is_emptied_and_becomes_the_next_runs() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let main = main_in(base.path());
+        let first = create(&main, "j", 1, None).expect("create");
+        assert_eq!(first, run_dir(&main, "j", 1));
+        std::fs::create_dir_all(first.join("a/b")).expect("mkdir");
+        std::fs::write(first.join("a/b/f"), "left").expect("write");
+        mode(&first.join("a"), 0o500);
+        mode(&first, 0o755);
+        let reused = inode(&first);
+        retire(&first).expect("retire");
+        assert!(!first.exists());
+        let spare = job_dir(&main, "j").join(SPARE);
+        assert_eq!(
+            std::fs::read_dir(&spare).expect("list").count(),
+            0,
+            "emptied"
+        );
+        assert_eq!(
+            std::fs::metadata(&spare).expect("stat").mode() & 0o7777,
+            RUN_MODE
+        );
+
+        let second = create(&main, "j", 2, None).expect("create");
+        assert_eq!(second, run_dir(&main, "j", 2));
+        assert_eq!(inode(&second), reused, "the spare, renamed");
+        assert!(!spare.exists());
+        // A second run ending while the job has a spare: its directory goes.
+        let third = create(&main, "j", 3, None).expect("create");
+        retire(&second).expect("retire");
+        retire(&third).expect("retire");
+        assert!(!second.exists() && !third.exists());
+        assert!(spare.exists());
+        // At the next start, the spare goes with whatever else is left.
+        remove_leftovers(&main);
+        assert!(!job_dir(&main, "j").exists());
     }
 
     #[test]

@@ -80,12 +80,16 @@ async fn each_run_gets_its_own_tmpdir_removed_when_it_ends() {
         assert_eq!(value(&texts, "owner"), Some(expected.as_str()), "{texts:?}");
         let made = value(&texts, "made").expect("mktemp's file shown");
         assert!(Path::new(made).starts_with(&tmpdir), "{made} in {tmpdir:?}");
-        // Removed before the run's end is recorded, whatever the job left in it.
-        assert!(
-            std::fs::symlink_metadata(&tmpdir).is_err(),
-            "{} still exists after run {counter}",
-            tmpdir.display()
-        );
+        // Cleared once the run ended, whatever the job left in it (kept, emptied and
+        // renamed, for the next run).
+        svc_tests::wait_until(WAIT, "the run's TMPDIR is cleared", async || {
+            std::fs::symlink_metadata(&tmpdir).is_err()
+        })
+        .await;
+        let spare = parent.join("tmp-job/spare");
+        let meta = std::fs::symlink_metadata(&spare).expect("the emptied directory is kept");
+        assert_eq!((meta.uid(), mode_of(&spare)), (own_uid, 0o700));
+        assert_eq!(std::fs::read_dir(&spare).expect("list").count(), 0);
         seen.push(tmpdir);
     }
     assert_ne!(seen[0], seen[1]);

@@ -112,8 +112,7 @@ pub(super) async fn run_task(
             let after = {
                 let (engine, id) = (engine.clone(), id.clone());
                 on_disk_in_place(move || {
-                    files.remove();
-                    engine.end_run(kind, &id, result, log);
+                    engine.end_run(kind, &id, result, log, files);
                     let Some(runner) = next_runner else {
                         return AfterEnd::Separate;
                     };
@@ -321,7 +320,8 @@ struct RunFiles {
 }
 
 impl RunFiles {
-    /// Removes them. Blocking.
+    /// Removes them (the temporary directory is emptied and kept for a later run of the
+    /// job, see [`crate::runtmp::retire`]). Blocking.
     fn remove(&self) {
         if let Some(path) = &self.body_file
             && let Err(err) = std::fs::remove_file(path)
@@ -329,7 +329,7 @@ impl RunFiles {
             tracing::warn!(path = %path.display(), error = %err, "cannot remove a request body file");
         }
         if let Some(path) = &self.tmp_dir
-            && let Err(err) = crate::runtmp::remove(path)
+            && let Err(err) = crate::runtmp::retire(path)
         {
             tracing::warn!(path = %path.display(), error = %err, "cannot remove a run's temporary directory");
         }
@@ -720,11 +720,22 @@ impl Engine {
 
     /// Records the end of a run: finishes its log (renamed to its result), applies
     /// retention and updates the state, then hands the syncs that make all this durable
-    /// to the syncer (log data, the log directory once, the state file), so that the
-    /// job's next run need not wait for them. Blocking.
-    fn end_run(&self, kind: Kind, id: &str, result: RunResult, log: Option<RunLog>) {
+    /// to the syncer (log data, the log directory once, the state file), and the
+    /// clearing of the run's `files`, so that the job's next run need not wait for them.
+    /// Blocking.
+    fn end_run(
+        &self,
+        kind: Kind,
+        id: &str,
+        result: RunResult,
+        log: Option<RunLog>,
+        files: RunFiles,
+    ) {
         let had_log = log.is_some();
         let mut synced = super::syncer::RunEnd::default();
+        if files.body_file.is_some() || files.tmp_dir.is_some() {
+            synced.cleanup = Some(Box::new(move || files.remove()));
+        }
         let meta = log.and_then(|log| {
             let counter = log.counter();
             match log.finish(result) {
@@ -741,6 +752,9 @@ impl Engine {
         let (log_dir, snapshots_at_end) = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
+                // The job is gone: its log and files are still the syncer's to finish.
+                drop(registry);
+                self.inner.syncer.run_end(synced);
                 return;
             };
             entry.state.started = false;

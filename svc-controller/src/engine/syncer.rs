@@ -7,7 +7,9 @@
 //! So the run hands them to the one syncer thread, which takes everything queued since
 //! its last round and does each sync once per round: every log file, then every
 //! directory once, then the state file of every job once (written from the state at that
-//! moment, so several runs' ends cost one write). A power failure before a round ends
+//! moment, so several runs' ends cost one write). The run's own files (its temporary
+//! directory, its request body) are cleared there too, before the syncs, for the same
+//! reason: nothing that follows waits for it. A power failure before a round ends
 //! leaves a run that ended as interrupted, never a torn file or a reused counter: logs
 //! are renamed whole, the state file is replaced atomically, and the counters come from
 //! reserved blocks written before they are used.
@@ -30,6 +32,8 @@ pub(super) struct RunEnd {
     pub dir: Option<PathBuf>,
     /// The job's state file to write, keyed by its job (one write per key and round).
     pub state: Option<(String, Persist)>,
+    /// Clears the files the run used (see `run.rs`); done first in the round.
+    pub cleanup: Option<Persist>,
 }
 
 /// Counts the work queued and not yet done, so that [`Syncer::flush`] can wait for it.
@@ -122,9 +126,14 @@ fn run(rx: &Receiver<RunEnd>, outstanding: &Outstanding) {
 
 /// Syncs each log file, then each directory once, then writes each job's state once
 /// (the last write queued for it: each writes the state as it is when it runs).
-fn do_round(round: Vec<RunEnd>) {
+fn do_round(mut round: Vec<RunEnd>) {
     let mut dirs = BTreeSet::new();
     let mut states: Vec<(String, Persist)> = Vec::new();
+    for end in &mut round {
+        if let Some(cleanup) = end.cleanup.take() {
+            cleanup();
+        }
+    }
     for end in round {
         if let Some(file) = end.log_file
             && let Err(err) = file.sync_data()
@@ -193,8 +202,9 @@ mod tests {
         }
         // Four ends of runs of one job, each with its log and directory, queued while
         // the thread is held.
+        let cleanups = Arc::new(AtomicUsize::new(0));
         for _ in 0..4 {
-            let writes = writes.clone();
+            let (writes, cleanups) = (writes.clone(), cleanups.clone());
             syncer.run_end(RunEnd {
                 log_file: Some(File::open(&path).expect("open")),
                 dir: Some(dir.path().to_path_buf()),
@@ -204,6 +214,9 @@ mod tests {
                         writes.fetch_add(1, Ordering::SeqCst);
                     }),
                 )),
+                cleanup: Some(Box::new(move || {
+                    cleanups.fetch_add(1, Ordering::SeqCst);
+                })),
             });
         }
         assert_eq!(*lock(&syncer.outstanding.count), 5);
@@ -216,6 +229,8 @@ mod tests {
         assert_eq!(*lock(&syncer.outstanding.count), 0);
         // The four state writes of one job were done in one round: one of them ran.
         assert_eq!(writes.load(Ordering::SeqCst), 1);
+        // Each run's files were cleared, and before the flush returned.
+        assert_eq!(cleanups.load(Ordering::SeqCst), 4);
     }
 
     #[test]
