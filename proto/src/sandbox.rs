@@ -94,6 +94,13 @@ impl Prepared {
         self.ruleset.as_ref().map(|fd| fd.as_fd())
     }
 
+    /// Whether this ruleset may serve more than the run it was built for: no directory
+    /// on the way had changed less than a second before the walk ([`Prepared::is_current`]
+    /// is false for it from the start otherwise).
+    pub fn is_reusable(&self) -> bool {
+        !self.basis.unsettled
+    }
+
     /// Whether a new build would grant the same: every directory on the way to the
     /// protected paths is the one walked, unchanged since (its modification time), and
     /// changed no later than a second before the walk began (a change within the same
@@ -301,6 +308,26 @@ fn build_base(protected_paths: &[String]) -> Result<Built, String> {
         abi,
         protected,
         basis,
+    })
+}
+
+/// Whether every directory on the way to the protected paths of `spec` last changed at
+/// least a second ago, so that a ruleset built now may be reused ([`Prepared::is_current`]):
+/// one `lstat` per directory, no walk. A directory that cannot be looked at counts as
+/// settled (the build then finds what it finds). Blocking.
+pub fn is_settled(spec: &crate::Sandbox) -> bool {
+    let protected: Vec<PathBuf> = spec.protected_paths.iter().map(PathBuf::from).collect();
+    let now = SystemTime::now();
+    ancestors(&protected).iter().all(|dir| {
+        let Ok(stat) = nix::sys::stat::lstat(dir.as_path()) else {
+            return true;
+        };
+        let (sec, nsec) = (stat.st_mtime, stat.st_mtime_nsec);
+        let changed = u64::try_from(sec)
+            .ok()
+            .zip(u32::try_from(nsec).ok())
+            .map(|(sec, nsec)| SystemTime::UNIX_EPOCH + Duration::new(sec, nsec));
+        changed.is_some_and(|changed| changed + SETTLED <= now)
     })
 }
 

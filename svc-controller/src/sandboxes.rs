@@ -10,7 +10,9 @@
 //! engine's file-work thread, and later runs reuse it after a check of the paths it was
 //! built from ([`proto::sandbox::Prepared::is_current`]: one `stat` each, no walk).
 //!
-//! A kept ruleset goes after [`KEPT_IDLE`] without a run, is rebuilt after [`MAX_AGE`]
+//! None is built while a directory on the way to the protected paths changed less than a
+//! second ago (a ruleset built then would serve one run only): the runners then build
+//! theirs as for any other job. A kept ruleset goes after [`KEPT_IDLE`] without a run, is rebuilt after [`MAX_AGE`]
 //! whatever the checks say (the bound on how old a snapshot of the walk can be, as a
 //! runner started ahead may also wait that long for its work), and at most [`CAPACITY`]
 //! are kept: each holds a descriptor and kernel memory for its rules.
@@ -74,7 +76,10 @@ impl Sandboxes {
             }
             lock(&self.kept).remove(id);
         }
-        if !busy {
+        // While a directory on the way changes (a tree just made, a busy /tmp), a
+        // ruleset built now would serve one run only, and its walk would sit on the way
+        // to the command: the runners build theirs, walking ahead while they wait.
+        if !busy || !proto::sandbox::is_settled(spec) {
             return None;
         }
         let prepared = match proto::sandbox::prepare(spec, None) {
@@ -87,6 +92,10 @@ impl Sandboxes {
         // Without a ruleset (a kernel without Landlock) there is nothing to send: the
         // runner's own build is as cheap.
         prepared.ruleset()?;
+        if !prepared.is_reusable() {
+            // A change came right before the walk after all: for this run only.
+            return Some(prepared);
+        }
         let mut kept = lock(&self.kept);
         kept.retain(|_, entry| now.duration_since(*lock(&entry.used_at)) < KEPT_IDLE);
         if kept.len() >= CAPACITY
@@ -181,6 +190,23 @@ mod tests {
             sandboxes.for_run("j", &other, false).is_none(),
             "a ruleset built for another sandbox is not used"
         );
+    }
+
+    /// Protected paths in a directory made just now: a ruleset built now would serve one
+    /// run only, so none is built, and the runners build theirs.
+    #[test]
+    fn none_is_built_while_a_directory_on_the_way_has_just_changed() {
+        if !landlock() {
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (sandboxes, mut spec) = (Sandboxes::default(), spec(dir.path()));
+        let protected = dir.path().join("state");
+        std::fs::create_dir(&protected).expect("mkdir");
+        spec.protected_paths = vec![protected.display().to_string()];
+        assert!(!proto::sandbox::is_settled(&spec));
+        assert!(sandboxes.for_run("j", &spec, true).is_none());
+        assert!(!sandboxes.any_in_use(), "nothing kept: runners walk ahead");
     }
 
     #[test]
