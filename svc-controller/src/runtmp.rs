@@ -63,8 +63,8 @@ pub fn create(
     counter: u64,
     owner: Option<&Credentials>,
 ) -> Result<PathBuf, String> {
-    prepare_parent(&main.dir_run_tmp())?;
-    prepare_parent(&job_dir(main, id))?;
+    prepare_passage(&main.dir_run_tmp())?;
+    prepare_passage(&job_dir(main, id))?;
     let dir = run_dir(main, id, counter);
     // The spare is ours, empty, mode 0700 (see `retire`); only the controller can put
     // anything in the job's directory.
@@ -104,9 +104,11 @@ fn hand_over(dir: &Path, owner: Option<&Credentials>) -> Result<(), String> {
     Ok(())
 }
 
-/// Makes sure `parent` (the runs' parent, or a job's directory) exists as a real
-/// directory of ours with mode 0711.
-fn prepare_parent(parent: &Path) -> Result<(), String> {
+/// Makes sure `parent` exists as a real directory of ours with mode 0711, whatever the
+/// umask (the packaged unit's is 0077): a job's user passes through it to its own run's
+/// directory or file, lists nothing, and can change nothing in it. For the runs'
+/// temporary directories and a job's, and the request bodies' and a job's.
+pub fn prepare_passage(parent: &Path) -> Result<(), String> {
     if let Some(up) = parent.parent() {
         std::fs::create_dir_all(up).map_err(|e| format!("cannot create {}: {e}", up.display()))?;
     }

@@ -53,6 +53,7 @@ async fn each_run_gets_its_own_tmpdir_removed_when_it_ends() {
         "command = echo tmpdir=$TMPDIR",
         "command = echo owner=$(stat -c %u \"$TMPDIR\") mode=$(stat -c %a \"$TMPDIR\")",
         "command = f=$(mktemp) && echo made=$f",
+        "command = echo body=$(cat \"$SVC_REQUEST_BODY\")",
         // What a job may leave behind: a tree it closed to everyone, a link out.
         "command = mkdir -p \"$TMPDIR/a/b\" && echo data > \"$TMPDIR/a/b/f\" && \
          ln -s / \"$TMPDIR/a/root\" && chmod 000 \"$TMPDIR/a/b\" && chmod 500 \"$TMPDIR/a\"",
@@ -66,7 +67,10 @@ async fn each_run_gets_its_own_tmpdir_removed_when_it_ends() {
     let own_uid = nix::unistd::geteuid().as_raw();
     let mut seen: Vec<PathBuf> = Vec::new();
     for counter in 1..=2u64 {
-        svc.trigger("/tmp-job", b"", &[]).await.assert_status(200);
+        let body = format!("body-{counter}");
+        svc.trigger("/tmp-job", body.as_bytes(), &[])
+            .await
+            .assert_status(200);
         let log = svc.wait_run_finished("tmp-job", counter, WAIT).await;
         let texts = log.texts();
         assert_eq!(log.status, "success", "{}", log.content());
@@ -78,6 +82,9 @@ async fn each_run_gets_its_own_tmpdir_removed_when_it_ends() {
         );
         let expected = format!("{} mode=700", uid.unwrap_or(own_uid));
         assert_eq!(value(&texts, "owner"), Some(expected.as_str()), "{texts:?}");
+        // The job's user reads its body through the directories the controller made
+        // under the unit's umask.
+        assert_eq!(value(&texts, "body"), Some(body.as_str()), "{texts:?}");
         let made = value(&texts, "made").expect("mktemp's file shown");
         assert!(Path::new(made).starts_with(&tmpdir), "{made} in {tmpdir:?}");
         // Cleared once the run ended, whatever the job left in it (kept, emptied and

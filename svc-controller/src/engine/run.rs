@@ -609,16 +609,12 @@ fn write_body_file(
     run_as: &request::RunAs,
 ) -> Result<PathBuf, String> {
     use std::io::Write;
-    use std::os::unix::fs::DirBuilderExt;
     use std::os::unix::fs::OpenOptionsExt;
     // The job's directory (0711, the controller's) stays from one run to the next: its
     // sandbox grants reading the files below it.
     let dir = request::bodies_dir(main, id);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o711)
-        .create(&dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    crate::runtmp::prepare_passage(&main.dir_bodies())?;
+    crate::runtmp::prepare_passage(&dir)?;
     let path = dir.join(format!("{counter}.body"));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
