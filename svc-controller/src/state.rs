@@ -274,15 +274,10 @@ pub fn taken_path(state_path: &Path) -> PathBuf {
 /// Length of a take record: `taken = <16 hex digits> <8 hex digits of check>\n`.
 const TAKEN_LEN: usize = 34;
 
-/// The check of a take record: FNV-1a of the ID's bytes, folded to 32 bits.
+/// The check of a take record: the CRC-32 of the ID's bytes (`crc32fast`, which the
+/// gzip code already brings).
 fn taken_check(id: u64) -> u32 {
-    let hash = id
-        .to_be_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
-            (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-    (hash ^ (hash >> 32)) as u32
+    crc32fast::hash(&id.to_be_bytes())
 }
 
 /// Records durably that the queued trigger `id` was taken off the job's queue, before
