@@ -153,24 +153,27 @@ impl Basis {
 
     /// Notes the directory `path` as walked (`stat`: what its descriptor showed).
     fn walked(&mut self, path: &Path, stat: Option<&FileStat>, walk_began: SystemTime) {
-        let mark = stat.filter(|stat| is_dir(stat)).map(dir_mark);
-        if let Some((_, _, sec, nsec)) = mark {
-            let changed = u64::try_from(sec)
-                .ok()
-                .zip(u32::try_from(nsec).ok())
-                .map(|(sec, nsec)| SystemTime::UNIX_EPOCH + Duration::new(sec, nsec));
-            match changed {
-                Some(changed) if changed + SETTLED <= walk_began => {}
-                _ => self.unsettled = true,
-            }
+        let stat = stat.filter(|stat| is_dir(stat));
+        if stat.is_some_and(|stat| !settled_at(stat, walk_began)) {
+            self.unsettled = true;
         }
-        self.walked.push((path.to_path_buf(), mark));
+        self.walked.push((path.to_path_buf(), stat.map(dir_mark)));
     }
 
     /// Notes `path` as granted (`stat`: what it was then; `None`: missing).
     fn granted(&mut self, path: &Path, stat: Option<&FileStat>) {
         self.granted.push((path.to_path_buf(), stat.map(identity)));
     }
+}
+
+/// Whether the object `stat` describes last changed at least [`SETTLED`] before `at`
+/// (a time it cannot tell counts as not).
+fn settled_at(stat: &FileStat, at: SystemTime) -> bool {
+    let changed = u64::try_from(stat.st_mtime)
+        .ok()
+        .zip(u32::try_from(stat.st_mtime_nsec).ok())
+        .map(|(sec, nsec)| SystemTime::UNIX_EPOCH + Duration::new(sec, nsec));
+    changed.is_some_and(|changed| changed + SETTLED <= at)
 }
 
 fn identity(stat: &FileStat) -> (u64, u64) {
@@ -316,19 +319,16 @@ fn build_base(protected_paths: &[String]) -> Result<Built, String> {
 /// one `lstat` per directory, no walk. A directory that cannot be looked at counts as
 /// settled (the build then finds what it finds). Blocking.
 pub fn is_settled(spec: &crate::Sandbox) -> bool {
-    let protected: Vec<PathBuf> = spec.protected_paths.iter().map(PathBuf::from).collect();
+    // The directories the walk would take: those on the way to the resolved paths.
+    let protected: Vec<PathBuf> = spec
+        .protected_paths
+        .iter()
+        .map(|path| resolve(Path::new(path)))
+        .collect();
     let now = SystemTime::now();
-    ancestors(&protected).iter().all(|dir| {
-        let Ok(stat) = nix::sys::stat::lstat(dir.as_path()) else {
-            return true;
-        };
-        let (sec, nsec) = (stat.st_mtime, stat.st_mtime_nsec);
-        let changed = u64::try_from(sec)
-            .ok()
-            .zip(u32::try_from(nsec).ok())
-            .map(|(sec, nsec)| SystemTime::UNIX_EPOCH + Duration::new(sec, nsec));
-        changed.is_some_and(|changed| changed + SETTLED <= now)
-    })
+    ancestors(&protected)
+        .iter()
+        .all(|dir| nix::sys::stat::lstat(dir.as_path()).map_or(true, |stat| settled_at(&stat, now)))
 }
 
 /// Builds the ruleset of `spec`, on `base` when it was built for the same protected
@@ -701,17 +701,10 @@ fn is_dir(stat: &FileStat) -> bool {
 /// The Landlock ABI version this kernel offers; `None` without Landlock (not built in,
 /// not enabled at boot, or refused by a system call filter).
 pub fn kernel_abi() -> Option<u32> {
-    // SAFETY: the version query (a null attribute, size 0 and the VERSION flag) reads
-    // and writes no memory.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    u32::try_from(abi).ok().filter(|abi| *abi >= 1)
+    match kernel_support() {
+        Support::Abi(abi) => u32::try_from(abi).ok(),
+        Support::Disabled | Support::Missing | Support::Refused(_) => None,
+    }
 }
 
 /// Applies the ruleset to the calling (child) process; `no_new_privs` must be set.
