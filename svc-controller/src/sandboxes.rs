@@ -33,7 +33,7 @@ const CAPACITY: usize = 32;
 /// The rulesets kept for busy jobs, by job ID.
 #[derive(Default)]
 pub struct Sandboxes {
-    kept: Mutex<HashMap<String, Arc<Kept>>>,
+    kept: Mutex<HashMap<String, Kept>>,
 }
 
 impl std::fmt::Debug for Sandboxes {
@@ -49,7 +49,14 @@ struct Kept {
     spec: proto::Sandbox,
     prepared: Arc<Prepared>,
     built_at: Instant,
-    used_at: Mutex<Instant>,
+    used_at: Instant,
+}
+
+impl Kept {
+    /// Whether it was used lately enough to be kept at `now`.
+    fn in_use(&self, now: Instant) -> bool {
+        now.duration_since(self.used_at) < KEPT_IDLE
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -66,15 +73,25 @@ impl Sandboxes {
     /// reports why. Blocking (a `stat` per path it depends on; the walk when it builds).
     pub fn for_run(&self, id: &str, spec: &proto::Sandbox, busy: bool) -> Option<Arc<Prepared>> {
         let now = Instant::now();
-        let kept = lock(&self.kept).get(id).cloned();
-        if let Some(kept) = kept {
-            let fresh = now.duration_since(kept.built_at) < MAX_AGE
-                && now.duration_since(*lock(&kept.used_at)) < KEPT_IDLE;
-            if fresh && kept.spec == *spec && kept.prepared.is_current() {
-                *lock(&kept.used_at) = now;
-                return Some(kept.prepared.clone());
+        let candidate = lock(&self.kept)
+            .get(id)
+            .filter(|kept| {
+                kept.in_use(now)
+                    && now.duration_since(kept.built_at) < MAX_AGE
+                    && kept.spec == *spec
+            })
+            .map(|kept| kept.prepared.clone());
+        // Checked without the lock: a `stat` per path.
+        match candidate {
+            Some(prepared) if prepared.is_current() => {
+                if let Some(kept) = lock(&self.kept).get_mut(id) {
+                    kept.used_at = now;
+                }
+                return Some(prepared);
             }
-            lock(&self.kept).remove(id);
+            _ => {
+                lock(&self.kept).remove(id);
+            }
         }
         // While a directory on the way changes (a tree just made, a busy /tmp), a
         // ruleset built now would serve one run only, and its walk would sit on the way
@@ -97,23 +114,23 @@ impl Sandboxes {
             return Some(prepared);
         }
         let mut kept = lock(&self.kept);
-        kept.retain(|_, entry| now.duration_since(*lock(&entry.used_at)) < KEPT_IDLE);
+        kept.retain(|_, entry| entry.in_use(now));
         if kept.len() >= CAPACITY
             && let Some(oldest) = kept
                 .iter()
-                .min_by_key(|(_, entry)| *lock(&entry.used_at))
+                .min_by_key(|(_, entry)| entry.used_at)
                 .map(|(id, _)| id.clone())
         {
             kept.remove(&oldest);
         }
         kept.insert(
             id.to_string(),
-            Arc::new(Kept {
+            Kept {
                 spec: spec.clone(),
                 prepared: prepared.clone(),
                 built_at: now,
-                used_at: Mutex::new(now),
-            }),
+                used_at: now,
+            },
         );
         Some(prepared)
     }
@@ -123,9 +140,7 @@ impl Sandboxes {
     /// it waits.
     pub fn any_in_use(&self) -> bool {
         let now = Instant::now();
-        lock(&self.kept)
-            .values()
-            .any(|entry| now.duration_since(*lock(&entry.used_at)) < KEPT_IDLE)
+        lock(&self.kept).values().any(|entry| entry.in_use(now))
     }
 }
 
