@@ -239,6 +239,13 @@ impl Entry {
         let trigger = self.queued.take()?;
         Some((trigger, self.queued_id.take()))
     }
+
+    /// Whether the queued trigger, if any, may run as soon as the job's run ends: a
+    /// paused job keeps it for the resume, a stopping service (`stopping`) keeps it in
+    /// the state file for the next start, and a removed job has no more runs.
+    fn queue_may_run(&self, stopping: bool) -> bool {
+        !stopping && !self.retired && !self.state.paused
+    }
 }
 
 #[derive(Debug, Default)]

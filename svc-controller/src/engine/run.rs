@@ -337,9 +337,9 @@ impl RunFiles {
 }
 
 /// Gets a run going, in one trip to the blocking pool ([`begin_on_disk`]): its counter,
-/// what must be durable before its command starts, its log and its request. Meanwhile a runner starts, unless one was started ahead (by a timer) and
-/// is still fresh; it gets no work before all this is done. `None` when the run must not
-/// happen.
+/// what must be durable before its command starts, its log and its request. Meanwhile a
+/// runner starts, unless one was started ahead (by a timer) and is still fresh; it gets
+/// no work before all this is done. `None` when the run must not happen.
 async fn begin(
     engine: &Engine,
     kind: Kind,
@@ -879,9 +879,10 @@ impl Engine {
     /// over now (a hint: the queue may change before).
     fn has_runnable_queue(&self, kind: Kind, id: &str) -> bool {
         let stopping = self.is_shutting_down();
-        self.lock().map(kind).get(id).is_some_and(|entry| {
-            entry.queued.is_some() && !stopping && !entry.retired && !entry.state.paused
-        })
+        self.lock()
+            .map(kind)
+            .get(id)
+            .is_some_and(|entry| entry.queued.is_some() && entry.queue_may_run(stopping))
     }
 
     /// After a run: hands over the queued trigger with a fresh cancel channel, or marks
@@ -891,17 +892,15 @@ impl Engine {
         kind: Kind,
         id: &str,
     ) -> Option<(Trigger, watch::Receiver<Option<String>>)> {
-        let stopping = self
-            .inner
-            .shutting_down
-            .load(std::sync::atomic::Ordering::SeqCst);
+        let stopping = self.is_shutting_down();
         let mut registry = self.lock();
         let next = match registry.map(kind).get_mut(id) {
             Some(entry) => {
-                // A paused job keeps its queued trigger for the resume, and a stopping
-                // service keeps it (in the state file) for the next start.
-                let runnable = !stopping && !entry.retired && !entry.state.paused;
-                let next = if runnable { entry.take_queued() } else { None };
+                let next = if entry.queue_may_run(stopping) {
+                    entry.take_queued()
+                } else {
+                    None
+                };
                 match next {
                     Some((trigger, queue_id)) => {
                         let (cancel, cancel_rx) = watch::channel(None);
