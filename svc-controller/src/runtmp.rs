@@ -1,7 +1,7 @@
 //! The temporary directory of each run: `$dir_base/var/lib/svc/tmp/<id>/<counter>`.
 //!
 //! The controller creates it before the runner gets the work (mode 0700, handed to the
-//! job's user), the commands get it as `TMPDIR`, and the controller removes it when the
+//! job's user), the commands get it as `TMPDIR`, and the controller empties it when the
 //! run ends; at start it removes what runs interrupted by a crash left there. The parent
 //! directory and each job's directory in it belong to root (mode 0711): a job's user
 //! reaches its own run's directory, lists nobody's, and cannot rename or replace any of
@@ -63,15 +63,16 @@ pub fn create(
     counter: u64,
     owner: Option<&Credentials>,
 ) -> Result<PathBuf, String> {
-    prepare_passage(&main.dir_run_tmp())?;
-    prepare_passage(&job_dir(main, id))?;
+    let job = job_dir(main, id);
     let dir = run_dir(main, id, counter);
-    // The spare is ours, empty, mode 0700 (see `retire`); only the controller can put
-    // anything in the job's directory.
-    if std::fs::rename(job_dir(main, id).join(SPARE), &dir).is_ok() {
+    // The spare is ours, empty, mode 0700 (see `retire`), in a job's directory made and
+    // checked below by an earlier run; only the controller can put anything there.
+    if std::fs::rename(job.join(SPARE), &dir).is_ok() {
         hand_over(&dir, owner)?;
         return Ok(dir);
     }
+    prepare_passage(&main.dir_run_tmp())?;
+    prepare_passage(&job)?;
     let builder = {
         let mut builder = std::fs::DirBuilder::new();
         builder.mode(RUN_MODE);
@@ -151,13 +152,10 @@ pub fn remove_leftovers(main: &MainConfig) {
             vec![path.clone()]
         };
         for run in runs {
-            if is_job_dir && run.file_name() == Some(std::ffi::OsStr::new(SPARE)) {
-                if let Err(err) = remove(&run) {
-                    tracing::warn!(dir = %run.display(), error = %err, "cannot remove a run's temporary directory");
-                }
-                continue;
-            }
+            // The spare is no interrupted run's: removed without a word.
+            let spare = is_job_dir && run.file_name() == Some(std::ffi::OsStr::new(SPARE));
             match remove(&run) {
+                Ok(()) if spare => {}
                 Ok(()) => {
                     tracing::info!(dir = %run.display(), "removed the temporary directory of an interrupted run")
                 }

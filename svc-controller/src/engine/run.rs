@@ -611,18 +611,27 @@ fn write_body_file(
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     // The job's directory (0711, the controller's) stays from one run to the next: its
-    // sandbox grants reading the files below it.
+    // sandbox grants reading the files below it. It is made, and checked, when it is
+    // not there yet, not on every run.
     let dir = request::bodies_dir(main, id);
-    crate::runtmp::prepare_passage(&main.dir_bodies())?;
-    crate::runtmp::prepare_passage(&dir)?;
     let path = dir.join(format!("{counter}.body"));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+    };
+    let created = match create() {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            crate::runtmp::prepare_passage(&main.dir_bodies())?;
+            crate::runtmp::prepare_passage(&dir)?;
+            create()
+        }
+        other => other,
+    };
+    let mut file = created.map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     file.write_all(body)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     if let Some(creds) = &run_as.credentials
