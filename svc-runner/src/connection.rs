@@ -1,11 +1,10 @@
 //! The runner's side of the controller connection: connect, handshake, report, listen for
 //! `Cancel`, and the shared "stop the work" signal.
 
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-
-use std::os::fd::OwnedFd;
 
 use futures_util::{SinkExt as _, StreamExt as _};
 use proto::fdpass::FdReader;
@@ -59,9 +58,6 @@ pub enum ConnectionError {
     /// The controller did not answer in time.
     #[error("the controller did not answer within {0:?}")]
     Timeout(Duration),
-    /// The request says that the sandbox's ruleset comes with it, and none came.
-    #[error("the controller sent the work without the sandbox's ruleset it announced")]
-    RulesetMissing,
 }
 
 /// Why the work must end before it is done.
@@ -198,25 +194,14 @@ pub async fn handshake(
     }
 }
 
-/// Waits for the work, `Execute`, after the handshake; returns it with the sandbox's
-/// ruleset when the controller sent it along ([`proto::Sandbox::attached`]).
+/// Waits for the work, `Execute`, after the handshake; returns it with the descriptor
+/// that came with it, if any (the sandbox's ruleset when the controller built it:
+/// [`proto::Sandbox::attached`]).
 pub async fn receive_work(
     reader: &mut Reader,
 ) -> Result<(Box<ExecRequest>, Option<OwnedFd>), ConnectionError> {
     match next_message(reader).await? {
-        ControllerMessage::Execute(request) => {
-            let announced = request
-                .sandbox
-                .as_ref()
-                .is_some_and(|sandbox| sandbox.attached.is_some());
-            if !announced {
-                return Ok((request, None));
-            }
-            match reader.get_mut().take_fd() {
-                Some(ruleset) => Ok((request, Some(ruleset))),
-                None => Err(ConnectionError::RulesetMissing),
-            }
-        }
+        ControllerMessage::Execute(request) => Ok((request, reader.get_mut().take_fd())),
         ControllerMessage::Reject { reason } => Err(ConnectionError::Rejected(reason)),
         other => Err(ProtoError::Unexpected(kind(&other).into()).into()),
     }

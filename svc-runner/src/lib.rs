@@ -203,7 +203,7 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
             return RunnerExit::ConnectionFailed;
         }
     };
-    let (request, attached_ruleset) = match work {
+    let (request, sent_fd) = match work {
         Ok(work) => work,
         Err(err) => {
             eprintln!("svc-runner: {err}");
@@ -218,14 +218,21 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
 
     // Finished while the runner may still open every path (before it drops to the job's
     // user), once for all the commands.
-    let sandbox = match (&request.sandbox, &request.action, attached_ruleset) {
-        (Some(spec), Action::Commands { .. }, Some(ruleset)) => Some(sandbox::Prepared::attached(
-            ruleset,
-            spec.attached.clone().unwrap_or_default(),
-        )),
-        (Some(spec), Action::Commands { .. }, None) => match sandbox::prepare(spec, base) {
-            Ok(prepared) => Some(prepared),
-            Err(err) => return report_error(&mut reporter, err).await,
+    let sandbox = match (&request.sandbox, &request.action) {
+        (Some(spec), Action::Commands { .. }) => match (&spec.attached, sent_fd) {
+            (Some(summary), Some(ruleset)) => {
+                Some(sandbox::Prepared::attached(ruleset, summary.clone()))
+            }
+            // Not run without the sandbox it was meant to have; the run's log says why.
+            (Some(_), None) => {
+                let why = "the controller announced the sandbox's ruleset with the work and \
+                           sent none: not running the commands";
+                return report_error(&mut reporter, why.to_string()).await;
+            }
+            (None, _) => match sandbox::prepare(spec, base) {
+                Ok(prepared) => Some(prepared),
+                Err(err) => return report_error(&mut reporter, err).await,
+            },
         },
         _ => None,
     };

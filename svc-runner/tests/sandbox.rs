@@ -163,18 +163,26 @@ async fn a_ruleset_sent_with_the_work_confines_the_same() {
     check_confinement(&tree, Built::Sent).await;
 }
 
-/// A request that announces a ruleset and comes without one is not run.
+/// A request that announces a ruleset and comes without one is not run, and the runner
+/// says why.
 #[tokio::test]
 async fn a_request_without_the_ruleset_it_announces_is_not_run() {
     let tree = Tree::new();
     let mut c = start().await;
-    let mut request = commands_request(&["echo ran"], &tree.path("work"));
+    let mut request = commands_request(&["echo ran > ran"], &tree.path("work"));
     let mut sandbox = tree.sandbox(&["work"]);
     sandbox.attached = Some("sandbox: built by the controller".into());
     request.sandbox = Some(sandbox);
     c.execute(request).await;
-    assert_eq!(c.exit_code().await, Some(2), "a connection failure");
-    assert!(c.next().await.is_none(), "nothing reported, nothing run");
+    let messages = c.until_finished().await;
+    match messages.as_slice() {
+        [proto::RunnerMessage::Error { message }] => {
+            assert!(message.contains("sent none"), "{message}");
+        }
+        other => panic!("one error, not {other:?}"),
+    }
+    assert_eq!(c.exit_code().await, Some(1), "the work was not done");
+    assert!(!tree.base.join("work/ran").exists(), "nothing ran");
 }
 
 /// The same, with the service's part of the sandbox built while the runner waited for
