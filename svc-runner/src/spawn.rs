@@ -237,7 +237,7 @@ fn handled_signals() -> &'static [libc::c_int] {
 }
 
 fn look_up_handled_signals() -> Vec<libc::c_int> {
-    (1..libc::SIGRTMAX())
+    (1..=libc::SIGRTMAX())
         .filter(|&signal| signal != libc::SIGKILL && signal != libc::SIGSTOP)
         .filter(|&signal| {
             // SAFETY: a zeroed sigaction is a valid value to be overwritten.
