@@ -52,6 +52,16 @@ pub fn running_as_root(test: &str) -> bool {
     root
 }
 
+/// True when the kernel has Landlock (any ABI). Otherwise prints that `test` is skipped:
+/// the sandbox's tests need it (Debian 12's and RHEL 9's kernels have it).
+pub fn has_landlock(test: &str) -> bool {
+    let abi = proto::sandbox::kernel_abi();
+    if abi.is_none() {
+        eprintln!("skipped: {test} needs a kernel with Landlock");
+    }
+    abi.is_some()
+}
+
 /// The capability bounding set of `packaging/svc.service` (`CapabilityBoundingSet=`),
 /// with its `NoNewPrivileges=yes`, as `setpriv` arguments for
 /// [`TestServiceBuilder::wrapper`]: the controller runs as root with CAP_SETUID,

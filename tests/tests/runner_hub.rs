@@ -7,19 +7,10 @@ use std::sync::Arc;
 use proto::{Action, ExecRequest, Sandbox};
 use svc_controller::exec::{RunEvent, RunnerHub};
 
-/// True when the kernel has Landlock; otherwise prints that `test` is skipped.
-fn landlock(test: &str) -> bool {
-    let abi = proto::sandbox::kernel_abi();
-    if abi.is_none() {
-        eprintln!("skipped: {test} needs a kernel with Landlock");
-    }
-    abi.is_some()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ruleset_the_controller_built_reaches_the_runner_and_confines_the_commands() {
     let test = "a_ruleset_the_controller_built_reaches_the_runner_and_confines_the_commands";
-    if !landlock(test) {
+    if !svc_tests::has_landlock(test) {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

@@ -172,15 +172,6 @@ async fn tmpdirs_left_by_a_crash_are_removed_at_start() {
     );
 }
 
-/// True when the kernel has Landlock; otherwise prints that `test` is skipped.
-fn landlock(test: &str) -> bool {
-    let abi = svc_runner::sandbox::kernel_abi();
-    if abi.is_none() {
-        eprintln!("skipped: {test} needs a kernel with Landlock");
-    }
-    abi.is_some()
-}
-
 /// Runs until the file `flag` exists (at most 30 s): a job that keeps its run, and so its
 /// request body, alive while another job looks for it.
 fn wait_for_flag(flag: &Path) -> String {
@@ -193,7 +184,7 @@ fn wait_for_flag(flag: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() {
     let test = "a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files";
-    if !landlock(test) {
+    if !svc_tests::has_landlock(test) {
         return;
     }
     // No user anywhere: when the tests run as root (as CI does) the job runs as root,
@@ -361,7 +352,7 @@ async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_of_nobody_under_the_units_capabilities_is_confined_too() {
     let test = "a_job_of_nobody_under_the_units_capabilities_is_confined_too";
-    if !landlock(test) {
+    if !svc_tests::has_landlock(test) {
         return;
     }
     let (builder, user, _) = unit_like(test);
@@ -519,7 +510,7 @@ async fn check_names_bad_write_paths_with_file_section_key_and_value() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_of_a_busy_job_are_confined_one_after_another() {
     let test = "runs_of_a_busy_job_are_confined_one_after_another";
-    if !landlock(test) {
+    if !svc_tests::has_landlock(test) {
         return;
     }
     let builder = TestService::builder().svc("secret =");
