@@ -201,10 +201,7 @@ struct Entry {
     logs: Vec<LogMeta>,
     next_run: Option<DateTime<Utc>>,
     run: Option<ActiveRun>,
-    queued: Option<Trigger>,
-    /// The ID of `queued` (see [`QueuedTrigger::id`]): each trigger that waits in the
-    /// queue gets a new one.
-    queued_id: Option<u64>,
+    queued: Option<Queued>,
     timer: Option<AbortHandle>,
     /// A JobHttp shows `started` after a resume until its next run ends (spec).
     resumed: bool,
@@ -227,17 +224,27 @@ struct Entry {
     saved: u64,
 }
 
+/// The trigger in a job's one-slot queue, and its ID ([`QueuedTrigger::id`]): each
+/// trigger that waits in the queue gets a new one (`None`: read from a state file of an
+/// earlier release).
+#[derive(Debug)]
+struct Queued {
+    trigger: Trigger,
+    id: Option<u64>,
+}
+
 impl Entry {
     /// Puts `trigger` in the queue's one slot, under a new ID.
     fn queue(&mut self, trigger: Trigger) {
-        self.queued = Some(trigger);
-        self.queued_id = Some(rand::random());
+        self.queued = Some(Queued {
+            trigger,
+            id: Some(rand::random()),
+        });
     }
 
     /// Empties the queue's slot: its trigger and the trigger's ID.
     fn take_queued(&mut self) -> Option<(Trigger, Option<u64>)> {
-        let trigger = self.queued.take()?;
-        Some((trigger, self.queued_id.take()))
+        self.queued.take().map(|queued| (queued.trigger, queued.id))
     }
 
     /// Whether the queued trigger, if any, may run as soon as the job's run ends: a
@@ -484,9 +491,8 @@ impl Engine {
             }
         }
         // The queue lives in the entry; `persist` writes it back into every snapshot.
-        let queued_id = state.queued.as_ref().and_then(|queued| queued.id);
         let queued = state.queued.take().and_then(|queued| {
-            let source = queued.source.clone();
+            let (source, queued_id) = (queued.source.clone(), queued.id);
             let trigger = Trigger::from_queued(queued);
             if trigger.is_none() {
                 tracing::warn!(
@@ -496,8 +502,12 @@ impl Engine {
                 );
                 crate::metrics::trigger_dropped("unknown_kind");
             }
-            trigger
+            trigger.map(|trigger| Queued {
+                trigger,
+                id: queued_id,
+            })
         });
+        let queue_on_disk_id = queued.as_ref().and_then(|queued| queued.id);
         let queue_on_disk = queued.is_some();
         if queue_on_disk {
             tracing::info!(job = id, "a trigger queued before the restart waits to run");
@@ -509,12 +519,11 @@ impl Engine {
             next_run: None,
             run: None,
             queued,
-            queued_id,
             timer: None,
             resumed: false,
             retired: false,
             queue_on_disk,
-            queue_on_disk_id: queued_id,
+            queue_on_disk_id,
             snapshots: 0,
             saved: 0,
             log_dir,
@@ -848,9 +857,9 @@ impl Engine {
                 return Ok(());
             };
             let mut state = entry.state.clone();
-            state.queued = entry.queued.as_ref().map(|trigger| QueuedTrigger {
-                id: entry.queued_id,
-                ..trigger.to_queued()
+            state.queued = entry.queued.as_ref().map(|queued| QueuedTrigger {
+                id: queued.id,
+                ..queued.trigger.to_queued()
             });
             entry.snapshots += 1;
             (state, entry.snapshots)
