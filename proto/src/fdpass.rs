@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -100,37 +100,43 @@ impl FdReader {
     pub fn take_fd(&mut self) -> Option<OwnedFd> {
         self.fds.pop_front()
     }
+}
 
-    /// One `recvmsg` into `buf`: the bytes read and the descriptors that came with them.
-    fn receive(stream: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
-        let mut iov = [IoSliceMut::new(buf)];
-        let mut space = nix::cmsg_space!([RawFd; MAX_FDS_PER_READ]);
-        let msg = recvmsg::<()>(
-            stream.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        )?;
-        let mut fds = Vec::new();
-        for cmsg in msg.cmsgs()? {
-            if let ControlMessageOwned::ScmRights(raw) = cmsg {
-                // SAFETY: the kernel just installed these descriptors in this process
-                // for this message; nothing else owns them.
-                fds.extend(
-                    raw.into_iter()
-                        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-                );
-            }
+/// One `recvmsg` on the socket `socket` into `buf`: the bytes read and the descriptors
+/// that came with them (close-on-exec). Blocking unless the socket is not; used by
+/// [`FdReader`] and by the runner fork server, which reads its requests without a
+/// runtime.
+pub fn receive_with_fds(
+    socket: BorrowedFd<'_>,
+    buf: &mut [u8],
+) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let mut iov = [IoSliceMut::new(buf)];
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS_PER_READ]);
+    let msg = recvmsg::<()>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(raw) = cmsg {
+            // SAFETY: the kernel just installed these descriptors in this process
+            // for this message; nothing else owns them.
+            fds.extend(
+                raw.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
         }
-        if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
-            // Descriptors beyond the space were closed by the kernel; those received
-            // close as `fds` drops.
-            return Err(io::Error::other(
-                "more descriptors came with a frame than the protocol sends",
-            ));
-        }
-        Ok((msg.bytes, fds))
     }
+    if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+        // Descriptors beyond the space were closed by the kernel; those received
+        // close as `fds` drops.
+        return Err(io::Error::other(
+            "more descriptors came with a frame than the protocol sends",
+        ));
+    }
+    Ok((msg.bytes, fds))
 }
 
 impl AsyncRead for FdReader {
@@ -144,7 +150,9 @@ impl AsyncRead for FdReader {
         loop {
             ready!(stream.poll_read_ready(cx))?;
             let unfilled = buf.initialize_unfilled();
-            match stream.try_io(Interest::READABLE, || Self::receive(stream, unfilled)) {
+            match stream.try_io(Interest::READABLE, || {
+                receive_with_fds(stream.as_fd(), unfilled)
+            }) {
                 Ok((read, fds)) => {
                     this.fds.extend(fds);
                     buf.advance(read);

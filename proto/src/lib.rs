@@ -7,7 +7,8 @@
 //! Conversation, in order:
 //!
 //! 1. The runner connects and sends [`RunnerMessage::Hello`] with [`PROTOCOL_VERSION`] and
-//!    the one-time token it read from its standard input.
+//!    the one-time token it read from its standard input. A runner forked by the runner
+//!    fork server ([`fork`]) was born with its connection and sends an empty token.
 //! 2. The controller answers [`ControllerMessage::Welcome`] at once (or
 //!    [`ControllerMessage::Reject`] and closes). The runner was started ahead of its work:
 //!    it prepares what it can (the sandbox's part that depends on the service alone) and
@@ -25,6 +26,7 @@
 
 pub mod codec;
 pub mod fdpass;
+pub mod fork;
 mod message;
 pub mod redact;
 pub mod sandbox;

@@ -3,7 +3,9 @@
 //! The controller owns one Unix socket (mode 0600 in a 0700 directory). For each
 //! execution it spawns a runner, hands it a one-time token on standard input, and waits
 //! for the runner to connect and present that token. The connection is accepted only if
-//! the peer's pid is the runner just spawned. Every failure of the runner (did not start,
+//! the peer's pid is the runner just spawned. A runner for commands is forked by the
+//! runner fork server instead ([`crate::forkserver`]), with its connection made before it
+//! exists; a runner for a JobHttp's call is always started afresh. Every failure of the runner (did not start,
 //! died, sent garbage, never finished) becomes a failed [`Outcome`] with a reason; nothing
 //! here can take the controller down.
 
@@ -26,6 +28,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::codec::Framed;
 
+use crate::forkserver::{ForkServer, ForkedRunner};
 use crate::fsutil;
 use crate::logstore::OutputKind;
 use crate::sandboxes::Sandboxes;
@@ -38,7 +41,8 @@ const BACKSTOP_MARGIN: Duration = Duration::from_secs(15);
 /// How long to wait for a runner to exit after it reported the end of the run.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 /// `PATH` of the runner process itself (the commands get their own).
-const RUNNER_PATH_ENV: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const RUNNER_PATH_ENV: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Something that happened during a run, for the run's log.
 #[derive(Debug)]
@@ -102,6 +106,66 @@ struct HubInner {
     sandboxes: Sandboxes,
     /// Runners spawned and not yet connected, by one-time token.
     pending: Mutex<HashMap<String, Pending>>,
+    /// The runner fork server, started at the first run of commands.
+    forks: tokio::sync::Mutex<ForkSlot>,
+    /// Whether runners of commands are forked by the fork server (tests turn it off to
+    /// test the other way).
+    fork_enabled: std::sync::atomic::AtomicBool,
+}
+
+/// The fork server, once started; after a failed start, when to try again.
+#[derive(Default)]
+struct ForkSlot {
+    server: Option<ForkServer>,
+    retry_at: Option<std::time::Instant>,
+}
+
+/// How long runners are started afresh after the fork server could not be started.
+const FORK_SERVER_RETRY: Duration = Duration::from_secs(30);
+
+/// What a runner is started for. A runner that makes a JobHttp's call reads what a
+/// remote server sends, so it is always started afresh with an address-space layout of
+/// its own; a runner of commands is forked by the fork server when there is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerWork {
+    Commands,
+    HttpCall,
+}
+
+/// A runner process: started afresh (a child of the controller), or forked by the fork
+/// server (its child, which reports its exit).
+enum RunnerProcess {
+    Executed(Child),
+    Forked(ForkedRunner),
+}
+
+impl RunnerProcess {
+    fn id(&self) -> Option<u32> {
+        match self {
+            RunnerProcess::Executed(child) => child.id(),
+            RunnerProcess::Forked(runner) => Some(runner.id()),
+        }
+    }
+
+    /// Waits for the exit; how it ended (`exit status: 0`, `signal: 9`).
+    async fn wait(&mut self) -> String {
+        match self {
+            RunnerProcess::Executed(child) => child
+                .wait()
+                .await
+                .map_or_else(|err| err.to_string(), |status| status.to_string()),
+            RunnerProcess::Forked(runner) => runner.wait().await,
+        }
+    }
+
+    fn start_kill(&mut self) {
+        match self {
+            RunnerProcess::Executed(child) => {
+                let _ = child.start_kill();
+            }
+            RunnerProcess::Forked(runner) => runner.start_kill(),
+        }
+    }
 }
 
 /// A runner spawned and not yet connected.
@@ -162,18 +226,24 @@ impl Drop for PendingGuard {
 /// and connects while the controller gets the run ready (state and log on disk), or
 /// before a timer is due. Dropping it kills the runner, which has done nothing yet.
 pub struct LaunchedRunner {
-    _guard: PendingGuard,
+    /// The token of a runner started afresh, registered until it connects.
+    _guard: Option<PendingGuard>,
     runner_path: PathBuf,
-    spawned: io::Result<Child>,
+    spawned: io::Result<RunnerProcess>,
     accepted_rx: oneshot::Receiver<Accepted>,
     launched_at: std::time::Instant,
+    work: RunnerWork,
 }
 
 impl std::fmt::Debug for LaunchedRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LaunchedRunner")
-            .field("pid", &self.spawned.as_ref().ok().and_then(Child::id))
+            .field(
+                "pid",
+                &self.spawned.as_ref().ok().and_then(RunnerProcess::id),
+            )
             .field("launched_at", &self.launched_at)
+            .field("work", &self.work)
             .finish()
     }
 }
@@ -186,6 +256,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl LaunchedRunner {
+    /// The runner's pid, once started.
+    pub fn pid(&self) -> Option<u32> {
+        self.spawned.as_ref().ok().and_then(RunnerProcess::id)
+    }
+
     /// Whether the runner can still be handed work: a runner waits for it for a limited
     /// time after connecting, so one launched too long ago is not used.
     pub fn is_fresh(&self) -> bool {
@@ -232,6 +307,8 @@ impl RunnerHub {
             protected_paths,
             sandboxes: Sandboxes::default(),
             pending: Mutex::new(HashMap::new()),
+            forks: tokio::sync::Mutex::default(),
+            fork_enabled: std::sync::atomic::AtomicBool::new(true),
         });
         tokio::spawn(accept_loop(listener, Arc::downgrade(&inner)));
         Ok(RunnerHub {
@@ -247,19 +324,27 @@ impl RunnerHub {
     /// Each runner still does one execution; a spare not taken within
     /// [`SPARE_KEPT_FOR`] is ended. Call it from a runtime worker thread (see
     /// [`RunnerHub::launch`]).
-    pub async fn take(&self) -> LaunchedRunner {
+    pub async fn take(&self, work: RunnerWork) -> LaunchedRunner {
         let now = std::time::Instant::now();
         let previous = lock(&self.spare.last_take).replace(now);
         let ready = lock(&self.spare.runner)
             .take()
-            .filter(LaunchedRunner::is_fresh);
+            .filter(|runner| runner.is_fresh() && runner.work == work);
         if previous.is_some_and(|then| now.duration_since(then) < BURST_GAP) {
-            self.refill();
+            self.refill(work);
         }
         match ready {
             Some(runner) => runner,
-            None => self.launch().await,
+            None => self.launch(work).await,
         }
+    }
+
+    /// Whether runners of commands are forked by the fork server (the default) or
+    /// started afresh like the others.
+    pub fn use_fork_server(&self, enabled: bool) {
+        self.inner
+            .fork_enabled
+            .store(enabled, std::sync::atomic::Ordering::Release);
     }
 
     /// The rulesets kept for busy jobs, which the engine builds and this hub's runners
@@ -269,14 +354,14 @@ impl RunnerHub {
     }
 
     /// Starts a spare runner in the background, unless one is being started.
-    fn refill(&self) {
+    fn refill(&self, work: RunnerWork) {
         use std::sync::atomic::Ordering;
         if self.spare.refilling.swap(true, Ordering::AcqRel) {
             return;
         }
         let hub = self.clone();
         tokio::spawn(async move {
-            let runner = hub.launch().await;
+            let runner = hub.launch(work).await;
             let launched_at = runner.launched_at;
             // A spare left over from before is replaced (and so ended).
             *lock(&hub.spare.runner) = Some(runner);
@@ -289,10 +374,91 @@ impl RunnerHub {
         });
     }
 
-    /// Spawns a runner for work that [`LaunchedRunner::execute`] hands it later. Call
-    /// it from a runtime worker thread, not a blocking one: the runner's parent-death
-    /// signal follows the thread that spawned it, and blocking threads exit when idle.
-    pub async fn launch(&self) -> LaunchedRunner {
+    /// Starts a runner for work that [`LaunchedRunner::execute`] hands it later: forked
+    /// by the fork server for commands, when it can be, else started afresh. Call it
+    /// from a runtime worker thread, not a blocking one: the parent-death signal of a
+    /// runner started afresh follows the thread that spawned it, and blocking threads
+    /// exit when idle.
+    pub async fn launch(&self, work: RunnerWork) -> LaunchedRunner {
+        if work == RunnerWork::Commands
+            && self
+                .inner
+                .fork_enabled
+                .load(std::sync::atomic::Ordering::Acquire)
+            && let Some(server) = self.fork_server().await
+        {
+            match server.fork().await {
+                Ok((runner, connection)) => return self.forked(runner, connection, work),
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot fork a runner; starting one afresh");
+                }
+            }
+        }
+        self.launch_afresh(work).await
+    }
+
+    /// The fork server, started now if there is none (or it ended); `None` while a
+    /// failed start is recent.
+    async fn fork_server(&self) -> Option<ForkServer> {
+        let mut slot = self.inner.forks.lock().await;
+        if let Some(server) = slot.server.as_ref().filter(|server| server.is_alive()) {
+            return Some(server.clone());
+        }
+        slot.server = None;
+        let now = std::time::Instant::now();
+        if slot.retry_at.is_some_and(|at| now < at) {
+            return None;
+        }
+        match ForkServer::start(
+            &self.inner.runner_path,
+            &self.inner.socket_path,
+            crate::fdlimit::original_for_children(),
+        )
+        .await
+        {
+            Ok(server) => {
+                slot.retry_at = None;
+                slot.server = Some(server.clone());
+                Some(server)
+            }
+            Err(err) => {
+                tracing::warn!(
+                    error = %err,
+                    "runners are started afresh for {}s",
+                    FORK_SERVER_RETRY.as_secs()
+                );
+                slot.retry_at = Some(now + FORK_SERVER_RETRY);
+                None
+            }
+        }
+    }
+
+    /// A runner forked by the fork server, its connection made: it says hello there.
+    fn forked(
+        &self,
+        runner: ForkedRunner,
+        connection: UnixStream,
+        work: RunnerWork,
+    ) -> LaunchedRunner {
+        let (accepted_tx, accepted_rx) = oneshot::channel();
+        tokio::spawn(handshake_forked(
+            connection,
+            self.inner.clone(),
+            runner.id(),
+            accepted_tx,
+        ));
+        LaunchedRunner {
+            _guard: None,
+            runner_path: self.inner.runner_path.clone(),
+            spawned: Ok(RunnerProcess::Forked(runner)),
+            accepted_rx,
+            launched_at: std::time::Instant::now(),
+            work,
+        }
+    }
+
+    /// A runner started afresh, which connects to the runner socket with its token.
+    async fn launch_afresh(&self, work: RunnerWork) -> LaunchedRunner {
         let token = Alphanumeric.sample_string(&mut rand::rng(), 32);
         let (accepted_tx, accepted_rx) = oneshot::channel();
         if let Ok(mut pending) = self.inner.pending.lock() {
@@ -312,11 +478,12 @@ impl RunnerHub {
         };
         let spawned = self.spawn_runner(&token).await;
         LaunchedRunner {
-            _guard: guard,
+            _guard: Some(guard),
             runner_path: self.inner.runner_path.clone(),
-            spawned,
+            spawned: spawned.map(RunnerProcess::Executed),
             accepted_rx,
             launched_at: std::time::Instant::now(),
+            work,
         }
     }
 
@@ -387,7 +554,6 @@ impl LaunchedRunner {
                 Err(_) => return Outcome::fail("internal error: runner registration dropped"),
             },
             status = child.wait() => {
-                let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
                 return Outcome::fail(format!("the runner exited ({status}) before completing the handshake (it did not connect, or sent something other than a valid hello)"));
             }
             _ = sleep(CONNECT_TIMEOUT) => {
@@ -494,8 +660,7 @@ impl LaunchedRunner {
             return outcome;
         }
         let status = match timeout(EXIT_WAIT, child.wait()).await {
-            Ok(Ok(status)) => status.to_string(),
-            Ok(Err(err)) => err.to_string(),
+            Ok(status) => status,
             Err(_) => {
                 kill_runner(&mut child).await;
                 "killed: it did not exit".to_string()
@@ -614,8 +779,8 @@ fn reason(cancel: &watch::Receiver<Option<String>>) -> String {
     cancel.borrow().clone().unwrap_or_default()
 }
 
-async fn kill_runner(child: &mut Child) {
-    let _ = child.start_kill();
+async fn kill_runner(child: &mut RunnerProcess) {
+    child.start_kill();
     let _ = timeout(EXIT_WAIT, child.wait()).await;
 }
 
@@ -663,14 +828,7 @@ async fn handshake(stream: UnixStream, hub: Arc<HubInner>) {
             // anything else is left to the execution, which makes the same checks and
             // rejects it with the reason. A failed send shows there as a failed Execute.
             if version == PROTOCOL_VERSION && peer_pid.is_some() && peer_pid == pending.pid {
-                let protected_paths =
-                    (!hub.sandboxes.any_in_use()).then(|| hub.protected_paths.clone());
-                let _ = framed
-                    .send(ControllerMessage::Welcome {
-                        version: PROTOCOL_VERSION,
-                        protected_paths,
-                    })
-                    .await;
+                welcome(&hub, &mut framed).await;
             }
             let _ = pending.accepted.send(Accepted {
                 framed,
@@ -690,4 +848,48 @@ async fn handshake(stream: UnixStream, hub: Arc<HubInner>) {
                 .await;
         }
     }
+}
+
+/// Welcomes a runner whose hello was in order: with the protected paths, so that it
+/// builds the service's part of its sandbox while it waits, unless a ruleset kept for a
+/// busy job is in use (it will most likely be sent a whole one).
+async fn welcome(hub: &HubInner, framed: &mut Framed<UnixStream, ControllerCodec>) {
+    let protected_paths = (!hub.sandboxes.any_in_use()).then(|| hub.protected_paths.clone());
+    let _ = framed
+        .send(ControllerMessage::Welcome {
+            version: PROTOCOL_VERSION,
+            protected_paths,
+        })
+        .await;
+}
+
+/// Reads the hello of a forked runner on the connection it was born with (no token:
+/// nobody else has this connection) and hands the connection to its execution.
+async fn handshake_forked(
+    stream: UnixStream,
+    hub: Arc<HubInner>,
+    pid: u32,
+    accepted: oneshot::Sender<Accepted>,
+) {
+    let mut framed = Framed::new(stream, ControllerCodec::new());
+    let version = match timeout(CONNECT_TIMEOUT, framed.next()).await {
+        Ok(Some(Ok(RunnerMessage::Hello { version, .. }))) => version,
+        Ok(Some(Ok(_))) => {
+            tracing::warn!(pid, "a forked runner did not start with hello; closed");
+            return;
+        }
+        Ok(Some(Err(err))) => {
+            tracing::warn!(pid, error = %err, "a forked runner sent an invalid first frame; closed");
+            return;
+        }
+        Ok(None) | Err(_) => return,
+    };
+    if version == PROTOCOL_VERSION {
+        welcome(&hub, &mut framed).await;
+    }
+    let _ = accepted.send(Accepted {
+        framed,
+        version,
+        peer_pid: Some(pid),
+    });
 }

@@ -10,6 +10,7 @@ pub mod duration;
 pub mod engine;
 pub mod exec;
 pub mod fdlimit;
+pub mod forkserver;
 pub mod fsutil;
 pub mod html;
 pub mod http;

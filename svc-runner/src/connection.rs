@@ -46,6 +46,9 @@ pub enum ConnectionError {
         #[source]
         source: std::io::Error,
     },
+    /// The connection a forked runner was born with cannot be used.
+    #[error("cannot use the connection made for this runner: {0}")]
+    Inherited(#[source] std::io::Error),
     /// A protocol or i/o error on the connection.
     #[error(transparent)]
     Proto(#[from] ProtoError),
@@ -159,6 +162,20 @@ pub async fn connect(path: &Path) -> Result<(Reader, Writer), ConnectionError> {
             source,
         })?;
     let (recv, send) = stream.into_split();
+    Ok((
+        FramedRead::new(FdReader::new(recv), RunnerCodec::new()),
+        FramedWrite::new(send, RunnerCodec::new()),
+    ))
+}
+
+/// Takes the connection a forked runner was born with (see `proto::fork`).
+pub fn from_fd(connection: OwnedFd) -> Result<(Reader, Writer), ConnectionError> {
+    let stream = std::os::unix::net::UnixStream::from(connection);
+    let connected = stream
+        .set_nonblocking(true)
+        .and_then(|()| UnixStream::from_std(stream))
+        .map_err(ConnectionError::Inherited)?;
+    let (recv, send) = connected.into_split();
     Ok((
         FramedRead::new(FdReader::new(recv), RunnerCodec::new()),
         FramedWrite::new(send, RunnerCodec::new()),

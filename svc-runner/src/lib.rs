@@ -5,12 +5,17 @@
 //! `Hello`, receives the work (`Execute`), switches to the job's user, does the work while
 //! streaming what happens, and ends with `Finished` (or `Error` when the work could not be
 //! done at all). See the `proto` crate for the conversation.
+//!
+//! For runs of commands the controller also keeps one `svc-runner --fork-server`
+//! ([`fork_server`]), which forks a runner per execution with its connection already
+//! made; from its `Hello` on, a forked runner is like any other.
 
 pub mod argv;
 pub mod capabilities;
 pub mod commands;
 pub mod connection;
 pub mod credentials;
+pub mod fork_server;
 pub mod http_call;
 pub mod process_tree;
 pub mod spawn;
@@ -20,6 +25,7 @@ pub mod spawn;
 pub use proto::sandbox;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -48,9 +54,16 @@ use crate::connection::{Reporter, Stop, StopHandle, wait_stop};
         logs: the controller does."
 )]
 pub struct Cli {
-    /// Unix socket of the controller to connect to.
+    /// Unix socket of the controller to connect to. A fork server does not connect to
+    /// it (its runners are given their connections); there it names the controller the
+    /// server belongs to, for whoever reads the process list.
     #[arg(long, value_name = "PATH")]
     pub socket: PathBuf,
+    /// Serve the controller as its runner fork server: read its requests on standard
+    /// input (a Unix socket) and fork one runner per request, whose connection comes
+    /// with the request.
+    #[arg(long)]
+    pub fork_server: bool,
     /// The open-file limit to set before anything else, as `SOFT:HARD`: the controller
     /// raises its own soft limit for its connections, and the commands get the one the
     /// service was started with. Set here rather than between the controller's fork and
@@ -145,8 +158,45 @@ pub struct Work<'a> {
     pub sandbox: Option<std::os::fd::RawFd>,
 }
 
-/// Runs the whole life of the runner. `parent` is the parent pid read at startup.
-pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
+/// Runs the whole life of a runner started by the controller: reads its token, connects
+/// to `socket` and does the one execution. `parent` is the parent pid read at startup.
+pub async fn run(socket: &std::path::Path, parent: Pid) -> RunnerExit {
+    let stop = prepare();
+    let token = match connection::read_token(std::io::stdin().lock()) {
+        Ok(token) => token,
+        Err(err) => {
+            eprintln!("svc-runner: {err}");
+            return RunnerExit::ConnectionFailed;
+        }
+    };
+    let (reader, writer) = match connection::connect(socket).await {
+        Ok(halves) => halves,
+        Err(err) => {
+            eprintln!("svc-runner: {err}");
+            return RunnerExit::ConnectionFailed;
+        }
+    };
+    serve(reader, writer, token, stop, parent).await
+}
+
+/// Runs the whole life of a runner forked by the fork server, on the connection that
+/// came with its request; `parent` is the server.
+pub async fn run_forked(connection: std::os::fd::OwnedFd, parent: Pid) -> RunnerExit {
+    let stop = prepare();
+    let (reader, writer) = match connection::from_fd(connection) {
+        Ok(halves) => halves,
+        Err(err) => {
+            eprintln!("svc-runner: {err}");
+            return RunnerExit::ConnectionFailed;
+        }
+    };
+    // No token: the connection was made for this runner before it was forked.
+    serve(reader, writer, String::new(), stop, parent).await
+}
+
+/// What every runner sets up first: it becomes its commands' subreaper, and SIGTERM
+/// stops its work.
+fn prepare() -> Arc<StopHandle> {
     if let Err(err) = credentials::set_child_subreaper() {
         eprintln!("svc-runner: warning: cannot become a child subreaper: {err}");
     }
@@ -162,21 +212,17 @@ pub async fn run(cli: Cli, parent: Pid) -> RunnerExit {
         }
         Err(err) => eprintln!("svc-runner: warning: cannot handle SIGTERM: {err}"),
     }
+    stop
+}
 
-    let token = match connection::read_token(std::io::stdin().lock()) {
-        Ok(token) => token,
-        Err(err) => {
-            eprintln!("svc-runner: {err}");
-            return RunnerExit::ConnectionFailed;
-        }
-    };
-    let (mut reader, writer) = match connection::connect(&cli.socket).await {
-        Ok(halves) => halves,
-        Err(err) => {
-            eprintln!("svc-runner: {err}");
-            return RunnerExit::ConnectionFailed;
-        }
-    };
+/// The runner's conversation on its connection, from `Hello` to the end of the work.
+async fn serve(
+    mut reader: connection::Reader,
+    writer: connection::Writer,
+    token: String,
+    stop: Arc<StopHandle>,
+    parent: Pid,
+) -> RunnerExit {
     let mut writer = writer;
     let mut stop_rx = stop.subscribe();
     let welcome = tokio::select! {

@@ -30,6 +30,40 @@ pub fn cmdline(pid: i32) -> Option<String> {
     Some(parts.join(" "))
 }
 
+/// The parent pid of `pid` (from `/proc/<pid>/stat`); `None` when there is no such
+/// process.
+pub fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The command name of `pid` (`/proc/<pid>/comm`, what `ps -o comm` shows).
+pub fn comm(pid: i32) -> Option<String> {
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(name.trim_end().to_string())
+}
+
+/// Live descendants of `root` whose command name is `name`, with their command lines.
+pub fn descendants_named(root: i32, name: &str) -> Vec<(i32, String)> {
+    let descends = |mut pid: i32| {
+        while let Some(up) = parent(pid) {
+            if up == root {
+                return true;
+            }
+            if up <= 1 {
+                return false;
+            }
+            pid = up;
+        }
+        false
+    };
+    find_by_cmdline("")
+        .into_iter()
+        .filter(|(pid, _)| comm(*pid).as_deref() == Some(name) && descends(*pid))
+        .collect()
+}
+
 /// True when `pid` exists and is not a zombie.
 pub fn is_alive(pid: i32) -> bool {
     matches!(state(pid), Some(s) if s != 'Z' && s != 'X')

@@ -15,7 +15,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash as _, Hasher as _};
-use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use rand::rngs::StdRng;
@@ -649,11 +648,11 @@ async fn sigkill_at_random_moments_keeps_state_and_logs_consistent() {
     );
 }
 
-/// The runner of the running job: the `svc-runner --socket <this service's socket>`
-/// process.
-fn runner_of(dir_base: &Path) -> Vec<(i32, String)> {
-    let socket = dir_base.join(SOCKET);
-    proc::find_by_cmdline(&format!("svc-runner --socket {}", socket.display()))
+/// The runners of this service: its descendants named `svc-runner` (started afresh, or
+/// forked by its fork server, which is named `svc-forkserver`).
+fn runner_of(svc: &TestService) -> Vec<(i32, String)> {
+    let controller = svc.pid().expect("the controller runs");
+    proc::descendants_named(controller, "svc-runner")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -686,7 +685,7 @@ async fn a_runner_killed_mid_run_fails_the_run_and_the_controller_carries_on() {
         !proc::find_by_exact_cmdline(marker).is_empty()
     })
     .await;
-    let runners = runner_of(svc.dir_base());
+    let runners = runner_of(&svc);
     assert_eq!(runners.len(), 1, "one runner: {runners:?}");
     let (runner, _) = runners[0];
     nix::sys::signal::kill(
@@ -724,10 +723,7 @@ async fn a_runner_killed_mid_run_fails_the_run_and_the_controller_carries_on() {
         "{}",
         log.content()
     );
-    wait_until(WAIT, "no runner left", async || {
-        runner_of(svc.dir_base()).is_empty()
-    })
-    .await;
+    wait_until(WAIT, "no runner left", async || runner_of(&svc).is_empty()).await;
     // What the killed runner's command left behind is the subject of the next test.
     for (pid, _) in proc::find_by_cmdline(marker) {
         let _ = nix::sys::signal::kill(
@@ -755,7 +751,7 @@ async fn the_commands_of_a_killed_runner_are_ended() {
         !proc::find_by_cmdline(marker).is_empty()
     })
     .await;
-    let runners = runner_of(svc.dir_base());
+    let runners = runner_of(&svc);
     assert_eq!(runners.len(), 1, "one runner: {runners:?}");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(runners[0].0),

@@ -1,11 +1,13 @@
-//! The controller's runner hub with the real `svc-runner`: a Landlock ruleset the
-//! controller built (as it does for a busy job) reaches the runner with its request, as a
-//! descriptor on the runner socket, and confines the commands.
+//! The controller's runner hub with the real `svc-runner`, both ways a runner of commands
+//! starts (forked by the runner fork server, or afresh): a Landlock ruleset the controller
+//! built (as it does for a busy job) reaches the runner with its request, as a descriptor
+//! on the runner connection, and confines the commands; a forked runner is the fork
+//! server's child, is killed when dropped unused, and the server ends with the hub.
 
 use std::sync::Arc;
 
 use proto::{Action, ExecRequest, Sandbox};
-use svc_controller::exec::{RunEvent, RunnerHub};
+use svc_controller::exec::{RunEvent, RunnerHub, RunnerWork};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ruleset_the_controller_built_reaches_the_runner_and_confines_the_commands() {
@@ -13,6 +15,12 @@ async fn a_ruleset_the_controller_built_reaches_the_runner_and_confines_the_comm
     if !svc_tests::has_landlock(test) {
         return;
     }
+    for forked in [true, false] {
+        ruleset_reaches_the_runner(forked).await;
+    }
+}
+
+async fn ruleset_reaches_the_runner(forked: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let base = dir.path().canonicalize().expect("canonical");
     for sub in ["work", "outside", "protected"] {
@@ -52,7 +60,8 @@ async fn a_ruleset_the_controller_built_reaches_the_runner_and_confines_the_comm
     let runner_path = svc_tests::binaries().runner.clone();
     let hub =
         RunnerHub::start(&base.join("run"), runner_path, vec![d("protected")]).expect("runner hub");
-    let runner = hub.launch().await;
+    hub.use_fork_server(forked);
+    let runner = hub.launch(RunnerWork::Commands).await;
     let (_cancel, mut cancel_rx) = tokio::sync::watch::channel(None);
     let (mut lines, mut output) = (Vec::new(), Vec::new());
     let mut sink = |event: RunEvent<'_>| match event {
@@ -67,7 +76,10 @@ async fn a_ruleset_the_controller_built_reaches_the_runner_and_confines_the_comm
     .await
     .expect("the run ends in time");
     let output = String::from_utf8_lossy(&output).into_owned();
-    assert!(outcome.success, "{outcome:?}\n{lines:?}\n{output}");
+    assert!(
+        outcome.success,
+        "forked {forked}: {outcome:?}\n{lines:?}\n{output}"
+    );
     for marker in ["wrote-work", "refused-secret", "refused-outside"] {
         assert!(
             output.lines().any(|line| line == marker),
@@ -79,4 +91,106 @@ async fn a_ruleset_the_controller_built_reaches_the_runner_and_confines_the_comm
     // The runner logged the summary of the ruleset it was sent.
     let summary = format!("--- {}", prepared.summary);
     assert!(lines.contains(&summary), "{summary} in {lines:?}");
+}
+
+/// A plain request of commands, without sandbox or credentials.
+fn commands_request(commands: Vec<String>, dir_work: String) -> ExecRequest {
+    ExecRequest {
+        job_id: "plain".into(),
+        counter: 1,
+        timeout_ms: Some(20_000),
+        kill_grace_ms: 300,
+        credentials: None,
+        limits: Default::default(),
+        keep_capabilities: None,
+        sandbox: None,
+        action: Action::Commands {
+            commands,
+            env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+            dir_work,
+        },
+    }
+}
+
+/// Waits (bounded) until no process has this pid any more.
+async fn gone(pid: u32, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} (pid {pid}) still there after 20 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forked_runner_is_the_fork_server_s_child_and_the_server_ends_with_the_hub() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = dir.path().canonicalize().expect("canonical");
+    std::fs::create_dir(base.join("work")).expect("mkdir");
+    let hub = RunnerHub::start(
+        &base.join("run"),
+        svc_tests::binaries().runner.clone(),
+        Vec::new(),
+    )
+    .expect("runner hub");
+
+    // The command's parent is the runner; the runner's parent is the fork server.
+    let runner = hub.launch(RunnerWork::Commands).await;
+    let runner_pid = runner.pid().expect("forked");
+    let request = commands_request(
+        vec![
+            "server=$(awk '/^PPid/ {print $2}' /proc/$PPID/status); echo \"server=$server\"; \
+             tr '\\0' ' ' < /proc/$server/cmdline; echo"
+                .into(),
+        ],
+        base.join("work").display().to_string(),
+    );
+    let (_cancel, mut cancel_rx) = tokio::sync::watch::channel(None);
+    let mut output = Vec::new();
+    let mut sink = |event: RunEvent<'_>| {
+        if let RunEvent::Output(_, data) = event {
+            output.extend_from_slice(data);
+        }
+    };
+    let outcome = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        runner.execute(request, None, &mut cancel_rx, &mut sink),
+    )
+    .await
+    .expect("the run ends in time");
+    let output = String::from_utf8_lossy(&output).into_owned();
+    assert!(outcome.success, "{outcome:?}: {output}");
+    assert!(output.contains("--fork-server"), "{output}");
+    let server_pid: u32 = output
+        .lines()
+        .find_map(|line| line.strip_prefix("server="))
+        .and_then(|pid| pid.trim().parse().ok())
+        .expect("the server's pid");
+    assert_ne!(server_pid, std::process::id(), "not the controller's child");
+    gone(runner_pid, "the runner that did its work").await;
+
+    // A runner dropped unused is killed (and reaped by the server).
+    let unused = hub.launch(RunnerWork::Commands).await;
+    let unused_pid = unused.pid().expect("forked");
+    assert!(std::path::Path::new(&format!("/proc/{unused_pid}")).exists());
+    drop(unused);
+    gone(unused_pid, "a runner dropped unused").await;
+
+    // A JobHttp's runner is started afresh: the controller's child.
+    let http = hub.launch(RunnerWork::HttpCall).await;
+    let http_pid = http.pid().expect("started");
+    let status = std::fs::read_to_string(format!("/proc/{http_pid}/status")).expect("status");
+    let parent = status
+        .lines()
+        .find_map(|line| line.strip_prefix("PPid:"))
+        .map(str::trim)
+        .expect("PPid");
+    assert_eq!(parent, std::process::id().to_string(), "{status}");
+    drop(http);
+
+    // With the hub gone, the control socket closes and the server ends.
+    drop(hub);
+    gone(server_pid, "the fork server").await;
 }

@@ -69,10 +69,10 @@ impl Engine {
     /// Starts a runner for a timer's next run, when fewer runners started ahead are out
     /// than permits are free; `None` otherwise (the run then starts its runner when it
     /// begins).
-    pub(super) async fn launch_ahead(&self) -> Option<AheadRunner> {
+    pub(super) async fn launch_ahead(&self, kind: super::Kind) -> Option<AheadRunner> {
         let free = self.inner.job_slots.available_permits();
         let ticket = self.inner.ahead.reserve(free)?;
-        let runner = self.inner.executor.launch().await;
+        let runner = self.inner.executor.launch(kind.runner_work()).await;
         Some(AheadRunner {
             runner,
             _counted: ticket,

@@ -15,18 +15,18 @@ use proto::ExecRequest;
 use proto::sandbox::Prepared;
 use tokio::sync::watch;
 
-use crate::exec::{LaunchedRunner, Outcome, RunEvent, RunnerHub};
+use crate::exec::{LaunchedRunner, Outcome, RunEvent, RunnerHub, RunnerWork};
 use crate::sandboxes::Sandboxes;
 
 /// Starts runners for the engine's runs.
 pub trait Executor: Send + Sync {
-    /// A runner for a run that begins now. It may have been started earlier (the spare
-    /// of a burst of runs); it does one execution.
-    fn take(&self) -> BoxFuture<'_, Box<dyn Runner>>;
+    /// A runner for a run that begins now, to do `work`. It may have been started
+    /// earlier (the spare of a burst of runs); it does one execution.
+    fn take(&self, work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>>;
 
     /// Starts a runner now for a run that begins a little later (a timer's, shortly
     /// before its due time), so that its start-up is done by then.
-    fn launch(&self) -> BoxFuture<'_, Box<dyn Runner>>;
+    fn launch(&self, work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>>;
 
     /// Where the engine keeps the rulesets it builds for busy jobs, to send with their
     /// requests; `None` when this executor takes none (every sandbox is then the
@@ -57,12 +57,12 @@ pub trait Runner: Send + std::fmt::Debug {
 }
 
 impl Executor for RunnerHub {
-    fn take(&self) -> BoxFuture<'_, Box<dyn Runner>> {
-        Box::pin(async move { Box::new(RunnerHub::take(self).await) as Box<dyn Runner> })
+    fn take(&self, work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>> {
+        Box::pin(async move { Box::new(RunnerHub::take(self, work).await) as Box<dyn Runner> })
     }
 
-    fn launch(&self) -> BoxFuture<'_, Box<dyn Runner>> {
-        Box::pin(async move { Box::new(RunnerHub::launch(self).await) as Box<dyn Runner> })
+    fn launch(&self, work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>> {
+        Box::pin(async move { Box::new(RunnerHub::launch(self, work).await) as Box<dyn Runner> })
     }
 
     fn sandboxes(&self) -> Option<&Sandboxes> {

@@ -65,6 +65,14 @@ impl Kind {
             Kind::Http => "job_http",
         }
     }
+
+    /// What a run of this kind needs its runner for.
+    pub fn runner_work(self) -> crate::exec::RunnerWork {
+        match self {
+            Kind::Job => crate::exec::RunnerWork::Commands,
+            Kind::Http => crate::exec::RunnerWork::HttpCall,
+        }
+    }
 }
 
 /// What started a run.

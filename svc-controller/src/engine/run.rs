@@ -105,7 +105,7 @@ pub(super) async fn run_task(
                 || (permit.is_some() && engine.inner.permit_waiters.load(Ordering::SeqCst) == 0))
                 && engine.has_runnable_queue(kind, &id);
             let next_runner = if follow {
-                Some(engine.inner.executor.take().await)
+                Some(engine.inner.executor.take(kind.runner_work()).await)
             } else {
                 None
             };
@@ -356,7 +356,7 @@ async fn begin(
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
-        _ => engine.inner.executor.take().await,
+        _ => engine.inner.executor.take(kind.runner_work()).await,
     };
     Some(Begun::new(join_blocking(disk).await?, runner))
 }

@@ -21,7 +21,7 @@ use super::clock::Clock;
 use super::executor::{Executor, Runner};
 use super::{Engine, Kind};
 use crate::config::Config;
-use crate::exec::{Outcome, RunEvent};
+use crate::exec::{Outcome, RunEvent, RunnerWork};
 use crate::logstore::OutputKind;
 use crate::state::JobState;
 
@@ -173,12 +173,12 @@ impl FakeExecutor {
 }
 
 impl Executor for FakeExecutor {
-    fn take(&self) -> BoxFuture<'_, Box<dyn Runner>> {
+    fn take(&self, _work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>> {
         self.shared.seen().taken += 1;
         Box::pin(std::future::ready(self.runner(Origin::Taken)))
     }
 
-    fn launch(&self) -> BoxFuture<'_, Box<dyn Runner>> {
+    fn launch(&self, _work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>> {
         self.shared.seen().launched += 1;
         Box::pin(std::future::ready(self.runner(Origin::Launched)))
     }

@@ -35,7 +35,7 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         {
             clock.sleep_until(due - ahead).await;
             if engine.timer_would_fire(kind, &id) {
-                runner = engine.launch_ahead().await;
+                runner = engine.launch_ahead(kind).await;
             }
         }
         clock.sleep_until(due).await;

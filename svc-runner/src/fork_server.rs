@@ -1,0 +1,293 @@
+//! The runner fork server (`svc-runner --fork-server`): one pre-initialised runner that
+//! forks a runner for each execution of a command, so that a run does not pay for an
+//! exec, the dynamic loader and the start of the standard library (see `proto::fork`).
+//!
+//! The server is single-threaded and has no async runtime, so that `fork` is sound: a
+//! child starts with no lock held by a thread that does not exist in it. It waits on
+//! two descriptors: its control socket (the controller's requests, each `Fork` with the
+//! forked runner's connection attached) and a `signalfd` for `SIGCHLD`, on which it reaps
+//! its children and reports their exits. It never listens, never runs a command itself
+//! and keeps its privileges only to hand them to its children, which drop them as every
+//! runner does before it runs a command.
+//!
+//! A forked runner shares the address-space layout of the server and its siblings (the
+//! commands it starts are executed afresh and get their own). That is why the controller
+//! forks only runners of commands: a runner that makes a JobHttp's call, and so reads
+//! what a remote server sends, is executed afresh.
+
+use std::collections::{HashSet, VecDeque};
+use std::io::{self, Write as _};
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::unix::net::UnixStream;
+
+use bytes::BytesMut;
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork, getpid};
+use proto::fork::{ForkEvent, ForkRequest, ForkServerCodec};
+use tokio_util::codec::{Decoder as _, Encoder as _};
+
+use crate::credentials;
+
+/// How [`serve`] returns.
+#[derive(Debug)]
+pub enum Served {
+    /// In a forked child: do one execution on this controller connection, as a runner
+    /// whose parent is `parent` (the server).
+    Forked { connection: OwnedFd, parent: Pid },
+    /// The controller closed the control socket and every forked runner has ended.
+    Ended,
+}
+
+/// Why the server could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum ForkServerError {
+    #[error("the controller is gone")]
+    ControllerGone,
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("invalid request from the controller: {0}")]
+    Protocol(#[from] proto::ProtoError),
+}
+
+fn io_error(what: &'static str) -> impl FnOnce(Errno) -> ForkServerError {
+    move |errno| ForkServerError::Io {
+        what,
+        source: errno.into(),
+    }
+}
+
+/// Largest read from the control socket at once; requests are a few dozen bytes.
+const READ_CHUNK: usize = 4096;
+
+/// Serves the controller, whose pid is `parent`, on standard input (a Unix socket)
+/// until it closes it; returns in each forked child with its connection.
+pub fn serve(parent: Pid) -> Result<Served, ForkServerError> {
+    // The server ends with the controller; its children, tied to it in turn, then end
+    // as every runner does when the controller dies.
+    match credentials::tie_to_parent(parent) {
+        Ok(true) => {}
+        Ok(false) => return Err(ForkServerError::ControllerGone),
+        Err(err) => return Err(io_error("cannot set the parent death signal")(err)),
+    }
+    // Told apart from its runners in `ps` and `top` (`comm`; the command line is the
+    // same), which take back the runner's name.
+    let _ = nix::sys::prctl::set_name(c"svc-forkserver");
+    let control = take_control_socket()?;
+    let mut blocked = SigSet::empty();
+    blocked.add(Signal::SIGCHLD);
+    let mut original_mask = SigSet::empty();
+    sigprocmask(
+        SigmaskHow::SIG_BLOCK,
+        Some(&blocked),
+        Some(&mut original_mask),
+    )
+    .map_err(io_error("cannot block SIGCHLD"))?;
+    let children = SignalFd::with_flags(&blocked, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(io_error("cannot create a signalfd for SIGCHLD"))?;
+
+    let mut server = Server {
+        control,
+        codec: ForkServerCodec::new(),
+        input: BytesMut::new(),
+        fds: VecDeque::new(),
+        live: HashSet::new(),
+        closing: false,
+    };
+    server.send(ForkEvent::Ready {
+        version: proto::PROTOCOL_VERSION,
+    })?;
+    loop {
+        if server.closing && server.live.is_empty() {
+            return Ok(Served::Ended);
+        }
+        let (control_ready, children_ready) = wait_readable(&server, &children)?;
+        if children_ready {
+            while let Ok(Some(_)) = children.read_signal() {}
+            server.reap()?;
+        }
+        if control_ready && let Some(forked) = server.read_requests()? {
+            // In the child: nothing of the server's stays open, and the signal mask
+            // is the one the runner was started with.
+            let Server { control, fds, .. } = server;
+            drop((control, fds, children));
+            let _ = nix::sys::prctl::set_name(c"svc-runner");
+            if let Err(err) = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&original_mask), None) {
+                eprintln!("svc-runner: warning: cannot restore the signal mask: {err}");
+            }
+            return Ok(forked);
+        }
+    }
+}
+
+/// Moves the control socket off standard input to a close-on-exec descriptor, and puts
+/// `/dev/null` in its place, so that no command ever inherits it.
+fn take_control_socket() -> Result<UnixStream, ForkServerError> {
+    let stdin = std::io::stdin();
+    let duplicate = stdin
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|source| ForkServerError::Io {
+            what: "cannot take the control socket from standard input",
+            source,
+        })?;
+    let null = std::fs::File::open("/dev/null").map_err(|source| ForkServerError::Io {
+        what: "cannot open /dev/null",
+        source,
+    })?;
+    nix::unistd::dup2_stdin(null.as_fd())
+        .map_err(io_error("cannot put /dev/null on standard input"))?;
+    Ok(UnixStream::from(duplicate))
+}
+
+/// Waits until the control socket (while the controller has not closed it) or the
+/// signalfd can be read.
+fn wait_readable(server: &Server, children: &SignalFd) -> Result<(bool, bool), ForkServerError> {
+    let mut fds = vec![PollFd::new(children.as_fd(), PollFlags::POLLIN)];
+    if !server.closing {
+        fds.push(PollFd::new(server.control.as_fd(), PollFlags::POLLIN));
+    }
+    loop {
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => break,
+            Err(Errno::EINTR) => continue,
+            Err(err) => return Err(io_error("cannot wait for requests")(err)),
+        }
+    }
+    let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|events| !events.is_empty());
+    let children_ready = ready(&fds[0]);
+    let control_ready = fds.get(1).is_some_and(ready);
+    Ok((control_ready, children_ready))
+}
+
+struct Server {
+    control: UnixStream,
+    codec: ForkServerCodec,
+    /// Bytes read and not decoded yet.
+    input: BytesMut,
+    /// Descriptors received and not taken by a request yet, in order.
+    fds: VecDeque<OwnedFd>,
+    /// Forked runners not reaped yet: the pids [`ForkRequest::Kill`] may signal.
+    live: HashSet<Pid>,
+    /// The controller closed the control socket: the server ends once `live` is empty.
+    closing: bool,
+}
+
+impl Server {
+    fn send(&mut self, event: ForkEvent) -> Result<(), ForkServerError> {
+        let mut frame = BytesMut::new();
+        self.codec.encode(event, &mut frame)?;
+        self.control
+            .write_all(&frame)
+            .map_err(|source| ForkServerError::Io {
+                what: "cannot write to the controller",
+                source,
+            })
+    }
+
+    /// Reaps every child that ended and reports it.
+    fn reap(&mut self) -> Result<(), ForkServerError> {
+        loop {
+            let (pid, code, signal) = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) => (pid, Some(code), None),
+                Ok(WaitStatus::Signaled(pid, signal, _)) => (pid, None, Some(signal as i32)),
+                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return Ok(()),
+                Ok(_) => continue,
+                Err(Errno::EINTR) => continue,
+                Err(err) => return Err(io_error("cannot reap a runner")(err)),
+            };
+            self.live.remove(&pid);
+            if !self.closing {
+                let pid = u32::try_from(pid.as_raw()).unwrap_or_default();
+                self.send(ForkEvent::Exited { pid, code, signal })?;
+            }
+        }
+    }
+
+    /// Reads what the control socket has and carries out each complete request;
+    /// `Some` in a forked child.
+    fn read_requests(&mut self) -> Result<Option<Served>, ForkServerError> {
+        let mut chunk = [0u8; READ_CHUNK];
+        let (read, fds) = match proto::fdpass::receive_with_fds(self.control.as_fd(), &mut chunk) {
+            Ok(received) => received,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => return Ok(None),
+            Err(source) => {
+                return Err(ForkServerError::Io {
+                    what: "cannot read from the controller",
+                    source,
+                });
+            }
+        };
+        self.fds.extend(fds);
+        if read == 0 {
+            self.closing = true;
+            self.fds.clear();
+            return Ok(None);
+        }
+        self.input.extend_from_slice(&chunk[..read]);
+        while let Some(request) = self.codec.decode(&mut self.input)? {
+            match request {
+                ForkRequest::Fork { id } => {
+                    if let Some(forked) = self.fork_one(id)? {
+                        return Ok(Some(forked));
+                    }
+                }
+                ForkRequest::Kill { pid } => self.kill(pid),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Forks the runner asked for by `id`; `Some` in the child.
+    fn fork_one(&mut self, id: u64) -> Result<Option<Served>, ForkServerError> {
+        let Some(connection) = self.fds.pop_front() else {
+            return self
+                .send(ForkEvent::ForkFailed {
+                    id,
+                    message: "no connection came with the request".into(),
+                })
+                .map(|()| None);
+        };
+        let server_pid = getpid();
+        // SAFETY: this process has one thread and no runtime (see the module's
+        // documentation), so the child starts with no lock held and no other thread's
+        // state half-changed; it returns from here straight into the runner's start.
+        match unsafe { fork() } {
+            Ok(ForkResult::Child) => Ok(Some(Served::Forked {
+                connection,
+                parent: server_pid,
+            })),
+            Ok(ForkResult::Parent { child }) => {
+                drop(connection);
+                self.live.insert(child);
+                let pid = u32::try_from(child.as_raw()).unwrap_or_default();
+                self.send(ForkEvent::Forked { id, pid }).map(|()| None)
+            }
+            Err(err) => {
+                drop(connection);
+                self.send(ForkEvent::ForkFailed {
+                    id,
+                    message: format!("fork failed: {err}"),
+                })
+                .map(|()| None)
+            }
+        }
+    }
+
+    /// Kills a forked runner that has not been reaped: its pid cannot name another
+    /// process yet.
+    fn kill(&self, pid: u32) {
+        let Ok(raw) = i32::try_from(pid) else { return };
+        let pid = Pid::from_raw(raw);
+        if self.live.contains(&pid) {
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+    }
+}
