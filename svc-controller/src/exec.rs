@@ -80,6 +80,11 @@ pub enum HubError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot start the thread that starts runners: {source}")]
+    Spawner {
+        #[source]
+        source: io::Error,
+    },
     #[error("cannot listen on the runner socket {path}: {source}")]
     Listen {
         path: String,
@@ -106,6 +111,8 @@ struct HubInner {
     sandboxes: Sandboxes,
     /// Runners spawned and not yet connected, by one-time token.
     pending: Mutex<HashMap<String, Pending>>,
+    /// Starts the runners started afresh.
+    spawner: Arc<Spawner>,
     /// The runner fork server, started at the first run of commands.
     forks: tokio::sync::Mutex<ForkSlot>,
     /// Whether runners of commands are forked by the fork server (tests turn it off to
@@ -132,17 +139,62 @@ pub enum RunnerWork {
     HttpCall,
 }
 
-/// A runner process: started afresh (a child of the controller), or forked by the fork
-/// server (its child, which reports its exit).
+/// Starts runners afresh from one thread of its own, which lives as long as the hub and
+/// every runner it started. A process's parent-death signal follows the *thread* that
+/// started it, not the process: started from a thread of the engine's runtime, which
+/// hands its work to a new thread when a run does file work in place
+/// (`block_in_place`) and lets the old one end when idle, a runner got SIGTERM in the
+/// middle of a long run.
+struct Spawner {
+    requests: Mutex<std::sync::mpsc::Sender<(Command, oneshot::Sender<io::Result<Child>>)>>,
+}
+
+impl Spawner {
+    /// Starts the thread, in the runtime of the caller (a runner's exit is watched there).
+    fn start() -> io::Result<Arc<Spawner>> {
+        let runtime = tokio::runtime::Handle::current();
+        let (requests, incoming) =
+            std::sync::mpsc::channel::<(Command, oneshot::Sender<io::Result<Child>>)>();
+        std::thread::Builder::new()
+            .name("svc-spawner".into())
+            .spawn(move || {
+                let _inside = runtime.enter();
+                // Ends when the hub and every runner started here are gone.
+                while let Ok((mut command, spawned)) = incoming.recv() {
+                    let _ = spawned.send(command.spawn());
+                }
+            })?;
+        Ok(Arc::new(Spawner {
+            requests: Mutex::new(requests),
+        }))
+    }
+
+    async fn spawn(&self, command: Command) -> io::Result<Child> {
+        let (spawned_tx, spawned_rx) = oneshot::channel();
+        lock(&self.requests)
+            .send((command, spawned_tx))
+            .map_err(|_| io::Error::other("the thread that starts runners has ended"))?;
+        spawned_rx
+            .await
+            .map_err(|_| io::Error::other("the thread that starts runners has ended"))?
+    }
+}
+
+/// A runner process: started afresh (a child of the controller, which keeps the thread
+/// that started it while it lives), or forked by the fork server (its child, which
+/// reports its exit).
 enum RunnerProcess {
-    Executed(Child),
+    Executed {
+        child: Child,
+        _started_by: Arc<Spawner>,
+    },
     Forked(ForkedRunner),
 }
 
 impl RunnerProcess {
     fn id(&self) -> Option<u32> {
         match self {
-            RunnerProcess::Executed(child) => child.id(),
+            RunnerProcess::Executed { child, .. } => child.id(),
             RunnerProcess::Forked(runner) => Some(runner.id()),
         }
     }
@@ -150,7 +202,7 @@ impl RunnerProcess {
     /// Waits for the exit; how it ended (`exit status: 0`, `signal: 9`).
     async fn wait(&mut self) -> String {
         match self {
-            RunnerProcess::Executed(child) => child
+            RunnerProcess::Executed { child, .. } => child
                 .wait()
                 .await
                 .map_or_else(|err| err.to_string(), |status| status.to_string()),
@@ -160,7 +212,7 @@ impl RunnerProcess {
 
     fn start_kill(&mut self) {
         match self {
-            RunnerProcess::Executed(child) => {
+            RunnerProcess::Executed { child, .. } => {
                 let _ = child.start_kill();
             }
             RunnerProcess::Forked(runner) => runner.start_kill(),
@@ -307,6 +359,7 @@ impl RunnerHub {
             protected_paths,
             sandboxes: Sandboxes::default(),
             pending: Mutex::new(HashMap::new()),
+            spawner: Spawner::start().map_err(|source| HubError::Spawner { source })?,
             forks: tokio::sync::Mutex::default(),
             fork_enabled: std::sync::atomic::AtomicBool::new(true),
         });
@@ -480,7 +533,10 @@ impl RunnerHub {
         LaunchedRunner {
             _guard: Some(guard),
             runner_path: self.inner.runner_path.clone(),
-            spawned: spawned.map(RunnerProcess::Executed),
+            spawned: spawned.map(|child| RunnerProcess::Executed {
+                child,
+                _started_by: self.inner.spawner.clone(),
+            }),
             accepted_rx,
             launched_at: std::time::Instant::now(),
             work,
@@ -505,7 +561,7 @@ impl RunnerHub {
         if let Some((soft, hard)) = crate::fdlimit::original_for_children() {
             command.arg("--nofile").arg(format!("{soft}:{hard}"));
         }
-        let mut child = command.spawn()?;
+        let mut child = self.inner.spawner.spawn(command).await?;
         // Before the token is written: the runner cannot say hello without it, so its
         // pid is known by then.
         if let Some(pending) = lock(&self.inner.pending).get_mut(token) {

@@ -112,6 +112,20 @@ fn commands_request(commands: Vec<String>, dir_work: String) -> ExecRequest {
     }
 }
 
+/// A hub on a temporary directory with a `work` directory, protecting nothing.
+fn plain_hub() -> (tempfile::TempDir, RunnerHub) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = dir.path().canonicalize().expect("canonical");
+    std::fs::create_dir(base.join("work")).expect("mkdir");
+    let hub = RunnerHub::start(
+        &base.join("run"),
+        svc_tests::binaries().runner.clone(),
+        Vec::new(),
+    )
+    .expect("runner hub");
+    (dir, hub)
+}
+
 /// Waits (bounded) until no process has this pid any more.
 async fn gone(pid: u32, what: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -126,15 +140,8 @@ async fn gone(pid: u32, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forked_runner_is_the_fork_server_s_child_and_the_server_ends_with_the_hub() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let (dir, hub) = plain_hub();
     let base = dir.path().canonicalize().expect("canonical");
-    std::fs::create_dir(base.join("work")).expect("mkdir");
-    let hub = RunnerHub::start(
-        &base.join("run"),
-        svc_tests::binaries().runner.clone(),
-        Vec::new(),
-    )
-    .expect("runner hub");
 
     // The command's parent is the runner; the runner's parent is the fork server.
     let runner = hub.launch(RunnerWork::Commands).await;
@@ -193,4 +200,71 @@ async fn a_forked_runner_is_the_fork_server_s_child_and_the_server_ends_with_the
     // With the hub gone, the control socket closes and the server ends.
     drop(hub);
     gone(server_pid, "the fork server").await;
+}
+
+/// A runner's parent-death signal follows the thread that started it: a runner started
+/// from a thread that ends later (as the engine's runtime threads do when its work moves
+/// to another thread) got SIGTERM in the middle of its run. Runners are started from
+/// threads that live as long as they do, whichever thread asks for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_outlives_the_thread_that_asked_for_its_runner() {
+    let (dir, hub) = plain_hub();
+    let base = dir.path().canonicalize().expect("canonical");
+    for forked in [true, false] {
+        hub.use_fork_server(forked);
+        let marker = format!("sleep 300.{}", u8::from(forked));
+        // A thread of its own asks for the runner, and stays until the command runs.
+        let (runner_tx, runner_rx) = tokio::sync::oneshot::channel();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let asking = {
+            let (hub, runtime) = (hub.clone(), tokio::runtime::Handle::current());
+            std::thread::spawn(move || {
+                let runner = runtime.block_on(hub.launch(RunnerWork::Commands));
+                let _ = runner_tx.send(runner);
+                let _ = end_rx.recv();
+                // SAFETY: gettid has no preconditions.
+                unsafe { libc::gettid() }
+            })
+        };
+        let runner = runner_rx.await.expect("a runner");
+        let request = commands_request(
+            vec![marker.clone()],
+            base.join("work").display().to_string(),
+        );
+        let (cancel, mut cancel_rx) = tokio::sync::watch::channel(None);
+        let run = tokio::spawn(async move {
+            let mut sink = |_: RunEvent<'_>| {};
+            runner
+                .execute(request, None, &mut cancel_rx, &mut sink)
+                .await
+        });
+        svc_tests::wait_until(
+            std::time::Duration::from_secs(20),
+            "the command runs",
+            async || !svc_tests::proc::find_by_exact_cmdline(&marker).is_empty(),
+        )
+        .await;
+
+        // The asking thread ends; once it is gone, so is any signal its end sends.
+        end_tx.send(()).expect("the thread waits");
+        let tid = asking.join().expect("the thread ends");
+        let task = format!("/proc/{}/task/{tid}", std::process::id());
+        svc_tests::wait_until(
+            std::time::Duration::from_secs(20),
+            "the asking thread is gone",
+            async || !std::path::Path::new(&task).exists(),
+        )
+        .await;
+
+        cancel.send_replace(Some("the test is over".into()));
+        let outcome = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+            .await
+            .expect("the run ends in time")
+            .expect("the run task");
+        assert!(!outcome.success);
+        assert!(
+            outcome.summary.contains("the test is over"),
+            "forked {forked}: ended by the cancel, not by a signal: {outcome:?}"
+        );
+    }
 }
