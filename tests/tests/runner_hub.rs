@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use proto::{Action, ExecRequest, Sandbox};
 use svc_controller::exec::{RunEvent, RunnerHub, RunnerWork};
+use svc_controller::logstore::OutputKind;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ruleset_the_controller_built_reaches_the_runner_and_confines_the_commands() {
@@ -66,7 +67,10 @@ async fn ruleset_reaches_the_runner(forked: bool) {
     let (mut lines, mut output) = (Vec::new(), Vec::new());
     let mut sink = |event: RunEvent<'_>| match event {
         RunEvent::Line(line) => lines.push(line),
-        RunEvent::Output(_, data) => output.extend_from_slice(data),
+        // Standard output only: the commands' errors come on standard error, whose
+        // chunks may fall in the middle of a line of it.
+        RunEvent::Output(OutputKind::Stdout, data) => output.extend_from_slice(data),
+        RunEvent::Output(..) => {}
         RunEvent::HttpStatus(_) => {}
     };
     let outcome = tokio::time::timeout(
