@@ -52,11 +52,15 @@ pub type ForkServerCodec = FrameCodec<ForkRequest, ForkEvent>;
 /// The controller's codec for the fork server: reads [`ForkEvent`], writes [`ForkRequest`].
 pub type ForkClientCodec = FrameCodec<ForkEvent, ForkRequest>;
 
-/// How an exit reads in a run's log: `exit status 2`, `signal 9`.
+/// How an exit reads in a run's log, in the standard library's words: `exit status: 2`,
+/// `signal: 9 (SIGKILL)`.
 pub fn exit_text(code: Option<i32>, signal: Option<i32>) -> String {
     match (code, signal) {
         (Some(code), _) => format!("exit status: {code}"),
-        (None, Some(signal)) => format!("signal: {signal}"),
+        (None, Some(number)) => match nix::sys::signal::Signal::try_from(number) {
+            Ok(signal) => format!("signal: {number} ({})", signal.as_str()),
+            Err(_) => format!("signal: {number}"),
+        },
         (None, None) => "ended".to_string(),
     }
 }
@@ -99,7 +103,8 @@ mod tests {
     #[test]
     fn exits_read_like_the_standard_library_s() {
         assert_eq!(exit_text(Some(2), None), "exit status: 2");
-        assert_eq!(exit_text(None, Some(9)), "signal: 9");
+        assert_eq!(exit_text(None, Some(9)), "signal: 9 (SIGKILL)");
+        assert_eq!(exit_text(None, Some(200)), "signal: 200");
         assert_eq!(exit_text(None, None), "ended");
     }
 }
