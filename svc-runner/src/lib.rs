@@ -50,8 +50,10 @@ use crate::connection::{Reporter, Stop, StopHandle, wait_stop};
         with no_new_privs, its resource limits and the run's Landlock file-system sandbox \
         (what it enforces is logged once per run), streams their output to the \
         controller, enforces the time limit, ends whatever the commands left behind, and \
-        exits. It never listens on any socket, and never writes state or \
-        logs: the controller does."
+        exits. For runs of commands, svc-controller keeps one runner started with \
+        --fork-server instead, which forks a runner per execution with its connection \
+        already made (named svc-forkserver in the process list). It never listens on \
+        any socket, and never writes state or logs: the controller does."
 )]
 pub struct Cli {
     /// Unix socket of the controller to connect to. A fork server does not connect to

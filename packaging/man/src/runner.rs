@@ -21,12 +21,14 @@ fn extra_sections() -> Roff {
         &mut roff,
         "0",
         "The work was done and its result reported to the controller, whether the job \
-         succeeded or failed.",
+         succeeded or failed. A fork server: the controller closed its socket and every \
+         runner it forked has ended.",
     );
     entry(
         &mut roff,
         "1",
-        "The work could not be done (reported to the controller when possible).",
+        "The work could not be done (reported to the controller when possible). A fork \
+         server: it could not go on serving (the reason is on standard error).",
     );
     entry(
         &mut roff,
