@@ -23,7 +23,7 @@ use proto::{ControllerCodec, ControllerMessage, ExecRequest, PROTOCOL_VERSION, R
 use rand::distr::{Alphanumeric, SampleString};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::codec::Framed;
@@ -32,6 +32,7 @@ use crate::forkserver::{ForkServer, ForkedRunner};
 use crate::fsutil;
 use crate::logstore::OutputKind;
 use crate::sandboxes::Sandboxes;
+use crate::spawner::{Spawner, runner_command};
 
 /// How long a spawned runner has to connect and say hello.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,9 +41,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const BACKSTOP_MARGIN: Duration = Duration::from_secs(15);
 /// How long to wait for a runner to exit after it reported the end of the run.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
-/// `PATH` of the runner process itself (the commands get their own).
-pub(crate) const RUNNER_PATH_ENV: &str =
-    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Something that happened during a run, for the run's log.
 #[derive(Debug)]
@@ -137,47 +135,6 @@ const FORK_SERVER_RETRY: Duration = Duration::from_secs(30);
 pub enum RunnerWork {
     Commands,
     HttpCall,
-}
-
-/// Starts runners afresh from one thread of its own, which lives as long as the hub and
-/// every runner it started. A process's parent-death signal follows the *thread* that
-/// started it, not the process: started from a thread of the engine's runtime, which
-/// hands its work to a new thread when a run does file work in place
-/// (`block_in_place`) and lets the old one end when idle, a runner got SIGTERM in the
-/// middle of a long run.
-struct Spawner {
-    requests: Mutex<std::sync::mpsc::Sender<(Command, oneshot::Sender<io::Result<Child>>)>>,
-}
-
-impl Spawner {
-    /// Starts the thread, in the runtime of the caller (a runner's exit is watched there).
-    fn start() -> io::Result<Arc<Spawner>> {
-        let runtime = tokio::runtime::Handle::current();
-        let (requests, incoming) =
-            std::sync::mpsc::channel::<(Command, oneshot::Sender<io::Result<Child>>)>();
-        std::thread::Builder::new()
-            .name("svc-spawner".into())
-            .spawn(move || {
-                let _inside = runtime.enter();
-                // Ends when the hub and every runner started here are gone.
-                while let Ok((mut command, spawned)) = incoming.recv() {
-                    let _ = spawned.send(command.spawn());
-                }
-            })?;
-        Ok(Arc::new(Spawner {
-            requests: Mutex::new(requests),
-        }))
-    }
-
-    async fn spawn(&self, command: Command) -> io::Result<Child> {
-        let (spawned_tx, spawned_rx) = oneshot::channel();
-        lock(&self.requests)
-            .send((command, spawned_tx))
-            .map_err(|_| io::Error::other("the thread that starts runners has ended"))?;
-        spawned_rx
-            .await
-            .map_err(|_| io::Error::other("the thread that starts runners has ended"))?
-    }
 }
 
 /// A runner process: started afresh (a child of the controller, which keeps the thread
@@ -463,9 +420,9 @@ impl RunnerHub {
             return None;
         }
         match ForkServer::start(
+            &self.inner.spawner,
             &self.inner.runner_path,
             &self.inner.socket_path,
-            crate::fdlimit::original_for_children(),
         )
         .await
         {
@@ -544,23 +501,8 @@ impl RunnerHub {
     }
 
     async fn spawn_runner(&self, token: &str) -> io::Result<Child> {
-        let mut command = Command::new(&self.inner.runner_path);
-        command
-            .arg("--socket")
-            .arg(&self.inner.socket_path)
-            .env_clear()
-            .env("PATH", RUNNER_PATH_ENV)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        // No `pre_exec`: without one, the standard library starts the runner with
-        // `posix_spawn` (a `vfork`-style clone) instead of `fork`, which would copy the
-        // page tables of this large, many-threaded process for every run. The runner
-        // sets the open-file limit itself.
-        if let Some((soft, hard)) = crate::fdlimit::original_for_children() {
-            command.arg("--nofile").arg(format!("{soft}:{hard}"));
-        }
+        let mut command = runner_command(&self.inner.runner_path, &self.inner.socket_path);
+        command.stdin(Stdio::piped()).kill_on_drop(true);
         let mut child = self.inner.spawner.spawn(command).await?;
         // Before the token is written: the runner cannot say hello without it, so its
         // pid is known by then.

@@ -2,10 +2,9 @@
 //! `proto::fork`): one pre-initialised runner that forks a runner for each run of
 //! commands, so that a run does not pay for the exec and start-up of a fresh process.
 //!
-//! The server is started from a thread of its own, which then waits for it: a process's
-//! parent-death signal follows the *thread* that started it, and the engine's runtime
-//! threads come and go (`block_in_place`), while the server must live as long as the
-//! controller. Requests go out through one writer task (a `Fork` frame carries the
+//! The server is started through the hub's [`Spawner`], whose thread lives while the
+//! server may (a parent-death signal follows the thread that started a process).
+//! Requests go out through one writer task (a `Fork` frame carries the
 //! forked runner's connection as a descriptor); events come in through one reader
 //! task, which answers each `fork` and each wait for a forked runner's exit. When the
 //! server ends, every fork still waiting fails and every wait for an exit ends with
@@ -28,6 +27,8 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
 use tokio_util::codec::FramedRead;
+
+use crate::spawner::{Spawner, runner_command};
 
 /// How long the server has to say it is ready, and to answer a fork.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -80,6 +81,10 @@ struct Inner {
     requests: mpsc::UnboundedSender<Outgoing>,
     waiting: Mutex<Waiting>,
     alive: AtomicBool,
+    /// The server process.
+    _process: tokio::process::Child,
+    /// The thread that started the server, kept while the server may live.
+    _started_by: Arc<Spawner>,
 }
 
 fn lock(waiting: &Mutex<Waiting>) -> std::sync::MutexGuard<'_, Waiting> {
@@ -104,53 +109,28 @@ impl std::fmt::Debug for ForkServer {
 }
 
 impl ForkServer {
-    /// Starts `runner_path --fork-server` and waits until it is ready. Call it from a
-    /// runtime (its tasks are spawned there). `socket` is the controller's runner socket:
-    /// the server does not use it, it names the controller on the server's command line.
+    /// Starts `runner_path --fork-server` through `spawner` (whose thread its
+    /// parent-death signal then follows, and which it keeps) and waits until it is ready.
+    /// Call it from a runtime (its tasks are spawned there). `socket` is the controller's
+    /// runner socket: the server does not use it, it names the controller on the server's
+    /// command line.
     pub async fn start(
+        spawner: &Arc<Spawner>,
         runner_path: &Path,
         socket: &Path,
-        nofile: Option<(u64, u64)>,
     ) -> Result<ForkServer, ForkError> {
         let start_error = |source| ForkError::Start {
             path: runner_path.display().to_string(),
             source,
         };
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(start_error)?;
-        let mut command = std::process::Command::new(runner_path);
+        let mut command = runner_command(runner_path, socket);
         command
             .arg("--fork-server")
-            .arg("--socket")
-            .arg(socket)
-            .env_clear()
-            .env("PATH", crate::exec::RUNNER_PATH_ENV)
-            .stdin(Stdio::from(OwnedFd::from(theirs)))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        if let Some((soft, hard)) = nofile {
-            command.arg("--nofile").arg(format!("{soft}:{hard}"));
-        }
-        let (spawned_tx, spawned_rx) = oneshot::channel();
-        std::thread::Builder::new()
-            .name("svc-forkserver".into())
-            .spawn(move || match command.spawn() {
-                Ok(mut child) => {
-                    // Drops the server's end here (the command held it).
-                    drop(command);
-                    let _ = spawned_tx.send(Ok(()));
-                    if let Err(err) = child.wait() {
-                        tracing::warn!(error = %err, "cannot wait for the runner fork server");
-                    }
-                }
-                Err(err) => {
-                    let _ = spawned_tx.send(Err(err));
-                }
-            })
-            .map_err(start_error)?;
-        spawned_rx
-            .await
-            .map_err(|_| start_error(io::Error::other("the starting thread ended")))?
-            .map_err(start_error)?;
+            .stdin(Stdio::from(OwnedFd::from(theirs)));
+        // Not killed with its handle: it ends by itself once the control socket is
+        // closed and its runners have ended; the runtime reaps it.
+        let process = spawner.spawn(command).await.map_err(start_error)?;
 
         ours.set_nonblocking(true).map_err(start_error)?;
         let stream = UnixStream::from_std(ours).map_err(start_error)?;
@@ -175,6 +155,8 @@ impl ForkServer {
             requests,
             waiting: Mutex::default(),
             alive: AtomicBool::new(true),
+            _process: process,
+            _started_by: spawner.clone(),
         });
         tokio::spawn(write_requests(write, outgoing));
         tokio::spawn(read_events(events, Arc::downgrade(&inner)));

@@ -22,5 +22,6 @@ pub mod replay;
 pub mod runtmp;
 pub mod sandboxes;
 pub mod schedule;
+pub mod spawner;
 pub mod state;
 pub mod statedir;
