@@ -39,23 +39,15 @@ async fn ruleset_reaches_the_runner(forked: bool) {
     let prepared = Arc::new(proto::sandbox::prepare(&sandbox, None).expect("ruleset"));
     sandbox.attached = Some(prepared.summary.clone());
     let request = ExecRequest {
-        job_id: "busy".into(),
-        counter: 1,
-        timeout_ms: Some(20_000),
-        kill_grace_ms: 300,
-        credentials: None,
-        limits: Default::default(),
-        keep_capabilities: None,
         sandbox: Some(sandbox),
-        action: Action::Commands {
-            commands: vec![
+        ..commands_request(
+            vec![
                 "echo w > in-work && echo wrote-work".into(),
                 format!("cat {}/secret || echo refused-secret", d("protected")),
                 format!("echo o > {}/f || echo refused-outside", d("outside")),
             ],
-            env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
-            dir_work: d("work"),
-        },
+            d("work"),
+        )
     };
 
     let runner_path = svc_tests::binaries().runner.clone();
@@ -130,16 +122,15 @@ fn plain_hub() -> (tempfile::TempDir, RunnerHub) {
     (dir, hub)
 }
 
-/// Waits (bounded) until no process has this pid any more.
+/// Waits (bounded) until the process `pid` is gone.
 async fn gone(pid: u32, what: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what} (pid {pid}) still there after 20 s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let pid = i32::try_from(pid).expect("a pid");
+    svc_tests::wait_until(
+        std::time::Duration::from_secs(20),
+        &format!("{what} (pid {pid}) is gone"),
+        async || !svc_tests::proc::is_alive(pid),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
