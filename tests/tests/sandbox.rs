@@ -518,7 +518,10 @@ async fn runs_of_a_busy_job_are_confined_one_after_another() {
     let outside = base.join("outside");
     std::fs::create_dir(&outside).expect("mkdir");
     std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    let flag = base.join("first-may-end");
+    // Each run waits for a flag of its own, so that the next trigger is queued while
+    // it lasts however fast the runs are (a run that found its flag at once could end
+    // before the test saw it start).
+    let flag = |counter: u64| base.join(format!("may-end-{counter}"));
     let state = base.join("var/run/svc");
     let d = |path: &Path| path.display().to_string();
     let busy = job_section(
@@ -526,7 +529,7 @@ async fn runs_of_a_busy_job_are_confined_one_after_another() {
         &[
             "path = /busy",
             "secret = busy-secret",
-            &wait_for_flag(&flag),
+            &wait_for_flag(&base.join("may-end-$SVC_JOB_COUNTER")),
             "command = echo t > \"$TMPDIR/f\" && echo wrote-tmp",
             "command = echo w > in-work && echo wrote-work",
             &format!(
@@ -546,11 +549,13 @@ async fn runs_of_a_busy_job_are_confined_one_after_another() {
     svc.trigger_with_secret("/busy", b"body-2", "busy-secret")
         .await
         .assert_status(200);
-    std::fs::write(&flag, "").expect("write flag");
+    std::fs::write(flag(1), "").expect("write flag");
     svc.wait_run_started("busy", 2, WAIT).await;
     svc.trigger_with_secret("/busy", b"body-3", "busy-secret")
         .await
         .assert_status(200);
+    std::fs::write(flag(2), "").expect("write flag");
+    std::fs::write(flag(3), "").expect("write flag");
     for counter in 1..=3u64 {
         let log = svc.wait_run_finished("busy", counter, WAIT).await;
         let content = log.content();
