@@ -287,7 +287,7 @@ def cmd_gen_svc(args):
                     [
                         "interval = 1s",
                         f"write_paths = {out_dir}",
-                        f'command = echo "$SVC_JOB_ID $(date +%s.%N)" >> {out_file}',
+                        f'command = "echo \\"$SVC_JOB_ID $(date +%s.%N)\\" >> {out_file}"',
                     ],
                 )
             )

@@ -220,11 +220,12 @@ impl<'a> Reader<'a> {
         self.parsed(key, |v| Ok(v.to_string()))
     }
 
-    /// A boolean; a bare key is true.
+    /// A boolean; as in git, a bare key is true and an empty value false.
     fn flag(&mut self, key: &str) -> Option<bool> {
         let entry = self.first(key)?;
-        match &entry.value {
+        match entry.value.as_deref() {
             None => Some(true),
+            Some("") => Some(false),
             Some(_) => self.parsed(key, parse_bool),
         }
     }
@@ -838,9 +839,10 @@ impl<'m> Loader<'m> {
                 return;
             }
         };
-        let (sections, syntax_errors) = syntax::parse(&text);
-        self.errors.extend(syntax_issues(file, syntax_errors));
-        self.load_sections(file, &sections, false);
+        let parsed = syntax::parse(&text);
+        self.errors.extend(syntax_issues(file, parsed.errors));
+        self.warnings.extend(syntax_issues(file, parsed.warnings));
+        self.load_sections(file, &parsed.sections, false);
     }
 
     fn load_sections(&mut self, file: &Path, sections: &[Section], is_main: bool) {
@@ -1247,9 +1249,10 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             });
         }
     };
-    let (sections, syntax_errors) = syntax::parse(&text);
-    let mut errors: Vec<ConfigIssue> = syntax_issues(path, syntax_errors).collect();
-    let mut warnings = Vec::new();
+    let parsed = syntax::parse(&text);
+    let sections = parsed.sections;
+    let mut errors: Vec<ConfigIssue> = syntax_issues(path, parsed.errors).collect();
+    let mut warnings: Vec<ConfigIssue> = syntax_issues(path, parsed.warnings).collect();
 
     let mut mains = sections.iter().filter(|s| s.kind == SectionKind::Main);
     let first_main = mains.next();
@@ -1351,8 +1354,10 @@ fn load_users(
             return Vec::new();
         }
     };
-    let (sections, syntax_errors) = syntax::parse(&text);
-    let mut issues: Vec<ConfigIssue> = syntax_issues(&file, syntax_errors).collect();
+    let parsed = syntax::parse(&text);
+    let sections = parsed.sections;
+    let mut issues: Vec<ConfigIssue> = syntax_issues(&file, parsed.errors).collect();
+    warnings.extend(syntax_issues(&file, parsed.warnings));
     let mut users: Vec<UserConfig> = Vec::new();
     let mut first_line: HashMap<&str, usize> = HashMap::new();
     for section in &sections {
