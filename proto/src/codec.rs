@@ -216,6 +216,7 @@ mod tests {
             request_type: HttpRequestType::Json,
             headers: vec![("Authorization".into(), "Bearer x".into())],
             secret: Some("s".into()),
+            sign_header: "x-my-sign".into(),
             insecure: true,
             follow_redirects: false,
             max_body_bytes: 65536,

@@ -198,8 +198,11 @@ pub struct HttpCall {
     /// Sent on every request, in order.
     pub headers: Vec<(String, String)>,
     /// When set, the query (for `query`) or body (for `form`/`json`) is signed with
-    /// HMAC-SHA-256 and the hex signature sent in `x-svc-sign`.
+    /// HMAC-SHA-256 and the hex signature sent in `sign_header`.
     pub secret: Option<String>,
+    /// The header that carries the signature (the JobHttp's `header_sign`).
+    #[serde(default = "default_sign_header")]
+    pub sign_header: String,
     /// Accept a server certificate that does not verify.
     pub insecure: bool,
     /// Follow redirects, to the same origin only; otherwise a 3xx ends the call.
@@ -207,6 +210,10 @@ pub struct HttpCall {
     pub follow_redirects: bool,
     /// At most this many bytes of the response body are sent back.
     pub max_body_bytes: u64,
+}
+
+fn default_sign_header() -> String {
+    "x-svc-sign".to_string()
 }
 
 /// How the `_svc_epoch` parameter is sent.

@@ -11,8 +11,6 @@ use crate::commands::format_secs;
 use crate::connection::wait_stop;
 use crate::{Finish, Work};
 
-/// Name of the signature header.
-pub const SIGN_HEADER: &str = "x-svc-sign";
 /// Name of the epoch parameter.
 pub const EPOCH_PARAM: &str = "_svc_epoch";
 /// Content type of a `form` body.
@@ -152,9 +150,10 @@ pub fn build_headers(call: &HttpCall, prepared: &Prepared) -> Result<HeaderMap, 
         }
     }
     if let Some(signature) = &prepared.signature {
-        let value =
-            HeaderValue::from_str(signature).map_err(|_| HttpError::Header(SIGN_HEADER.into()))?;
-        headers.insert(HeaderName::from_static(SIGN_HEADER), value);
+        let header = || HttpError::Header(call.sign_header.clone());
+        let name = HeaderName::from_bytes(call.sign_header.as_bytes()).map_err(|_| header())?;
+        let value = HeaderValue::from_str(signature).map_err(|_| header())?;
+        headers.insert(name, value);
     }
     Ok(headers)
 }
@@ -418,6 +417,7 @@ mod tests {
             request_type,
             headers: vec![],
             secret: None,
+            sign_header: "x-svc-sign".into(),
             insecure: false,
             follow_redirects: false,
             max_body_bytes: 1024,
@@ -522,7 +522,14 @@ mod tests {
         let xa: Vec<_> = h.get_all("x-a").iter().collect();
         assert_eq!(xa, ["1", "2"]);
         assert_eq!(h["authorization"], "Bearer t");
-        assert_eq!(h[SIGN_HEADER], p.signature.as_deref().expect("signed"));
+        assert_eq!(h["x-svc-sign"], p.signature.as_deref().expect("signed"));
+        c.sign_header = "x-hub-signature".into();
+        let h = build_headers(&c, &p).expect("ok");
+        assert_eq!(
+            h["x-hub-signature"],
+            p.signature.as_deref().expect("signed")
+        );
+        assert!(h.get("x-svc-sign").is_none());
         c.headers = vec![("bad header".into(), "x".into())];
         assert!(build_headers(&c, &p).is_err());
     }

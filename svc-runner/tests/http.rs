@@ -152,6 +152,7 @@ fn call(method: &str, url: String, request_type: HttpRequestType) -> HttpCall {
         request_type,
         headers: vec![],
         secret: None,
+        sign_header: "x-svc-sign".into(),
         insecure: false,
         follow_redirects: false,
         max_body_bytes: 65536,

@@ -270,11 +270,13 @@ pub struct HttpJobConfig {
     pub file: PathBuf,
     /// `description`, may be HTML.
     pub description: String,
-    /// `schedule` or `interval`; a JobHttp without either is an error.
-    pub timer: Timer,
+    /// `schedule` or `interval`; without either (as upstream allows) it runs only when
+    /// started by hand.
+    pub timer: Option<Timer>,
     /// `http_method`, default GET.
     pub http_method: HttpMethod,
-    /// `http_url`, required, `http` or `https`.
+    /// `http_url`, required, `http` or `https`; a path (`/...`) is resolved against the
+    /// service's own `listen_address`, as upstream does.
     pub http_url: String,
     /// `http_request_type`, default query.
     pub http_request_type: HttpRequestType,
@@ -289,6 +291,9 @@ pub struct HttpJobConfig {
     pub http_follow_redirects: bool,
     /// `secret` used to sign the request; `None` = unsigned.
     pub secret: Option<String>,
+    /// `header_sign`: the header that carries the signature, lower-cased, default
+    /// [`DEFAULT_HEADER_SIGN`].
+    pub header_sign: String,
     /// `log_retention`, default [`DEFAULT_LOG_RETENTION`].
     pub log_retention: usize,
     /// `user`: who the runner making the call runs as (defaults as for jobs).

@@ -92,6 +92,7 @@ const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
     ("http_timeout", Scalar),
     ("http_insecure", Bool),
     ("http_follow_redirects", Bool),
+    ("header_sign", Scalar),
     ("log_retention", Scalar),
     ("user", Scalar),
     ("group", Scalar),
@@ -596,6 +597,35 @@ fn parse_request_type(value: &str) -> Result<HttpRequestType, String> {
     }
 }
 
+/// `http_timeout`: as [`parse_positive_duration`], but `0` or a negative duration means
+/// the default (`None`), as upstream reads it.
+fn parse_http_timeout(value: &str) -> Result<Option<Duration>, String> {
+    let magnitude = value.trim().strip_prefix('-');
+    let duration = parse_duration(magnitude.unwrap_or(value))?;
+    if magnitude.is_some() || duration.is_zero() {
+        return Ok(None);
+    }
+    parse_positive_duration(value).map(Some)
+}
+
+/// `http_url`: an absolute URL (see [`check_http_url`]), or a path starting with `/`,
+/// which names the service itself (upstream's relative URLs): it is resolved against
+/// `listen_address`, a wildcard address replaced by the loopback one.
+fn resolve_http_url(value: &str, listen_address: &str) -> Result<String, String> {
+    if !value.starts_with('/') || value.starts_with("//") {
+        return check_http_url(value);
+    }
+    let (host, port) = listen_address
+        .rsplit_once(':')
+        .unwrap_or((listen_address, "80"));
+    let host = match host {
+        "" | "0.0.0.0" => "127.0.0.1",
+        "[::]" => "[::1]",
+        other => other,
+    };
+    check_http_url(&format!("http://{host}:{port}{value}"))
+}
+
 /// An absolute `http://` or `https://` URL with a host.
 fn check_http_url(value: &str) -> Result<String, String> {
     if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -1091,14 +1121,21 @@ impl<'m> Loader<'m> {
         let http_method = r
             .parsed("http_method", parse_http_method)
             .unwrap_or_default();
-        let http_url = r.parsed("http_url", check_http_url);
-        let http_request_type = r
-            .parsed("http_request_type", parse_request_type)
-            .unwrap_or_default();
+        let http_url = r.parsed("http_url", |v| resolve_http_url(v, &main.listen_address));
+        // Empty means the default, as upstream reads it.
+        let http_request_type = match r.text_or_empty("http_request_type") {
+            Some(text) if !text.is_empty() => r.parsed("http_request_type", parse_request_type),
+            _ => None,
+        }
+        .unwrap_or_default();
         let http_headers = r.list("http_header", parse_http_header);
         let http_timeout = r
-            .parsed("http_timeout", parse_positive_duration)
+            .parsed("http_timeout", parse_http_timeout)
+            .flatten()
             .unwrap_or(main.http_timeout);
+        let header_sign = r
+            .parsed("header_sign", check_header_name)
+            .unwrap_or_else(|| DEFAULT_HEADER_SIGN.to_string());
         let http_insecure = r.flag("http_insecure").unwrap_or(false);
         let http_follow_redirects = r.flag("http_follow_redirects").unwrap_or(false);
         let log_retention = r
@@ -1106,15 +1143,12 @@ impl<'m> Loader<'m> {
             .unwrap_or(DEFAULT_LOG_RETENTION);
         let (user, group) = run_as(&mut r, main);
 
-        if !r.has("interval") && !r.has("schedule") {
-            r.fail_key("interval", "a JobHttp needs interval or schedule");
-        }
         if !r.has("http_url") {
             r.fail_key("http_url", "a JobHttp needs http_url");
         }
         drop(r);
 
-        let (Some(timer), Some(http_url)) = (timer, http_url) else {
+        let Some(http_url) = http_url else {
             return;
         };
         if self.errors.len() != before {
@@ -1134,6 +1168,7 @@ impl<'m> Loader<'m> {
             http_insecure,
             http_follow_redirects,
             secret,
+            header_sign,
             log_retention,
             user,
             group,

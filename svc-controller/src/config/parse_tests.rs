@@ -695,7 +695,7 @@ fn http_job_values() {
     assert_eq!(job.file, tree.path("etc/svc/job_http.d/ping.conf"));
     assert_eq!(job.description, "ping");
     assert_eq!(job.secret.as_deref(), Some("k"));
-    assert_eq!(job.timer, Timer::Interval(Duration::from_secs(10)));
+    assert_eq!(job.timer, Some(Timer::Interval(Duration::from_secs(10))));
     assert_eq!(job.http_method, HttpMethod::Post);
     assert_eq!(job.http_url, "https://user@example.com:8443/ping?a=1#f");
     assert_eq!(job.http_request_type, HttpRequestType::Json);
@@ -720,7 +720,7 @@ fn http_job_defaults() {
         "[job.http \"a\"]\nschedule = minutely\nhttp_url = HTTP://[::1]/x\n",
     );
     let job = &tree.load().http_jobs[0];
-    assert_eq!(job.timer, Timer::Schedule(Schedule::Minutely));
+    assert_eq!(job.timer, Some(Timer::Schedule(Schedule::Minutely)));
     assert_eq!(job.http_method, HttpMethod::Get);
     assert_eq!(job.http_request_type, HttpRequestType::Query);
     assert!(job.http_headers.is_empty());
@@ -747,8 +747,9 @@ fn http_job_invalid_values() {
         ("http_request_type", "xml", "unknown http_request_type"),
         ("http_header", "NoColon", "Name: value"),
         ("http_header", "Bad Name: v", "not a valid HTTP header name"),
-        ("http_timeout", "0s", "at least 1ms"),
         ("http_timeout", "30", "at least 1ms"),
+        ("http_timeout", "-soon", "invalid duration"),
+        ("header_sign", "x sign", "not a valid HTTP header name"),
         ("http_insecure", "sure", "not a boolean"),
         ("log_retention", "0", "at least 1"),
         ("interval", "0.5s", "at least 1s"),
@@ -777,14 +778,60 @@ fn http_job_invalid_values() {
 }
 
 #[test]
-fn http_job_requires_timer_and_url() {
+fn http_job_requires_a_url() {
     let tree = Tree::new("");
     tree.http_job("h.conf", "[job.http \"h\"]\ndescription = d\n");
     let file = tree.path("etc/svc/job_http.d/h.conf");
     let issues = tree.issues();
-    assert_eq!(issues.len(), 2, "{issues:#?}");
-    only_issue(&issues, &file, "job.http \"h\"", "interval", None);
+    assert_eq!(issues.len(), 1, "{issues:#?}");
     only_issue(&issues, &file, "job.http \"h\"", "http_url", None);
+}
+
+/// What upstream accepts and svc once refused: a JobHttp with no timer (run by hand
+/// only), a path as `http_url` (the service itself), `header_sign`, an `http_timeout` of
+/// 0 or below and an empty `http_request_type` (both the default).
+#[test]
+fn http_job_takes_upstream_forms() {
+    for (main, url, resolved) in [
+        (
+            "",
+            "/svc/api/environment",
+            "http://127.0.0.1:31937/svc/api/environment",
+        ),
+        (
+            "listen_address = 0.0.0.0:8080\n",
+            "/x?a=1",
+            "http://127.0.0.1:8080/x?a=1",
+        ),
+        ("listen_address = [::]:8080\n", "/x", "http://[::1]:8080/x"),
+        (
+            "listen_address = 10.0.0.5:81\n",
+            "/x",
+            "http://10.0.0.5:81/x",
+        ),
+        ("listen_address = [::1]:81\n", "/", "http://[::1]:81/"),
+    ] {
+        let tree = Tree::new(&format!("{main}http_timeout = 2m\n"));
+        tree.http_job(
+            "h.conf",
+            &format!(
+                "[job.http \"h\"]\nhttp_url = {url}\nheader_sign = X-Hub-Signature\n\
+                 http_request_type =\nhttp_timeout = 0\n\
+                 [job.http \"n\"]\nhttp_url = http://x\nhttp_timeout = -5s\n\
+                 http_request_type = \"\"\n"
+            ),
+        );
+        let config = tree.load();
+        let job = &config.http_jobs[0];
+        assert_eq!(job.http_url, resolved, "{main}{url}");
+        assert_eq!(job.timer, None, "runs only when started by hand");
+        assert_eq!(job.header_sign, "x-hub-signature");
+        assert_eq!(job.http_request_type, HttpRequestType::Query);
+        assert_eq!(job.http_timeout, Duration::from_secs(120));
+        let negative = &config.http_jobs[1];
+        assert_eq!(negative.http_timeout, Duration::from_secs(120));
+        assert_eq!(negative.header_sign, "x-svc-sign");
+    }
 }
 
 #[test]
@@ -961,7 +1008,10 @@ fn every_problem_at_once() {
         "[job \"a\"]\ninterval = 0\ncommand = true\n[job \"b\"]\npath = /b\n",
     );
     tree.job("b.conf", "[job \"a\"]\npath = /b\ncommand = true\n");
-    tree.http_job("h.conf", "[job.http \"h\"]\nhttp_url = gopher://x\n");
+    tree.http_job(
+        "h.conf",
+        "[job.http \"h\"]\nhttp_url = gopher://x\ninterval = 0.5s\n",
+    );
     let issues = tree.issues();
     let summary: Vec<(String, Option<String>)> = issues
         .iter()
@@ -982,8 +1032,8 @@ fn every_problem_at_once() {
         ("a.conf", Some("command")),
         ("b.conf", None),
         ("b.conf", Some("path")),
-        ("h.conf", Some("http_url")),
         ("h.conf", Some("interval")),
+        ("h.conf", Some("http_url")),
     ];
     let expected: Vec<(String, Option<String>)> = expected
         .iter()

@@ -171,7 +171,7 @@ impl Def {
     fn timer(&self) -> Option<&Timer> {
         match self {
             Def::Job(job) => job.timer.as_ref(),
-            Def::Http(job) => Some(&job.timer),
+            Def::Http(job) => job.timer.as_ref(),
         }
     }
     pub fn name(&self) -> &str {

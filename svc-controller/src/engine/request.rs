@@ -332,6 +332,7 @@ pub fn http_request(job: &HttpJobConfig, counter: u64, run_as: &RunAs) -> ExecRe
             },
             headers: job.http_headers.clone(),
             secret: job.secret.clone(),
+            sign_header: job.header_sign.clone(),
             insecure: job.http_insecure,
             follow_redirects: job.http_follow_redirects,
             max_body_bytes: MAX_HTTP_BODY,

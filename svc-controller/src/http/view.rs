@@ -250,7 +250,7 @@ fn entry_view(look: &JobSnapshot) -> EntryView<'_> {
                 Shared {
                     name: &job.name,
                     description: &job.description,
-                    timer: Some(&job.timer),
+                    timer: job.timer.as_ref(),
                     log_retention: job.log_retention,
                 },
             ),
