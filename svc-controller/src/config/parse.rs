@@ -826,6 +826,8 @@ fn shared_main_dir(main: &MainConfig) -> Option<String> {
 /// Where an ID or a path was first defined, for duplicate messages.
 #[derive(Debug, Clone)]
 struct Origin {
+    /// The ID as configured.
+    id: String,
     file: PathBuf,
     header: String,
 }
@@ -840,6 +842,7 @@ struct Loader<'m> {
     warnings: Vec<ConfigIssue>,
     jobs: Vec<JobConfig>,
     http_jobs: Vec<HttpJobConfig>,
+    /// Lower-cased ID → where it was first defined.
     job_ids: HashMap<String, Origin>,
     http_job_ids: HashMap<String, Origin>,
     paths: HashMap<String, Origin>,
@@ -907,7 +910,8 @@ impl<'m> Loader<'m> {
         }
     }
 
-    /// The job ID of `section`, recorded; a duplicate within the namespace is a problem.
+    /// The job ID of `section`, recorded; a duplicate within the namespace is a problem,
+    /// and so is one that differs only by case (IDs are looked up in any case).
     fn register_id(&mut self, file: &Path, section: &Section, http: bool) -> String {
         let id = job_id_from_name(&section.name);
         let ids = if http {
@@ -915,10 +919,15 @@ impl<'m> Loader<'m> {
         } else {
             &mut self.job_ids
         };
-        if let Some(first) = ids.get(&id) {
+        if let Some(first) = ids.get(&id.to_ascii_lowercase()) {
             let what = if http { "JobHttp" } else { "job" };
+            let same = if first.id == id {
+                "the same ID".to_string()
+            } else {
+                format!("the ID {:?}, the same but for case", first.id)
+            };
             let message = format!(
-                "line {}: duplicate {what} ID {id:?}: [{}] in {} has the same ID",
+                "line {}: duplicate {what} ID {id:?}: [{}] in {} has {same}",
                 section.line,
                 first.header,
                 first.file.display()
@@ -927,8 +936,9 @@ impl<'m> Loader<'m> {
                 .push(new_issue(file, Some(&section.header), None, None, message));
         } else {
             ids.insert(
-                id.clone(),
+                id.to_ascii_lowercase(),
                 Origin {
+                    id: id.clone(),
                     file: file.to_path_buf(),
                     header: section.header.clone(),
                 },
@@ -1062,6 +1072,7 @@ impl<'m> Loader<'m> {
                 self.paths.insert(
                     p.clone(),
                     Origin {
+                        id: id.clone(),
                         file: file.to_path_buf(),
                         header: section.header.clone(),
                     },

@@ -629,13 +629,14 @@ fn names_keep_case_and_spaces_keys_do_not() {
     let tree = Tree::new("");
     tree.job(
         "a.conf",
-        "[JOB \"My Job\"]\nPATH = /a\nCommand = true\n[job \"my job\"]\npath = /b\ncommand = true\n",
+        "[JOB \"My Job\"]\nPATH = /a\nCommand = true\n[job \"my other job\"]\npath = /b\n\
+         command = true\n",
     );
     let jobs = tree.load().jobs;
     assert_eq!(jobs[0].name, "My Job");
     assert_eq!(jobs[0].id, "My_Job");
-    assert_eq!(jobs[1].name, "my job");
-    assert_eq!(jobs[1].id, "my_job");
+    assert_eq!(jobs[1].name, "my other job");
+    assert_eq!(jobs[1].id, "my_other_job");
 }
 
 #[test]
@@ -739,6 +740,7 @@ fn http_job_invalid_values() {
         ("http_method", "PATCH", "unknown http_method"),
         ("http_url", "ftp://example.com", "not http or https"),
         ("http_url", "example.com/ping", "not an absolute URL"),
+        ("http_url", "//example.com/ping", "not an absolute URL"),
         ("http_url", "http:///ping", "no host"),
         ("http_url", "http://:80/", "no host"),
         ("http_url", "http://host:port/", "not a number"),
@@ -886,6 +888,33 @@ fn duplicate_ids_from_different_names_and_sections() {
     assert_eq!(issues.len(), 2, "{issues:#?}");
     assert!(issues[0].message.contains("duplicate job ID \"a_b\""));
     assert_eq!(issues[1].section.as_deref(), Some("hook \"x\""));
+}
+
+#[test]
+fn ids_that_differ_only_by_case_are_duplicates() {
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "[job \"Backup\"]\npath = /1\ncommand = true\n[job \"backup\"]\npath = /2\ncommand = true\n",
+    );
+    tree.http_job(
+        "h.conf",
+        "[job.http \"Ping\"]\nhttp_url = http://x\n[job.http \"PING\"]\nhttp_url = http://y\n",
+    );
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    assert!(
+        issues[0]
+            .message
+            .contains("duplicate job ID \"backup\": [job \"Backup\"] in")
+            && issues[0]
+                .message
+                .ends_with("has the ID \"Backup\", the same but for case"),
+        "{}",
+        issues[0].message
+    );
+    assert_eq!(issues[0].section.as_deref(), Some("job \"backup\""));
+    assert!(issues[1].message.contains("duplicate JobHttp ID \"PING\""));
 }
 
 #[test]

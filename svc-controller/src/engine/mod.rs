@@ -151,8 +151,6 @@ pub enum EngineError {
     Paused,
     #[error("job is running and a run is already queued")]
     Busy,
-    #[error("job is not running")]
-    NotRunning,
     #[error("the service is shutting down")]
     ShuttingDown,
     /// The queued trigger could not be saved, so it was not accepted.
@@ -269,6 +267,9 @@ struct Registry {
     http: BTreeMap<String, Entry>,
     /// Trigger path → job ID.
     paths: HashMap<String, String>,
+    /// Lower-cased ID → ID, per kind: lookups by ID ignore case, as upstream's clients
+    /// send IDs lower-cased (two IDs that differ only by case are a configuration error).
+    folded_ids: HashMap<(Kind, String), String>,
     run_tasks: usize,
     /// False when the number of waiting runs may have changed since the metrics last
     /// counted it (see `queue_gauge.rs`).
@@ -285,7 +286,31 @@ impl Registry {
     fn get(&mut self, kind: Kind, id: &str) -> Option<&mut Entry> {
         self.map(kind).get_mut(id).filter(|e| !e.retired)
     }
-    fn rebuild_paths(&mut self) {
+    /// The ID of the job of `kind` that `id` names, in any case.
+    fn resolve(&self, kind: Kind, id: &str) -> Option<String> {
+        let map = match kind {
+            Kind::Job => &self.jobs,
+            Kind::Http => &self.http,
+        };
+        if map.get(id).is_some_and(|entry| !entry.retired) {
+            return Some(id.to_string());
+        }
+        self.folded_ids
+            .get(&(kind, id.to_ascii_lowercase()))
+            .cloned()
+    }
+
+    /// Rebuilds the lookups of jobs by trigger path and by ID in any case.
+    fn rebuild_indexes(&mut self) {
+        let mut folded = HashMap::new();
+        for (kind, map) in [(Kind::Job, &self.jobs), (Kind::Http, &self.http)] {
+            for (id, entry) in map {
+                if !entry.retired {
+                    folded.insert((kind, id.to_ascii_lowercase()), id.clone());
+                }
+            }
+        }
+        self.folded_ids = folded;
         self.paths = self
             .jobs
             .iter()
@@ -369,7 +394,7 @@ impl Engine {
                     engine.load_entry(Kind::Http, Def::Http(Arc::new(job.clone())), &job.id);
                 registry.http.insert(job.id.clone(), entry);
             }
-            registry.rebuild_paths();
+            registry.rebuild_indexes();
         }
         engine
     }
@@ -595,6 +620,7 @@ impl Engine {
     /// is saved durably (in the job's state file) before this returns, so an accepted
     /// trigger survives a pause, a reload and a restart.
     pub async fn trigger(&self, kind: Kind, id: &str, trigger: Trigger) -> Result<(), EngineError> {
+        let id = &self.resolve(kind, id)?;
         let queued = self.accept_trigger(kind, id, trigger)?;
         if queued {
             let saved = {
@@ -759,6 +785,7 @@ impl Engine {
     }
 
     fn set_paused(&self, kind: Kind, id: &str, paused: bool) -> Result<(), EngineError> {
+        let id = &self.resolve(kind, id)?;
         {
             let mut registry = self.lock();
             let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
@@ -779,18 +806,24 @@ impl Engine {
         Ok(())
     }
 
-    /// Ends the running execution of a job; it is recorded as failed.
-    pub fn cancel(&self, kind: Kind, id: &str, reason: &str) -> Result<(), EngineError> {
+    /// Ends the running execution of a job, which is recorded as failed, and drops its
+    /// queued trigger. False when nothing was running (as upstream, not an error): a run
+    /// whose end is already recorded shows its result and is not cancelled either.
+    pub fn cancel(&self, kind: Kind, id: &str, reason: &str) -> Result<bool, EngineError> {
         let mut registry = self.lock();
-        let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
-        // A run whose end is already recorded shows its result; cancelling it now would
-        // only answer 200 for nothing.
+        let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
+        let entry = registry.get(kind, &id).ok_or(EngineError::NotFound)?;
         let Some(run) = entry.run.as_ref().filter(|run| !run.ended) else {
-            return Err(EngineError::NotRunning);
+            return Ok(false);
         };
         run.cancel.send_replace(Some(reason.to_string()));
         entry.take_queued();
-        Ok(())
+        Ok(true)
+    }
+
+    /// The configured ID of the job that `id` names in any case.
+    fn resolve(&self, kind: Kind, id: &str) -> Result<String, EngineError> {
+        self.lock().resolve(kind, id).ok_or(EngineError::NotFound)
     }
 
     /// Writes the current state of a job to its state file; a failure is logged.
@@ -893,9 +926,10 @@ impl Engine {
         look: impl FnOnce(read::JobRef<'_>) -> T,
     ) -> Option<T> {
         let mut registry = self.lock();
+        let id = registry.resolve(kind, id)?;
         let (id, entry) = registry
             .map(kind)
-            .get_key_value(id)
+            .get_key_value(&id)
             .filter(|(_, entry)| !entry.retired)?;
         Some(look(read::JobRef::new(kind, id, entry)))
     }
@@ -951,8 +985,9 @@ impl Engine {
 
     fn log_dir(&self, kind: Kind, id: &str) -> Result<LogDir, EngineError> {
         let mut registry = self.lock();
+        let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
         Ok(registry
-            .get(kind, id)
+            .get(kind, &id)
             .ok_or(EngineError::NotFound)?
             .log_dir
             .clone())
@@ -961,7 +996,8 @@ impl Engine {
     /// Counters of a job's logs, oldest first.
     pub fn log_counters(&self, kind: Kind, id: &str) -> Result<Vec<u64>, EngineError> {
         let mut registry = self.lock();
-        let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
+        let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
+        let entry = registry.get(kind, &id).ok_or(EngineError::NotFound)?;
         Ok(entry.logs.iter().map(|l| l.counter).collect())
     }
 
@@ -1050,7 +1086,7 @@ impl Engine {
                 }
             }
         }
-        registry.rebuild_paths();
+        registry.rebuild_indexes();
         drop(registry);
         self.changed();
     }

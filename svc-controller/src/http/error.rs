@@ -52,7 +52,6 @@ impl From<EngineError> for ApiError {
             EngineError::NotFound => StatusCode::NOT_FOUND,
             EngineError::Paused => StatusCode::PRECONDITION_FAILED,
             EngineError::Busy => StatusCode::TOO_MANY_REQUESTS,
-            EngineError::NotRunning => StatusCode::CONFLICT,
             EngineError::ShuttingDown | EngineError::NotSaved => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError::new(status, err.to_string())
