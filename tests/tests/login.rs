@@ -147,9 +147,18 @@ async fn get(service: &TestService, path: &str, cookie: Option<&str>) -> Answer 
 }
 
 async fn login(service: &TestService, form: &[(&str, &str)], extra: &[(&str, &str)]) -> Answer {
+    login_at(service, "/svc/api/login", form, extra).await
+}
+
+async fn login_at(
+    service: &TestService,
+    path: &str,
+    form: &[(&str, &str)],
+    extra: &[(&str, &str)],
+) -> Answer {
     let body: String = form_body(form);
     let mut request = client()
-        .post(format!("{}/svc/api/login", service.base_url()))
+        .post(format!("{}{path}", service.base_url()))
         .header("content-type", "application/x-www-form-urlencoded")
         .body(body);
     for (key, value) in extra {
@@ -377,6 +386,24 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
     get(&service, "/svc/api/environment", Some(&fake))
         .await
         .expect(401, Some("login required"));
+}
+
+/// Upstream's clients log in at `/svc/api/auth/login`; the same call answers there.
+#[tokio::test]
+async fn upstreams_login_path_is_served_too() {
+    let service = start_with_users().await;
+    let path = "/svc/api/auth/login";
+    let refused = login_at(&service, path, &[("name", "ann"), ("password", "no")], &[]).await;
+    refused.expect(401, Some("invalid name or password"));
+    assert_eq!(refused.body["name"], "ERR_UNAUTHORIZED");
+    let form = [("name", "ann"), ("password", ANN_PASSWORD)];
+    let answer = login_at(&service, path, &form, &[]).await;
+    answer.expect(200, Some(""));
+    assert_eq!(answer.body["data"]["name"], "ann");
+    let cookie = cookie_pair(answer.header("set-cookie"));
+    get(&service, "/svc/api/environment", Some(&cookie))
+        .await
+        .expect(200, Some(""));
 }
 
 #[tokio::test]

@@ -229,6 +229,8 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
         .route("/svc/api/metrics", get(metrics))
         .route("/svc/api/job_exec/log/stream", get(log_stream::stream))
         .route(open.post("/svc/api/login"), post(login::login))
+        // Upstream's path for the same call.
+        .route(open.post("/svc/api/auth/login"), post(login::login))
         .route(open.post("/svc/api/logout"), post(login::logout))
         .route("/svc/api/session", get(login::session))
         .merge(ui::router(&mut open))
