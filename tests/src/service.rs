@@ -72,8 +72,13 @@ impl ApiResponse {
         self.body["message"].as_str().unwrap_or_default()
     }
 
-    /// Panics, showing the body, unless the HTTP status is `status` and the wrapper's
-    /// `code` equals it. Returns `self` for chaining.
+    /// The `name` member of an error's wrapper (`ERR_...`); empty when there is none.
+    pub fn name(&self) -> &str {
+        self.body["name"].as_str().unwrap_or_default()
+    }
+
+    /// Panics, showing the body, unless the HTTP status is `status`, the wrapper's `code`
+    /// equals it and an error carries a name. Returns `self` for chaining.
     #[track_caller]
     pub fn assert_status(&self, status: u16) -> &Self {
         assert_eq!(
@@ -87,6 +92,13 @@ impl ApiResponse {
             "the wrapper's code must equal the HTTP status: {}",
             self.raw
         );
+        if status >= 400 {
+            assert!(
+                self.name().starts_with("ERR_"),
+                "an error has a name: {}",
+                self.raw
+            );
+        }
         self
     }
 }

@@ -61,6 +61,15 @@ impl Plain {
         let body = self.json();
         assert_eq!(self.status, status, "HTTP status; body: {body}");
         assert_eq!(body["code"], json!(status), "code = HTTP status: {body}");
+        if status >= 400 {
+            let name = body["name"].as_str().unwrap_or_default();
+            assert!(name.starts_with("ERR_"), "an error has a name: {body}");
+        } else {
+            assert!(
+                body.get("name").is_none(),
+                "only errors have a name: {body}"
+            );
+        }
         assert!(
             body["message"].is_string(),
             "the wrapper has a message: {body}"
@@ -397,6 +406,7 @@ async fn pause_and_resume_answer_the_job_on_current_and_legacy_paths() {
             .wrapper(200);
         let refused = svc.trigger("/hook", b"{}", &[]).await;
         refused.assert_status(412);
+        assert_eq!(refused.name(), "ERR_JOB_PAUSED");
         let resumed = signed_form(&svc, resume, "hook", fresh_epoch())
             .await
             .wrapper(200);
@@ -473,6 +483,11 @@ async fn pause_and_resume_refuse_bad_signatures_stale_epochs_and_bad_ids() {
             .await
             .wrapper(404);
         assert_eq!(unknown["message"], "job not found");
+        assert_eq!(unknown["name"], "ERR_JOB_NOT_FOUND");
+        let invalid = signed_form(&svc, path, "a/b", fresh_epoch())
+            .await
+            .wrapper(400);
+        assert_eq!(invalid["name"], "ERR_INVALID_JOB_ID");
     }
     // Nothing of that paused the job.
     assert_ne!(svc.job_status("hello").await, "paused");
@@ -491,10 +506,13 @@ async fn cancel_ends_a_running_job_and_leaves_an_idle_one_as_it_is() {
         .await;
     let path = "/svc/api/job_exec/cancel";
 
+    // As upstream: 200 with the Job, and nothing changes.
     let idle = signed_form(&svc, path, "long", fresh_epoch())
         .await
-        .wrapper(409);
-    assert_eq!(idle["message"], "job is not running");
+        .wrapper(200);
+    assert_eq!(idle["data"]["id"], "long");
+    assert_eq!(idle["data"]["status"], "");
+    assert!(svc.job_logs("long").is_empty(), "no run, no log");
     signed_form(&svc, path, "nope", fresh_epoch())
         .await
         .wrapper(404);
@@ -647,7 +665,7 @@ async fn job_http_view_logs_pause_and_resume() {
         ("", 400),
         ("id=a/b", 400),
         ("id=a%2Fb", 400),
-        ("id=nope", 404),
+        ("id=nope", 400),
     ] {
         get_plain(&svc, &format!("/svc/api/job_http?{query}"), false)
             .await
@@ -715,11 +733,22 @@ async fn job_http_view_logs_pause_and_resume() {
         times.windows(2).all(|w| w[0] <= w[1]),
         "timestamps oldest first:\n{all}"
     );
-    for (query, status) in [("id=", 400), ("id=a/b", 400), ("id=nope", 404)] {
-        get_plain(&svc, &format!("/svc/api/job_http/logs?{query}"), false)
-            .await
-            .wrapper(status);
+    // As the spec and upstream: an unknown JobHttp ID is a bad request (endpoints 5-8).
+    for path in ["/svc/api/job_http", "/svc/api/job_http/logs"] {
+        for query in ["id=", "id=a/b", "id=nope"] {
+            let answer = get_plain(&svc, &format!("{path}?{query}"), false)
+                .await
+                .wrapper(400);
+            assert_eq!(answer["name"], "ERR_INVALID_JOB_ID", "{path}?{query}");
+        }
     }
+    // Looked up in any case, as upstream's clients send IDs lower-cased.
+    assert_eq!(
+        get_plain(&svc, "/svc/api/job_http?id=PING", false)
+            .await
+            .wrapper(200)["data"]["id"],
+        "ping"
+    );
 
     // One JobHttp log by counter.
     let file = svc
@@ -777,7 +806,7 @@ async fn job_http_view_logs_pause_and_resume() {
         }
         signed_query(&svc, path, "id=").await.wrapper(400);
         signed_query(&svc, path, "id=a/b").await.wrapper(400);
-        signed_query(&svc, path, "id=nope").await.wrapper(404);
+        signed_query(&svc, path, "id=nope").await.wrapper(400);
     }
     assert_ne!(
         get_plain(&svc, "/svc/api/job_http?id=ping", false)

@@ -368,7 +368,9 @@ async fn trigger_while_running_is_queued_once_then_refused() {
     svc.trigger("/busy", b"", &[]).await.assert_status(200);
     svc.wait_run_started("busy", 1, WAIT).await;
     svc.trigger("/busy", b"", &[]).await.assert_status(200);
-    svc.trigger("/busy", b"", &[]).await.assert_status(429);
+    let refused = svc.trigger("/busy", b"", &[]).await;
+    refused.assert_status(429);
+    assert_eq!(refused.name(), "ERR_JOB_ALREADY_RUN");
 
     svc.wait_run_finished("busy", 1, WAIT)
         .await

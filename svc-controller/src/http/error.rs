@@ -1,4 +1,4 @@
-//! The one API error type. It becomes the `{code, message, data}` wrapper; internal
+//! The one API error type. It becomes the `{code, message, data, name}` wrapper; internal
 //! details are logged, never sent.
 
 use std::sync::LazyLock;
@@ -8,7 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::read_timeout::BodyReadTimedOut;
-use super::response::wrapper_ref;
+use super::response::named_wrapper;
 use crate::auth::AuthError;
 use crate::engine::EngineError;
 
@@ -16,19 +16,62 @@ use crate::engine::EngineError;
 /// refusals).
 pub(super) const UNKNOWN_PATH: &str = "no job has this path";
 
+/// Machine-readable error names, sent as `name`: upstream's where upstream has one (so
+/// its clients can match them), in the same style otherwise.
+pub mod names {
+    /// 400: a job ID that is empty, malformed, or (for a JobHttp) unknown.
+    pub const INVALID_JOB_ID: &str = "ERR_INVALID_JOB_ID";
+    /// 404: no job has this ID or trigger path.
+    pub const JOB_NOT_FOUND: &str = "ERR_JOB_NOT_FOUND";
+    /// 412: the job is paused.
+    pub const JOB_PAUSED: &str = "ERR_JOB_PAUSED";
+    /// 429: the job is running and its one-slot queue is taken.
+    pub const JOB_ALREADY_RUN: &str = "ERR_JOB_ALREADY_RUN";
+    /// 404: no log with this counter.
+    pub const LOG_NOT_FOUND: &str = "ERR_LOG_NOT_FOUND";
+}
+
 /// An error answer of the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: StatusCode,
+    /// See [`names`]; by default the status's own ([`name_of_status`]).
+    pub name: &'static str,
     pub message: String,
+}
+
+/// The name of an error that has none more precise: its status, as upstream's names read.
+pub fn name_of_status(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::BAD_REQUEST => "ERR_BAD_REQUEST",
+        StatusCode::UNAUTHORIZED => "ERR_UNAUTHORIZED",
+        StatusCode::FORBIDDEN => "ERR_FORBIDDEN",
+        StatusCode::NOT_FOUND => "ERR_NOT_FOUND",
+        StatusCode::METHOD_NOT_ALLOWED => "ERR_METHOD_NOT_ALLOWED",
+        StatusCode::REQUEST_TIMEOUT => "ERR_REQUEST_TIMEOUT",
+        StatusCode::PRECONDITION_FAILED => "ERR_PRECONDITION_FAILED",
+        StatusCode::PAYLOAD_TOO_LARGE => "ERR_BODY_TOO_LARGE",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "ERR_UNSUPPORTED_MEDIA_TYPE",
+        StatusCode::MISDIRECTED_REQUEST => "ERR_MISDIRECTED_REQUEST",
+        StatusCode::TOO_MANY_REQUESTS => "ERR_TOO_MANY_REQUESTS",
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "ERR_HEADERS_TOO_LARGE",
+        StatusCode::SERVICE_UNAVAILABLE => "ERR_UNAVAILABLE",
+        status if status.is_server_error() => "ERR_INTERNAL",
+        _ => "ERR_REQUEST",
+    }
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
+            name: name_of_status(status),
             message: message.into(),
         }
+    }
+    /// The same error under a more precise name (see [`names`]).
+    pub fn named(self, name: &'static str) -> ApiError {
+        ApiError { name, ..self }
     }
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
@@ -48,13 +91,19 @@ impl ApiError {
 
 impl From<EngineError> for ApiError {
     fn from(err: EngineError) -> ApiError {
-        let status = match err {
-            EngineError::NotFound => StatusCode::NOT_FOUND,
-            EngineError::Paused => StatusCode::PRECONDITION_FAILED,
-            EngineError::Busy => StatusCode::TOO_MANY_REQUESTS,
-            EngineError::ShuttingDown | EngineError::NotSaved => StatusCode::SERVICE_UNAVAILABLE,
+        let (status, name) = match err {
+            EngineError::NotFound => (StatusCode::NOT_FOUND, Some(names::JOB_NOT_FOUND)),
+            EngineError::Paused => (StatusCode::PRECONDITION_FAILED, Some(names::JOB_PAUSED)),
+            EngineError::Busy => (StatusCode::TOO_MANY_REQUESTS, Some(names::JOB_ALREADY_RUN)),
+            EngineError::ShuttingDown | EngineError::NotSaved => {
+                (StatusCode::SERVICE_UNAVAILABLE, None)
+            }
         };
-        ApiError::new(status, err.to_string())
+        let error = ApiError::new(status, err.to_string());
+        match name {
+            Some(name) => error.named(name),
+            None => error,
+        }
     }
 }
 
@@ -80,6 +129,7 @@ impl From<axum::extract::rejection::BytesRejection> for ApiError {
 /// A refusal answered often under load, with its body serialised once.
 struct Common {
     status: StatusCode,
+    name: &'static str,
     message: String,
     body: &'static [u8],
 }
@@ -89,35 +139,40 @@ struct Common {
 /// (the messages come from the errors' own texts, so they cannot drift apart).
 static COMMON: LazyLock<Vec<Common>> = LazyLock::new(|| {
     [
-        (StatusCode::UNAUTHORIZED, AuthError::Mismatch.to_string()),
-        (StatusCode::TOO_MANY_REQUESTS, EngineError::Busy.to_string()),
-        (
-            StatusCode::PRECONDITION_FAILED,
-            EngineError::Paused.to_string(),
-        ),
-        (StatusCode::NOT_FOUND, UNKNOWN_PATH.to_string()),
+        ApiError::unauthorized(AuthError::Mismatch.to_string()),
+        ApiError::from(EngineError::Busy),
+        ApiError::from(EngineError::Paused),
+        ApiError::not_found(UNKNOWN_PATH).named(names::JOB_NOT_FOUND),
     ]
     .into_iter()
-    .filter_map(|(status, message)| {
-        let body = serialise(status, &message)?;
-        Some(Common {
-            status,
-            message,
-            // Once per process, a few dozen bytes each: a static body is sent without
-            // the reference count a shared `Bytes` would update on every answer.
-            body: Box::leak(body.into_boxed_slice()),
-        })
-    })
+    .filter_map(
+        |ApiError {
+             status,
+             name,
+             message,
+         }| {
+            let body = serialise(status, name, &message)?;
+            Some(Common {
+                status,
+                name,
+                message,
+                // Once per process, a few dozen bytes each: a static body is sent without
+                // the reference count a shared `Bytes` would update on every answer.
+                body: Box::leak(body.into_boxed_slice()),
+            })
+        },
+    )
     .collect()
 });
 
-/// The wrapped body of an error, as [`wrapper_ref`] writes it.
-fn serialise(status: StatusCode, message: &str) -> Option<Vec<u8>> {
+/// The wrapped body of an error, as [`named_wrapper`] writes it.
+fn serialise(status: StatusCode, name: &str, message: &str) -> Option<Vec<u8>> {
     let null = serde_json::Value::Null;
     serde_json::to_vec(&super::response::Wrapper {
         code: status.as_u16(),
         data: &null,
         message,
+        name: Some(name),
     })
     .ok()
 }
@@ -126,7 +181,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if let Some(common) = COMMON
             .iter()
-            .find(|c| c.status == self.status && c.message == self.message)
+            .find(|c| c.status == self.status && c.name == self.name && c.message == self.message)
         {
             return (
                 self.status,
@@ -138,7 +193,8 @@ impl IntoResponse for ApiError {
             )
                 .into_response();
         }
-        let mut response = wrapper_ref(self.status, &self.message, &serde_json::Value::Null);
+        let null = serde_json::Value::Null;
+        let mut response = named_wrapper(self.status, Some(self.name), &self.message, &null);
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             // Every 503 is a passing condition (stopping, a full disk, bodies in flight).
             response
@@ -171,8 +227,10 @@ mod tests {
     async fn common_refusals_are_answered_as_any_other_error() {
         assert_eq!(COMMON.len(), 4);
         for common in COMMON.iter() {
-            let fast = ApiError::new(common.status, common.message.clone()).into_response();
-            let built = wrapper_ref(common.status, &common.message, &serde_json::Value::Null);
+            let error = ApiError::new(common.status, common.message.clone()).named(common.name);
+            let fast = error.into_response();
+            let null = serde_json::Value::Null;
+            let built = named_wrapper(common.status, Some(common.name), &common.message, &null);
             assert_eq!(parts(fast).await, parts(built).await, "{}", common.message);
         }
         // The same message with another status is not one of them.
@@ -181,7 +239,7 @@ mod tests {
         assert_eq!(status, StatusCode::FORBIDDEN);
         assert_eq!(
             String::from_utf8_lossy(&body),
-            r#"{"code":403,"data":null,"message":"signature does not match"}"#
+            r#"{"code":403,"data":null,"message":"signature does not match","name":"ERR_FORBIDDEN"}"#
         );
     }
 
@@ -191,7 +249,7 @@ mod tests {
         assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(
             String::from_utf8_lossy(&body),
-            r#"{"code":429,"data":null,"message":"job is running and a run is already queued"}"#
+            r#"{"code":429,"data":null,"message":"job is running and a run is already queued","name":"ERR_JOB_ALREADY_RUN"}"#
         );
     }
 }

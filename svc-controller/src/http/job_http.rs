@@ -6,15 +6,29 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
+use super::error::names;
 use super::query::{job_id, param, params};
 use super::{ApiError, AppState, ok, signed};
-use crate::engine::Kind;
+use crate::engine::{EngineError, Kind};
 
 /// Lines endpoint 6 returns at most.
 pub const RECENT_LINES: usize = 100;
 /// Bytes read from the end of each log for endpoint 6: room for [`RECENT_LINES`] long
 /// lines, without reading a long log whole.
 const RECENT_BYTES: u64 = 256 * 1024;
+
+/// Endpoints 5 to 8 answer an unknown JobHttp ID with 400, as the spec and upstream do
+/// (a Job's unknown ID is 404).
+fn unknown_id() -> ApiError {
+    ApiError::bad_request("no JobHttp has this ID").named(names::INVALID_JOB_ID)
+}
+
+fn unknown_is_invalid(err: EngineError) -> ApiError {
+    match err {
+        EngineError::NotFound => unknown_id(),
+        other => ApiError::from(other),
+    }
+}
 
 fn query_id(query: &Option<String>) -> Result<String, ApiError> {
     let pairs = params(query.as_deref().unwrap_or_default().as_bytes());
@@ -26,8 +40,7 @@ pub(super) async fn view(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let id = query_id(&query)?;
-    let view = super::view::job_json(&state.engine, Kind::Http, &id)
-        .ok_or_else(|| ApiError::not_found("job not found"))?;
+    let view = super::view::job_json(&state.engine, Kind::Http, &id).ok_or_else(unknown_id)?;
     Ok(ok(view))
 }
 
@@ -36,7 +49,10 @@ pub(super) async fn recent_logs(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let id = query_id(&query)?;
-    let counters = state.engine.log_counters(Kind::Http, &id)?;
+    let counters = state
+        .engine
+        .log_counters(Kind::Http, &id)
+        .map_err(unknown_is_invalid)?;
     let engine = state.engine.clone();
     super::blocking(move || recent_lines(&engine, &id, &counters)).await?
 }
@@ -121,7 +137,7 @@ pub(super) async fn pause(
             .map(|()| super::job_answer(&engine, Kind::Http, &id))
     })
     .await?
-    .map_err(ApiError::from)
+    .map_err(unknown_is_invalid)
 }
 
 pub(super) async fn resume(
@@ -137,5 +153,5 @@ pub(super) async fn resume(
             .map(|()| super::job_answer(&engine, Kind::Http, &id))
     })
     .await?
-    .map_err(ApiError::from)
+    .map_err(unknown_is_invalid)
 }

@@ -49,7 +49,9 @@ pub(super) async fn log_of(
         })
         .await??
     };
-    let (log, len) = opened.ok_or_else(|| ApiError::not_found("log not found"))?;
+    let (log, len) = opened.ok_or_else(|| {
+        ApiError::not_found("log not found").named(super::error::names::LOG_NOT_FOUND)
+    })?;
     Ok(streamed(&id, counter, log, len))
 }
 

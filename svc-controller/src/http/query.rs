@@ -2,6 +2,7 @@
 //! ID as the endpoints take it. Shared by every handler that reads a query or a form.
 
 use super::ApiError;
+use super::error::names;
 
 /// Pairs of a query string or form body. Bad percent-encoding decodes lossily.
 pub(super) fn params(raw: &[u8]) -> Vec<(String, String)> {
@@ -19,7 +20,7 @@ pub(super) fn param<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a 
 /// A job ID as the API takes it: present, non-empty, and of the characters IDs use.
 pub(super) fn job_id(value: Option<&str>) -> Result<&str, ApiError> {
     match value {
-        None | Some("") => Err(ApiError::bad_request("empty job id")),
+        None | Some("") => Err(ApiError::bad_request("empty job id").named(names::INVALID_JOB_ID)),
         Some(id)
             if id
                 .chars()
@@ -27,7 +28,7 @@ pub(super) fn job_id(value: Option<&str>) -> Result<&str, ApiError> {
         {
             Ok(id)
         }
-        Some(_) => Err(ApiError::bad_request("invalid job id")),
+        Some(_) => Err(ApiError::bad_request("invalid job id").named(names::INVALID_JOB_ID)),
     }
 }
 

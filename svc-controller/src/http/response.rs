@@ -1,4 +1,4 @@
-//! The `{code, message, data}` wrapper every response uses.
+//! The `{code, message, data}` wrapper every response uses; errors add `name`.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -8,12 +8,15 @@ use serde::Serialize;
 /// The wrapper as it is serialised: borrowed, so that an answer is written straight into
 /// the body without building a `serde_json::Value` map first. The fields are in the order
 /// `serde_json`'s map (a `BTreeMap`) writes its keys in, so the bytes are those of
-/// `json!({"code": .., "message": .., "data": ..})`.
+/// `json!({"code": .., "message": .., "data": ..})`, with `"name": ..` for an error.
 #[derive(Serialize)]
 pub(super) struct Wrapper<'a> {
     pub(super) code: u16,
     pub(super) data: &'a serde_json::Value,
     pub(super) message: &'a str,
+    /// The machine-readable name of an error (upstream's, such as `ERR_JOB_PAUSED`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) name: Option<&'a str>,
 }
 
 /// Builds a wrapped response with `code` equal to the HTTP status.
@@ -23,10 +26,21 @@ pub fn wrapper(status: StatusCode, message: &str, data: serde_json::Value) -> Re
 
 /// [`wrapper`] with borrowed data.
 pub(super) fn wrapper_ref(status: StatusCode, message: &str, data: &serde_json::Value) -> Response {
+    named_wrapper(status, None, message, data)
+}
+
+/// [`wrapper`] with an error's name.
+pub(super) fn named_wrapper(
+    status: StatusCode,
+    name: Option<&str>,
+    message: &str,
+    data: &serde_json::Value,
+) -> Response {
     let body = Wrapper {
         code: status.as_u16(),
         data,
         message,
+        name,
     };
     (status, Json(body)).into_response()
 }

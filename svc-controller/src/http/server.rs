@@ -64,9 +64,9 @@ const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 content-type: application/json\r\n\
 retry-after: 1\r\n\
 connection: close\r\n\
-content-length: 70\r\n\
+content-length: 95\r\n\
 \r\n\
-{\"code\":503,\"message\":\"too many connections: retry later\",\"data\":null}";
+{\"code\":503,\"message\":\"too many connections: retry later\",\"data\":null,\"name\":\"ERR_UNAVAILABLE\"}";
 
 /// How many connections are served at once, and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,6 +283,20 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_refusal_is_a_whole_answer() {
+        let text = std::str::from_utf8(REFUSAL).expect("ASCII");
+        let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+        let length = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length: "))
+            .and_then(|n| n.parse::<usize>().ok());
+        assert_eq!(length, Some(body.len()));
+        let json: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        assert_eq!(json["code"], 503);
+        assert_eq!(json["name"], "ERR_UNAVAILABLE");
+    }
 
     #[test]
     fn the_limit_follows_the_open_file_limit() {

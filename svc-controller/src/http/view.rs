@@ -381,7 +381,8 @@ fn internal_error_gzip() -> Vec<u8> {
     use std::io::Write as _;
     let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     // Writing to a Vec cannot fail.
-    let _ = gzip.write_all(br#"{"code":500,"message":"internal error","data":null}"#);
+    let _ = gzip
+        .write_all(br#"{"code":500,"message":"internal error","data":null,"name":"ERR_INTERNAL"}"#);
     gzip.finish().unwrap_or_default()
 }
 

@@ -174,7 +174,7 @@ pub(super) async fn trigger(
     let path = format!("/{}", path.trim_start_matches('/'));
     let unknown = || {
         crate::metrics::webhook_rejected("unknown_path");
-        ApiError::not_found(UNKNOWN_PATH)
+        ApiError::not_found(UNKNOWN_PATH).named(super::error::names::JOB_NOT_FOUND)
     };
     let job = state.engine.job_for_path(&path).ok_or_else(unknown)?;
     let id: &str = &job.id;
