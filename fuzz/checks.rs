@@ -245,7 +245,7 @@ pub fn signatures(data: &[u8]) {
     let hex256 = hex::encode(&expected256);
     let hex1 = hex::encode(&expected1);
 
-    match verify_hmac_sha256(secret, body, "x-svc-sign", Some(&value)) {
+    match verify_hmac_sha256(&[secret], body, "x-svc-sign", Some(&value)) {
         Ok(()) => assert_eq!(
             decoded(&value, "sha256=").as_deref(),
             Some(expected256.as_slice()),
@@ -256,9 +256,9 @@ pub fn signatures(data: &[u8]) {
             "an error echoes the MAC"
         ),
     }
-    verify_hmac_sha256(secret, body, "x-svc-sign", Some(&hex256)).expect("right signature");
+    verify_hmac_sha256(&[secret], body, "x-svc-sign", Some(&hex256)).expect("right signature");
     verify_hmac_sha256(
-        secret,
+        &[secret],
         body,
         "x-svc-sign",
         Some(&format!("sha256={hex256}")),
@@ -266,7 +266,7 @@ pub fn signatures(data: &[u8]) {
     .expect("right prefixed signature");
     // codehost: the sha256 header wins; sha1 only when it is absent.
     let sha256 = (!value.trim().is_empty()).then_some(value.as_ref());
-    match verify_codehost(secret, body, sha256, Some(&second)) {
+    match verify_codehost(&[secret], body, sha256, Some(&second)) {
         Ok(()) => {
             let right = match sha256 {
                 Some(v) => decoded(v, "sha256=").as_deref() == Some(expected256.as_slice()),
@@ -282,7 +282,7 @@ pub fn signatures(data: &[u8]) {
             );
         }
     }
-    verify_codehost(secret, body, None, Some(&format!("sha1={hex1}"))).expect("right sha1");
+    verify_codehost(&[secret], body, None, Some(&format!("sha1={hex1}"))).expect("right sha1");
     // patchhost: the secret part is taken as the base64 public key. Nobody knows the
     // private key of an arbitrary key, so acceptance is not expected, only no panic.
     let key = String::from_utf8_lossy(secret);

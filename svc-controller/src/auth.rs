@@ -5,7 +5,7 @@ use base64::Engine as _;
 use ed25519_dalek::{Signature, VerifyingKey};
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
-use sha2::Sha256;
+use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq;
 
 /// Why a signature was refused. Messages are safe to send to the client.
@@ -23,6 +23,35 @@ pub enum AuthError {
     /// client.
     #[error("the job's public key is not a valid Ed25519 key")]
     BadPublicKey,
+    /// A signed timestamp too far from the server's clock (a replay, or a wrong clock).
+    #[error("{0} is more than 5 minutes from the server's clock")]
+    OutOfWindow(String),
+}
+
+/// How far a signed timestamp may be from the server's clock (Standard Webhooks).
+pub const TIMESTAMP_WINDOW_SECS: i64 = 5 * 60;
+
+/// Runs `check` with every secret (all of them, so that the time taken does not tell
+/// which one matched): accepted when one is; else the first secret's refusal.
+fn with_any_secret(
+    secrets: &[&[u8]],
+    mut check: impl FnMut(&[u8]) -> Result<(), AuthError>,
+) -> Result<(), AuthError> {
+    let mut accepted = false;
+    let mut first_error = None;
+    for secret in secrets {
+        match check(secret) {
+            Ok(()) => accepted = true,
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    match (accepted, first_error) {
+        (true, _) => Ok(()),
+        (false, Some(err)) => Err(err),
+        (false, None) => Err(AuthError::Mismatch),
+    }
 }
 
 /// Hex HMAC-SHA-256 of `data` with `secret`.
@@ -99,9 +128,30 @@ fn is_sent(value: Option<&[u8]>) -> bool {
 pub enum Scheme<'a> {
     /// `hmac-sha256`, signature in this header.
     HmacSha256(&'a str),
+    /// GitHub (`codehost`).
     Codehost,
+    Gitlab,
+    Gitea,
+    Bitbucket,
+    Standard,
+    /// sourcehut.
     Patchhost,
 }
+
+/// GitLab's header: the secret token itself.
+pub const GITLAB_TOKEN_HEADER: &str = "x-gitlab-token";
+/// Gitea's signature header: hex HMAC-SHA-256 of the body.
+pub const GITEA_SIGNATURE_HEADER: &str = "x-gitea-signature";
+/// Forgejo's signature header, the same as Gitea's.
+pub const FORGEJO_SIGNATURE_HEADER: &str = "x-forgejo-signature";
+/// Bitbucket's signature header: `sha256=<hex>`.
+pub const BITBUCKET_SIGNATURE_HEADER: &str = "x-hub-signature";
+/// Standard Webhooks' message ID, part of what is signed.
+pub const STANDARD_ID_HEADER: &str = "webhook-id";
+/// Standard Webhooks' timestamp (Unix seconds), part of what is signed.
+pub const STANDARD_TIMESTAMP_HEADER: &str = "webhook-timestamp";
+/// Standard Webhooks' signatures: `v1,<base64>`, space-separated.
+pub const STANDARD_SIGNATURE_HEADER: &str = "webhook-signature";
 
 /// The header a delivery lacks for `scheme`, if any, with `header` giving a header's
 /// raw value: what the verify function would refuse as missing, known before the body
@@ -115,6 +165,20 @@ pub fn missing_header<'a, 'v>(
         Scheme::Codehost => (!is_sent(header(CODEHOST_SHA256_HEADER))
             && !is_sent(header(CODEHOST_SHA1_HEADER)))
         .then_some(CODEHOST_SHA256_HEADER),
+        Scheme::Gitlab => (!is_sent(header(GITLAB_TOKEN_HEADER))).then_some(GITLAB_TOKEN_HEADER),
+        Scheme::Gitea => (!is_sent(header(FORGEJO_SIGNATURE_HEADER))
+            && !is_sent(header(GITEA_SIGNATURE_HEADER)))
+        .then_some(GITEA_SIGNATURE_HEADER),
+        Scheme::Bitbucket => {
+            (!is_sent(header(BITBUCKET_SIGNATURE_HEADER))).then_some(BITBUCKET_SIGNATURE_HEADER)
+        }
+        Scheme::Standard => [
+            STANDARD_SIGNATURE_HEADER,
+            STANDARD_ID_HEADER,
+            STANDARD_TIMESTAMP_HEADER,
+        ]
+        .into_iter()
+        .find(|name| !is_sent(header(name))),
         Scheme::Patchhost => {
             if !is_sent(header(PATCHHOST_SIGNATURE_HEADER)) {
                 Some(PATCHHOST_SIGNATURE_HEADER)
@@ -127,9 +191,10 @@ pub fn missing_header<'a, 'v>(
     }
 }
 
-/// `hmac-sha256`: hex HMAC-SHA-256 of the body, optionally prefixed `sha256=`.
+/// `hmac-sha256`: hex HMAC-SHA-256 of the body, optionally prefixed `sha256=`. Also
+/// Gitea's and Bitbucket's scheme, in their own headers.
 pub fn verify_hmac_sha256(
-    secret: &[u8],
+    secrets: &[&[u8]],
     body: &[u8],
     header: &str,
     value: Option<&str>,
@@ -137,19 +202,129 @@ pub fn verify_hmac_sha256(
     let value = value
         .filter(|v| is_sent(Some(v.as_bytes())))
         .ok_or_else(|| AuthError::Missing(header.to_string()))?;
-    let expected = hmac_sha256(secret, body);
-    check_hex(
-        header,
-        value,
-        "sha256=",
-        expected.as_ref().map(|mac| &mac[..]),
-    )
+    with_any_secret(secrets, |secret| {
+        let expected = hmac_sha256(secret, body);
+        check_hex(
+            header,
+            value,
+            "sha256=",
+            expected.as_ref().map(|mac| &mac[..]),
+        )
+    })
+}
+
+/// `gitea` (and Forgejo): `X-Forgejo-Signature`, else `X-Gitea-Signature`, the hex
+/// HMAC-SHA-256 of the body. When both are sent, Forgejo's is the one checked.
+pub fn verify_gitea(
+    secrets: &[&[u8]],
+    body: &[u8],
+    forgejo_value: Option<&str>,
+    gitea_value: Option<&str>,
+) -> Result<(), AuthError> {
+    match forgejo_value.filter(|v| is_sent(Some(v.as_bytes()))) {
+        Some(value) => verify_hmac_sha256(secrets, body, FORGEJO_SIGNATURE_HEADER, Some(value)),
+        None => verify_hmac_sha256(secrets, body, GITEA_SIGNATURE_HEADER, gitea_value),
+    }
+}
+
+/// `gitlab`: `X-Gitlab-Token` is the secret itself. Compared as SHA-256 digests, so the
+/// comparison takes the same time whatever the lengths.
+pub fn verify_gitlab(secrets: &[&[u8]], token: Option<&[u8]>) -> Result<(), AuthError> {
+    let token = token
+        .filter(|v| is_sent(Some(v)))
+        .map(<[u8]>::trim_ascii)
+        .ok_or_else(|| AuthError::Missing(GITLAB_TOKEN_HEADER.into()))?;
+    let given: [u8; 32] = Sha256::digest(token).into();
+    with_any_secret(secrets, |secret| {
+        let expected: [u8; 32] = Sha256::digest(secret).into();
+        if bool::from(given.ct_eq(&expected)) {
+            Ok(())
+        } else {
+            Err(AuthError::Mismatch)
+        }
+    })
+}
+
+/// A header's value, trimmed, or [`AuthError::Missing`].
+fn sent_value<'v>(value: Option<&'v [u8]>, name: &str) -> Result<&'v [u8], AuthError> {
+    value
+        .filter(|v| is_sent(Some(v)))
+        .map(<[u8]>::trim_ascii)
+        .ok_or_else(|| AuthError::Missing(name.to_string()))
+}
+
+/// The HMAC key of a Standard Webhooks secret: the bytes after `whsec_`, base64-decoded;
+/// any other secret as it is.
+pub fn standard_key(secret: &[u8]) -> Option<Vec<u8>> {
+    match secret.strip_prefix(b"whsec_") {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok(),
+        None => Some(secret.to_vec()),
+    }
+}
+
+/// `standard` (Standard Webhooks v1): `webhook-signature` holds one or more
+/// space-separated `v1,<base64>` values, any of which may be the HMAC-SHA-256 of
+/// `<webhook-id>.<webhook-timestamp>.<body>`; the timestamp must be within
+/// [`TIMESTAMP_WINDOW_SECS`] of `now` (Unix seconds). Values of other versions are
+/// ignored.
+pub fn verify_standard(
+    secrets: &[&[u8]],
+    body: &[u8],
+    id: Option<&[u8]>,
+    timestamp: Option<&[u8]>,
+    signatures: Option<&[u8]>,
+    now: i64,
+) -> Result<(), AuthError> {
+    let signatures = sent_value(signatures, STANDARD_SIGNATURE_HEADER)?;
+    let id = sent_value(id, STANDARD_ID_HEADER)?;
+    let timestamp = sent_value(timestamp, STANDARD_TIMESTAMP_HEADER)?;
+    let seconds: i64 = std::str::from_utf8(timestamp)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| AuthError::Malformed(STANDARD_TIMESTAMP_HEADER.into()))?;
+    if now.abs_diff(seconds) > TIMESTAMP_WINDOW_SECS.unsigned_abs() {
+        return Err(AuthError::OutOfWindow(STANDARD_TIMESTAMP_HEADER.into()));
+    }
+    let mut given = Vec::new();
+    for value in signatures.split(|b| *b == b' ').filter(|v| !v.is_empty()) {
+        let Some(encoded) = value.strip_prefix(b"v1,") else {
+            continue;
+        };
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|_| AuthError::MalformedBase64(STANDARD_SIGNATURE_HEADER.into()))?;
+        given.push(decoded);
+    }
+    if given.is_empty() {
+        return Err(AuthError::Malformed(STANDARD_SIGNATURE_HEADER.into()));
+    }
+    let mut signed = Vec::with_capacity(id.len() + timestamp.len() + body.len() + 2);
+    signed.extend_from_slice(id);
+    signed.push(b'.');
+    signed.extend_from_slice(timestamp);
+    signed.push(b'.');
+    signed.extend_from_slice(body);
+    with_any_secret(secrets, |secret| {
+        let key = standard_key(secret).ok_or(AuthError::Mismatch)?;
+        let expected = hmac_sha256(&key, &signed).ok_or(AuthError::Mismatch)?;
+        let mut matched = false;
+        for candidate in &given {
+            matched |= bool::from(candidate.as_slice().ct_eq(&expected[..]));
+        }
+        if matched {
+            Ok(())
+        } else {
+            Err(AuthError::Mismatch)
+        }
+    })
 }
 
 /// `codehost` (GitHub style): `X-Hub-Signature-256: sha256=<hex>`, or when that header
 /// is absent, the legacy `X-Hub-Signature: sha1=<hex>`.
 pub fn verify_codehost(
-    secret: &[u8],
+    secrets: &[&[u8]],
     body: &[u8],
     sha256_value: Option<&str>,
     sha1_value: Option<&str>,
@@ -158,16 +333,8 @@ pub fn verify_codehost(
         sha256_value.filter(|v| is_sent(Some(v.as_bytes()))),
         sha1_value.filter(|v| is_sent(Some(v.as_bytes()))),
     ) {
-        (Some(value), _) => {
-            let expected = hmac_sha256(secret, body);
-            check_hex(
-                CODEHOST_SHA256_HEADER,
-                value,
-                "sha256=",
-                expected.as_ref().map(|mac| &mac[..]),
-            )
-        }
-        (None, Some(value)) => {
+        (Some(value), _) => verify_hmac_sha256(secrets, body, CODEHOST_SHA256_HEADER, Some(value)),
+        (None, Some(value)) => with_any_secret(secrets, |secret| {
             let expected = hmac_sha1(secret, body);
             check_hex(
                 CODEHOST_SHA1_HEADER,
@@ -175,7 +342,7 @@ pub fn verify_codehost(
                 "sha1=",
                 expected.as_ref().map(|mac| &mac[..]),
             )
-        }
+        }),
         (None, None) => Err(AuthError::Missing(CODEHOST_SHA256_HEADER.into())),
     }
 }
@@ -239,15 +406,42 @@ mod tests {
                 let cases = [
                     (
                         missing_header(Scheme::HmacSha256("x-sign"), lookup),
-                        verify_hmac_sha256(b"k", b"{}", "x-sign", text(a).as_deref()),
+                        verify_hmac_sha256(&[b"k"], b"{}", "x-sign", text(a).as_deref()),
                     ),
                     (
                         missing_header(Scheme::Codehost, lookup),
-                        verify_codehost(b"k", b"{}", text(a).as_deref(), text(b).as_deref()),
+                        verify_codehost(&[b"k"], b"{}", text(a).as_deref(), text(b).as_deref()),
                     ),
                     (
                         missing_header(Scheme::Patchhost, lookup),
                         verify_patchhost("not a key", b"{}", a, b),
+                    ),
+                    (
+                        missing_header(Scheme::Gitlab, |_| a),
+                        verify_gitlab(&[b"k"], a),
+                    ),
+                    (
+                        missing_header(Scheme::Gitea, |name| match name {
+                            FORGEJO_SIGNATURE_HEADER => a,
+                            _ => b,
+                        }),
+                        verify_gitea(&[b"k"], b"{}", text(a).as_deref(), text(b).as_deref()),
+                    ),
+                    (
+                        missing_header(Scheme::Bitbucket, |_| a),
+                        verify_hmac_sha256(
+                            &[b"k"],
+                            b"{}",
+                            BITBUCKET_SIGNATURE_HEADER,
+                            text(a).as_deref(),
+                        ),
+                    ),
+                    (
+                        missing_header(Scheme::Standard, |name| match name {
+                            STANDARD_SIGNATURE_HEADER => a,
+                            _ => b,
+                        }),
+                        verify_standard(&[b"k"], b"{}", b, b, a, 0),
                     ),
                 ];
                 for (index, (early, verified)) in cases.into_iter().enumerate() {
@@ -276,10 +470,11 @@ mod tests {
             format!("sha256={}", hmac_sha256_hex(GITHUB_SECRET, GITHUB_BODY)),
             GITHUB_SIGNATURE
         );
-        verify_codehost(GITHUB_SECRET, GITHUB_BODY, Some(GITHUB_SIGNATURE), None).expect("valid");
+        verify_codehost(&[GITHUB_SECRET], GITHUB_BODY, Some(GITHUB_SIGNATURE), None)
+            .expect("valid");
         assert_eq!(
             verify_codehost(
-                GITHUB_SECRET,
+                &[GITHUB_SECRET],
                 b"Hello, World?",
                 Some(GITHUB_SIGNATURE),
                 None
@@ -294,13 +489,13 @@ mod tests {
             "sha1={}",
             hex::encode(hmac_sha1(b"s", b"body").expect("any key length"))
         );
-        verify_codehost(b"s", b"body", None, Some(&sha1)).expect("valid sha1");
+        verify_codehost(&[b"s"], b"body", None, Some(&sha1)).expect("valid sha1");
         assert_eq!(
-            verify_codehost(b"s", b"body!", None, Some(&sha1)),
+            verify_codehost(&[b"s"], b"body!", None, Some(&sha1)),
             Err(AuthError::Mismatch)
         );
         assert!(matches!(
-            verify_codehost(b"s", b"body", None, None),
+            verify_codehost(&[b"s"], b"body", None, None),
             Err(AuthError::Missing(_))
         ));
     }
@@ -308,26 +503,26 @@ mod tests {
     #[test]
     fn hmac_sha256_accepts_bare_and_prefixed_hex() {
         let sig = hmac_sha256_hex(b"k", b"{}");
-        verify_hmac_sha256(b"k", b"{}", "x-svc-sign", Some(&sig)).expect("bare");
-        verify_hmac_sha256(b"k", b"{}", "x-svc-sign", Some(&format!("sha256={sig}")))
+        verify_hmac_sha256(&[b"k"], b"{}", "x-svc-sign", Some(&sig)).expect("bare");
+        verify_hmac_sha256(&[b"k"], b"{}", "x-svc-sign", Some(&format!("sha256={sig}")))
             .expect("prefixed");
-        verify_hmac_sha256(b"k", b"{}", "x-svc-sign", Some(&sig.to_uppercase()))
+        verify_hmac_sha256(&[b"k"], b"{}", "x-svc-sign", Some(&sig.to_uppercase()))
             .expect("upper hex");
         assert_eq!(
-            verify_hmac_sha256(b"k", b"{} ", "x-svc-sign", Some(&sig)),
+            verify_hmac_sha256(&[b"k"], b"{} ", "x-svc-sign", Some(&sig)),
             Err(AuthError::Mismatch)
         );
         assert_eq!(
-            verify_hmac_sha256(b"k", b"{}", "x-svc-sign", Some("zz")),
+            verify_hmac_sha256(&[b"k"], b"{}", "x-svc-sign", Some("zz")),
             Err(AuthError::Malformed("x-svc-sign".into()))
         );
         assert_eq!(
-            verify_hmac_sha256(b"k", b"{}", "x-svc-sign", None),
+            verify_hmac_sha256(&[b"k"], b"{}", "x-svc-sign", None),
             Err(AuthError::Missing("x-svc-sign".into()))
         );
         // A truncated signature is a mismatch, never a partial match.
         assert_eq!(
-            verify_hmac_sha256(b"k", b"{}", "x-svc-sign", Some(&sig[..10])),
+            verify_hmac_sha256(&[b"k"], b"{}", "x-svc-sign", Some(&sig[..10])),
             Err(AuthError::Mismatch)
         );
     }
@@ -338,7 +533,7 @@ mod tests {
     fn malformed_and_mismatched_values_of_every_length() {
         let sig = hmac_sha256_hex(b"k", b"{}");
         let malformed = Err(AuthError::Malformed("x-svc-sign".into()));
-        let check = |value: &str| verify_hmac_sha256(b"k", b"{}", "x-svc-sign", Some(value));
+        let check = |value: &str| verify_hmac_sha256(&[b"k"], b"{}", "x-svc-sign", Some(value));
         // The expected length: one wrong digit, one non-hex character.
         let mut wrong = sig.clone().into_bytes();
         wrong[63] = if wrong[63] == b'0' { b'1' } else { b'0' };
@@ -354,12 +549,17 @@ mod tests {
         // SHA-1 (codehost's legacy header) the same way.
         let sha1 = hex::encode(hmac_sha1(b"s", b"body").expect("any key length"));
         assert_eq!(
-            verify_codehost(b"s", b"body", None, Some(&format!("sha1={}x", &sha1[..39]))),
+            verify_codehost(
+                &[b"s"],
+                b"body",
+                None,
+                Some(&format!("sha1={}x", &sha1[..39]))
+            ),
             Err(AuthError::Malformed("x-hub-signature".into()))
         );
         assert_eq!(
             verify_codehost(
-                b"s",
+                &[b"s"],
                 b"body",
                 None,
                 Some(&format!("sha1={}", "0".repeat(40)))
@@ -368,10 +568,158 @@ mod tests {
         );
     }
 
+    /// RFC 4231, test case 2: the HMAC-SHA-256 vector used for the hosts that publish
+    /// none of their own (Gitea, Forgejo and Bitbucket sign exactly this way).
+    const RFC4231_KEY: &[u8] = b"Jefe";
+    const RFC4231_DATA: &[u8] = b"what do ya want for nothing?";
+    const RFC4231_MAC: &str = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+
+    #[test]
+    fn gitea_and_forgejo_sign_the_body_in_bare_hex() {
+        let keys: &[&[u8]] = &[RFC4231_KEY];
+        verify_gitea(keys, RFC4231_DATA, None, Some(RFC4231_MAC)).expect("gitea");
+        verify_gitea(keys, RFC4231_DATA, Some(RFC4231_MAC), None).expect("forgejo");
+        // Forgejo's header is the one checked when both are sent.
+        assert_eq!(
+            verify_gitea(keys, RFC4231_DATA, Some(&"0".repeat(64)), Some(RFC4231_MAC)),
+            Err(AuthError::Mismatch)
+        );
+        assert_eq!(
+            verify_gitea(keys, b"other", None, Some(RFC4231_MAC)),
+            Err(AuthError::Mismatch)
+        );
+        assert_eq!(
+            verify_gitea(keys, RFC4231_DATA, None, None),
+            Err(AuthError::Missing(GITEA_SIGNATURE_HEADER.into()))
+        );
+    }
+
+    #[test]
+    fn bitbucket_signs_the_body_with_a_sha256_prefix() {
+        let value = format!("sha256={RFC4231_MAC}");
+        let check = |body: &[u8], value: &str| {
+            verify_hmac_sha256(
+                &[RFC4231_KEY],
+                body,
+                BITBUCKET_SIGNATURE_HEADER,
+                Some(value),
+            )
+        };
+        check(RFC4231_DATA, &value).expect("valid");
+        assert_eq!(check(b"x", &value), Err(AuthError::Mismatch));
+    }
+
+    #[test]
+    fn gitlab_sends_the_secret_itself() {
+        verify_gitlab(&[b"s3cret"], Some(b"s3cret")).expect("equal");
+        verify_gitlab(&[b"s3cret"], Some(b" s3cret ")).expect("blanks around");
+        for wrong in [b"s3cre".as_slice(), b"s3cret!", b"S3CRET"] {
+            assert_eq!(
+                verify_gitlab(&[b"s3cret"], Some(wrong)),
+                Err(AuthError::Mismatch)
+            );
+        }
+        assert_eq!(
+            verify_gitlab(&[b"s3cret"], Some(b"")),
+            Err(AuthError::Missing(GITLAB_TOKEN_HEADER.into()))
+        );
+    }
+
+    /// The reference vector of the Standard Webhooks specification.
+    const STANDARD_SECRET: &[u8] = b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const STANDARD_ID: &[u8] = b"msg_p5jXN8AQM9LWM0D4loKWxJek";
+    const STANDARD_TIMESTAMP: i64 = 1_614_265_330;
+    const STANDARD_BODY: &[u8] = br#"{"test": 2432232314}"#;
+    const STANDARD_SIGNATURE: &[u8] = b"v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+
+    #[test]
+    fn standard_webhooks_reference_vector() {
+        let ts = STANDARD_TIMESTAMP.to_string();
+        let check = |signatures: &[u8], body: &[u8], now: i64| {
+            verify_standard(
+                &[STANDARD_SECRET],
+                body,
+                Some(STANDARD_ID),
+                Some(ts.as_bytes()),
+                Some(signatures),
+                now,
+            )
+        };
+        check(STANDARD_SIGNATURE, STANDARD_BODY, STANDARD_TIMESTAMP).expect("the vector");
+        // Several values: any v1 may match; other versions are ignored.
+        let several = [b"v1a,AAAA v1,bm90IGl0 ".as_slice(), STANDARD_SIGNATURE].concat();
+        check(&several, STANDARD_BODY, STANDARD_TIMESTAMP + 299).expect("one of several");
+        assert_eq!(
+            check(
+                STANDARD_SIGNATURE,
+                b"{\"test\": 2432232315}",
+                STANDARD_TIMESTAMP
+            ),
+            Err(AuthError::Mismatch)
+        );
+        assert_eq!(
+            check(STANDARD_SIGNATURE, STANDARD_BODY, STANDARD_TIMESTAMP + 301),
+            Err(AuthError::OutOfWindow(STANDARD_TIMESTAMP_HEADER.into()))
+        );
+        assert_eq!(
+            check(STANDARD_SIGNATURE, STANDARD_BODY, STANDARD_TIMESTAMP - 301),
+            Err(AuthError::OutOfWindow(STANDARD_TIMESTAMP_HEADER.into()))
+        );
+        assert_eq!(
+            check(b"v2,abc", STANDARD_BODY, STANDARD_TIMESTAMP),
+            Err(AuthError::Malformed(STANDARD_SIGNATURE_HEADER.into()))
+        );
+        assert_eq!(
+            check(b"v1,***", STANDARD_BODY, STANDARD_TIMESTAMP),
+            Err(AuthError::MalformedBase64(STANDARD_SIGNATURE_HEADER.into()))
+        );
+        // The ID is signed: another one does not match.
+        assert_eq!(
+            verify_standard(
+                &[STANDARD_SECRET],
+                STANDARD_BODY,
+                Some(b"msg_other"),
+                Some(ts.as_bytes()),
+                Some(STANDARD_SIGNATURE),
+                STANDARD_TIMESTAMP
+            ),
+            Err(AuthError::Mismatch)
+        );
+        // A secret without the prefix is used as raw bytes.
+        let raw = standard_key(b"plain").expect("raw");
+        assert_eq!(raw, b"plain");
+        assert_eq!(standard_key(b"whsec_!!"), None);
+    }
+
+    /// During a rotation the job has two secrets; a delivery signed with either passes,
+    /// with neither fails.
+    #[test]
+    fn a_rotation_accepts_either_secret() {
+        let old = hmac_sha256_hex(b"old", b"{}");
+        let new = hmac_sha256_hex(b"new", b"{}");
+        let secrets: &[&[u8]] = &[b"new", b"old"];
+        for sig in [&old, &new] {
+            verify_hmac_sha256(secrets, b"{}", "x-svc-sign", Some(sig)).expect("either");
+            verify_codehost(secrets, b"{}", Some(&format!("sha256={sig}")), None)
+                .expect("either, GitHub");
+        }
+        let other = hmac_sha256_hex(b"other", b"{}");
+        assert_eq!(
+            verify_hmac_sha256(secrets, b"{}", "x-svc-sign", Some(&other)),
+            Err(AuthError::Mismatch)
+        );
+        verify_gitlab(secrets, Some(b"old")).expect("either token");
+        assert_eq!(
+            verify_hmac_sha256(secrets, b"{}", "x-svc-sign", Some("zz")),
+            Err(AuthError::Malformed("x-svc-sign".into())),
+            "a malformed value is malformed whatever the secret"
+        );
+    }
+
     #[test]
     fn errors_never_contain_the_expected_value() {
         let expected = hmac_sha256_hex(b"k", b"x");
-        let err = verify_hmac_sha256(b"k", b"x", "h", Some("00")).expect_err("mismatch");
+        let err = verify_hmac_sha256(&[b"k"], b"x", "h", Some("00")).expect_err("mismatch");
         assert!(!err.to_string().contains(&expected));
     }
 

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod config;
 pub mod daemon;
+pub mod delivery;
 pub mod duration;
 pub mod engine;
 pub mod exec;

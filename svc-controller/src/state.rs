@@ -12,6 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, SecondsFormat, Utc};
 
+use crate::delivery::DeliveryFacts;
 use crate::fsutil;
 
 /// Result of a finished run, as stored in a state file and used in log names.
@@ -70,8 +71,8 @@ pub struct JobState {
 pub struct QueuedTrigger {
     /// What started it (`webhook`, `api`, ...), as the engine spells it.
     pub source: String,
-    /// Event name of a webhook request.
-    pub event: Option<String>,
+    /// What a webhook delivery said of itself.
+    pub facts: DeliveryFacts,
     /// Raw body of a webhook request.
     pub body: Option<Vec<u8>>,
     /// Tells this queued trigger from every other one of the job: the take record names
@@ -128,8 +129,16 @@ impl JobState {
         let _ = writeln!(text, "paused = {}", self.paused);
         if let Some(queued) = &self.queued {
             let _ = writeln!(text, "queued = {}", queued.source);
-            if let Some(event) = &queued.event {
-                let _ = writeln!(text, "queued_event = {}", BASE64.encode(event));
+            let facts = &queued.facts;
+            for (key, value) in [
+                ("queued_event", &facts.event),
+                ("queued_delivery", &facts.id),
+                ("queued_ref", &facts.git_ref),
+                ("queued_commit", &facts.commit),
+            ] {
+                if let Some(value) = value {
+                    let _ = writeln!(text, "{key} = {}", BASE64.encode(value));
+                }
             }
             if let Some(body) = &queued.body {
                 let _ = writeln!(text, "queued_body = {}", BASE64.encode(body));
@@ -144,7 +153,7 @@ impl JobState {
     /// Parses the file format. `origin` names the file in errors.
     pub fn parse(text: &str, origin: &str) -> Result<JobState, StateError> {
         let mut state = JobState::default();
-        let (mut event, mut body, mut id) = (None, None, None);
+        let (mut facts, mut body, mut id) = (DeliveryFacts::default(), None, None);
         for (index, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -195,19 +204,24 @@ impl JobState {
                 "queued" if !value.is_empty() => {
                     state.queued = Some(QueuedTrigger {
                         source: value.to_string(),
-                        event: None,
+                        facts: DeliveryFacts::default(),
                         body: None,
                         id: None,
                     });
                 }
-                "queued_event" => {
+                key @ ("queued_event" | "queued_delivery" | "queued_ref" | "queued_commit") => {
                     let bytes = BASE64
                         .decode(value)
-                        .map_err(|e| fail(format!("queued_event: {e}")))?;
-                    event = Some(
-                        String::from_utf8(bytes)
-                            .map_err(|_| fail("queued_event is not UTF-8".to_string()))?,
-                    );
+                        .map_err(|e| fail(format!("{key}: {e}")))?;
+                    let text = String::from_utf8(bytes)
+                        .map_err(|_| fail(format!("{key} is not UTF-8")))?;
+                    let slot = match key {
+                        "queued_event" => &mut facts.event,
+                        "queued_delivery" => &mut facts.id,
+                        "queued_ref" => &mut facts.git_ref,
+                        _ => &mut facts.commit,
+                    };
+                    *slot = Some(text);
                 }
                 "queued_id" => {
                     id = Some(
@@ -226,7 +240,7 @@ impl JobState {
             }
         }
         if let Some(queued) = state.queued.as_mut() {
-            queued.event = event;
+            queued.facts = facts;
             queued.body = body;
             queued.id = id;
         }
@@ -361,7 +375,12 @@ mod tests {
         let mut state = sample();
         state.queued = Some(QueuedTrigger {
             source: "webhook".to_string(),
-            event: Some("push = main".to_string()),
+            facts: DeliveryFacts {
+                event: Some("push = main".to_string()),
+                id: Some("72d3162e-cc78-11e3-81ab-4c9367dc0958".to_string()),
+                git_ref: Some("refs/heads/main".to_string()),
+                commit: Some("0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c".to_string()),
+            },
             body: Some(b"{\"ref\": \"main\"}\n\x00\xff".to_vec()),
             id: Some(0x0123_4567_89ab_cdef),
         });
@@ -373,7 +392,7 @@ mod tests {
             bare.queued,
             Some(QueuedTrigger {
                 source: "api".to_string(),
-                event: None,
+                facts: DeliveryFacts::default(),
                 body: None,
                 id: None,
             })

@@ -89,5 +89,5 @@ fn signature_seeds() {
         parts.next().unwrap_or_default(),
     );
     let value = String::from_utf8_lossy(parts.next().unwrap_or_default()).into_owned();
-    verify_codehost(secret, body, Some(&value), None).expect("GitHub's documented value");
+    verify_codehost(&[secret], body, Some(&value), None).expect("GitHub's documented value");
 }

@@ -109,25 +109,55 @@ pub struct MainConfig {
     pub max_connections: Option<usize>,
 }
 
-/// How a webhook trigger is authenticated.
+/// How a webhook trigger is authenticated: by the code host that sends it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AuthKind {
     /// HMAC-SHA-256 of the body in `header_sign`.
     #[default]
     HmacSha256,
-    /// GitHub style `X-Hub-Signature-256` / `X-Hub-Signature`.
+    /// `codehost`: the spec's name of [`AuthKind::Github`], kept as configured.
     Codehost,
-    /// sourcehut style Ed25519 `X-Payload-Signature` + `X-Payload-Nonce`.
+    /// GitHub: `X-Hub-Signature-256` / `X-Hub-Signature`, `X-GitHub-Delivery`.
+    Github,
+    /// GitLab: `X-Gitlab-Token` (the secret itself), `Idempotency-Key` or
+    /// `X-Gitlab-Event-UUID`.
+    Gitlab,
+    /// Gitea and Forgejo: hex HMAC-SHA-256 in `X-Gitea-Signature` or
+    /// `X-Forgejo-Signature`, `X-Gitea-Delivery` / `X-Forgejo-Delivery`.
+    Gitea,
+    /// Bitbucket: `X-Hub-Signature: sha256=<hex>`, `X-Request-UUID`.
+    Bitbucket,
+    /// Standard Webhooks v1: `webhook-id`, `webhook-timestamp`, `webhook-signature`.
+    Standard,
+    /// `patchhost`: the spec's name of [`AuthKind::Sourcehut`], kept as configured.
     Patchhost,
+    /// sourcehut: Ed25519 `X-Payload-Signature` + `X-Payload-Nonce`.
+    Sourcehut,
 }
 
 impl AuthKind {
-    /// The configuration and API spelling.
+    /// The configuration and API spelling, as configured.
     pub fn as_str(self) -> &'static str {
         match self {
             AuthKind::HmacSha256 => "hmac-sha256",
             AuthKind::Codehost => "codehost",
+            AuthKind::Github => "github",
+            AuthKind::Gitlab => "gitlab",
+            AuthKind::Gitea => "gitea",
+            AuthKind::Bitbucket => "bitbucket",
+            AuthKind::Standard => "standard",
             AuthKind::Patchhost => "patchhost",
+            AuthKind::Sourcehut => "sourcehut",
+        }
+    }
+
+    /// The scheme behind a name: the spec's `codehost` and `patchhost` are GitHub's and
+    /// sourcehut's.
+    pub fn scheme(self) -> AuthKind {
+        match self {
+            AuthKind::Codehost => AuthKind::Github,
+            AuthKind::Patchhost => AuthKind::Sourcehut,
+            other => other,
         }
     }
 }
@@ -157,8 +187,15 @@ pub struct JobConfig {
     pub auth_kind: AuthKind,
     /// `header_sign`, lower-cased, default [`DEFAULT_HEADER_SIGN`].
     pub header_sign: String,
-    /// `secret`; `None` = use the main secret.
-    pub secret: Option<String>,
+    /// `secret`, repeated during a rotation (a delivery signed with any of them is
+    /// accepted); empty = use the main secret.
+    pub secrets: Vec<String>,
+    /// `filter_event`, repeated, lower-cased: a delivery whose event is none of these
+    /// starts nothing (empty = any event).
+    pub filter_event: Vec<String>,
+    /// `filter_ref`, repeated globs on `refs/...` (`*` within one segment, `**` across):
+    /// a delivery whose ref matches none starts nothing (empty = any).
+    pub filter_ref: Vec<String>,
     /// `public_key`: base64 Ed25519 key for `patchhost`, default
     /// [`DEFAULT_PATCHHOST_PUBLIC_KEY`]; validated to decode to 32 bytes.
     pub public_key: String,

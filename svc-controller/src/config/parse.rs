@@ -57,7 +57,9 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("description", Scalar),
-    ("secret", Scalar),
+    ("secret", List),
+    ("filter_event", List),
+    ("filter_ref", List),
     ("interval", Scalar),
     ("schedule", Scalar),
     ("path", Scalar),
@@ -100,6 +102,9 @@ const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
 
 const USER_KEYS: &[(&str, KeyKind)] = &[("password", Scalar)];
 
+/// Keys whose values are secrets: a problem names the key, never the value.
+const SECRET_KEYS: &[&str] = &["secret", "smtp_password", "password"];
+
 fn new_issue(
     file: &Path,
     section: Option<&str>,
@@ -107,11 +112,12 @@ fn new_issue(
     value: Option<&str>,
     message: impl Into<String>,
 ) -> ConfigIssue {
+    let secret = key.is_some_and(|key| SECRET_KEYS.contains(&key));
     ConfigIssue {
         file: file.to_path_buf(),
         section: section.map(str::to_string),
         key: key.map(str::to_string),
-        value: value.map(str::to_string),
+        value: value.map(|v| if secret { proto::redact::REDACTED } else { v }.to_string()),
         message: message.into(),
     }
 }
@@ -150,10 +156,16 @@ impl<'a> Reader<'a> {
             let seen = values.entry(key).or_default();
             if *kind != List {
                 if let Some(first) = seen.first() {
+                    let lists: Vec<&str> = keys
+                        .iter()
+                        .filter(|(_, kind)| *kind == List)
+                        .map(|(name, _)| *name)
+                        .collect();
                     let message = format!(
-                        "repeated key (first set on line {}); only command, env and \
-                         http_header may be repeated",
-                        first.line
+                        "repeated key (first set on line {}); only {} may be repeated \
+                         here",
+                        first.line,
+                        lists.join(", ")
                     );
                     errors.push(entry_issue(file, section, entry, &message));
                     continue;
@@ -229,6 +241,27 @@ impl<'a> Reader<'a> {
             Some("") => Some(false),
             Some(_) => self.parsed(key, parse_bool),
         }
+    }
+
+    /// Every non-empty value of a list key, in order, each first checked by `check`.
+    fn non_empty_texts(
+        &mut self,
+        key: &str,
+        check: impl Fn(&str) -> Result<(), String>,
+    ) -> Vec<String> {
+        let entries = self.values.get(key).cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        for entry in entries {
+            let value = entry.value.as_deref().unwrap_or_default();
+            if value.is_empty() {
+                continue;
+            }
+            match check(value) {
+                Ok(()) => out.push(value.to_string()),
+                Err(message) => self.fail(entry, &message),
+            }
+        }
+        out
     }
 
     /// Every value of a list key through `parse`, in order.
@@ -457,11 +490,48 @@ fn check_header_name(name: &str) -> Result<String, String> {
 }
 
 fn parse_auth_kind(value: &str) -> Result<AuthKind, String> {
-    match value.to_ascii_lowercase().as_str() {
-        "hmac-sha256" => Ok(AuthKind::HmacSha256),
-        "codehost" | "github" => Ok(AuthKind::Codehost),
-        "patchhost" | "sourcehut" => Ok(AuthKind::Patchhost),
-        _ => Err("unknown auth_kind (expected hmac-sha256, codehost or patchhost)".into()),
+    let kinds = [
+        AuthKind::HmacSha256,
+        AuthKind::Github,
+        AuthKind::Gitlab,
+        AuthKind::Gitea,
+        AuthKind::Bitbucket,
+        AuthKind::Standard,
+        AuthKind::Sourcehut,
+        AuthKind::Codehost,
+        AuthKind::Patchhost,
+    ];
+    let value = value.to_ascii_lowercase();
+    match value.as_str() {
+        // Forgejo is Gitea's fork and signs the same way.
+        "forgejo" => Ok(AuthKind::Gitea),
+        _ => kinds
+            .into_iter()
+            .find(|k| k.as_str() == value)
+            .ok_or_else(|| {
+                "unknown auth_kind (expected hmac-sha256, github, gitlab, gitea, bitbucket, \
+             standard or sourcehut; codehost and patchhost are the older names of github \
+             and sourcehut)"
+                    .into()
+            }),
+    }
+}
+
+/// A `filter_ref` glob: checked here, matched against `refs/...` by the webhook.
+fn check_ref_glob(value: &str) -> Result<String, String> {
+    glob::Pattern::new(value)
+        .map(|_| value.to_string())
+        .map_err(|e| format!("not a glob: {e}"))
+}
+
+/// A `secret` of a `standard` job: `whsec_<base64>` must decode.
+fn check_standard_secret(value: &str) -> Result<(), String> {
+    match value.strip_prefix("whsec_") {
+        Some(key) => base64::engine::general_purpose::STANDARD
+            .decode(key)
+            .map(|_| ())
+            .map_err(|_| "a whsec_ secret must be base64 after the prefix".into()),
+        None => Ok(()),
     }
 }
 
@@ -966,10 +1036,17 @@ impl<'m> Loader<'m> {
         let mut r = Reader::new(file, section, JOB_KEYS, &mut self.errors);
 
         let description = r.text_or_empty("description").unwrap_or_default();
-        let secret = r.text_or_empty("secret").filter(|s| !s.is_empty());
         let timer = r.timer();
         let path = r.parsed("path", normalize_path);
         let auth_kind = r.parsed("auth_kind", parse_auth_kind).unwrap_or_default();
+        // An empty `secret =` means the main secret, as before; a repeated key holds
+        // the secrets of a rotation.
+        let secrets = r.non_empty_texts("secret", |value| match auth_kind.scheme() {
+            AuthKind::Standard => check_standard_secret(value),
+            _ => Ok(()),
+        });
+        let filter_event = r.list("filter_event", |v| Ok(v.to_ascii_lowercase()));
+        let filter_ref = r.list("filter_ref", check_ref_glob);
         let header_sign = r
             .parsed("header_sign", check_header_name)
             .unwrap_or_else(|| DEFAULT_HEADER_SIGN.to_string());
@@ -1082,7 +1159,7 @@ impl<'m> Loader<'m> {
         if self.errors.len() != before {
             return;
         }
-        if path.is_some() && secret.is_none() && auth_kind != AuthKind::Patchhost {
+        if path.is_some() && secrets.is_empty() && auth_kind.scheme() != AuthKind::Sourcehut {
             // Its webhooks are signed with the main secret, the one that also signs the
             // control requests: whoever can trigger it can sign those too.
             self.warnings.push(new_issue(
@@ -1104,7 +1181,9 @@ impl<'m> Loader<'m> {
             path,
             auth_kind,
             header_sign,
-            secret,
+            secrets,
+            filter_event,
+            filter_ref,
             public_key,
             commands,
             log_retention,

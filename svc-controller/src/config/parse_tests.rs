@@ -357,7 +357,7 @@ fn job_values() {
     assert_eq!(job.name, "Deploy Site");
     assert_eq!(job.file, tree.path("etc/svc/job.d/deploy.conf"));
     assert_eq!(job.description, "<b>deploy</b>");
-    assert_eq!(job.secret.as_deref(), Some("abc"));
+    assert_eq!(job.secrets, ["abc"]);
     assert_eq!(
         job.timer,
         Some(Timer::Schedule(
@@ -365,7 +365,7 @@ fn job_values() {
         ))
     );
     assert_eq!(job.path.as_deref(), Some("/deploy/site"));
-    assert_eq!(job.auth_kind, AuthKind::Codehost);
+    assert_eq!(job.auth_kind, AuthKind::Github);
     assert_eq!(job.header_sign, "x-my-sign");
     assert_eq!(
         job.commands,
@@ -398,7 +398,8 @@ fn job_defaults() {
     tree.job("a.conf", "[job \"a\"]\ninterval = 90s\ncommand = true\n");
     let job = &tree.load().jobs[0];
     assert_eq!(job.description, "");
-    assert_eq!(job.secret, None);
+    assert!(job.secrets.is_empty());
+    assert!(job.filter_event.is_empty() && job.filter_ref.is_empty());
     assert_eq!(job.timer, Some(Timer::Interval(Duration::from_secs(90))));
     assert_eq!(job.path, None);
     assert_eq!(job.auth_kind, AuthKind::HmacSha256);
@@ -443,9 +444,14 @@ fn job_auth_kinds_and_timeouts() {
         ("hmac-sha256", AuthKind::HmacSha256),
         ("HMAC-SHA256", AuthKind::HmacSha256),
         ("codehost", AuthKind::Codehost),
-        ("github", AuthKind::Codehost),
+        ("github", AuthKind::Github),
+        ("GitLab", AuthKind::Gitlab),
+        ("gitea", AuthKind::Gitea),
+        ("forgejo", AuthKind::Gitea),
+        ("bitbucket", AuthKind::Bitbucket),
+        ("standard", AuthKind::Standard),
         ("patchhost", AuthKind::Patchhost),
-        ("sourcehut", AuthKind::Patchhost),
+        ("sourcehut", AuthKind::Sourcehut),
     ] {
         let tree = Tree::new("");
         tree.job(
@@ -486,6 +492,8 @@ fn job_invalid_values() {
         ("path", "a//b", "empty segment"),
         ("path", "", "empty value"),
         ("auth_kind", "basic", "unknown auth_kind"),
+        ("filter_ref", "refs/heads/[", "not a glob"),
+        ("filter_event", "", "empty value"),
         ("header_sign", "x sign", "not a valid HTTP header name"),
         ("header_sign", "x:sign", "not a valid HTTP header name"),
         ("log_retention", "0", "at least 1"),
@@ -888,6 +896,43 @@ fn duplicate_ids_from_different_names_and_sections() {
     assert_eq!(issues.len(), 2, "{issues:#?}");
     assert!(issues[0].message.contains("duplicate job ID \"a_b\""));
     assert_eq!(issues[1].section.as_deref(), Some("hook \"x\""));
+}
+
+#[test]
+fn secrets_rotate_and_filters_are_lists() {
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "[job \"a\"]\npath = /a\ncommand = true\nauth_kind = standard\n\
+         secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\nsecret = raw-old\nsecret =\n\
+         filter_event = Push\nfilter_event = tag_push\nfilter_ref = refs/heads/*\n",
+    );
+    let job = &tree.load().jobs[0];
+    assert_eq!(
+        job.secrets,
+        ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "raw-old"]
+    );
+    assert_eq!(job.filter_event, ["push", "tag_push"]);
+    assert_eq!(job.filter_ref, ["refs/heads/*"]);
+
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "[job \"a\"]\npath = /a\ncommand = true\nauth_kind = standard\nsecret = whsec_!!\n",
+    );
+    let file = tree.path("etc/svc/job.d/a.conf");
+    let issues = tree.issues();
+    // The problem names the key, never the secret.
+    let issue = only_issue(&issues, &file, "job \"a\"", "secret", Some("[redacted]"));
+    assert!(issue.message.contains("base64"), "{issue}");
+    assert!(!issue.to_string().contains("whsec_!!"), "{issue}");
+    // Another scheme takes such a secret as it is.
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "[job \"a\"]\npath = /a\ncommand = true\nauth_kind = gitea\nsecret = whsec_!!\n",
+    );
+    assert_eq!(tree.load().jobs[0].secrets, ["whsec_!!"]);
 }
 
 #[test]

@@ -34,6 +34,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::AbortHandle;
 
 use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig};
+pub use crate::delivery::DeliveryFacts;
 use crate::fsutil::Durability;
 use crate::logstore::{LogDir, LogMeta, LogStatus};
 use crate::schedule::Timer;
@@ -109,8 +110,8 @@ pub struct Trigger {
     pub source: TriggerSource,
     /// Raw body of a webhook request, handed to the commands in a file.
     pub body: Option<Bytes>,
-    /// Event name of a webhook request.
-    pub event: Option<String>,
+    /// What a webhook delivery said of itself, handed to the commands.
+    pub facts: DeliveryFacts,
 }
 
 impl Trigger {
@@ -118,7 +119,7 @@ impl Trigger {
         Trigger {
             source,
             body: None,
-            event: None,
+            facts: DeliveryFacts::default(),
         }
     }
 
@@ -126,7 +127,7 @@ impl Trigger {
     fn to_queued(&self) -> QueuedTrigger {
         QueuedTrigger {
             source: self.source.as_str().to_string(),
-            event: self.event.clone(),
+            facts: self.facts.clone(),
             body: self.body.as_ref().map(|body| body.to_vec()),
             id: None,
         }
@@ -137,7 +138,7 @@ impl Trigger {
         Some(Trigger {
             source: TriggerSource::parse(&queued.source)?,
             body: queued.body.map(Bytes::from),
-            event: queued.event,
+            facts: queued.facts,
         })
     }
 }

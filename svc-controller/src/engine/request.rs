@@ -9,6 +9,7 @@ use nix::unistd::{Gid, Group, Uid, User, getgrouplist};
 use proto::{Action, Credentials, ExecRequest, HttpCall, Sandbox};
 
 use crate::config::{HttpJobConfig, HttpRequestType, JobConfig, MainConfig};
+use crate::delivery::DeliveryFacts;
 
 /// Time between SIGTERM and SIGKILL when a run is ended early.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
@@ -212,8 +213,8 @@ pub struct RequestData {
     pub body_path: Option<PathBuf>,
     /// The run's own temporary directory, given as `TMPDIR`.
     pub tmp_dir: Option<PathBuf>,
-    /// Event name from `X-GitHub-Event` or `X-Webhook-Event`.
-    pub event: Option<String>,
+    /// What the webhook delivery said of itself.
+    pub facts: DeliveryFacts,
 }
 
 /// The request for a run of a Job.
@@ -249,8 +250,8 @@ pub fn job_request(
     if let Some(path) = &data.body_path {
         env.push(("SVC_REQUEST_BODY".to_string(), path.display().to_string()));
     }
-    if let Some(event) = &data.event {
-        env.push(("SVC_EVENT".to_string(), event.clone()));
+    for (name, value) in data.facts.env() {
+        env.push((name.to_string(), value.to_string()));
     }
     ExecRequest {
         job_id: job.id.clone(),
@@ -366,7 +367,9 @@ mod tests {
             path: Some("/deploy".into()),
             auth_kind: Default::default(),
             header_sign: "x-svc-sign".into(),
-            secret: None,
+            secrets: Vec::new(),
+            filter_event: Vec::new(),
+            filter_ref: Vec::new(),
             public_key: String::new(),
             commands: vec!["make".into()],
             log_retention: 5,
@@ -391,7 +394,12 @@ mod tests {
         let data = RequestData {
             body_path: Some("/run/body".into()),
             tmp_dir: Some("/t/deploy.9".into()),
-            event: Some("push".into()),
+            facts: DeliveryFacts {
+                event: Some("push".into()),
+                id: Some("d-1".into()),
+                git_ref: Some("refs/heads/main".into()),
+                commit: None,
+            },
         };
         let main = main("/base");
         let request = job_request(&main, &job(), 9, Path::new("/w"), &run_as, &data);
@@ -409,6 +417,9 @@ mod tests {
         assert_eq!(get("SVC_JOB_COUNTER"), Some("9"));
         assert_eq!(get("SVC_REQUEST_BODY"), Some("/run/body"));
         assert_eq!(get("SVC_EVENT"), Some("push"));
+        assert_eq!(get("SVC_DELIVERY"), Some("d-1"));
+        assert_eq!(get("SVC_REF"), Some("refs/heads/main"));
+        assert_eq!(get("SVC_COMMIT"), None);
         assert_eq!(get("TMPDIR"), Some("/t/deploy.9"));
         assert_eq!(get("A"), Some("1"));
         assert_eq!(env.iter().filter(|(k, _)| k == "PATH").count(), 1);

@@ -569,7 +569,7 @@ fn prepare(
             let mut data = RequestData {
                 body_path: None,
                 tmp_dir: Some(tmp),
-                event: trigger.event.clone(),
+                facts: trigger.facts.clone(),
             };
             if let Some(body) = &trigger.body {
                 let path = write_body_file(main, &job.id, context.counter, body, &run_as)?;

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use super::read::JobStatus;
 use super::run::tests::{ABANDONED_REASON, PANIC_PREFIX, PAUSE_RACE_PAUSED, PAUSE_RACE_PREFIX};
 use super::testkit::{Harness, Origin, settle, t0};
-use super::{EngineError, Kind, Trigger, TriggerSource};
+use super::{DeliveryFacts, EngineError, Kind, Trigger, TriggerSource};
 use crate::state::{QueuedTrigger, RunResult};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -276,7 +276,12 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
     let webhook = Trigger {
         source: TriggerSource::Webhook,
         body: Some(Bytes::from_static(b"{\"ref\":\"main\"}")),
-        event: Some("push".into()),
+        facts: DeliveryFacts {
+            event: Some("push".into()),
+            id: Some("delivery-7".into()),
+            git_ref: Some("refs/heads/main".into()),
+            commit: Some("0d1a26e".into()),
+        },
     };
     h.engine
         .trigger(Kind::Job, "hook", webhook)
@@ -293,7 +298,12 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
         },
         QueuedTrigger {
             source: "webhook".into(),
-            event: Some("push".into()),
+            facts: DeliveryFacts {
+                event: Some("push".into()),
+                id: Some("delivery-7".into()),
+                git_ref: Some("refs/heads/main".into()),
+                commit: Some("0d1a26e".into()),
+            },
             body: Some(b"{\"ref\":\"main\"}".to_vec()),
             id: None,
         }
@@ -313,8 +323,11 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
         crate::state::read_taken(&taken).expect("read the take record"),
         queued.id
     );
-    // The webhook's data reached the run: its event, and its body in a file.
+    // The webhook's data reached the run: its facts, and its body in a file.
     assert_eq!(second.env("SVC_EVENT"), Some("push"));
+    assert_eq!(second.env("SVC_DELIVERY"), Some("delivery-7"));
+    assert_eq!(second.env("SVC_REF"), Some("refs/heads/main"));
+    assert_eq!(second.env("SVC_COMMIT"), Some("0d1a26e"));
     let body_path = second
         .env("SVC_REQUEST_BODY")
         .expect("a body file")

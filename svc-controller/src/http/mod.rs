@@ -3,6 +3,7 @@
 //! the fallbacks that keep every answer in the JSON wrapper.
 
 mod body_budget;
+mod codehost;
 mod error;
 mod host;
 mod job_exec;

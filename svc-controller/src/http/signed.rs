@@ -84,7 +84,7 @@ pub(super) fn parse_epoch(value: &str) -> Result<u64, ApiError> {
 /// Checks `X-Svc-Sign` over `signed` with the main secret.
 pub(super) fn verify(state: &AppState, headers: &HeaderMap, signed: &[u8]) -> Result<(), ApiError> {
     let signature = headers.get("x-svc-sign").and_then(|v| v.to_str().ok());
-    auth::verify_hmac_sha256(state.secret.as_bytes(), signed, "x-svc-sign", signature)
+    auth::verify_hmac_sha256(&[state.secret.as_bytes()], signed, "x-svc-sign", signature)
         .map_err(|e| ApiError::unauthorized(e.to_string()))
 }
 

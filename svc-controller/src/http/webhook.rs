@@ -32,14 +32,12 @@ use axum::response::Response;
 use sha2::{Digest as _, Sha256};
 
 use super::error::UNKNOWN_PATH;
-use super::{ApiError, AppState, signed, wrapper};
+use super::{ApiError, AppState, codehost, signed, wrapper};
 use crate::auth::{self, AuthError};
 use crate::config::{AuthKind, JobConfig};
+use crate::delivery::DeliveryFacts;
 use crate::engine::{EngineError, Kind, Trigger, TriggerSource};
 use crate::replay::{MAX_VALUE_LEN, ReplayStores, Seen};
-
-/// Header with GitHub's delivery ID.
-const DELIVERY_HEADER: &str = "x-github-delivery";
 
 /// Message of the 200 answer to a repeated delivery.
 const DUPLICATE_DELIVERY: &str = "duplicate delivery: not run again";
@@ -148,12 +146,105 @@ fn body_epoch(body: &[u8]) -> Option<String> {
 
 /// The auth header a delivery for `job` lacks, if any: checked before the body is read.
 fn missing_auth_header(job: &JobConfig, headers: &HeaderMap) -> Option<String> {
-    let scheme = match job.auth_kind {
+    let scheme = match job.auth_kind.scheme() {
         AuthKind::HmacSha256 => auth::Scheme::HmacSha256(&job.header_sign),
-        AuthKind::Codehost => auth::Scheme::Codehost,
-        AuthKind::Patchhost => auth::Scheme::Patchhost,
+        AuthKind::Gitlab => auth::Scheme::Gitlab,
+        AuthKind::Gitea => auth::Scheme::Gitea,
+        AuthKind::Bitbucket => auth::Scheme::Bitbucket,
+        AuthKind::Standard => auth::Scheme::Standard,
+        AuthKind::Sourcehut | AuthKind::Patchhost => auth::Scheme::Patchhost,
+        AuthKind::Github | AuthKind::Codehost => auth::Scheme::Codehost,
     };
     auth::missing_header(scheme, |name| header_bytes(headers, name)).map(str::to_string)
+}
+
+/// Checks a delivery's signature by its job's scheme, with each of `secrets`.
+fn verify(
+    job: &JobConfig,
+    secrets: &[&[u8]],
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), AuthError> {
+    let text = |name: &str| header_text(headers, name);
+    match job.auth_kind.scheme() {
+        AuthKind::HmacSha256 => auth::verify_hmac_sha256(
+            secrets,
+            body,
+            &job.header_sign,
+            text(&job.header_sign).as_deref(),
+        ),
+        AuthKind::Github | AuthKind::Codehost => auth::verify_codehost(
+            secrets,
+            body,
+            text(auth::CODEHOST_SHA256_HEADER).as_deref(),
+            text(auth::CODEHOST_SHA1_HEADER).as_deref(),
+        ),
+        AuthKind::Gitlab => {
+            auth::verify_gitlab(secrets, header_bytes(headers, auth::GITLAB_TOKEN_HEADER))
+        }
+        AuthKind::Gitea => auth::verify_gitea(
+            secrets,
+            body,
+            text(auth::FORGEJO_SIGNATURE_HEADER).as_deref(),
+            text(auth::GITEA_SIGNATURE_HEADER).as_deref(),
+        ),
+        AuthKind::Bitbucket => auth::verify_hmac_sha256(
+            secrets,
+            body,
+            auth::BITBUCKET_SIGNATURE_HEADER,
+            text(auth::BITBUCKET_SIGNATURE_HEADER).as_deref(),
+        ),
+        AuthKind::Standard => auth::verify_standard(
+            secrets,
+            body,
+            header_bytes(headers, auth::STANDARD_ID_HEADER),
+            header_bytes(headers, auth::STANDARD_TIMESTAMP_HEADER),
+            header_bytes(headers, auth::STANDARD_SIGNATURE_HEADER),
+            chrono::Utc::now().timestamp(),
+        ),
+        AuthKind::Sourcehut | AuthKind::Patchhost => auth::verify_patchhost(
+            &job.public_key,
+            body,
+            header_bytes(headers, auth::PATCHHOST_SIGNATURE_HEADER),
+            header_bytes(headers, auth::PATCHHOST_NONCE_HEADER),
+        ),
+    }
+}
+
+/// Why a delivery that passed its checks starts nothing: `filter_event` and
+/// `filter_ref` of its job, against what the delivery said of itself.
+fn filtered_out(job: &JobConfig, facts: &DeliveryFacts) -> Option<String> {
+    if !job.filter_event.is_empty() {
+        let event = facts.event.as_deref().unwrap_or_default();
+        if !job
+            .filter_event
+            .iter()
+            .any(|e| e.eq_ignore_ascii_case(event))
+        {
+            return Some(if event.is_empty() {
+                "the delivery names no event, and filter_event is set".into()
+            } else {
+                format!("event {event:?} is not in filter_event")
+            });
+        }
+    }
+    if !job.filter_ref.is_empty() {
+        let Some(git_ref) = facts.git_ref.as_deref() else {
+            return Some("the delivery names no ref, and filter_ref is set".into());
+        };
+        let options = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: false,
+        };
+        let matched = job.filter_ref.iter().any(|pattern| {
+            glob::Pattern::new(pattern).is_ok_and(|p| p.matches_with(git_ref, options))
+        });
+        if !matched {
+            return Some(format!("ref {git_ref:?} matches no filter_ref"));
+        }
+    }
+    None
 }
 
 fn content_length(headers: &HeaderMap) -> Option<u64> {
@@ -198,34 +289,22 @@ pub(super) async fn trigger(
     };
     let body = Bytes::from_request(request, &state).await?;
 
-    let secret = job.secret.as_deref().unwrap_or(&state.secret).as_bytes();
-    let verified = match job.auth_kind {
-        AuthKind::HmacSha256 => auth::verify_hmac_sha256(
-            secret,
-            &body,
-            &job.header_sign,
-            header_text(&headers, &job.header_sign).as_deref(),
-        ),
-        AuthKind::Codehost => auth::verify_codehost(
-            secret,
-            &body,
-            header_text(&headers, auth::CODEHOST_SHA256_HEADER).as_deref(),
-            header_text(&headers, auth::CODEHOST_SHA1_HEADER).as_deref(),
-        ),
-        AuthKind::Patchhost => auth::verify_patchhost(
-            &job.public_key,
-            &body,
-            header_bytes(&headers, auth::PATCHHOST_SIGNATURE_HEADER),
-            header_bytes(&headers, auth::PATCHHOST_NONCE_HEADER),
-        ),
+    let secrets: Vec<&[u8]> = if job.secrets.is_empty() {
+        vec![state.secret.as_bytes()]
+    } else {
+        job.secrets.iter().map(|s| s.as_bytes()).collect()
     };
-    verified.map_err(|err| refuse_signature(id, &err))?;
+    // The first secret names a delivery that has no ID of its own (below); during a
+    // rotation the new one goes first.
+    let secret = secrets[0];
+    verify(&job, &secrets, &headers, &body).map_err(|err| refuse_signature(id, &err))?;
 
-    // What the replay checks key on, computed once the signature holds: the HMAC of the
-    // body (the signature in its canonical spelling) for the HMAC schemes, and for
-    // patchhost the SHA-256 of what its signature covers, body then nonce.
-    let replay = match job.auth_kind {
-        AuthKind::Patchhost => {
+    // What the replay checks key on, computed once the signature holds: the host's
+    // delivery ID (Standard Webhooks' is signed), else the HMAC of the body (the
+    // signature in its canonical spelling), and for sourcehut the SHA-256 of what its
+    // signature covers, body then nonce.
+    let replay = match job.auth_kind.scheme() {
+        AuthKind::Sourcehut | AuthKind::Patchhost => {
             // Verified above: present and not empty.
             let nonce = header_bytes(&headers, auth::PATCHHOST_NONCE_HEADER).unwrap_or_default();
             if nonce.len() > MAX_VALUE_LEN {
@@ -242,7 +321,7 @@ pub(super) async fn trigger(
                 hex::encode(digest.finalize()).into_bytes(),
             ))
         }
-        AuthKind::HmacSha256 | AuthKind::Codehost => {
+        _ => {
             let signature = signed::key(secret, &body);
             signed::refuse_spent(&state.replay, signature.clone())
                 .await
@@ -258,17 +337,33 @@ pub(super) async fn trigger(
                 None
             } else {
                 // Without a delivery ID, the delivery is known by its signature.
-                let delivery = header_bytes(&headers, DELIVERY_HEADER)
-                    .map(<[u8]>::trim_ascii)
-                    .filter(|v| !v.is_empty())
-                    .map_or_else(
-                        || [b"signature:".as_slice(), &signature].concat(),
-                        <[u8]>::to_vec,
-                    );
+                let delivery = codehost::delivery_id(job.auth_kind, &headers).map_or_else(
+                    || [b"signature:".as_slice(), &signature].concat(),
+                    <[u8]>::to_vec,
+                );
                 Some((ReplayKind::Delivery, delivery))
             }
         }
     };
+
+    // What the delivery says of itself; a large body is read off the async workers.
+    let facts = if codehost::is_large(&body) {
+        let (kind, headers, body) = (job.auth_kind, headers.clone(), body.clone());
+        super::blocking(move || codehost::facts(kind, &headers, &body)).await?
+    } else {
+        codehost::facts(job.auth_kind, &headers, &body)
+    };
+    if let Some(reason) = filtered_out(&job, &facts) {
+        // Not recorded as a delivery: it started nothing, so it may come again.
+        crate::metrics::webhook_rejected("filtered");
+        tracing::info!(job = %id, %reason, "webhook delivery skipped");
+        let data = serde_json::json!({ "skipped": true, "reason": reason, "id": id });
+        return Ok(wrapper(
+            StatusCode::OK,
+            &format!("delivery skipped: {reason}"),
+            data,
+        ));
+    }
 
     let recorded = match replay {
         None => None,
@@ -300,13 +395,10 @@ pub(super) async fn trigger(
         }
     };
 
-    let event = header_bytes(&headers, "x-github-event")
-        .or_else(|| header_bytes(&headers, "x-webhook-event"))
-        .map(|v| String::from_utf8_lossy(v).into_owned());
     let trigger = Trigger {
         source: TriggerSource::Webhook,
         body: Some(body),
-        event,
+        facts,
     };
     match state.engine.trigger(Kind::Job, id, trigger).await {
         Ok(()) => Ok(super::job_answer(&state.engine, Kind::Job, id)),
