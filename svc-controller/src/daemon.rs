@@ -39,12 +39,16 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
     long_about = "svc: job scheduler and webhook runner.\n\n\
         Runs commands on timers and on signed webhooks, calls URLs on timers, keeps the log \
         of every run and serves it all over a JSON API and a web UI. Each execution runs in \
-        its own svc-runner process, as the job's user.",
-    args_conflicts_with_subcommands = true
+        its own svc-runner process, as the job's user."
 )]
 pub struct Cli {
-    /// Main configuration file.
-    #[arg(long, value_name = "FILE", default_value = "/etc/svc/svc.conf")]
+    /// Main configuration file (for `migrate`, the one to write).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/etc/svc/svc.conf",
+        global = true
+    )]
     pub config: PathBuf,
     /// Validate the whole configuration (main file, job.d, job_http.d) and exit:
     /// 0 when valid, 78 with every problem listed otherwise.
@@ -62,10 +66,24 @@ pub enum Command {
     /// `password = ...` in user.conf.
     #[command(name = "hash-password")]
     HashPassword,
+    /// Take over an upstream installation: its configuration, logs (every status, any
+    /// case of directory) and state, into the layout of the configuration named by
+    /// --config (<base>/etc/svc/svc.conf). Reads DIR only; prints every file written or
+    /// renamed and everything not taken; overwrites nothing, so it can run again.
+    Migrate {
+        /// The upstream installation's base directory (holding etc/karajo/karajo.conf or
+        /// etc/svc/svc.conf).
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+    },
 }
 
 /// Runs the program; the return value is the process exit status.
 pub fn main_with_args(cli: Cli) -> ExitCode {
+    if cli.check && cli.command.is_some() {
+        eprintln!("error: --check checks the service's configuration; it takes no subcommand");
+        return ExitCode::from(2);
+    }
     match cli.command {
         Some(Command::HashPassword) => match crate::password::hash_password_from_stdin() {
             Ok(hash) => {
@@ -74,6 +92,30 @@ pub fn main_with_args(cli: Cli) -> ExitCode {
             }
             Err(err) => {
                 eprintln!("error: {err:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Some(Command::Migrate { from }) => match crate::migrate::migrate(&from, &cli.config) {
+            Ok(report) => {
+                for line in &report.lines {
+                    println!("{line}");
+                }
+                println!(
+                    "migrated into {}; {} thing(s) not taken (listed above). Check with: \
+                     svc-controller --config {} --check",
+                    cli.config.display(),
+                    report.skipped,
+                    cli.config.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(crate::migrate::MigrateError::Config(err)) => {
+                eprintln!("error: the migrated configuration does not load; fix it and run again");
+                eprintln!("{err}");
+                ExitCode::from(EXIT_CONFIG)
+            }
+            Err(err) => {
+                eprintln!("error: {err}");
                 ExitCode::FAILURE
             }
         },

@@ -18,6 +18,7 @@ pub mod http;
 pub mod login;
 pub mod logstore;
 pub mod metrics;
+pub mod migrate;
 pub mod password;
 pub mod replay;
 pub mod runtmp;
