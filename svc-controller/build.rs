@@ -41,6 +41,12 @@ const SOURCES: &[Source] = &[
         path: "docs/api.md",
     },
     Source {
+        slug: "scheduling",
+        title: "Scheduling",
+        summary: "Intervals, cron, time zones, and what runs when the clocks change.",
+        path: "docs/scheduling.md",
+    },
+    Source {
         slug: "formats",
         title: "File formats",
         summary: "Run logs and state files on disk.",

@@ -76,6 +76,22 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         from: PathBuf,
     },
+    /// Print the upcoming slots of the timers of the configuration named by --config, one
+    /// per line: the time in the job's zone and in UTC (RFC 3339), marking
+    /// daylight-saving changes. With --job, only that job's lines; otherwise each job's
+    /// slots follow a `# job ID: TIMER` line.
+    #[command(name = "next-runs")]
+    NextRuns {
+        /// One Job or JobHttp, by ID (any case).
+        #[arg(long, value_name = "ID")]
+        job: Option<String>,
+        /// How many slots per job.
+        #[arg(long, value_name = "N", default_value_t = 10)]
+        count: usize,
+        /// Start from this instant (RFC 3339) instead of now.
+        #[arg(long, value_name = "RFC3339")]
+        from: Option<String>,
+    },
 }
 
 /// Runs the program; the return value is the process exit status.
@@ -119,8 +135,64 @@ pub fn main_with_args(cli: Cli) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some(Command::NextRuns { job, count, from }) => {
+            next_runs(&cli.config, job.as_deref(), count, from.as_deref())
+        }
         None => serve_or_check(cli),
     }
+}
+
+/// `svc-controller next-runs`.
+fn next_runs(config_file: &Path, job: Option<&str>, count: usize, from: Option<&str>) -> ExitCode {
+    let from = match from.map(chrono::DateTime::parse_from_rfc3339) {
+        None => chrono::Utc::now(),
+        Some(Ok(t)) => t.with_timezone(&chrono::Utc),
+        Some(Err(err)) => {
+            eprintln!("error: --from: not an RFC 3339 time ({err}), such as 2026-03-29T00:00:00Z");
+            return ExitCode::from(2);
+        }
+    };
+    let config = match config::load(config_file) {
+        Ok(config) => config,
+        Err(err) => {
+            report_config_error(&err);
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let timers = crate::preview::job_timers(&config);
+    let selected: Vec<_> = match job {
+        Some(id) => timers
+            .iter()
+            .filter(|t| t.id.eq_ignore_ascii_case(id))
+            .collect(),
+        None => timers.iter().collect(),
+    };
+    if let (Some(id), true) = (job, selected.is_empty()) {
+        eprintln!(
+            "error: no job or http job has the ID {id:?} in {}",
+            config_file.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    for entry in selected {
+        let Some(timer) = entry.timer else {
+            if job.is_none() {
+                println!(
+                    "# {} {}: no timer (runs when started by hand or by a webhook)",
+                    entry.kind, entry.id
+                );
+            }
+            continue;
+        };
+        if job.is_none() {
+            println!("# {} {}: {}", entry.kind, entry.id, timer.describe());
+        }
+        let slots = crate::preview::upcoming(timer, from, count);
+        for line in crate::preview::slot_lines(&slots, entry.zone, from) {
+            println!("{line}");
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// Keeps glibc's malloc from handing memory back to the kernel after every request.
@@ -225,6 +297,24 @@ fn serve_or_check(cli: Cli) -> ExitCode {
             config.jobs.len(),
             config.http_jobs.len()
         );
+        // The next three slots of each schedule, to see that it means what was meant.
+        let now = chrono::Utc::now();
+        for entry in crate::preview::job_timers(&config) {
+            let Some(timer @ crate::schedule::Timer::Schedule(..)) = entry.timer else {
+                continue;
+            };
+            let next: Vec<String> = crate::preview::upcoming(timer, now, 3)
+                .into_iter()
+                .map(|t| crate::preview::local_text(t, entry.zone))
+                .collect();
+            println!(
+                "  {} {}: {}: next {}",
+                entry.kind,
+                entry.id,
+                timer.describe(),
+                next.join(", ")
+            );
+        }
         return ExitCode::SUCCESS;
     }
     init_tracing(config.main.log_level.as_deref());

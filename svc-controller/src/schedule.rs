@@ -1,6 +1,12 @@
-//! Timers: fixed intervals and the calendar schedule grammar, evaluated in UTC.
+//! Timers: fixed intervals (real elapsed time), and calendar schedules evaluated on the
+//! wall clock of the job's time zone ([`Zone`], default UTC; daylight-saving rules in
+//! [`crate::timezone`]).
 //!
-//! Schedule grammar (keywords in any case, lists comma-separated, blanks tolerated):
+//! A schedule is a cron expression (5 fields, or 6 with seconds first; ranges, steps,
+//! lists, names, `L`, `W`, `#`, and the nicknames `@yearly`, `@monthly`, `@weekly`,
+//! `@daily`, `@hourly`; parsed by croner; day of month and day of week combine as in
+//! Vixie cron, either matching) or upstream's grammar (keywords in any case, lists
+//! comma-separated, blanks tolerated):
 //!
 //! | form | runs |
 //! |---|---|
@@ -17,17 +23,117 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, Datelike, NaiveDate, TimeDelta, Timelike, Utc, Weekday};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, TimeDelta, Timelike, Utc, Weekday};
 
 use crate::duration::format_duration;
+use crate::timezone::Zone;
 
 /// When a job runs by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Timer {
     /// Every `interval` (at least one second; a shorter one is treated as one second).
     Interval(Duration),
-    /// On the calendar.
-    Schedule(Schedule),
+    /// On the calendar, on the wall clock of the zone.
+    Schedule(Schedule, Zone),
+}
+
+/// A parsed cron expression, kept with the text it was written as.
+#[derive(Clone)]
+pub struct CronExpr {
+    text: String,
+    cron: croner::Cron,
+    /// Fixed seconds, minute and hour (a time of day): see [`crate::timezone`].
+    fixed_time: bool,
+}
+
+impl fmt::Debug for CronExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CronExpr({:?})", self.text)
+    }
+}
+
+impl PartialEq for CronExpr {
+    fn eq(&self, other: &CronExpr) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for CronExpr {}
+
+/// The field names of a cron expression, in order, for messages.
+const CRON_FIELDS: [&str; 6] = [
+    "second",
+    "minute",
+    "hour",
+    "day of month",
+    "month",
+    "day of week",
+];
+
+fn cron_parser() -> croner::parser::CronParser {
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Optional)
+        .year(croner::parser::Year::Disallowed)
+        .build()
+}
+
+impl CronExpr {
+    /// Parses a cron expression; the error names the field and value at fault.
+    pub fn parse(text: &str) -> Result<CronExpr, ScheduleError> {
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        match cron_parser().parse(&text) {
+            Ok(cron) => {
+                let fixed_time = cron.determine_job_type() == croner::JobType::FixedTime;
+                Ok(CronExpr {
+                    text,
+                    cron,
+                    fixed_time,
+                })
+            }
+            Err(err) => Err(ScheduleError(explain_cron_error(&text, &err.to_string()))),
+        }
+    }
+
+    /// The first wall-clock time strictly after `civil` the expression matches.
+    fn next_civil_after(&self, civil: NaiveDateTime) -> Option<NaiveDateTime> {
+        self.cron
+            .find_next_occurrence(&civil.and_utc(), false)
+            .ok()
+            .map(|t| t.naive_utc())
+    }
+}
+
+/// Which field of `text` is at fault: each field is tried alone among wildcards.
+fn explain_cron_error(text: &str, message: &str) -> String {
+    let fields: Vec<&str> = text.split(' ').collect();
+    if text.starts_with('@') {
+        return format!(
+            "unknown nickname {text:?} (expected @yearly, @annually, @monthly, @weekly, \
+             @daily, @midnight or @hourly)"
+        );
+    }
+    let names: &[&str] = match fields.len() {
+        5 => &CRON_FIELDS[1..],
+        6 => &CRON_FIELDS[..],
+        n => {
+            return format!(
+                "a cron expression has 5 fields (minute hour day-of-month month \
+                 day-of-week) or 6 (seconds first); {text:?} has {n}"
+            );
+        }
+    };
+    for (index, value) in fields.iter().enumerate() {
+        let mut probe = vec!["*"; fields.len()];
+        probe[index] = value;
+        if let Err(err) = cron_parser().parse(&probe.join(" ")) {
+            return format!(
+                "cron field {} ({}) is invalid: {value:?} ({err}) in {text:?}",
+                index + 1,
+                names[index]
+            );
+        }
+    }
+    format!("invalid cron expression {text:?}: {message}")
 }
 
 /// A time of day, UTC.
@@ -66,6 +172,9 @@ impl fmt::Display for TimeOfDay {
 /// out-of-range entries are ignored and an empty list means the default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Schedule {
+    /// A cron expression (boxed: a parsed expression is large, and a timer's task holds
+    /// its schedule).
+    Cron(Box<CronExpr>),
     /// `minutely`: every minute at second 0.
     Minutely,
     /// `hourly@M,...`: these minutes of every hour.
@@ -99,7 +208,8 @@ pub enum Schedule {
 #[error("{0}")]
 pub struct ScheduleError(pub String);
 
-const FORMS: &str = "minutely, hourly[@M,...], daily[@HH:MM,...], \
+const FORMS: &str = "a cron expression (5 or 6 fields, or @hourly, @daily, ...), \
+                     minutely, hourly[@M,...], daily[@HH:MM,...], \
                      weekly[@DAY,...][@HH:MM,...] or monthly[@D,...][@HH:MM,...]";
 
 const WEEKDAY_NAMES: [(&str, &str, Weekday); 7] = [
@@ -229,6 +339,17 @@ impl FromStr for Schedule {
         if trimmed.is_empty() {
             return Err(ScheduleError(format!("empty schedule; expected {FORMS}")));
         }
+        // Upstream's grammar starts with its keyword; anything else is cron.
+        let first_word = trimmed
+            .split(|c: char| c == '@' || c.is_whitespace())
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let upstream = ["minutely", "hourly", "daily", "weekly", "monthly"];
+        let cron_like = trimmed.starts_with('@') || trimmed.contains(char::is_whitespace);
+        if !upstream.contains(&first_word.as_str()) && cron_like {
+            return CronExpr::parse(trimmed).map(|cron| Schedule::Cron(Box::new(cron)));
+        }
         let mut pieces = trimmed.split('@').map(str::trim);
         let keyword = pieces.next().unwrap_or_default().to_ascii_lowercase();
         let parts: Vec<&str> = pieces.collect();
@@ -324,6 +445,7 @@ impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let time = |f: &mut fmt::Formatter<'_>, t: &TimeOfDay| write!(f, "{t}");
         match self {
+            Schedule::Cron(cron) => f.write_str(&cron.text),
             Schedule::Minutely => f.write_str("minutely"),
             Schedule::Hourly { minutes } => {
                 f.write_str("hourly@")?;
@@ -368,8 +490,38 @@ fn normal_times(times: &[TimeOfDay]) -> Vec<u32> {
 const SEARCH_DAYS: u32 = 800;
 
 impl Schedule {
-    /// The first instant strictly after `after` that the schedule matches (always at
-    /// second 0 of a minute).
+    /// Whether its slots are fixed times of day (see [`crate::timezone`]): upstream's
+    /// `daily`, `weekly` and `monthly`, and cron expressions with a single second, minute
+    /// and hour.
+    pub fn is_fixed_time(&self) -> bool {
+        match self {
+            Schedule::Cron(cron) => cron.fixed_time,
+            Schedule::Minutely | Schedule::Hourly { .. } => false,
+            Schedule::Daily { .. } | Schedule::Weekly { .. } | Schedule::Monthly { .. } => true,
+        }
+    }
+
+    /// The first instant strictly after `after` that the schedule matches on the wall
+    /// clock of `zone`; the far future when it never matches.
+    pub fn next_in(&self, after: DateTime<Utc>, zone: &Zone) -> DateTime<Utc> {
+        zone.next_slot(after, self.is_fixed_time(), |civil| {
+            self.next_civil_after(civil)
+        })
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    }
+
+    /// The first wall-clock time strictly after `civil` the schedule matches.
+    fn next_civil_after(&self, civil: NaiveDateTime) -> Option<NaiveDateTime> {
+        match self {
+            Schedule::Cron(cron) => cron.next_civil_after(civil),
+            other => {
+                let next = other.next_after(civil.and_utc());
+                (next != DateTime::<Utc>::MAX_UTC).then(|| next.naive_utc())
+            }
+        }
+    }
+
+    /// The first instant strictly after `after` that the schedule matches in UTC.
     pub fn next_after(&self, after: DateTime<Utc>) -> DateTime<Utc> {
         // The first whole minute strictly after `after`.
         let base = after
@@ -380,6 +532,9 @@ impl Schedule {
             return DateTime::<Utc>::MAX_UTC;
         };
         match self {
+            Schedule::Cron(cron) => cron
+                .next_civil_after(after.naive_utc())
+                .map_or(DateTime::<Utc>::MAX_UTC, |t| t.and_utc()),
             Schedule::Minutely => start,
             Schedule::Hourly { minutes } => {
                 let mut valid: Vec<u32> = minutes
@@ -483,7 +638,7 @@ impl Timer {
                 }
                 None => now,
             },
-            Timer::Schedule(schedule) => schedule.next_after(now),
+            Timer::Schedule(schedule, zone) => schedule.next_in(now, zone),
         }
     }
 
@@ -515,7 +670,7 @@ impl Timer {
                     None => add(now, iv),
                 }
             }
-            Timer::Schedule(schedule) => schedule.next_after(previous_due.max(now)),
+            Timer::Schedule(schedule, zone) => schedule.next_in(previous_due.max(now), zone),
         }
     }
 
@@ -523,7 +678,7 @@ impl Timer {
     pub fn interval(&self) -> Option<Duration> {
         match self {
             Timer::Interval(iv) => Some(*iv),
-            Timer::Schedule(_) => None,
+            Timer::Schedule(..) => None,
         }
     }
 
@@ -531,7 +686,7 @@ impl Timer {
     pub fn schedule(&self) -> Option<&Schedule> {
         match self {
             Timer::Interval(_) => None,
-            Timer::Schedule(schedule) => Some(schedule),
+            Timer::Schedule(schedule, _) => Some(schedule),
         }
     }
 
@@ -539,7 +694,8 @@ impl Timer {
     pub fn describe(&self) -> String {
         match self {
             Timer::Interval(iv) => format!("every {}", format_duration(*iv)),
-            Timer::Schedule(schedule) => schedule.to_string(),
+            Timer::Schedule(schedule, zone) if zone.is_utc() => schedule.to_string(),
+            Timer::Schedule(schedule, zone) => format!("{schedule} ({zone})"),
         }
     }
 }
@@ -655,6 +811,266 @@ mod tests {
                 times: vec![t(12, 0)]
             }
         );
+    }
+
+    fn zone(name: &str) -> Zone {
+        Zone::parse(name).expect("a known zone")
+    }
+
+    /// The next `n` slots of `text` in `zone` after `after`.
+    fn slots(text: &str, zone_name: &str, after: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
+        let schedule = sched(text);
+        let zone = zone(zone_name);
+        let mut out = Vec::new();
+        let mut t = after;
+        for _ in 0..n {
+            t = schedule.next_in(t, &zone);
+            out.push(t);
+        }
+        out
+    }
+
+    #[test]
+    fn cron_forms() {
+        for (text, after, expected) in [
+            (
+                "*/15 * * * *",
+                at(2026, 1, 1, 0, 7, 0),
+                at(2026, 1, 1, 0, 15, 0),
+            ),
+            (
+                "30 */2 * * *",
+                at(2026, 1, 1, 1, 0, 0),
+                at(2026, 1, 1, 2, 30, 0),
+            ),
+            (
+                "0 9 * * MON-FRI",
+                at(2026, 1, 3, 0, 0, 0),
+                at(2026, 1, 5, 9, 0, 0),
+            ),
+            (
+                "0 9 * JAN,jul SUN",
+                at(2026, 1, 31, 0, 0, 0),
+                at(2026, 7, 5, 9, 0, 0),
+            ),
+            (
+                "5,10-12 0 1 * *",
+                at(2026, 1, 1, 0, 10, 30),
+                at(2026, 1, 1, 0, 11, 0),
+            ),
+            (
+                "30 * * * * *",
+                at(2026, 1, 1, 0, 0, 31),
+                at(2026, 1, 1, 0, 1, 30),
+            ),
+            (
+                "0 0 L * *",
+                at(2026, 2, 10, 0, 0, 0),
+                at(2026, 2, 28, 0, 0, 0),
+            ),
+            (
+                "0 0 29 2 *",
+                at(2026, 1, 1, 0, 0, 0),
+                at(2028, 2, 29, 0, 0, 0),
+            ),
+            (
+                "0 0 * * 5#3",
+                at(2026, 1, 1, 0, 0, 0),
+                at(2026, 1, 16, 0, 0, 0),
+            ),
+            (
+                "0 0 * * 5L",
+                at(2026, 1, 1, 0, 0, 0),
+                at(2026, 1, 30, 0, 0, 0),
+            ),
+            // The 15th of August 2026 is a Saturday: the nearest weekday is Friday the 14th.
+            (
+                "0 0 15W * *",
+                at(2026, 8, 1, 0, 0, 0),
+                at(2026, 8, 14, 0, 0, 0),
+            ),
+            ("@hourly", at(2026, 1, 1, 0, 0, 0), at(2026, 1, 1, 1, 0, 0)),
+            ("@daily", at(2026, 1, 1, 0, 0, 0), at(2026, 1, 2, 0, 0, 0)),
+            ("@weekly", at(2026, 1, 1, 0, 0, 0), at(2026, 1, 4, 0, 0, 0)),
+            ("@monthly", at(2026, 1, 1, 0, 0, 0), at(2026, 2, 1, 0, 0, 0)),
+            ("@yearly", at(2026, 1, 1, 0, 0, 0), at(2027, 1, 1, 0, 0, 0)),
+        ] {
+            assert_eq!(
+                sched(text).next_after(after),
+                expected,
+                "{text} after {after}"
+            );
+            assert_eq!(
+                sched(text).to_string(),
+                text.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+        }
+        // Day of month and day of week: either matches, as in Vixie cron (the 13th, and
+        // every Friday).
+        let either = slots("0 0 13 * FRI", "UTC", at(2026, 2, 1, 0, 0, 0), 3);
+        assert_eq!(
+            either,
+            [
+                at(2026, 2, 6, 0, 0, 0),
+                at(2026, 2, 13, 0, 0, 0),
+                at(2026, 2, 20, 0, 0, 0)
+            ]
+        );
+    }
+
+    #[test]
+    fn cron_errors_name_the_field_and_value() {
+        assert!(
+            err("61 * * * *").starts_with("cron field 1 (minute) is invalid: \"61\""),
+            "{}",
+            err("61 * * * *")
+        );
+        assert!(err("0 24 * * *").starts_with("cron field 2 (hour) is invalid: \"24\""));
+        assert!(err("0 0 32 * *").starts_with("cron field 3 (day of month) is invalid: \"32\""));
+        assert!(err("0 0 * 13 *").starts_with("cron field 4 (month) is invalid: \"13\""));
+        assert!(err("0 0 * * FUN").starts_with("cron field 5 (day of week) is invalid: \"FUN\""));
+        assert!(err("99 0 0 * * *").starts_with("cron field 1 (second) is invalid: \"99\""));
+        assert!(err("* * *").contains("has 3"));
+        assert!(err("* * * * * * *").contains("has 7"));
+        assert!(err("@sometimes").contains("unknown nickname"));
+        assert!(err("yearly").contains("unknown schedule \"yearly\""));
+    }
+
+    /// New York, 2026: spring forward on March 8 at 02:00 EST (07:00 UTC), fall back on
+    /// November 1 at 02:00 EDT (06:00 UTC).
+    #[test]
+    fn new_york_across_both_changes() {
+        // 02:30 does not exist on March 8: once, at the end of the gap (03:00 EDT).
+        assert_eq!(
+            slots(
+                "30 2 * * *",
+                "America/New_York",
+                at(2026, 3, 7, 12, 0, 0),
+                2
+            ),
+            [at(2026, 3, 8, 7, 0, 0), at(2026, 3, 9, 6, 30, 0)]
+        );
+        // Upstream's grammar follows the same rules.
+        assert_eq!(
+            slots(
+                "daily@02:30",
+                "America/New_York",
+                at(2026, 3, 7, 12, 0, 0),
+                1
+            ),
+            [at(2026, 3, 8, 7, 0, 0)]
+        );
+        // 01:30 happens twice on November 1: once, at its first occurrence (EDT).
+        assert_eq!(
+            slots(
+                "30 1 * * *",
+                "America/New_York",
+                at(2026, 10, 31, 12, 0, 0),
+                2
+            ),
+            [at(2026, 11, 1, 5, 30, 0), at(2026, 11, 2, 6, 30, 0)]
+        );
+        // Every half hour follows the wall clock through both passes.
+        assert_eq!(
+            slots(
+                "*/30 * * * *",
+                "America/New_York",
+                at(2026, 11, 1, 5, 20, 0),
+                4
+            ),
+            [
+                at(2026, 11, 1, 5, 30, 0),
+                at(2026, 11, 1, 6, 0, 0),
+                at(2026, 11, 1, 6, 30, 0),
+                at(2026, 11, 1, 7, 0, 0)
+            ]
+        );
+        // And skips the missing hour in spring: 01:30 EST, then 03:00 EDT.
+        assert_eq!(
+            slots(
+                "*/30 * * * *",
+                "America/New_York",
+                at(2026, 3, 8, 6, 20, 0),
+                2
+            ),
+            [at(2026, 3, 8, 6, 30, 0), at(2026, 3, 8, 7, 0, 0)]
+        );
+    }
+
+    /// Berlin, 2026: March 29 02:00 CET -> 03:00 CEST (01:00 UTC); October 25 03:00 CEST
+    /// -> 02:00 CET (01:00 UTC).
+    #[test]
+    fn berlin_across_both_changes() {
+        assert_eq!(
+            slots("0 2 * * *", "Europe/Berlin", at(2026, 3, 28, 12, 0, 0), 2),
+            [at(2026, 3, 29, 1, 0, 0), at(2026, 3, 30, 0, 0, 0)]
+        );
+        assert_eq!(
+            slots("30 2 * * *", "Europe/Berlin", at(2026, 10, 24, 12, 0, 0), 2),
+            [at(2026, 10, 25, 0, 30, 0), at(2026, 10, 26, 1, 30, 0)]
+        );
+        assert_eq!(
+            slots("0 12 * * *", "Europe/Berlin", at(2026, 7, 1, 0, 0, 0), 1),
+            [at(2026, 7, 1, 10, 0, 0)]
+        );
+    }
+
+    /// Lord Howe Island shifts by 30 minutes: April 5 2026 02:00 (+11) -> 01:30 (+10:30)
+    /// at 15:00 UTC the day before; October 4 2026 02:00 (+10:30) -> 02:30 (+11) at 15:30
+    /// UTC the day before.
+    #[test]
+    fn lord_howe_half_hour_changes() {
+        assert_eq!(
+            slots(
+                "15 2 * * *",
+                "Australia/Lord_Howe",
+                at(2026, 10, 3, 0, 0, 0),
+                2
+            ),
+            [at(2026, 10, 3, 15, 30, 0), at(2026, 10, 4, 15, 15, 0)]
+        );
+        assert_eq!(
+            slots(
+                "45 1 * * *",
+                "Australia/Lord_Howe",
+                at(2026, 4, 4, 0, 0, 0),
+                2
+            ),
+            [at(2026, 4, 4, 14, 45, 0), at(2026, 4, 5, 15, 15, 0)]
+        );
+        // Every 10 minutes: 01:40 and 01:50 come twice, 30 minutes apart.
+        assert_eq!(
+            slots(
+                "*/10 * * * *",
+                "Australia/Lord_Howe",
+                at(2026, 4, 4, 14, 35, 0),
+                6
+            ),
+            [
+                at(2026, 4, 4, 14, 40, 0),
+                at(2026, 4, 4, 14, 50, 0),
+                at(2026, 4, 4, 15, 0, 0),
+                at(2026, 4, 4, 15, 10, 0),
+                at(2026, 4, 4, 15, 20, 0),
+                at(2026, 4, 4, 15, 30, 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn intervals_count_real_time_across_a_change() {
+        let timer = Timer::Interval(Duration::from_secs(3600));
+        // 05:00 UTC is 01:00 EDT on November 1; an hour later is 01:00 EST.
+        let due = timer.next_due(at(2026, 11, 1, 5, 0, 0), at(2026, 11, 1, 5, 0, 0));
+        assert_eq!(due, at(2026, 11, 1, 6, 0, 0));
+    }
+
+    #[test]
+    fn a_timer_describes_its_zone() {
+        let timer = Timer::Schedule(sched("0 9 * * *"), zone("Europe/Berlin"));
+        assert_eq!(timer.describe(), "0 9 * * * (Europe/Berlin)");
+        let utc = Timer::Schedule(sched("0 9 * * *"), Zone::utc());
+        assert_eq!(utc.describe(), "0 9 * * *");
     }
 
     #[test]
@@ -951,7 +1367,7 @@ mod tests {
 
     #[test]
     fn schedule_timer() {
-        let timer = Timer::Schedule(sched("daily@08:00"));
+        let timer = Timer::Schedule(sched("daily@08:00"), Zone::utc());
         let now = at(2024, 1, 1, 7, 0, 0);
         assert_eq!(timer.first_due(now, None), at(2024, 1, 1, 8, 0, 0));
         assert_eq!(
@@ -980,7 +1396,7 @@ mod tests {
             Timer::Interval(Duration::from_secs(5400)).to_string(),
             "every 1h30m"
         );
-        let s = Timer::Schedule(sched("weekly@mon@9:00"));
+        let s = Timer::Schedule(sched("weekly@mon@9:00"), Zone::utc());
         assert_eq!(s.interval(), None);
         assert_eq!(s.schedule(), Some(&sched("weekly@monday@09:00")));
         assert_eq!(s.describe(), "weekly@monday@09:00");

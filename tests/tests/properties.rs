@@ -16,6 +16,7 @@ use chrono::{DateTime, Datelike, TimeDelta, TimeZone, Timelike, Utc, Weekday};
 use proptest::prelude::*;
 use svc_controller::config::job_id_from_name;
 use svc_controller::schedule::{Schedule, TimeOfDay, Timer};
+use svc_controller::timezone::Zone;
 
 // ----- generators ------------------------------------------------------------------------
 
@@ -89,6 +90,8 @@ fn matches(schedule: &Schedule, t: DateTime<Utc>) -> bool {
         minute: t.minute() as u8,
     };
     match schedule {
+        // Cron expressions have their own property below.
+        Schedule::Cron(_) => false,
         Schedule::Minutely => true,
         Schedule::Hourly { minutes } => minutes.contains(&now.minute),
         Schedule::Daily { times } => times.contains(&now),
@@ -134,6 +137,7 @@ fn loose_text(schedule: &Schedule, seed: u64) -> String {
         items.join(sep(5))
     };
     match schedule {
+        Schedule::Cron(_) => schedule.to_string(),
         Schedule::Minutely => case("minutely", 0),
         Schedule::Hourly { minutes } => {
             let mut items: Vec<String> = minutes.iter().map(u8::to_string).collect();
@@ -322,7 +326,7 @@ proptest! {
         previous in instant(),
         now in instant(),
     ) {
-        let timer = Timer::Schedule(schedule.clone());
+        let timer = Timer::Schedule(schedule.clone(), Zone::utc());
         let next = timer.next_due(previous, now);
         prop_assert!(next > now && next > previous, "{schedule}: {previous}, {now} -> {next}");
         prop_assert!(matches(&schedule, next));
@@ -377,5 +381,170 @@ fn generators_cover_every_schedule_form() {
             .single()
             .expect("valid");
         assert!(matches(&schedule, schedule.next_after(start)), "{text}");
+    }
+}
+
+// ----- cron expressions in time zones, against a brute-force reference -------------------
+
+/// One cron field as the reference reads it: `*`, `*/k`, `a`, `a-b`, `a-b/k`, and
+/// comma-separated lists of those.
+fn field_matches(field: &str, value: u32) -> bool {
+    field.split(',').any(|part| {
+        let (range, step) = match part.split_once('/') {
+            Some((range, step)) => (range, step.parse::<u32>().unwrap_or(1)),
+            None => (part, 1),
+        };
+        let (low, high) = match range {
+            "*" => (0, u32::MAX),
+            _ => match range.split_once('-') {
+                Some((a, b)) => (a.parse().unwrap_or(0), b.parse().unwrap_or(0)),
+                None => {
+                    let a: u32 = range.parse().unwrap_or(0);
+                    (a, if step > 1 { u32::MAX } else { a })
+                }
+            },
+        };
+        let first = if range == "*" { 0 } else { low };
+        value >= first && value <= high && (value - first) % step == 0
+    })
+}
+
+/// Whether a 5-field expression matches a wall-clock minute (Vixie cron: when both day
+/// fields are restricted, either may match).
+fn reference_matches(fields: &[String; 5], civil: chrono::NaiveDateTime) -> bool {
+    let [minute, hour, dom, month, dow] = fields;
+    let day_of_month = field_matches(dom, civil.day());
+    let day_of_week = field_matches(dow, civil.weekday().num_days_from_sunday());
+    let day = match (dom.as_str(), dow.as_str()) {
+        ("*", _) | (_, "*") => day_of_month && day_of_week,
+        _ => day_of_month || day_of_week,
+    };
+    field_matches(minute, civil.minute())
+        && field_matches(hour, civil.hour())
+        && field_matches(month, civil.month())
+        && day
+}
+
+/// A time of day: a single minute and a single hour.
+fn reference_fixed(fields: &[String; 5]) -> bool {
+    let single = |f: &str| f.parse::<u32>().is_ok();
+    single(&fields[0]) && single(&fields[1])
+}
+
+/// The first slot after `after` found by walking real time minute by minute, applying
+/// the stated rules directly: a fixed time runs at the first occurrence of its wall-clock
+/// time, or at the first minute after a gap that swallowed it; anything else runs at every
+/// minute whose wall-clock time matches.
+fn reference_next(
+    fields: &[String; 5],
+    zone: &Zone,
+    after: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let fixed = reference_fixed(fields);
+    let minute = TimeDelta::minutes(1);
+    let start = (after - TimeDelta::hours(4))
+        .with_second(0)
+        .and_then(|t| t.with_nanosecond(0))?;
+    let mut t = start;
+    let mut previous: Option<chrono::NaiveDateTime> = None;
+    let mut latest: Option<chrono::NaiveDateTime> = None;
+    while t <= after + TimeDelta::days(4) {
+        let civil = zone.civil(t);
+        let mut slot = false;
+        if let Some(p) = previous {
+            if fixed && civil - p > minute {
+                let mut skipped = p + minute;
+                while skipped < civil {
+                    slot |= reference_matches(fields, skipped);
+                    skipped += minute;
+                }
+            }
+        }
+        if reference_matches(fields, civil) {
+            let first_time = latest.is_none_or(|l| civil > l);
+            slot |= !fixed || first_time;
+        }
+        if slot && t > after {
+            return Some(t);
+        }
+        latest = Some(latest.map_or(civil, |l| l.max(civil)));
+        previous = Some(civil);
+        t += minute;
+    }
+    None
+}
+
+fn cron_field(max: u32) -> impl Strategy<Value = String> {
+    prop_oneof![
+        2 => Just("*".to_string()),
+        2 => (0..=max).prop_map(|a| a.to_string()),
+        1 => (2..=max.min(30)).prop_map(|k| format!("*/{k}")),
+        1 => (0..=max, 0..=max).prop_map(move |(a, b)| format!("{}-{}", a.min(b), a.max(b))),
+        1 => (0..=max, 0..=max).prop_map(|(a, b)| if a == b { a.to_string() } else { format!("{a},{b}") }),
+        1 => (0..=max / 2, 2..=5u32).prop_map(move |(a, k)| format!("{a}-{max}/{k}")),
+    ]
+}
+
+fn cron_fields() -> impl Strategy<Value = [String; 5]> {
+    (
+        cron_field(59),
+        cron_field(23),
+        prop_oneof![4 => Just("*".to_string()), 1 => (1..=28u32).prop_map(|d| d.to_string())],
+        Just("*".to_string()),
+        prop_oneof![4 => Just("*".to_string()), 1 => (0..=6u32).prop_map(|d| d.to_string()), 1 => Just("1-5".to_string())],
+    )
+        .prop_map(|(m, h, dom, mon, dow)| [m, h, dom, mon, dow])
+}
+
+/// Instants in 2026 near the daylight-saving changes of the zones below, or anywhere.
+fn near_a_change() -> impl Strategy<Value = DateTime<Utc>> {
+    let changes: Vec<i64> = [
+        (2026, 3, 8, 7, 0),    // New York, spring
+        (2026, 11, 1, 6, 0),   // New York, fall
+        (2026, 3, 29, 1, 0),   // Berlin, spring
+        (2026, 10, 25, 1, 0),  // Berlin, fall
+        (2026, 4, 4, 15, 0),   // Lord Howe, fall (30 minutes)
+        (2026, 10, 3, 15, 30), // Lord Howe, spring (30 minutes)
+    ]
+    .iter()
+    .map(|&(y, mo, d, h, mi)| {
+        Utc.with_ymd_and_hms(y, mo, d, h, mi, 0)
+            .single()
+            .expect("valid")
+            .timestamp()
+    })
+    .collect();
+    let year = Utc
+        .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+        .single()
+        .expect("valid")
+        .timestamp();
+    prop_oneof![
+        3 => (prop::sample::select(changes), -36 * 3600i64..36 * 3600).prop_map(|(c, d)| c + d),
+        1 => (0..365 * 86_400i64).prop_map(move |d| year + d),
+    ]
+    .prop_map(|secs| Utc.timestamp_opt(secs, 0).single().expect("valid"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(96)
+    ))]
+
+    #[test]
+    fn cron_in_a_zone_agrees_with_the_brute_force_reference(
+        fields in cron_fields(),
+        zone_name in prop::sample::select(vec![
+            "UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe",
+        ]),
+        after in near_a_change(),
+    ) {
+        let zone = Zone::parse(zone_name).expect("a known zone");
+        let text = fields.join(" ");
+        let schedule: Schedule = text.parse().expect("generated expressions parse");
+        let expected = reference_next(&fields, &zone, after);
+        prop_assume!(expected.is_some());
+        let got = schedule.next_in(after, &zone);
+        prop_assert_eq!(Some(got), expected, "{} in {} after {}", text, zone_name, after);
     }
 }

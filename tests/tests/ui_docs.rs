@@ -154,7 +154,14 @@ async fn documentation_pages_load_and_every_internal_link_resolves() {
             }
         }
     }
-    for slug in ["readme", "api", "formats", "architecture", "changelog"] {
+    for slug in [
+        "readme",
+        "api",
+        "scheduling",
+        "formats",
+        "architecture",
+        "changelog",
+    ] {
         assert!(
             pages.contains_key(&format!("/svc/doc/{slug}")),
             "page /svc/doc/{slug} is linked from the index; crawled: {:?}",

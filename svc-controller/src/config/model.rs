@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::schedule::Timer;
+use crate::timezone::Zone;
 
 /// Default of `log_max_size`: 10 MiB.
 pub const DEFAULT_LOG_MAX_SIZE: u64 = 10 * 1024 * 1024;
@@ -104,6 +105,8 @@ pub struct MainConfig {
     /// request's head to the end of its body, however steadily the bytes come (read at
     /// start).
     pub http_body_timeout: Duration,
+    /// `timezone`: the IANA zone of the jobs' schedules that set none; default UTC.
+    pub timezone: Zone,
     /// `max_connections`: HTTP connections served at once. `None`: derived from the
     /// open-file limit (read at start; see `http::server::connection_limit`).
     pub max_connections: Option<usize>,
@@ -181,6 +184,8 @@ pub struct JobConfig {
     pub description: String,
     /// `schedule` (wins) or `interval`; `None` for a webhook-only job.
     pub timer: Option<Timer>,
+    /// `timezone`, default the main section's: the wall clock of `schedule`.
+    pub timezone: Zone,
     /// `path`: trigger path below `/svc/api/job/run/`, normalised to start with `/`.
     pub path: Option<String>,
     /// `auth_kind`, default `hmac-sha256`.
@@ -310,6 +315,8 @@ pub struct HttpJobConfig {
     /// `schedule` or `interval`; without either (as upstream allows) it runs only when
     /// started by hand.
     pub timer: Option<Timer>,
+    /// `timezone`, default the main section's: the wall clock of `schedule`.
+    pub timezone: Zone,
     /// `http_method`, default GET.
     pub http_method: HttpMethod,
     /// `http_url`, required, `http` or `https`; a path (`/...`) is resolved against the

@@ -17,6 +17,7 @@ use super::model::{
 use super::syntax::{self, Entry, Section, SectionKind};
 use crate::duration::parse_duration;
 use crate::schedule::{Schedule, Timer};
+use crate::timezone::Zone;
 
 /// How a key may appear in a section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,7 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("log_max_size", Scalar),
     ("http_body_timeout", Scalar),
     ("max_connections", Scalar),
+    ("timezone", Scalar),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -60,6 +62,7 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("secret", List),
     ("filter_event", List),
     ("filter_ref", List),
+    ("timezone", Scalar),
     ("interval", Scalar),
     ("schedule", Scalar),
     ("path", Scalar),
@@ -98,6 +101,7 @@ const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
     ("log_retention", Scalar),
     ("user", Scalar),
     ("group", Scalar),
+    ("timezone", Scalar),
 ];
 
 const USER_KEYS: &[(&str, KeyKind)] = &[("password", Scalar)];
@@ -282,14 +286,21 @@ impl<'a> Reader<'a> {
         out
     }
 
-    /// `interval` and `schedule`; `schedule` wins when both are valid.
-    fn timer(&mut self) -> Option<Timer> {
+    /// `timezone` of a job, else the main section's.
+    fn zone(&mut self, main: &MainConfig) -> Zone {
+        self.parsed("timezone", Zone::parse)
+            .unwrap_or_else(|| main.timezone.clone())
+    }
+
+    /// `interval` and `schedule` (on the wall clock of `zone`); `schedule` wins when
+    /// both are valid.
+    fn timer(&mut self, zone: &Zone) -> Option<Timer> {
         let interval = self.parsed("interval", parse_interval);
         let schedule = self.parsed("schedule", |v| {
             v.parse::<Schedule>().map_err(|e| e.to_string())
         });
         schedule
-            .map(Timer::Schedule)
+            .map(|schedule| Timer::Schedule(schedule, zone.clone()))
             .or(interval.map(Timer::Interval))
     }
 }
@@ -770,6 +781,7 @@ fn read_main(
         log_max_size: DEFAULT_LOG_MAX_SIZE,
         http_body_timeout: DEFAULT_HTTP_BODY_TIMEOUT,
         max_connections: None,
+        timezone: Zone::utc(),
     };
     let Some(section) = section else {
         return (config, true);
@@ -852,6 +864,9 @@ fn read_main(
         config.http_body_timeout = timeout;
     }
     config.max_connections = r.parsed("max_connections", parse_count);
+    if let Some(zone) = r.parsed("timezone", Zone::parse) {
+        config.timezone = zone;
+    }
     if let Some(message) = shared_main_dir(&config) {
         warnings.push(new_issue(file, None, None, None, message));
     }
@@ -1036,7 +1051,8 @@ impl<'m> Loader<'m> {
         let mut r = Reader::new(file, section, JOB_KEYS, &mut self.errors);
 
         let description = r.text_or_empty("description").unwrap_or_default();
-        let timer = r.timer();
+        let timezone = r.zone(main);
+        let timer = r.timer(&timezone);
         let path = r.parsed("path", normalize_path);
         let auth_kind = r.parsed("auth_kind", parse_auth_kind).unwrap_or_default();
         // An empty `secret =` means the main secret, as before; a repeated key holds
@@ -1178,6 +1194,7 @@ impl<'m> Loader<'m> {
             file: file.to_path_buf(),
             description,
             timer,
+            timezone,
             path,
             auth_kind,
             header_sign,
@@ -1207,7 +1224,8 @@ impl<'m> Loader<'m> {
 
         let description = r.text_or_empty("description").unwrap_or_default();
         let secret = r.text_or_empty("secret").filter(|s| !s.is_empty());
-        let timer = r.timer();
+        let timezone = r.zone(main);
+        let timer = r.timer(&timezone);
         let http_method = r
             .parsed("http_method", parse_http_method)
             .unwrap_or_default();
@@ -1250,6 +1268,7 @@ impl<'m> Loader<'m> {
             file: file.to_path_buf(),
             description,
             timer,
+            timezone,
             http_method,
             http_url,
             http_request_type,

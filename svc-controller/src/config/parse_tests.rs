@@ -361,7 +361,8 @@ fn job_values() {
     assert_eq!(
         job.timer,
         Some(Timer::Schedule(
-            "daily@08:00".parse::<Schedule>().expect("schedule")
+            "daily@08:00".parse::<Schedule>().expect("schedule"),
+            Zone::utc()
         ))
     );
     assert_eq!(job.path.as_deref(), Some("/deploy/site"));
@@ -729,7 +730,10 @@ fn http_job_defaults() {
         "[job.http \"a\"]\nschedule = minutely\nhttp_url = HTTP://[::1]/x\n",
     );
     let job = &tree.load().http_jobs[0];
-    assert_eq!(job.timer, Some(Timer::Schedule(Schedule::Minutely)));
+    assert_eq!(
+        job.timer,
+        Some(Timer::Schedule(Schedule::Minutely, Zone::utc()))
+    );
     assert_eq!(job.http_method, HttpMethod::Get);
     assert_eq!(job.http_request_type, HttpRequestType::Query);
     assert!(job.http_headers.is_empty());

@@ -364,6 +364,7 @@ mod tests {
             file: PathBuf::from("/etc/svc/job.d/deploy.conf"),
             description: String::new(),
             timer: None,
+            timezone: Default::default(),
             path: Some("/deploy".into()),
             auth_kind: Default::default(),
             header_sign: "x-svc-sign".into(),

@@ -119,6 +119,8 @@ struct CommonView<'a> {
     interval: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     schedule: Option<String>,
+    /// The IANA zone of `schedule`'s wall clock.
+    timezone: &'a str,
     logs: LogsView<'a>,
     log_retention: usize,
 }
@@ -176,7 +178,7 @@ fn status(status: JobStatus) -> &'static str {
 fn timer_fields(timer: Option<&Timer>) -> (u64, Option<String>) {
     match timer {
         Some(Timer::Interval(every)) => (nanos(*every), None),
-        Some(Timer::Schedule(schedule)) => (0, Some(schedule.to_string())),
+        Some(Timer::Schedule(schedule, _)) => (0, Some(schedule.to_string())),
         None => (0, None),
     }
 }
@@ -186,6 +188,7 @@ struct Shared<'a> {
     name: &'a str,
     description: &'a str,
     timer: Option<&'a Timer>,
+    timezone: &'a str,
     log_retention: usize,
 }
 
@@ -200,6 +203,7 @@ fn common<'a>(job: &'a JobSnapshot, shared: Shared<'a>) -> CommonView<'a> {
         status: status(job.status),
         interval,
         schedule,
+        timezone: shared.timezone,
         logs: LogsView {
             id: job.id(),
             logs: &job.logs,
@@ -225,6 +229,7 @@ fn entry_view(look: &JobSnapshot) -> EntryView<'_> {
                     name: &job.name,
                     description: &job.description,
                     timer: job.timer.as_ref(),
+                    timezone: job.timezone.name(),
                     log_retention: job.log_retention,
                 },
             ),
@@ -251,6 +256,7 @@ fn entry_view(look: &JobSnapshot) -> EntryView<'_> {
                     name: &job.name,
                     description: &job.description,
                     timer: job.timer.as_ref(),
+                    timezone: job.timezone.name(),
                     log_retention: job.log_retention,
                 },
             ),

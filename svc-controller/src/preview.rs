@@ -1,0 +1,145 @@
+//! Upcoming slots of the configured timers, for people: `svc-controller next-runs` and
+//! the three next slots `--check` shows for each schedule. Each slot is written in the
+//! job's zone and in UTC (RFC 3339 with offset), and a slot whose offset differs from the
+//! one before it is marked as a daylight-saving change.
+
+use chrono::{DateTime, FixedOffset, SecondsFormat, Utc};
+
+use crate::config::Config;
+use crate::schedule::Timer;
+use crate::timezone::Zone;
+
+/// One job's timer, as the preview needs it.
+#[derive(Debug)]
+pub struct JobTimer<'a> {
+    /// `job` or `job_http`.
+    pub kind: &'static str,
+    pub id: &'a str,
+    pub timer: Option<&'a Timer>,
+    pub zone: &'a Zone,
+}
+
+/// Every job and JobHttp of `config` with its timer, Jobs first, each in file order.
+pub fn job_timers(config: &Config) -> Vec<JobTimer<'_>> {
+    let jobs = config.jobs.iter().map(|job| JobTimer {
+        kind: "job",
+        id: &job.id,
+        timer: job.timer.as_ref(),
+        zone: &job.timezone,
+    });
+    let http = config.http_jobs.iter().map(|job| JobTimer {
+        kind: "job_http",
+        id: &job.id,
+        timer: job.timer.as_ref(),
+        zone: &job.timezone,
+    });
+    jobs.chain(http).collect()
+}
+
+/// The next `count` slots of `timer` after `from`. An interval counts from `from`, as
+/// for a job that never ran; a schedule's slots follow its zone's wall clock.
+pub fn upcoming(timer: &Timer, from: DateTime<Utc>, count: usize) -> Vec<DateTime<Utc>> {
+    let mut out = Vec::with_capacity(count);
+    let mut due = match timer {
+        Timer::Interval(_) => timer.next_due(from, from),
+        Timer::Schedule(..) => timer.first_due(from, None),
+    };
+    while out.len() < count && due != DateTime::<Utc>::MAX_UTC {
+        out.push(due);
+        due = timer.next_due(due, due);
+    }
+    out
+}
+
+/// `t` in `zone`, RFC 3339 with the zone's offset at that instant.
+pub fn local_text(t: DateTime<Utc>, zone: &Zone) -> String {
+    match FixedOffset::east_opt(zone.offset_seconds(t)) {
+        Some(offset) => t
+            .with_timezone(&offset)
+            .to_rfc3339_opts(SecondsFormat::Secs, false),
+        None => utc_text(t),
+    }
+}
+
+fn utc_text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn offset_text(seconds: i32) -> String {
+    let sign = if seconds < 0 { '-' } else { '+' };
+    let minutes = seconds.unsigned_abs() / 60;
+    format!("{sign}{:02}:{:02}", minutes / 60, minutes % 60)
+}
+
+/// The lines of `slots`: `<local> <UTC>`, and ` (offset changes A -> B)` on a slot whose
+/// offset differs from that of the instant before it (`from` for the first).
+pub fn slot_lines(slots: &[DateTime<Utc>], zone: &Zone, from: DateTime<Utc>) -> Vec<String> {
+    let mut previous = zone.offset_seconds(from);
+    slots
+        .iter()
+        .map(|t| {
+            let offset = zone.offset_seconds(*t);
+            let mut line = format!("{}  {}", local_text(*t, zone), utc_text(*t));
+            if offset != previous {
+                line.push_str(&format!(
+                    "  (daylight-saving change: {} -> {})",
+                    offset_text(previous),
+                    offset_text(offset)
+                ));
+            }
+            previous = offset;
+            line
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone as _;
+
+    fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(y, mo, d, h, mi, 0)
+            .single()
+            .expect("valid")
+    }
+
+    #[test]
+    fn slots_in_the_zone_and_in_utc_with_changes_marked() {
+        let zone = Zone::parse("Europe/Berlin").expect("zone");
+        let timer = Timer::Schedule("0 12 * * *".parse().expect("cron"), zone.clone());
+        let from = at(2026, 3, 27, 0, 0);
+        let slots = upcoming(&timer, from, 3);
+        let lines = slot_lines(&slots, &zone, from);
+        assert_eq!(
+            lines,
+            [
+                "2026-03-27T12:00:00+01:00  2026-03-27T11:00:00Z",
+                "2026-03-28T12:00:00+01:00  2026-03-28T11:00:00Z",
+                "2026-03-29T12:00:00+02:00  2026-03-29T10:00:00Z  \
+                 (daylight-saving change: +01:00 -> +02:00)",
+            ]
+        );
+    }
+
+    #[test]
+    fn intervals_count_from_the_start() {
+        let timer = Timer::Interval(std::time::Duration::from_secs(90));
+        let from = at(2026, 1, 1, 0, 0);
+        let slots = upcoming(&timer, from, 2);
+        assert_eq!(
+            slots,
+            [
+                at(2026, 1, 1, 0, 0) + chrono::TimeDelta::seconds(90),
+                at(2026, 1, 1, 0, 3)
+            ]
+        );
+    }
+
+    #[test]
+    fn offsets_are_written_with_sign_hours_and_minutes() {
+        assert_eq!(offset_text(37_800), "+10:30");
+        assert_eq!(offset_text(-18_000), "-05:00");
+        assert_eq!(offset_text(0), "+00:00");
+    }
+}
