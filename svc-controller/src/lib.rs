@@ -17,6 +17,7 @@ pub mod http;
 pub mod login;
 pub mod logstore;
 pub mod metrics;
+pub mod notify;
 pub mod password;
 pub mod replay;
 pub mod runtmp;
