@@ -25,6 +25,9 @@ use crate::statedir::{self, StateDirLock};
 pub const EXIT_CONFIG: u8 = 78;
 /// Time the shutdown gives running executions to end (their grace included).
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
+/// Time the shutdown then gives notifications under way, while the HTTP server ends its
+/// connections (at most 2 s): all within the 10 s of a stop.
+const NOTIFY_GRACE: Duration = Duration::from_millis(1500);
 
 /// Command line of `svc-controller`.
 ///
@@ -444,6 +447,11 @@ pub async fn run(
         )
     };
     let replay = Arc::new(crate::replay::ReplayStores::open(&main.dir_replay())?);
+    // On this runtime, the HTTP front's: sending notifications waits behind runs.
+    let (notifier, run_ends) = crate::notify::Notifier::start(&main.name, &config.notifs)
+        .await
+        .context("cannot start the notification sender")?;
+    engine.announce_run_ends_to(run_ends);
 
     let listener = tokio::net::TcpListener::bind(&main.listen_address)
         .await
@@ -493,12 +501,16 @@ pub async fn run(
         Duration::from_secs(1),
     ));
 
-    wait_for_stop(signals, &engine, &login, &config_path).await?;
+    wait_for_stop(signals, &engine, &login, &notifier, &config_path).await?;
     tracing::info!("stopping");
     notify::stopping();
     let _ = stop_tx.send(());
     engine.shutdown(SHUTDOWN_LIMIT).await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+    // The runs the stop ended are announced by now.
+    let _ = tokio::join!(
+        tokio::time::timeout(Duration::from_secs(2), server),
+        notifier.shutdown(NOTIFY_GRACE)
+    );
     tracing::info!("stopped");
     Ok(())
 }
@@ -650,6 +662,7 @@ async fn wait_for_stop(
     signals: StopSignals,
     engine: &Engine,
     login: &crate::login::Login,
+    notifier: &crate::notify::Notifier,
     config_path: &Path,
 ) -> anyhow::Result<()> {
     let StopSignals {
@@ -670,7 +683,7 @@ async fn wait_for_stop(
             _ = interrupt.recv() => return Ok(()),
             _ = hangup.recv() => {
                 notify::reloading();
-                let status = if reload(engine, login, config_path).await {
+                let status = if reload(engine, login, notifier, config_path).await {
                     "configuration reloaded"
                 } else {
                     "reload refused: invalid configuration, running jobs unchanged"
@@ -688,13 +701,20 @@ async fn wait_for_stop(
     }
 }
 
-/// Reloads the job definitions and the users; false when the new configuration was
-/// refused.
-async fn reload(engine: &Engine, login: &crate::login::Login, config_path: &Path) -> bool {
+/// Reloads the job definitions, the notifications and the users; false when the new
+/// configuration was refused.
+async fn reload(
+    engine: &Engine,
+    login: &crate::login::Login,
+    notifier: &crate::notify::Notifier,
+    config_path: &Path,
+) -> bool {
     let path = config_path.to_path_buf();
     let loaded = tokio::task::spawn_blocking(move || config::load(&path)).await;
     match loaded {
         Ok(Ok(config)) => {
+            // Before the jobs that may name new ones.
+            notifier.reload(&config.notifs);
             // New jobs' logs are listed and their state read or written: blocking work.
             let config = {
                 let engine = engine.clone();

@@ -19,6 +19,7 @@ pub mod login;
 pub mod logstore;
 pub mod metrics;
 pub mod migrate;
+pub mod notify;
 pub mod password;
 pub mod preview;
 pub mod replay;

@@ -211,3 +211,125 @@ async fn check_and_start_refuse_a_missing_runner() {
     assert_eq!(output.status.code(), Some(EX_CONFIG), "{text}");
     assert_line(&text, &[&["runner_path", "not executable"]]);
 }
+
+/// Upstream's example `[notif]` section, as it is, and its example job that names it.
+const UPSTREAM_NOTIF: &str = "[notif \"email-to-shulhan\"]\nkind = email\n\
+                              smtp_server = smtps://mail.kilabit.info\n\
+                              smtp_user = $SMTP_USER\nsmtp_password = $SMTP_PASS\n\
+                              from = ops@kilabit.info\nto = m.shulhan@gmail.com\n";
+const UPSTREAM_NOTIF_JOB: &str = "[job \"notif-email-success\"]\n\
+                                  description = Send notification when job success.\n\
+                                  path = /notif-email-success\nsecret = s3cret\n\
+                                  command = echo \"Test notification\"\n\
+                                  notif_on_success = email-to-shulhan\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_notif_sections_pass_the_check_with_their_variables() {
+    let builder = || {
+        TestService::builder()
+            .main_text(UPSTREAM_NOTIF)
+            .job_file("notif-email-success", UPSTREAM_NOTIF_JOB)
+    };
+    let svc = builder()
+        .env("SMTP_USER", "ops")
+        .env("SMTP_PASS", "upstream-pass-8e2a")
+        .build();
+    let output = svc.check().await;
+    let text = combined(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(text.contains("configuration is valid (1 jobs"), "{text}");
+    assert!(!text.contains("upstream-pass-8e2a"), "{text}");
+
+    // Without them, the variable is named, not a value.
+    let svc = builder().env("SMTP_USER", "ops").build();
+    let output = svc.check().await;
+    let text = combined(&output);
+    assert_eq!(output.status.code(), Some(EX_CONFIG), "{text}");
+    assert_line(
+        &text,
+        &[&[
+            "svc.conf",
+            "[notif \"email-to-shulhan\"]",
+            "smtp_password",
+            "the environment variable SMTP_PASS is not set",
+        ]],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notif_problems_are_named_without_their_secrets() {
+    let svc = TestService::builder()
+        .main_text(
+            "[notif \"mail\"]\nkind = email\nsmtp_server = smtp://me:url-pass-41f0@mail.example.org\n\
+             smtp_user = u\nsmtp_password = pass-one-93ab\nsmtp_password = pass-two-c1d2\n\
+             from = svc@example.org\nto = ops@example.org\n\
+             [notif \"hook\"]\nkind = webhook\nurl = https://h.example.org/x\n\
+             secret = whsec_bad*secret-77aa\n\
+             [notif \"fax\"]\nkind = fax\n",
+        )
+        .job_file(
+            "j",
+            job_section(
+                "j",
+                &[
+                    "path = /j",
+                    "command = true",
+                    "notif_on_success = mail",
+                    "notif_on_failed = hook, pager",
+                ],
+            ),
+        )
+        .build();
+    let output = svc.check().await;
+    let text = combined(&output);
+    assert_eq!(output.status.code(), Some(EX_CONFIG), "{text}");
+    for secret in [
+        "url-pass-41f0",
+        "pass-one-93ab",
+        "pass-two-c1d2",
+        "bad*secret-77aa",
+    ] {
+        assert!(!text.contains(secret), "{secret} shown:\n{text}");
+    }
+    assert_line(
+        &text,
+        &[&[
+            "svc.conf",
+            "[notif \"mail\"]",
+            "smtp_server",
+            "smtp://me:[redacted]@mail.example.org",
+            "unencrypted",
+        ]],
+    );
+    assert_line(
+        &text,
+        &[&[
+            "svc.conf",
+            "[notif \"mail\"]",
+            "smtp_password",
+            "[redacted]",
+            "repeated key",
+        ]],
+    );
+    assert_line(
+        &text,
+        &[&[
+            "svc.conf",
+            "[notif \"hook\"]",
+            "secret",
+            "[redacted]",
+            "base64",
+        ]],
+    );
+    assert_line(&text, &[&["svc.conf", "[notif \"fax\"]", "kind", "fax"]]);
+    assert_line(
+        &text,
+        &[&[
+            "j.conf",
+            "[job \"j\"]",
+            "notif_on_failed",
+            "hook, pager",
+            "no [notif \"pager\"] section",
+        ]],
+    );
+}

@@ -166,3 +166,66 @@ async fn a_failed_call_does_not_show_the_url_query() {
         assert!(!text.contains(token), "{what} shows the token:\n{text}");
     }
 }
+
+/// Notifications whose receivers refuse the connection: their failed attempts are
+/// logged, and neither the log nor any answer shows the SMTP password, the webhook's
+/// secret or the token in its URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_notifications_show_no_secret() {
+    let secrets = [
+        "notif-smtp-password-6f7a",
+        "notif-hook-secret-8b9c",
+        "notif-url-token-0d1e",
+        "notifpathtoken0123456789abcdef",
+    ];
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let mut svc = TestService::builder()
+        .main_text(format!(
+            "[notif \"mail\"]\nkind = email\nsmtp_server = smtps://127.0.0.1:{port}\n\
+             smtp_user = mailer\nsmtp_password = {}\nfrom = svc@example.org\n\
+             to = ops@example.org\n\
+             [notif \"hook\"]\nkind = webhook\n\
+             url = http://127.0.0.1:{port}/hooks/{}?token={}&page=1\nsecret = {}\n",
+            secrets[0], secrets[3], secrets[2], secrets[1]
+        ))
+        .job_file(
+            "told",
+            job_section(
+                "told",
+                &[
+                    "path = /told",
+                    "secret = told-secret",
+                    "command = true",
+                    "notif_on_success = mail, hook",
+                ],
+            ),
+        )
+        .start()
+        .await;
+    svc.trigger_with_secret("/told", b"{}", "told-secret")
+        .await
+        .assert_status(200);
+    wait_until(WAIT, "both notifications to fail once", async || {
+        let stderr = svc.stderr();
+        ["\"mail\"", "\"hook\""].iter().all(|notif| {
+            stderr
+                .lines()
+                .any(|line| line.contains("trying again") && line.contains(notif))
+        })
+    })
+    .await;
+    let environment = svc.get("/svc/api/environment").await.raw;
+    svc.stop().await;
+    for (what, text) in [
+        ("environment", environment),
+        ("controller stdout", svc.stdout()),
+        ("controller stderr", svc.stderr()),
+    ] {
+        for secret in secrets {
+            assert!(!text.contains(secret), "{what} shows {secret}:\n{text}");
+        }
+    }
+}

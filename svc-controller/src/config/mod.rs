@@ -6,6 +6,7 @@
 //! - main file: given on the command line (packaged: `/etc/svc/svc.conf`), section `[svc]`;
 //! - `$dir_base/etc/svc/job.d/*.conf`: `[job "NAME"]` sections (legacy `[hook "NAME"]`);
 //! - `$dir_base/etc/svc/job_http.d/*.conf`: `[job.http "NAME"]` sections;
+//! - `[notif "NAME"]` sections (where notifications go) in the main file or any of those;
 //! - `$dir_base/etc/svc/user.conf` (optional): `[user "NAME"]` sections with a `password`
 //!   hash; when it names at least one user, the UI and the GET API need a login.
 //!
@@ -21,7 +22,8 @@ pub use model::{
     AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
     DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS,
     DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME,
-    DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig,
-    MainConfig, ResourceLimits, UserConfig, resolve_path,
+    DEFAULT_PATCHHOST_PUBLIC_KEY, EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType,
+    JobConfig, MainConfig, NotifConfig, NotifKind, ResourceLimits, SmtpCredentials, SmtpSecurity,
+    SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
 pub use parse::{job_id_from_name, load};

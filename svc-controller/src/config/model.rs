@@ -1,5 +1,5 @@
 //! The configuration as the rest of the service uses it: the domain types that
-//! [`load`](super::load) produces (the main section, jobs, JobHttps, users), their
+//! [`load`](super::load) produces (the main section, jobs, JobHttps, notifications, users), their
 //! defaults, the paths derived from `dir_base`, and the problems loading reports.
 
 use std::fmt;
@@ -46,6 +46,8 @@ pub struct Config {
     pub http_jobs: Vec<HttpJobConfig>,
     /// Users of `user.conf` in file order; empty when the file is absent (no login).
     pub users: Vec<UserConfig>,
+    /// `[notif "NAME"]` sections in load order; every name a job lists is among them.
+    pub notifs: Vec<NotifConfig>,
     /// Problems that do not stop loading, such as deprecated names.
     pub warnings: Vec<ConfigIssue>,
 }
@@ -233,6 +235,11 @@ pub struct JobConfig {
     /// only below `dir_work`, `TMPDIR` and `write_paths`; the service's own files not
     /// readable).
     pub sandbox: bool,
+    /// `notif_on_success`, repeated or comma-separated: the `[notif "NAME"]` sections
+    /// told when a run succeeds.
+    pub notif_on_success: Vec<String>,
+    /// `notif_on_failed`, likewise: those told when a run fails.
+    pub notif_on_failed: Vec<String>,
 }
 
 /// Per-command resource limits (`setrlimit`, soft and hard alike); `None` leaves the
@@ -344,6 +351,152 @@ pub struct HttpJobConfig {
     pub user: Option<String>,
     /// `group` (defaults as for jobs).
     pub group: Option<String>,
+    /// `notif_on_success`, as for jobs.
+    pub notif_on_success: Vec<String>,
+    /// `notif_on_failed`, as for jobs.
+    pub notif_on_failed: Vec<String>,
+}
+
+/// A `[notif "NAME"]` section: where the notifications of the jobs that name it go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifConfig {
+    /// The quoted section name, which `notif_on_success` and `notif_on_failed` use.
+    pub name: String,
+    /// File the section was read from.
+    pub file: PathBuf,
+    /// `kind` and the keys of that kind.
+    pub kind: NotifKind,
+}
+
+/// How a notification is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotifKind {
+    /// `kind = email`.
+    Email(EmailNotif),
+    /// `kind = webhook`.
+    Webhook(WebhookNotif),
+}
+
+impl NotifKind {
+    /// The configuration spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            NotifKind::Email(_) => "email",
+            NotifKind::Webhook(_) => "webhook",
+        }
+    }
+}
+
+/// The keys of a `kind = email` notification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmailNotif {
+    /// `smtp_server`, required.
+    pub server: SmtpServer,
+    /// `smtp_user` and `smtp_password` (a `$NAME` value read from the controller's
+    /// environment at load); `None` when neither is set: no authentication.
+    pub credentials: Option<SmtpCredentials>,
+    /// `from`, required: a mailbox, `a@example.org` or `Name <a@example.org>`.
+    pub from: String,
+    /// `to`, repeated, at least one: mailboxes.
+    pub to: Vec<String>,
+    /// `smtp_insecure`, default false: the server's certificate is not verified (for test
+    /// servers only).
+    pub insecure: bool,
+}
+
+/// `smtp_server`: where and how to reach the mail server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmtpServer {
+    pub security: SmtpSecurity,
+    /// A host name or an IP address (an IPv6 one without its brackets).
+    pub host: String,
+    pub port: u16,
+}
+
+/// How the connection to the mail server is encrypted. There is no plain-text choice:
+/// the password would cross the network as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtpSecurity {
+    /// `smtps://`: TLS from the first byte; port 465 by default.
+    Tls,
+    /// `smtp+starttls://`: plain SMTP that must switch to TLS (STARTTLS) before anything
+    /// else; port 587 by default.
+    StartTls,
+}
+
+impl SmtpSecurity {
+    /// The URL scheme.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            SmtpSecurity::Tls => "smtps",
+            SmtpSecurity::StartTls => "smtp+starttls",
+        }
+    }
+
+    /// The port of a URL that names none.
+    pub fn default_port(self) -> u16 {
+        match self {
+            SmtpSecurity::Tls => 465,
+            SmtpSecurity::StartTls => 587,
+        }
+    }
+}
+
+impl fmt::Display for SmtpServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = self.security.scheme();
+        if self.host.contains(':') {
+            write!(f, "{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// SMTP credentials. The password never shows in `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SmtpCredentials {
+    pub user: String,
+    pub password: String,
+}
+
+impl fmt::Debug for SmtpCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SmtpCredentials")
+            .field("user", &self.user)
+            .field("password", &proto::redact::REDACTED)
+            .finish()
+    }
+}
+
+/// The keys of a `kind = webhook` notification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookNotif {
+    /// `url`, required: `http://` or `https://`.
+    pub url: String,
+    /// `secret`, required: the key messages are signed with (Standard Webhooks).
+    pub key: WebhookKey,
+}
+
+/// The signing key of a webhook notification: the bytes a `whsec_<base64>` secret
+/// decodes to, or any other secret's own bytes. Never shown in `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookKey(Vec<u8>);
+
+impl WebhookKey {
+    pub fn new(bytes: Vec<u8>) -> WebhookKey {
+        WebhookKey(bytes)
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for WebhookKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(proto::redact::REDACTED)
+    }
 }
 
 /// A `[user "NAME"]` section of `user.conf`.

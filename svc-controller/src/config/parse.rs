@@ -11,8 +11,9 @@ use super::model::{
     AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
     DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS,
     DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME,
-    DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig,
-    MainConfig, ResourceLimits, UserConfig, resolve_path,
+    DEFAULT_PATCHHOST_PUBLIC_KEY, EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType,
+    JobConfig, MainConfig, NotifConfig, NotifKind, ResourceLimits, SmtpCredentials, SmtpSecurity,
+    SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
 use super::syntax::{self, Entry, Section, SectionKind};
 use crate::duration::parse_duration;
@@ -83,6 +84,8 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("limit_memory", Scalar),
     ("write_paths", List),
     ("sandbox", Bool),
+    ("notif_on_success", List),
+    ("notif_on_failed", List),
 ];
 
 const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -102,7 +105,32 @@ const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
     ("user", Scalar),
     ("group", Scalar),
     ("timezone", Scalar),
+    ("notif_on_success", List),
+    ("notif_on_failed", List),
 ];
+
+const NOTIF_KEYS: &[(&str, KeyKind)] = &[
+    ("kind", Scalar),
+    ("smtp_server", Scalar),
+    ("smtp_user", Scalar),
+    ("smtp_password", Scalar),
+    ("smtp_insecure", Bool),
+    ("from", Scalar),
+    ("to", List),
+    ("url", Scalar),
+    ("secret", Scalar),
+];
+
+/// The keys of `kind = email`, and of `kind = webhook`: each is an error in the other kind.
+const EMAIL_KEYS: &[&str] = &[
+    "smtp_server",
+    "smtp_user",
+    "smtp_password",
+    "smtp_insecure",
+    "from",
+    "to",
+];
+const WEBHOOK_KEYS: &[&str] = &["url", "secret"];
 
 const USER_KEYS: &[(&str, KeyKind)] = &[("password", Scalar)];
 
@@ -121,7 +149,15 @@ fn new_issue(
         file: file.to_path_buf(),
         section: section.map(str::to_string),
         key: key.map(str::to_string),
-        value: value.map(|v| if secret { proto::redact::REDACTED } else { v }.to_string()),
+        value: value.map(|v| {
+            // An empty value is no secret, and says what is wrong.
+            if secret && !v.is_empty() {
+                proto::redact::REDACTED
+            } else {
+                v
+            }
+            .to_string()
+        }),
         message: message.into(),
     }
 }
@@ -286,6 +322,36 @@ impl<'a> Reader<'a> {
         out
     }
 
+    /// The names of a `notif_on_success` or `notif_on_failed` key: every value, repeated
+    /// or comma-separated (upstream's files use both), blanks around each name dropped,
+    /// each name once, with the line and value that named it first.
+    fn notif_names(&mut self, key: &str) -> Vec<NamedAt> {
+        let entries = self.values.get(key).cloned().unwrap_or_default();
+        let mut out: Vec<NamedAt> = Vec::new();
+        for entry in entries {
+            let value = entry.value.as_deref().unwrap_or_default();
+            let names: Vec<&str> = value
+                .split(',')
+                .map(str::trim)
+                .filter(|name| !name.is_empty())
+                .collect();
+            if names.is_empty() {
+                self.fail(entry, "no notif name (names of [notif \"NAME\"] sections, comma-separated or one per line)");
+                continue;
+            }
+            for name in names {
+                if !out.iter().any(|seen| seen.name == name) {
+                    out.push(NamedAt {
+                        name: name.to_string(),
+                        line: entry.line,
+                        value: value.to_string(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
     /// `timezone` of a job, else the main section's.
     fn zone(&mut self, main: &MainConfig) -> Zone {
         self.parsed("timezone", Zone::parse)
@@ -303,6 +369,14 @@ impl<'a> Reader<'a> {
             .map(|schedule| Timer::Schedule(schedule, zone.clone()))
             .or(interval.map(Timer::Interval))
     }
+}
+
+/// A name read from a list key, with the line and whole value it was read from.
+#[derive(Debug)]
+struct NamedAt {
+    name: String,
+    line: usize,
+    value: String,
 }
 
 fn entry_issue(file: &Path, section: &Section, entry: &Entry, message: &str) -> ConfigIssue {
@@ -743,6 +817,175 @@ fn check_http_url(value: &str) -> Result<String, String> {
     Ok(value.to_string())
 }
 
+/// The `kind` of a `[notif]` section, before its keys are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotifWord {
+    Email,
+    Webhook,
+}
+
+fn parse_notif_kind(value: &str) -> Result<NotifWord, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "email" => Ok(NotifWord::Email),
+        "webhook" => Ok(NotifWord::Webhook),
+        _ => Err("unknown kind (expected email or webhook)".into()),
+    }
+}
+
+/// `smtp_server`: `smtps://HOST[:PORT]` (TLS from the start, port 465 by default) or
+/// `smtp+starttls://HOST[:PORT]` (STARTTLS, 587). No user or password in the URL: they go
+/// in `smtp_user` and `smtp_password`.
+fn parse_smtp_server(value: &str) -> Result<SmtpServer, String> {
+    let expected = "expected smtps://HOST[:465] or smtp+starttls://HOST[:587]";
+    if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a URL must not contain white space".into());
+    }
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return Err(format!("not a URL ({expected})"));
+    };
+    let security = match scheme.to_ascii_lowercase().as_str() {
+        "smtps" => SmtpSecurity::Tls,
+        "smtp+starttls" => SmtpSecurity::StartTls,
+        "smtp" => {
+            return Err(format!(
+                "smtp:// would send the password and the messages unencrypted ({expected})"
+            ));
+        }
+        other => return Err(format!("scheme {other:?} is not an SMTP one ({expected})")),
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.contains(['/', '?', '#']) {
+        return Err(format!(
+            "a path, query or fragment means nothing here ({expected})"
+        ));
+    }
+    if authority.contains('@') {
+        return Err("no user or password in the URL: set smtp_user and smtp_password".into());
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let Some((host, after)) = v6.split_once(']') else {
+            return Err("unbalanced '[' in the URL host".into());
+        };
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!("{host:?} is not an IPv6 address"));
+        }
+        match after {
+            "" => (host, None),
+            _ => match after.strip_prefix(':') {
+                Some(port) => (host, Some(port)),
+                None => return Err(format!("unexpected text after the host ({expected})")),
+            },
+        }
+    } else {
+        match authority.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        }
+    };
+    let valid_name = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if !valid_name && !host.contains(':') {
+        return Err(format!("missing or invalid host ({expected})"));
+    }
+    let port = match port {
+        None => security.default_port(),
+        Some(port) => match port.parse::<u16>() {
+            Ok(number) if number != 0 && port.bytes().all(|b| b.is_ascii_digit()) => number,
+            _ => return Err(format!("port {port:?} is not a number 1-65535")),
+        },
+    };
+    Ok(SmtpServer {
+        security,
+        host: host.to_ascii_lowercase(),
+        port,
+    })
+}
+
+/// `from`: one mailbox, `a@example.org` or `Name <a@example.org>`, as written.
+fn check_mailbox(value: &str) -> Result<String, String> {
+    value
+        .parse::<lettre::message::Mailbox>()
+        .map(|_| value.to_string())
+        .map_err(|e| format!("not an e-mail address ({e})"))
+}
+
+/// One `to` value: one mailbox or several, comma-separated.
+fn parse_mailboxes(value: &str) -> Result<Vec<String>, String> {
+    let mailboxes = value
+        .parse::<lettre::message::Mailboxes>()
+        .map_err(|e| format!("not an e-mail address or a comma-separated list of them ({e})"))?;
+    let all: Vec<String> = mailboxes.into_iter().map(|m| m.to_string()).collect();
+    if all.is_empty() {
+        return Err("no e-mail address".into());
+    }
+    Ok(all)
+}
+
+/// A webhook notification's `secret`: `whsec_<base64>` is a Standard Webhooks key (the
+/// bytes the base64 decodes to); any other value is used as it is. The message never
+/// quotes the value.
+fn parse_webhook_key(value: &str) -> Result<WebhookKey, String> {
+    let bytes = match value.strip_prefix("whsec_") {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|_| "a secret that starts with whsec_ must be base64 after it".to_string())?,
+        None => value.as_bytes().to_vec(),
+    };
+    if bytes.is_empty() {
+        return Err("the key is empty".into());
+    }
+    Ok(WebhookKey::new(bytes))
+}
+
+/// `smtp_user` or `smtp_password`: a value `$NAME` is the controller's environment
+/// variable NAME (as upstream reads it), which must be set and not empty; any other
+/// value is taken as it is. The message names the variable, never a value.
+fn from_env(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let Some(name) = value.strip_prefix('$') else {
+        return Ok(value.to_string());
+    };
+    let mut chars = name.chars();
+    let valid = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(
+            "a value starting with $ names an environment variable ($NAME, NAME made of \
+             letters, digits and _)"
+                .into(),
+        );
+    }
+    match env(name) {
+        Some(found) if !found.is_empty() => Ok(found),
+        Some(_) => Err(format!(
+            "the environment variable {name} is empty in the controller's environment"
+        )),
+        None => Err(format!(
+            "the environment variable {name} is not set in the controller's environment"
+        )),
+    }
+}
+
+/// Hides what an issue of a `[notif]` section could reveal: the value of a sensitive key
+/// (`smtp_password`, `secret`, any name [`proto::redact::is_sensitive_name`] flags) and
+/// the credentials or tokens of a URL.
+fn redact_notif_issue(mut issue: ConfigIssue) -> ConfigIssue {
+    let key = issue.key.clone().unwrap_or_default();
+    if let Some(value) = issue.value.as_mut() {
+        if proto::redact::is_sensitive_name(&key) {
+            if !value.is_empty() {
+                *value = proto::redact::REDACTED.to_string();
+            }
+        } else if key == "smtp_server" || key == "url" {
+            *value = proto::redact::redact_url(value);
+        }
+    }
+    issue
+}
+
 // ---------------------------------------------------------------------------------------
 // Sections.
 
@@ -917,9 +1160,26 @@ struct Origin {
     header: String,
 }
 
+/// A notif name a job lists, checked once every file is read (a `[notif]` section may
+/// come in a later file than the job).
+#[derive(Debug)]
+struct NotifRef {
+    name: String,
+    file: PathBuf,
+    header: String,
+    key: String,
+    /// The whole value that named it, as written.
+    value: String,
+    line: usize,
+}
+
+/// The environment variables a `$NAME` value reads.
+type EnvLookup<'e> = &'e dyn Fn(&str) -> Option<String>;
+
 /// Builds jobs and JobHttps from sections, file after file, and detects duplicates.
 struct Loader<'m> {
     main: &'m MainConfig,
+    env: EnvLookup<'m>,
     /// What commands must not write or read ([`MainConfig::sandbox_protected_paths`]),
     /// worked out once: with thousands of jobs, once per job was a tenth of the start-up.
     protected: Vec<(PathBuf, &'static str)>,
@@ -931,12 +1191,17 @@ struct Loader<'m> {
     job_ids: HashMap<String, Origin>,
     http_job_ids: HashMap<String, Origin>,
     paths: HashMap<String, Origin>,
+    notifs: Vec<NotifConfig>,
+    /// Notif name → where it was first defined.
+    notif_names: HashMap<String, Origin>,
+    notif_refs: Vec<NotifRef>,
 }
 
 impl<'m> Loader<'m> {
-    fn new(main: &'m MainConfig) -> Self {
+    fn new(main: &'m MainConfig, env: EnvLookup<'m>) -> Self {
         Loader {
             main,
+            env,
             protected: main.sandbox_protected_paths(),
             errors: Vec::new(),
             warnings: Vec::new(),
@@ -945,6 +1210,9 @@ impl<'m> Loader<'m> {
             job_ids: HashMap::new(),
             http_job_ids: HashMap::new(),
             paths: HashMap::new(),
+            notifs: Vec::new(),
+            notif_names: HashMap::new(),
+            notif_refs: Vec::new(),
         }
     }
 
@@ -980,6 +1248,7 @@ impl<'m> Loader<'m> {
                 )),
                 SectionKind::Job | SectionKind::Hook => self.load_job(file, section),
                 SectionKind::JobHttp => self.load_http_job(file, section),
+                SectionKind::Notif => self.load_notif(file, section),
                 SectionKind::User => self.errors.push(new_issue(
                     file,
                     Some(&section.header),
@@ -1136,6 +1405,9 @@ impl<'m> Loader<'m> {
             );
         }
 
+        let notif_on_success = r.notif_names("notif_on_success");
+        let notif_on_failed = r.notif_names("notif_on_failed");
+
         if !r.has("command") {
             r.fail_key("command", "a job needs at least one command");
         }
@@ -1146,6 +1418,10 @@ impl<'m> Loader<'m> {
             );
         }
         drop(r);
+        let notif_on_success =
+            self.note_notif_refs(file, section, "notif_on_success", notif_on_success);
+        let notif_on_failed =
+            self.note_notif_refs(file, section, "notif_on_failed", notif_on_failed);
 
         if let Some(p) = &path {
             if let Some(first) = self.paths.get(p) {
@@ -1213,6 +1489,8 @@ impl<'m> Loader<'m> {
             limits,
             write_paths,
             sandbox,
+            notif_on_success,
+            notif_on_failed,
         });
     }
 
@@ -1250,11 +1528,17 @@ impl<'m> Loader<'m> {
             .parsed("log_retention", parse_count)
             .unwrap_or(DEFAULT_LOG_RETENTION);
         let (user, group) = run_as(&mut r, main);
+        let notif_on_success = r.notif_names("notif_on_success");
+        let notif_on_failed = r.notif_names("notif_on_failed");
 
         if !r.has("http_url") {
             r.fail_key("http_url", "a JobHttp needs http_url");
         }
         drop(r);
+        let notif_on_success =
+            self.note_notif_refs(file, section, "notif_on_success", notif_on_success);
+        let notif_on_failed =
+            self.note_notif_refs(file, section, "notif_on_failed", notif_on_failed);
 
         let Some(http_url) = http_url else {
             return;
@@ -1281,8 +1565,193 @@ impl<'m> Loader<'m> {
             log_retention,
             user,
             group,
+            notif_on_success,
+            notif_on_failed,
         });
     }
+
+    /// Records the notif names a job lists for the check at the end of loading, and
+    /// returns them.
+    fn note_notif_refs(
+        &mut self,
+        file: &Path,
+        section: &Section,
+        key: &str,
+        names: Vec<NamedAt>,
+    ) -> Vec<String> {
+        names
+            .into_iter()
+            .map(|named| {
+                self.notif_refs.push(NotifRef {
+                    name: named.name.clone(),
+                    file: file.to_path_buf(),
+                    header: section.header.clone(),
+                    key: key.to_string(),
+                    value: named.value,
+                    line: named.line,
+                });
+                named.name
+            })
+            .collect()
+    }
+
+    /// A `[notif "NAME"]` section. Its problems never show a password, a secret or the
+    /// credentials of a URL ([`redact_notif_issue`]).
+    fn load_notif(&mut self, file: &Path, section: &Section) {
+        let mut issues = Vec::new();
+        if let Some(first) = self.notif_names.get(&section.name) {
+            let message = format!(
+                "line {}: duplicate notif {:?}: [{}] in {} has the same name",
+                section.line,
+                section.name,
+                first.header,
+                first.file.display()
+            );
+            issues.push(new_issue(file, Some(&section.header), None, None, message));
+        } else {
+            self.notif_names.insert(
+                section.name.clone(),
+                Origin {
+                    id: section.name.clone(),
+                    file: file.to_path_buf(),
+                    header: section.header.clone(),
+                },
+            );
+        }
+        let env = self.env;
+        let mut r = Reader::new(file, section, NOTIF_KEYS, &mut issues);
+        let word = r.parsed("kind", parse_notif_kind);
+        if !r.has("kind") {
+            r.fail_key("kind", "a notif needs kind = email or kind = webhook");
+        }
+        let (others, other_kind) = match word {
+            Some(NotifWord::Email) => (WEBHOOK_KEYS, "webhook"),
+            Some(NotifWord::Webhook) => (EMAIL_KEYS, "email"),
+            None => (&[][..], ""),
+        };
+        for key in others {
+            if let Some(entry) = r.first(key) {
+                r.fail(entry, &format!("{key} belongs to kind = {other_kind}"));
+            }
+        }
+        let kind = match word {
+            Some(NotifWord::Email) => read_email_notif(&mut r, env).map(NotifKind::Email),
+            Some(NotifWord::Webhook) => read_webhook_notif(&mut r).map(NotifKind::Webhook),
+            None => None,
+        };
+        drop(r);
+        let clean = issues.is_empty();
+        self.errors
+            .extend(issues.into_iter().map(redact_notif_issue));
+        if let (Some(kind), true) = (kind, clean) {
+            self.notifs.push(NotifConfig {
+                name: section.name.clone(),
+                file: file.to_path_buf(),
+                kind,
+            });
+        }
+    }
+
+    /// Every notif name a job lists must be a `[notif]` section of some file.
+    fn check_notif_refs(&mut self) {
+        for reference in &self.notif_refs {
+            if self.notif_names.contains_key(&reference.name) {
+                continue;
+            }
+            let mut known: Vec<&str> = self.notif_names.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            let known = if known.is_empty() {
+                "there is no [notif] section".to_string()
+            } else {
+                format!("known: {}", known.join(", "))
+            };
+            let message = format!(
+                "line {}: no [notif {:?}] section ({known})",
+                reference.line, reference.name
+            );
+            self.errors.push(new_issue(
+                &reference.file,
+                Some(&reference.header),
+                Some(&reference.key),
+                Some(&reference.value),
+                message,
+            ));
+        }
+    }
+}
+
+/// The keys of a `kind = email` section; `None` when one is missing or bad (recorded).
+fn read_email_notif(r: &mut Reader<'_>, env: EnvLookup<'_>) -> Option<EmailNotif> {
+    let server = r.parsed("smtp_server", parse_smtp_server);
+    // Empty means unset, as upstream reads them.
+    let secret = |r: &mut Reader<'_>, key: &str| match r.text_or_empty(key) {
+        Some(value) if !value.is_empty() => r.parsed(key, |v| from_env(v, env)),
+        _ => None,
+    };
+    let user = secret(r, "smtp_user");
+    let password = secret(r, "smtp_password");
+    let from = r.parsed("from", check_mailbox);
+    let to: Vec<String> = r
+        .list("to", parse_mailboxes)
+        .into_iter()
+        .flatten()
+        .collect();
+    let insecure = r.flag("smtp_insecure").unwrap_or(false);
+    if !r.has("smtp_server") {
+        r.fail_key("smtp_server", "an email notif needs smtp_server");
+    }
+    if !r.has("from") {
+        r.fail_key("from", "an email notif needs from (the sender's address)");
+    }
+    if !r.has("to") {
+        r.fail_key("to", "an email notif needs to (one recipient or more)");
+    }
+    let has = |r: &Reader<'_>, key: &str| r.text_or_empty(key).is_some_and(|v| !v.is_empty());
+    let (has_user, has_password) = (has(r, "smtp_user"), has(r, "smtp_password"));
+    if has_user && !has_password {
+        r.fail_key(
+            "smtp_password",
+            "smtp_user is set: smtp_password is needed too",
+        );
+    }
+    if has_password && !has_user {
+        r.fail_key("smtp_user", "smtp_password is set: smtp_user is needed too");
+    }
+    let credentials = match (user, password) {
+        (Some(user), Some(password)) => Some(SmtpCredentials { user, password }),
+        _ => None,
+    };
+    if (has_user || has_password) && credentials.is_none() {
+        return None;
+    }
+    Some(EmailNotif {
+        server: server?,
+        credentials,
+        from: from?,
+        to,
+        insecure,
+    })
+    .filter(|email| !email.to.is_empty())
+}
+
+/// The keys of a `kind = webhook` section; `None` when one is missing or bad (recorded).
+fn read_webhook_notif(r: &mut Reader<'_>) -> Option<WebhookNotif> {
+    let url = r.parsed("url", check_http_url);
+    let key = r.parsed("secret", parse_webhook_key);
+    if !r.has("url") {
+        r.fail_key("url", "a webhook notif needs url");
+    }
+    if !r.has("secret") {
+        r.fail_key(
+            "secret",
+            "a webhook notif needs secret (whsec_<base64> or any other text), the key its \
+             messages are signed with",
+        );
+    }
+    Some(WebhookNotif {
+        url: url?,
+        key: key?,
+    })
 }
 
 /// `user` and `group` of a job. An unset `user` means the main section's user and group;
@@ -1384,6 +1853,11 @@ fn conf_files(dir: &Path, errors: &mut Vec<ConfigIssue>) -> Vec<PathBuf> {
 /// `.conf` are ignored); a missing directory holds no jobs. Every problem in every file is
 /// returned at once; deprecated names load and are listed in [`Config::warnings`].
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    load_with_env(path, &|name| std::env::var(name).ok())
+}
+
+/// [`load`], reading `$NAME` values from `env` instead of the process environment.
+fn load_with_env(path: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigError> {
     let text = match read_text(path) {
         Ok(text) => text,
         Err(message) => {
@@ -1415,7 +1889,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     }
     let (main, base_ok) = read_main(path, first_main, &mut errors, &mut warnings);
 
-    let mut loader = Loader::new(&main);
+    let mut loader = Loader::new(&main, env);
     loader.errors = errors;
     loader.warnings = warnings;
     loader.load_sections(path, &sections, true);
@@ -1428,6 +1902,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             }
         }
         users = load_users(&main, &mut loader.errors, &mut loader.warnings);
+        loader.check_notif_refs();
     }
 
     let Loader {
@@ -1435,6 +1910,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         warnings,
         jobs,
         http_jobs,
+        notifs,
         ..
     } = loader;
     if !errors.is_empty() {
@@ -1448,6 +1924,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         jobs,
         http_jobs,
         users,
+        notifs,
         warnings,
     })
 }
@@ -1613,3 +2090,7 @@ pub fn job_id_from_name(name: &str) -> String {
 #[cfg(test)]
 #[path = "parse_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "notif_tests.rs"]
+mod notif_tests;

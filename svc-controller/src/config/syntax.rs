@@ -35,6 +35,8 @@ pub(super) enum SectionKind {
     JobHttp,
     /// `[user "NAME"]`, only valid in `user.conf`.
     User,
+    /// `[notif "NAME"]`: where a job's notifications go.
+    Notif,
 }
 
 /// One section and its entries in file order.
@@ -471,14 +473,15 @@ fn invalid_key_message(key: &str) -> String {
 
 /// The kind of a valid header, or the message for an unknown one.
 fn section_kind(header: &str, word: &str, name: Option<&str>) -> Result<SectionKind, String> {
-    let expected =
-        "expected [svc], [job \"NAME\"], [job.http \"NAME\"] or, in user.conf, [user \"NAME\"]";
+    let expected = "expected [svc], [job \"NAME\"], [job.http \"NAME\"], [notif \"NAME\"] or, in \
+                    user.conf, [user \"NAME\"]";
     let kind = match word {
         "svc" => SectionKind::Main,
         "job" => SectionKind::Job,
         "job.http" => SectionKind::JobHttp,
         "hook" => SectionKind::Hook,
         "user" => SectionKind::User,
+        "notif" => SectionKind::Notif,
         _ => return Err(format!("unknown section [{header}]; {expected}")),
     };
     match (kind, name) {
@@ -544,12 +547,12 @@ mod tests {
     #[test]
     fn sections_are_case_insensitive_and_names_are_kept() {
         let text = "[SVC]\n[JOB \"My Job\"]\nA=1\n[Job.HTTP \"h\"]\nb=2\n[hook \"old\"]\n\
-                    c=3\n[User \"ann\"]\nd=4\n";
+                    c=3\n[User \"ann\"]\nd=4\n[Notif \"mail\"]\ne=5\n";
         let parsed = parse(text);
         assert_eq!(parsed.errors, vec![]);
         let kinds: Vec<_> = parsed.sections.iter().map(|s| s.kind).collect();
         use SectionKind::*;
-        assert_eq!(kinds, vec![Main, Job, JobHttp, Hook, User]);
+        assert_eq!(kinds, vec![Main, Job, JobHttp, Hook, User, Notif]);
         assert_eq!(parsed.sections[1].header, "JOB \"My Job\"");
         assert_eq!(parsed.sections[1].name, "My Job");
         assert_eq!(parsed.sections[1].entries[0].key, "a");
@@ -739,6 +742,12 @@ mod tests {
             "section [job] needs a quoted name",
         ),
         (
+            "[notif]\nk = v\n",
+            1,
+            None,
+            "section [notif] needs a quoted name",
+        ),
+        (
             "[svc \"x\"]\nk = v\n",
             1,
             None,
@@ -839,6 +848,7 @@ mod tests {
         let of_git = BAD.iter().filter(|(text, ..)| {
             !text.contains("[foo]")
                 && !text.contains("[job]")
+                && !text.contains("[notif]")
                 && !text.contains("[svc \"x\"]")
                 && !text.contains("[job \"\"]")
                 && !text.contains("[job.backup]")

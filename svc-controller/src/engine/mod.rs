@@ -185,6 +185,45 @@ impl Def {
             Def::Http(job) => job.log_retention,
         }
     }
+    /// The notifications a run that ends with `result` is announced to
+    /// (`notif_on_success` or `notif_on_failed`).
+    fn notifs_for(&self, result: RunResult) -> &[String] {
+        let (success, failed) = match self {
+            Def::Job(job) => (&job.notif_on_success, &job.notif_on_failed),
+            Def::Http(job) => (&job.notif_on_success, &job.notif_on_failed),
+        };
+        match result {
+            RunResult::Success => success,
+            RunResult::Fail => failed,
+        }
+    }
+    /// Whether a run of it may be announced at all.
+    fn has_notifs(&self) -> bool {
+        !self.notifs_for(RunResult::Success).is_empty()
+            || !self.notifs_for(RunResult::Fail).is_empty()
+    }
+}
+
+/// The end of a run whose job lists notifications for its result, as the engine hands it
+/// over ([`Engine::announce_run_ends_to`]): domain data only; whoever sends the
+/// notifications reads the log and builds the messages, off the run path.
+#[derive(Debug, Clone)]
+pub struct RunEnded {
+    pub kind: Kind,
+    pub job_id: String,
+    pub job_name: String,
+    pub counter: u64,
+    pub result: RunResult,
+    /// When the run began (the job's `last_run`).
+    pub started_at: DateTime<Utc>,
+    /// When its end was recorded.
+    pub ended_at: DateTime<Utc>,
+    /// The job's log directory, where the run's log is (unless retention removed it
+    /// since, which a later run may do).
+    pub log_dir: LogDir,
+    /// The names of the `[notif]` sections to tell: `notif_on_success` or
+    /// `notif_on_failed`, as the result selects.
+    pub notifs: Vec<String>,
 }
 
 /// A run in progress or waiting for a permit.
@@ -346,6 +385,8 @@ struct Inner {
     /// The runtime that runs the engine's tasks (runs, timers, runner connections): the
     /// one current when the engine was made, whatever runtime calls into it later.
     runtime: tokio::runtime::Handle,
+    /// Where the ends of runs that have notifications go, once set.
+    run_ends: std::sync::OnceLock<tokio::sync::mpsc::Sender<RunEnded>>,
 }
 
 /// Handle on the job engine.
@@ -381,6 +422,7 @@ impl Engine {
             generation: watch::Sender::new(0),
             syncer: syncer::Syncer::start(),
             runtime: tokio::runtime::Handle::current(),
+            run_ends: std::sync::OnceLock::new(),
         });
         let engine = Engine { inner };
         engine.count_queue_when_read();
@@ -402,6 +444,37 @@ impl Engine {
 
     pub fn main(&self) -> &MainConfig {
         &self.inner.main
+    }
+
+    /// From now on, hands the end of every run whose job lists notifications for its
+    /// result to `sink` ([`RunEnded`]), without ever waiting for it: when the channel is
+    /// full the event is dropped, and the log says so. Set once; a second call is
+    /// ignored.
+    pub fn announce_run_ends_to(&self, sink: tokio::sync::mpsc::Sender<RunEnded>) {
+        if self.inner.run_ends.set(sink).is_err() {
+            tracing::warn!("the ends of runs are already announced elsewhere");
+        }
+    }
+
+    /// Hands `ended` to the sink set by [`Engine::announce_run_ends_to`], at once.
+    fn announce(&self, ended: RunEnded) {
+        use tokio::sync::mpsc::error::TrySendError;
+        let Some(sink) = self.inner.run_ends.get() else {
+            return;
+        };
+        match sink.try_send(ended) {
+            Ok(()) => {}
+            Err(TrySendError::Full(ended)) => tracing::warn!(
+                job = ended.job_id,
+                counter = ended.counter,
+                "the run's notifications are dropped: too many are waiting to be sent"
+            ),
+            Err(TrySendError::Closed(ended)) => tracing::debug!(
+                job = ended.job_id,
+                counter = ended.counter,
+                "the run's notifications are dropped: the sender has stopped"
+            ),
+        }
     }
 
     fn changed(&self) {

@@ -383,6 +383,8 @@ mod tests {
             limits: Default::default(),
             write_paths: vec!["/srv/www".into()],
             sandbox: true,
+            notif_on_success: Vec::new(),
+            notif_on_failed: Vec::new(),
         }
     }
 

@@ -21,6 +21,8 @@ struct RunContext {
     def: Def,
     counter: u64,
     log_dir: LogDir,
+    /// When it began (the job's `last_run`).
+    started_at: chrono::DateTime<chrono::Utc>,
 }
 
 pub(super) async fn run_task(
@@ -90,6 +92,7 @@ pub(super) async fn run_task(
             let started = std::time::Instant::now();
             let counter = begun.context.counter;
             let files = begun.files.clone();
+            let announce = Announce::new(&engine, kind, &begun.context);
             let (outcome, log) = Box::pin(perform(begun, &mut cancel)).await;
             let duration = started.elapsed();
             let result = if outcome.success {
@@ -135,6 +138,9 @@ pub(super) async fn run_task(
             // Counted and reported once the log has its final name and the state is saved,
             // so whoever sees the end of a run here also finds it on disk.
             crate::metrics::run_finished(kind.as_str(), &id, outcome.success, duration);
+            if let Some(announce) = announce {
+                announce.send(&engine, result);
+            }
             if outcome.success {
                 tracing::info!(job = id, counter, "run succeeded");
             } else {
@@ -175,6 +181,54 @@ pub(super) async fn run_task(
                 return;
             }
         }
+    }
+}
+
+/// What the end of a run tells its notifications ([`super::RunEnded`]), taken as the
+/// run begins. Only made when someone listens and the job lists notifications: other
+/// runs pay nothing for them.
+struct Announce {
+    kind: Kind,
+    def: Def,
+    counter: u64,
+    log_dir: LogDir,
+    started_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Announce {
+    fn new(engine: &Engine, kind: Kind, context: &RunContext) -> Option<Announce> {
+        engine.inner.run_ends.get()?;
+        context.def.has_notifs().then(|| Announce {
+            kind,
+            def: context.def.clone(),
+            counter: context.counter,
+            log_dir: context.log_dir.clone(),
+            started_at: context.started_at,
+        })
+    }
+
+    /// Hands the end over, without waiting; nothing when the job lists no notification
+    /// for `result`.
+    fn send(self, engine: &Engine, result: RunResult) {
+        let notifs = self.def.notifs_for(result);
+        if notifs.is_empty() {
+            return;
+        }
+        let (job_id, job_name) = match &self.def {
+            Def::Job(job) => (job.id.clone(), job.name.clone()),
+            Def::Http(job) => (job.id.clone(), job.name.clone()),
+        };
+        engine.announce(super::RunEnded {
+            kind: self.kind,
+            job_id,
+            job_name,
+            counter: self.counter,
+            result,
+            started_at: self.started_at,
+            ended_at: engine.inner.clock.now(),
+            notifs: notifs.to_vec(),
+            log_dir: self.log_dir,
+        });
     }
 }
 
@@ -680,7 +734,8 @@ impl Engine {
             }
             entry.state.counter += 1;
             entry.state.started = true;
-            entry.state.last_run = Some(self.inner.clock.now());
+            let started_at = self.inner.clock.now();
+            entry.state.last_run = Some(started_at);
             entry.resumed = false;
             let taking = entry.run.as_ref().and_then(|run| run.queue_id);
             let mut write = match (entry.queue_on_disk, entry.queue_on_disk_id) {
@@ -705,6 +760,7 @@ impl Engine {
                 def: entry.def.clone(),
                 counter: entry.state.counter,
                 log_dir: entry.log_dir.clone(),
+                started_at,
             };
             registry.publish_queue_length();
             (context, write)

@@ -794,3 +794,127 @@ async fn a_trigger_paused_and_resumed_before_its_start_still_runs() {
     assert_eq!(h.executed(), pairs(&[(PAUSE_RACE_PREFIX, 1)]));
     assert_eq!(h.state_file(PAUSE_RACE_PREFIX).queued, None);
 }
+
+/// Notifications named by the jobs of [`announcing_jobs`].
+const NOTIFS: &str = "[notif \"ok\"]\nkind = webhook\nurl = http://127.0.0.1:9/\nsecret = s\n\
+                      [notif \"bad\"]\nkind = webhook\nurl = http://127.0.0.1:9/\nsecret = s\n";
+
+/// `told` announces both results, `quiet` none, `failures` only failures.
+fn announcing_jobs() -> String {
+    format!(
+        "{NOTIFS}[job \"told\"]\npath = /told\ncommand = true\nnotif_on_success = ok\n\
+         notif_on_failed = bad, ok\n\
+         [job \"quiet\"]\npath = /quiet\ncommand = true\n\
+         [job \"failures\"]\npath = /failures\ncommand = true\nnotif_on_failed = bad\n"
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_end_of_a_run_is_announced_with_its_notifications() {
+    let mut h = Harness::new("", &announcing_jobs());
+    let (tx, mut ends) = tokio::sync::mpsc::channel(8);
+    h.engine.announce_run_ends_to(tx);
+
+    h.engine
+        .trigger(Kind::Job, "told", api())
+        .await
+        .expect("run");
+    let run = h.runs.next().await;
+    h.clock.advance(Duration::from_secs(90));
+    run.output(b"built\n");
+    run.finish(true, "ok");
+    settle().await;
+    let ended = ends.try_recv().expect("announced");
+    assert_eq!(h.status("told"), JobStatus::Finished(RunResult::Success));
+    assert_eq!((ended.kind, ended.job_id.as_str()), (Kind::Job, "told"));
+    assert_eq!((ended.job_name.as_str(), ended.counter), ("told", 1));
+    assert_eq!(ended.result, RunResult::Success);
+    assert_eq!(ended.notifs, vec!["ok"]);
+    assert_eq!(ended.started_at, t0());
+    assert_eq!(h.last_run("told"), Some(ended.started_at));
+    assert_eq!(ended.ended_at, t0() + Duration::from_secs(90));
+    // The log is finished and named by then, where the event says.
+    let log = ended
+        .log_dir
+        .read_end(1, 4096)
+        .expect("readable")
+        .expect("present");
+    assert!(String::from_utf8_lossy(&log).contains("built"));
+    assert_eq!(h.log_files("told"), vec!["told.1.success"]);
+
+    h.engine
+        .trigger(Kind::Job, "told", api())
+        .await
+        .expect("run");
+    h.runs.next().await.finish(false, "exit code 1");
+    settle().await;
+    let ended = ends.try_recv().expect("announced");
+    assert_eq!((ended.counter, ended.result), (2, RunResult::Fail));
+    assert_eq!(ended.notifs, vec!["bad", "ok"]);
+
+    // Nothing for a job without notifications, nor for a result its job does not list.
+    h.engine
+        .trigger(Kind::Job, "quiet", api())
+        .await
+        .expect("run");
+    h.runs.next().await.finish(false, "exit code 1");
+    h.engine
+        .trigger(Kind::Job, "failures", api())
+        .await
+        .expect("run");
+    h.runs.next().await.finish(true, "ok");
+    settle().await;
+    assert!(ends.try_recv().is_err());
+    h.engine
+        .trigger(Kind::Job, "failures", api())
+        .await
+        .expect("run");
+    h.runs.next().await.finish(false, "exit code 2");
+    settle().await;
+    let ended = ends.try_recv().expect("announced");
+    assert_eq!((ended.job_id.as_str(), ended.counter), ("failures", 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_announcement_channel_never_holds_a_run_back() {
+    let mut h = Harness::new("", &announcing_jobs());
+    // Room for one, and nobody reads it.
+    let (tx, mut ends) = tokio::sync::mpsc::channel(1);
+    h.engine.announce_run_ends_to(tx);
+    for counter in 1..=3 {
+        h.engine
+            .trigger(Kind::Job, "told", api())
+            .await
+            .expect("run");
+        let run = h.runs.next().await;
+        assert_eq!(run.id(), ("told", counter));
+        run.finish(true, "ok");
+        settle().await;
+        assert!(h.idle("told"), "run {counter} ended at once");
+    }
+    assert_eq!(h.state_file("told").counter, 3);
+    assert_eq!(ends.try_recv().expect("the first").counter, 1);
+    assert!(ends.try_recv().is_err(), "the others were dropped");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_listener_nothing_is_announced_or_kept() {
+    let mut h = Harness::new("", &announcing_jobs());
+    h.engine
+        .trigger(Kind::Job, "told", api())
+        .await
+        .expect("run");
+    h.runs.next().await.finish(true, "ok");
+    settle().await;
+    assert_eq!(h.status("told"), JobStatus::Finished(RunResult::Success));
+    // Set later: runs from then on are announced.
+    let (tx, mut ends) = tokio::sync::mpsc::channel(4);
+    h.engine.announce_run_ends_to(tx);
+    h.engine
+        .trigger(Kind::Job, "told", api())
+        .await
+        .expect("run");
+    h.runs.next().await.finish(true, "ok");
+    settle().await;
+    assert_eq!(ends.try_recv().expect("announced").counter, 2);
+}

@@ -1,0 +1,828 @@
+//! Tests of `[notif "NAME"]` sections and the job keys `notif_on_success` and
+//! `notif_on_failed`: every key, every bad input with the issue it gives (file, section,
+//! key, value), upstream's example sections as they are, and no password or secret in
+//! any problem shown.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::config::{Config, ConfigIssue};
+
+/// A configuration tree: `<tmp>/etc/svc/svc.conf` with `dir_base` set to `<tmp>`, loaded
+/// with an environment of the test's own.
+struct Tree {
+    dir: tempfile::TempDir,
+    env: HashMap<String, String>,
+}
+
+impl Tree {
+    /// `main_body` follows the `[svc]` header and the `dir_base` line.
+    fn new(main_body: &str) -> Tree {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let tree = Tree {
+            dir,
+            env: HashMap::new(),
+        };
+        let text = format!(
+            "[svc]\ndir_base = {}\n{main_body}",
+            tree.dir.path().display()
+        );
+        tree.write("etc/svc/svc.conf", &text);
+        tree
+    }
+
+    fn with_env(mut self, name: &str, value: &str) -> Tree {
+        self.env.insert(name.to_string(), value.to_string());
+        self
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn main_file(&self) -> PathBuf {
+        self.path("etc/svc/svc.conf")
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.path(rel);
+        fs::create_dir_all(path.parent().expect("a parent")).expect("create directories");
+        fs::write(&path, text).expect("write file");
+    }
+
+    fn job_file(&self, file: &str, text: &str) -> PathBuf {
+        let rel = format!("etc/svc/job.d/{file}");
+        self.write(&rel, text);
+        self.path(&rel)
+    }
+
+    fn result(&self) -> Result<Config, ConfigError> {
+        let env = |name: &str| self.env.get(name).cloned();
+        load_with_env(&self.main_file(), &env)
+    }
+
+    fn load(&self) -> Config {
+        match self.result() {
+            Ok(config) => config,
+            Err(e) => panic!("configuration should load: {e}"),
+        }
+    }
+
+    fn issues(&self) -> Vec<ConfigIssue> {
+        self.result().expect_err("configuration should fail").issues
+    }
+}
+
+/// The one issue about `key`, checked to name `file`, `section` and `value`, and to say
+/// `message` (a part of it).
+#[track_caller]
+fn issue_about<'a>(
+    issues: &'a [ConfigIssue],
+    file: &Path,
+    section: &str,
+    key: &str,
+    value: Option<&str>,
+    message: &str,
+) -> &'a ConfigIssue {
+    let found: Vec<&ConfigIssue> = issues
+        .iter()
+        .filter(|i| i.key.as_deref() == Some(key))
+        .collect();
+    assert_eq!(found.len(), 1, "one issue about {key}: {issues:#?}");
+    let issue = found[0];
+    assert_eq!(issue.file, file, "{issue}");
+    assert_eq!(issue.section.as_deref(), Some(section), "{issue}");
+    assert_eq!(issue.value.as_deref(), value, "{issue}");
+    assert!(issue.message.contains(message), "{issue}");
+    issue
+}
+
+const EMAIL: &str = "[notif \"mail\"]\nkind = email\nsmtp_server = smtps://mail.example.org\n\
+                     from = svc@example.org\nto = ops@example.org\n";
+
+fn email(config: &Config, name: &str) -> EmailNotif {
+    let notif = config
+        .notifs
+        .iter()
+        .find(|n| n.name == name)
+        .expect("the notif");
+    match &notif.kind {
+        NotifKind::Email(email) => email.clone(),
+        other => panic!("not an email notif: {other:?}"),
+    }
+}
+
+fn webhook(config: &Config, name: &str) -> WebhookNotif {
+    let notif = config
+        .notifs
+        .iter()
+        .find(|n| n.name == name)
+        .expect("the notif");
+    match &notif.kind {
+        NotifKind::Webhook(webhook) => webhook.clone(),
+        other => panic!("not a webhook notif: {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Values.
+
+#[test]
+fn email_keys() {
+    let tree = Tree::new(
+        "[notif \"Mail Ops\"]\nKind = EMAIL\nsmtp_server = smtp+starttls://Mail.Example.org\n\
+         smtp_user = $SVC_TEST_USER\nsmtp_password = $SVC_TEST_PASS\n\
+         from = \"svc <svc@example.org>\"\nto = a@example.org\n\
+         to = b@example.org, \\\"Doe, Jane\\\" <jane@example.org>\nsmtp_insecure\n",
+    )
+    .with_env("SVC_TEST_USER", "mailer")
+    .with_env("SVC_TEST_PASS", "pa55-from-env");
+    let config = tree.load();
+    assert_eq!(config.notifs.len(), 1);
+    assert_eq!(config.notifs[0].file, tree.main_file());
+    let email = email(&config, "Mail Ops");
+    assert_eq!(
+        email.server,
+        SmtpServer {
+            security: SmtpSecurity::StartTls,
+            host: "mail.example.org".into(),
+            port: 587
+        }
+    );
+    assert_eq!(
+        email.credentials,
+        Some(SmtpCredentials {
+            user: "mailer".into(),
+            password: "pa55-from-env".into()
+        })
+    );
+    assert_eq!(email.from, "svc <svc@example.org>");
+    assert_eq!(email.to.len(), 3, "{:?}", email.to);
+    assert_eq!(email.to[0], "a@example.org");
+    assert_eq!(email.to[2], "\"Doe, Jane\" <jane@example.org>");
+    assert!(email.insecure);
+}
+
+#[test]
+fn smtp_server_forms() {
+    let cases = [
+        (
+            "smtps://mail.example.org",
+            SmtpSecurity::Tls,
+            "mail.example.org",
+            465,
+        ),
+        (
+            "SMTPS://127.0.0.1:2465/",
+            SmtpSecurity::Tls,
+            "127.0.0.1",
+            2465,
+        ),
+        (
+            "smtp+starttls://mail:25",
+            SmtpSecurity::StartTls,
+            "mail",
+            25,
+        ),
+        ("smtp+starttls://[::1]", SmtpSecurity::StartTls, "::1", 587),
+        ("smtps://[::1]:1465", SmtpSecurity::Tls, "::1", 1465),
+    ];
+    for (url, security, host, port) in cases {
+        let server = parse_smtp_server(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(
+            server,
+            SmtpServer {
+                security,
+                host: host.into(),
+                port
+            },
+            "{url}"
+        );
+    }
+    let shown = parse_smtp_server("smtps://[::1]:1465").expect("valid");
+    assert_eq!(shown.to_string(), "smtps://[::1]:1465");
+    let shown = parse_smtp_server("smtp+starttls://h").expect("valid");
+    assert_eq!(shown.to_string(), "smtp+starttls://h:587");
+}
+
+#[test]
+fn plain_credentials_and_none() {
+    let tree = Tree::new(&format!(
+        "{EMAIL}\n[notif \"auth\"]\nkind = email\nsmtp_server = smtps://m\nsmtp_user = u\n\
+         smtp_password = literal\nfrom = a@example.org\nto = b@example.org\n\
+         [notif \"empty\"]\nkind = email\nsmtp_server = smtps://m\nsmtp_user =\n\
+         smtp_password =\nfrom = a@example.org\nto = b@example.org\nsmtp_insecure = false\n"
+    ));
+    let config = tree.load();
+    let plain = email(&config, "mail");
+    assert_eq!(plain.credentials, None);
+    assert!(!plain.insecure);
+    let auth = email(&config, "auth");
+    assert_eq!(
+        auth.credentials,
+        Some(SmtpCredentials {
+            user: "u".into(),
+            password: "literal".into()
+        })
+    );
+    assert_eq!(email(&config, "empty").credentials, None, "empty is unset");
+}
+
+#[test]
+fn webhook_keys_and_standard_webhooks_secrets() {
+    let tree = Tree::new(
+        "[notif \"std\"]\nkind = webhook\nurl = https://hooks.example.org/svc\n\
+         secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n\
+         [notif \"raw\"]\nkind = Webhook\nurl = http://127.0.0.1:9/x?a=1\nsecret = plain text\n",
+    );
+    let config = tree.load();
+    let std = webhook(&config, "std");
+    assert_eq!(std.url, "https://hooks.example.org/svc");
+    assert_eq!(
+        std.key.bytes(),
+        base64::engine::general_purpose::STANDARD
+            .decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+            .expect("base64"),
+        "the bytes after whsec_, decoded"
+    );
+    let raw = webhook(&config, "raw");
+    assert_eq!(raw.url, "http://127.0.0.1:9/x?a=1");
+    assert_eq!(raw.key.bytes(), b"plain text", "any other value as it is");
+}
+
+#[test]
+fn job_keys_take_repeated_and_comma_separated_names() {
+    let tree = Tree::new(&format!(
+        "{EMAIL}\n[job \"j\"]\npath = /j\ncommand = true\nnotif_on_success = mail\n\
+         notif_on_success = hook , mail,\nnotif_on_failed = mail,hook\n"
+    ));
+    // Defined in a later file than the job that names it.
+    tree.job_file(
+        "z.conf",
+        "[notif \"hook\"]\nkind = webhook\nurl = https://h.example.org/\nsecret = s\n\
+         [job \"quiet\"]\npath = /q\ncommand = true\n",
+    );
+    tree.write(
+        "etc/svc/job_http.d/h.conf",
+        "[job.http \"h\"]\nhttp_url = https://h.example.org/\nnotif_on_failed = hook\n",
+    );
+    let config = tree.load();
+    let job = config.jobs.iter().find(|j| j.id == "j").expect("job j");
+    assert_eq!(job.notif_on_success, vec!["mail", "hook"]);
+    assert_eq!(job.notif_on_failed, vec!["mail", "hook"]);
+    let quiet = config.jobs.iter().find(|j| j.id == "quiet").expect("quiet");
+    assert!(quiet.notif_on_success.is_empty() && quiet.notif_on_failed.is_empty());
+    assert_eq!(config.http_jobs[0].notif_on_failed, vec!["hook"]);
+    assert!(config.http_jobs[0].notif_on_success.is_empty());
+    assert_eq!(config.notifs.len(), 2);
+}
+
+/// Upstream's example configuration (its `[notif]` section, and the job files of its
+/// example and test trees), as they are; only upstream's main section word is svc's.
+#[test]
+fn upstream_example_sections_load_unchanged() {
+    let tree = Tree::new(
+        "\n[notif \"email-to-shulhan\"]\nkind = email\n\
+         smtp_server = smtps://mail.kilabit.info\nsmtp_user = $SMTP_USER\n\
+         smtp_password = $SMTP_PASS\nfrom = ops@kilabit.info\nto = m.shulhan@gmail.com\n",
+    )
+    .with_env("SMTP_USER", "ops")
+    .with_env("SMTP_PASS", "upstream-pass");
+    tree.job_file(
+        "notif-email-success.conf",
+        "[job \"notif-email-success\"]\ndescription = Send notification when job success.\n\
+         path = /notif-email-success\nsecret = s3cret\ncommand = echo \"Test notification\"\n\
+         notif_on_success = email-to-shulhan\n",
+    );
+    tree.job_file(
+        "notif.conf",
+        "[job \"notif-email-both\"]\ndescription = Send notification when job success.\n\
+         path = /notif-email-both\ncommand = echo \"Test email notification\"\n\
+         notif_on_failed = email-to-shulhan\nnotif_on_success = email-to-shulhan\n\
+         notif_on_success = email-to-ops\n",
+    );
+    // The test tree names a second notif, which its main file does not define.
+    tree.job_file(
+        "ops.conf",
+        "[notif \"email-to-ops\"]\nkind = email\nsmtp_server = smtps://mail.kilabit.info\n\
+         from = ops@kilabit.info\nto = ops@kilabit.info\n",
+    );
+    let config = tree.load();
+    let email = email(&config, "email-to-shulhan");
+    assert_eq!(
+        email.server,
+        SmtpServer {
+            security: SmtpSecurity::Tls,
+            host: "mail.kilabit.info".into(),
+            port: 465
+        }
+    );
+    assert_eq!(
+        email.credentials,
+        Some(SmtpCredentials {
+            user: "ops".into(),
+            password: "upstream-pass".into()
+        })
+    );
+    assert_eq!(email.from, "ops@kilabit.info");
+    assert_eq!(email.to, vec!["m.shulhan@gmail.com"]);
+    let both = config
+        .jobs
+        .iter()
+        .find(|j| j.id == "notif-email-both")
+        .expect("the job");
+    assert_eq!(
+        both.notif_on_success,
+        vec!["email-to-shulhan", "email-to-ops"]
+    );
+    assert_eq!(both.notif_on_failed, vec!["email-to-shulhan"]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Problems.
+
+#[test]
+fn kind_is_required_and_known() {
+    let tree = Tree::new("[notif \"a\"]\nurl = https://x/\n[notif \"b\"]\nkind = sms\n");
+    let issues = tree.issues();
+    let main = tree.main_file();
+    let missing: Vec<_> = issues
+        .iter()
+        .filter(|i| i.section.as_deref() == Some("notif \"a\"") && i.key.as_deref() == Some("kind"))
+        .collect();
+    assert_eq!(missing.len(), 1, "{issues:#?}");
+    assert!(missing[0].message.contains("needs kind"), "{}", missing[0]);
+    let unknown: Vec<_> = issues
+        .iter()
+        .filter(|i| i.section.as_deref() == Some("notif \"b\""))
+        .collect();
+    assert_eq!(unknown.len(), 1, "{issues:#?}");
+    assert_eq!(unknown[0].file, main);
+    assert_eq!(unknown[0].value.as_deref(), Some("sms"));
+    assert!(unknown[0].message.contains("expected email or webhook"));
+}
+
+#[test]
+fn email_needs_server_from_and_to() {
+    let tree = Tree::new("[notif \"m\"]\nkind = email\n");
+    let issues = tree.issues();
+    let main = tree.main_file();
+    let section = "notif \"m\"";
+    issue_about(
+        &issues,
+        &main,
+        section,
+        "smtp_server",
+        None,
+        "needs smtp_server",
+    );
+    issue_about(&issues, &main, section, "from", None, "needs from");
+    issue_about(&issues, &main, section, "to", None, "needs to");
+    assert_eq!(issues.len(), 3, "{issues:#?}");
+}
+
+#[test]
+fn webhook_needs_url_and_secret() {
+    let tree = Tree::new("[notif \"w\"]\nkind = webhook\n");
+    let issues = tree.issues();
+    let main = tree.main_file();
+    issue_about(&issues, &main, "notif \"w\"", "url", None, "needs url");
+    issue_about(
+        &issues,
+        &main,
+        "notif \"w\"",
+        "secret",
+        None,
+        "needs secret",
+    );
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+}
+
+/// (value of smtp_server, value the issue shows, start of its message)
+const BAD_SERVERS: &[(&str, &str, &str)] = &[
+    ("mail.example.org", "mail.example.org", "not a URL"),
+    (
+        "smtp://mail.example.org",
+        "smtp://mail.example.org",
+        "smtp:// would send",
+    ),
+    (
+        "http://mail.example.org",
+        "http://mail.example.org",
+        "scheme \"http\"",
+    ),
+    ("smtps://", "smtps://", "missing or invalid host"),
+    ("smtps://:465", "smtps://:465", "missing or invalid host"),
+    ("smtps://m:0", "smtps://m:0", "port \"0\""),
+    ("smtps://m:99999", "smtps://m:99999", "port \"99999\""),
+    ("smtps://m:+25", "smtps://m:+25", "port \"+25\""),
+    (
+        "smtps://m/path",
+        "smtps://m/path",
+        "a path, query or fragment",
+    ),
+    (
+        "smtps://m?x=1",
+        "smtps://m?x=1",
+        "a path, query or fragment",
+    ),
+    ("smtps://m_x", "smtps://m_x", "missing or invalid host"),
+    ("smtps://[fe80::1", "smtps://[fe80::1", "unbalanced '['"),
+    (
+        "smtps://[nope]:1",
+        "smtps://[nope]:1",
+        "not an IPv6 address",
+    ),
+    (
+        "smtps://me:hunter2@m",
+        "smtps://me:[redacted]@m",
+        "no user or password in the URL",
+    ),
+];
+
+#[test]
+fn bad_smtp_servers() {
+    for (value, shown, message) in BAD_SERVERS {
+        let tree = Tree::new(&format!(
+            "[notif \"m\"]\nkind = email\nsmtp_server = {value}\nfrom = a@example.org\n\
+             to = b@example.org\n"
+        ));
+        let issues = tree.issues();
+        let issue = issue_about(
+            &issues,
+            &tree.main_file(),
+            "notif \"m\"",
+            "smtp_server",
+            Some(shown),
+            message,
+        );
+        assert!(issue.message.starts_with("line 5: "), "{issue}");
+        assert_eq!(issues.len(), 1, "{value}: {issues:#?}");
+    }
+}
+
+#[test]
+fn bad_addresses_and_flags() {
+    let tree = Tree::new(
+        "[notif \"m\"]\nkind = email\nsmtp_server = smtps://m\nfrom = not an address\n\
+         to = ok@example.org\nto = also@bad@example\nto = ,\nsmtp_insecure = maybe\n",
+    );
+    let issues = tree.issues();
+    let main = tree.main_file();
+    let section = "notif \"m\"";
+    issue_about(
+        &issues,
+        &main,
+        section,
+        "from",
+        Some("not an address"),
+        "not an e-mail address",
+    );
+    issue_about(
+        &issues,
+        &main,
+        section,
+        "smtp_insecure",
+        Some("maybe"),
+        "not a boolean",
+    );
+    let to: Vec<_> = issues
+        .iter()
+        .filter(|i| i.key.as_deref() == Some("to"))
+        .collect();
+    assert_eq!(to.len(), 2, "{issues:#?}");
+    assert_eq!(to[0].value.as_deref(), Some("also@bad@example"));
+    assert!(to[0].message.starts_with("line 8: "), "{}", to[0]);
+    assert_eq!(to[1].value.as_deref(), Some(","));
+}
+
+#[test]
+fn credentials_come_in_pairs() {
+    let tree = Tree::new(
+        "[notif \"u\"]\nkind = email\nsmtp_server = smtps://m\nsmtp_user = me\n\
+         from = a@example.org\nto = b@example.org\n\
+         [notif \"p\"]\nkind = email\nsmtp_server = smtps://m\nsmtp_password = pw-only-x1\n\
+         from = a@example.org\nto = b@example.org\n",
+    );
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    assert_eq!(issues[0].section.as_deref(), Some("notif \"u\""));
+    assert_eq!(issues[0].key.as_deref(), Some("smtp_password"));
+    assert!(
+        issues[0].message.contains("smtp_user is set"),
+        "{}",
+        issues[0]
+    );
+    assert_eq!(issues[1].section.as_deref(), Some("notif \"p\""));
+    assert_eq!(issues[1].key.as_deref(), Some("smtp_user"));
+}
+
+#[test]
+fn a_missing_environment_variable_is_named_and_no_value_shown() {
+    let tree = Tree::new(
+        "[notif \"m\"]\nkind = email\nsmtp_server = smtps://m\nsmtp_user = $SVC_NO_SUCH_USER\n\
+         smtp_password = $SVC_EMPTY_PASS\nfrom = a@example.org\nto = b@example.org\n\
+         [notif \"n\"]\nkind = email\nsmtp_server = smtps://m\nsmtp_user = $1bad\n\
+         smtp_password = x\nfrom = a@example.org\nto = b@example.org\n",
+    )
+    .with_env("SVC_EMPTY_PASS", "");
+    let issues = tree.issues();
+    let main = tree.main_file();
+    let of = |section: &str| -> Vec<ConfigIssue> {
+        issues
+            .iter()
+            .filter(|i| i.section.as_deref() == Some(section))
+            .cloned()
+            .collect()
+    };
+    let m = of("notif \"m\"");
+    issue_about(
+        &m,
+        &main,
+        "notif \"m\"",
+        "smtp_user",
+        Some("$SVC_NO_SUCH_USER"),
+        "the environment variable SVC_NO_SUCH_USER is not set",
+    );
+    issue_about(
+        &m,
+        &main,
+        "notif \"m\"",
+        "smtp_password",
+        Some("[redacted]"),
+        "the environment variable SVC_EMPTY_PASS is empty",
+    );
+    let n = of("notif \"n\"");
+    issue_about(
+        &n,
+        &main,
+        "notif \"n\"",
+        "smtp_user",
+        Some("$1bad"),
+        "names an environment variable",
+    );
+}
+
+#[test]
+fn keys_of_the_other_kind_and_unknown_keys_are_errors() {
+    let tree = Tree::new(
+        "[notif \"m\"]\nkind = email\nsmtp_server = smtps://m\nfrom = a@example.org\n\
+         to = b@example.org\nurl = https://x/\nsecret = email-secret-x9\n\
+         [notif \"w\"]\nkind = webhook\nurl = https://x/\nsecret = s\nsmtp_server = smtps://m\n\
+         to = b@example.org\nfrobnicate = 1\n",
+    );
+    let issues = tree.issues();
+    let main = tree.main_file();
+    let in_section = |section: &str| -> Vec<ConfigIssue> {
+        issues
+            .iter()
+            .filter(|i| i.section.as_deref() == Some(section))
+            .cloned()
+            .collect()
+    };
+    let m = in_section("notif \"m\"");
+    issue_about(
+        &m,
+        &main,
+        "notif \"m\"",
+        "url",
+        Some("https://x/"),
+        "belongs to kind = webhook",
+    );
+    issue_about(
+        &m,
+        &main,
+        "notif \"m\"",
+        "secret",
+        Some("[redacted]"),
+        "belongs to kind = webhook",
+    );
+    let w = in_section("notif \"w\"");
+    issue_about(
+        &w,
+        &main,
+        "notif \"w\"",
+        "smtp_server",
+        Some("smtps://m"),
+        "belongs to kind = email",
+    );
+    issue_about(
+        &w,
+        &main,
+        "notif \"w\"",
+        "to",
+        Some("b@example.org"),
+        "belongs to kind = email",
+    );
+    issue_about(
+        &w,
+        &main,
+        "notif \"w\"",
+        "frobnicate",
+        Some("1"),
+        "unknown key",
+    );
+    assert_eq!(issues.len(), 5, "{issues:#?}");
+}
+
+#[test]
+fn bad_webhook_values() {
+    let tree = Tree::new(
+        "[notif \"a\"]\nkind = webhook\nurl = ftp://x/\nsecret = whsec_not*base64\n\
+         [notif \"b\"]\nkind = webhook\nurl = https://h/\nsecret = whsec_\n\
+         [notif \"c\"]\nkind = webhook\nurl =\nsecret =\n",
+    );
+    let issues = tree.issues();
+    let main = tree.main_file();
+    let a: Vec<ConfigIssue> = issues
+        .iter()
+        .filter(|i| i.section.as_deref() == Some("notif \"a\""))
+        .cloned()
+        .collect();
+    issue_about(
+        &a,
+        &main,
+        "notif \"a\"",
+        "url",
+        Some("ftp://x/"),
+        "scheme \"ftp\"",
+    );
+    let secret = issue_about(
+        &a,
+        &main,
+        "notif \"a\"",
+        "secret",
+        Some("[redacted]"),
+        "base64",
+    );
+    assert!(!secret.message.contains("not*base64"), "{secret}");
+    let b: Vec<ConfigIssue> = issues
+        .iter()
+        .filter(|i| i.section.as_deref() == Some("notif \"b\""))
+        .cloned()
+        .collect();
+    issue_about(
+        &b,
+        &main,
+        "notif \"b\"",
+        "secret",
+        Some("[redacted]"),
+        "the key is empty",
+    );
+    let c: Vec<ConfigIssue> = issues
+        .iter()
+        .filter(|i| i.section.as_deref() == Some("notif \"c\""))
+        .cloned()
+        .collect();
+    issue_about(&c, &main, "notif \"c\"", "url", Some(""), "empty value");
+    issue_about(&c, &main, "notif \"c\"", "secret", Some(""), "empty value");
+}
+
+#[test]
+fn duplicate_notif_names_across_files() {
+    let tree = Tree::new(EMAIL);
+    let file = tree.job_file("dup.conf", EMAIL);
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 1, "{issues:#?}");
+    assert_eq!(issues[0].file, file);
+    assert_eq!(issues[0].section.as_deref(), Some("notif \"mail\""));
+    assert!(
+        issues[0].message.contains("duplicate notif \"mail\""),
+        "{}",
+        issues[0]
+    );
+    assert!(
+        issues[0].message.contains("svc.conf"),
+        "names the first: {}",
+        issues[0]
+    );
+}
+
+#[test]
+fn a_job_naming_an_unknown_notif() {
+    let tree = Tree::new(EMAIL);
+    let file = tree.job_file(
+        "j.conf",
+        "[job \"j\"]\npath = /j\ncommand = true\nnotif_on_success = mail\n\
+         notif_on_failed = mail, nope\n\
+         [job.http \"h\"]\nhttp_url = https://h/\nnotif_on_success = ghost\n",
+    );
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    let issue = issue_about(
+        &issues,
+        &file,
+        "job \"j\"",
+        "notif_on_failed",
+        Some("mail, nope"),
+        "line 5: no [notif \"nope\"] section (known: mail)",
+    );
+    assert!(issue.to_string().contains("j.conf"), "{issue}");
+    issue_about(
+        &issues,
+        &file,
+        "job.http \"h\"",
+        "notif_on_success",
+        Some("ghost"),
+        "no [notif \"ghost\"] section",
+    );
+}
+
+#[test]
+fn with_no_notif_at_all_the_message_says_so() {
+    let tree = Tree::new("[job \"j\"]\npath = /j\ncommand = true\nnotif_on_success = x\n");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 1, "{issues:#?}");
+    assert!(
+        issues[0].message.contains("there is no [notif] section"),
+        "{}",
+        issues[0]
+    );
+}
+
+#[test]
+fn empty_notif_lists_are_errors() {
+    let tree = Tree::new(&format!(
+        "{EMAIL}[job \"j\"]\npath = /j\ncommand = true\nnotif_on_success =\n\
+         notif_on_failed = \" , \"\n"
+    ));
+    let issues = tree.issues();
+    let main = tree.main_file();
+    issue_about(
+        &issues,
+        &main,
+        "job \"j\"",
+        "notif_on_success",
+        Some(""),
+        "no notif name",
+    );
+    issue_about(
+        &issues,
+        &main,
+        "job \"j\"",
+        "notif_on_failed",
+        Some(" , "),
+        "no notif name",
+    );
+}
+
+#[test]
+fn notif_sections_do_not_belong_in_user_conf() {
+    let tree = Tree::new("");
+    tree.write("etc/svc/user.conf", EMAIL);
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 1, "{issues:#?}");
+    assert!(issues[0].message.contains("only [user"), "{}", issues[0]);
+}
+
+/// Every way a password or a secret can end up in a problem: repeated, of the wrong
+/// kind, under an unknown key, in a URL, alongside other errors. None shows it, neither
+/// does a loaded configuration's `Debug`.
+#[test]
+fn no_problem_and_no_debug_output_shows_a_password_or_secret() {
+    const SECRETS: &[&str] = &[
+        "smtp-pass-1a2b",
+        "smtp-pass-3c4d",
+        "hook-secret-5e6f",
+        "hook-secret-7a8b",
+        "url-pass-9c0d",
+        "whsec_bad*secret-1e2f",
+        "odd-password-3a4b",
+    ];
+    let tree = Tree::new(&format!(
+        "[notif \"m\"]\nkind = email\nsmtp_server = smtps://me:{}@m\nsmtp_user = u\n\
+         smtp_password = {}\nsmtp_password = {}\nfrom = a@example.org\nto = b@example.org\n\
+         secret = {}\npassword = {}\n\
+         [notif \"w\"]\nkind = webhook\nurl = https://h/\nsecret = {}\nsecret = {}\n\
+         smtp_password = {}\n",
+        SECRETS[4],
+        SECRETS[0],
+        SECRETS[1],
+        SECRETS[2],
+        SECRETS[6],
+        SECRETS[5],
+        SECRETS[3],
+        SECRETS[0]
+    ));
+    let error = tree.result().expect_err("invalid");
+    let shown = format!("{error}\n{error:?}");
+    for secret in SECRETS {
+        assert!(!shown.contains(secret), "{secret} shown in:\n{shown}");
+    }
+    assert!(error.issues.len() >= 6, "{shown}");
+
+    let tree = Tree::new(
+        "[notif \"m\"]\nkind = email\nsmtp_server = smtps://m\nsmtp_user = u\n\
+         smtp_password = smtp-pass-1a2b\nfrom = a@example.org\nto = b@example.org\n\
+         [notif \"w\"]\nkind = webhook\nurl = https://h/\nsecret = hook-secret-5e6f\n",
+    );
+    let debug = format!("{:?}", tree.load());
+    assert!(!debug.contains("smtp-pass-1a2b"), "{debug}");
+    assert!(!debug.contains("hook-secret-5e6f"), "{debug}");
+    assert!(
+        !debug.contains("104, 111, 111, 107"),
+        "the key's bytes: {debug}"
+    );
+}

@@ -1,0 +1,215 @@
+//! `kind = email`: a plain-text message over SMTP with TLS, from the first byte
+//! (`smtps://`) or after STARTTLS (`smtp+starttls://`, which must succeed: there is no
+//! fall-back to plain text), authenticated when the notif has credentials.
+
+use std::time::Duration;
+
+use lettre::message::header::ContentType;
+use lettre::message::{Mailbox, Message};
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::transport::smtp::extension::ClientId;
+use lettre::{AsyncSmtpTransport, AsyncTransport as _, Tokio1Executor};
+
+use super::error::NotifyError;
+use super::message::Report;
+use crate::config::{EmailNotif, SmtpSecurity};
+
+/// Longest an SMTP conversation may stall (each command's answer; connecting too).
+const SMTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Sends one message to one e-mail notification.
+pub struct EmailSender {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    message: Message,
+}
+
+impl std::fmt::Debug for EmailSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmailSender").finish_non_exhaustive()
+    }
+}
+
+impl EmailSender {
+    /// The message of `report` for `config`, and the connection settings; `hello` is the
+    /// name this host gives in `EHLO`.
+    pub fn new(
+        config: &EmailNotif,
+        report: &Report,
+        hello: &str,
+    ) -> Result<EmailSender, NotifyError> {
+        Ok(EmailSender {
+            transport: transport(config, hello)?,
+            message: message(config, report, hello)?,
+        })
+    }
+
+    /// One attempt: connect, authenticate, send, quit.
+    pub async fn attempt(&self) -> Result<(), NotifyError> {
+        self.transport
+            .send(self.message.clone())
+            .await
+            .map(|_| ())
+            .map_err(NotifyError::Smtp)
+    }
+}
+
+/// The message: `From`, every `To`, the subject and the plain-text body of `report`.
+pub fn message(config: &EmailNotif, report: &Report, hello: &str) -> Result<Message, NotifyError> {
+    let mailbox = |text: &str| {
+        text.parse::<Mailbox>()
+            .map_err(|e| NotifyError::Address(format!("{text}: {e}")))
+    };
+    let mut builder = Message::builder()
+        .from(mailbox(&config.from)?)
+        .subject(report.subject())
+        .message_id(Some(format!(
+            "<svc.{}.{}.{}@{hello}>",
+            report.job_id,
+            report.counter,
+            rand::random::<u64>()
+        )))
+        .header(ContentType::TEXT_PLAIN);
+    for to in &config.to {
+        builder = builder.to(mailbox(to)?);
+    }
+    builder.body(report.text()).map_err(NotifyError::Message)
+}
+
+/// The connection to `config.server`: TLS as its scheme says, the certificate verified
+/// (by the platform's verifier) unless `smtp_insecure`.
+fn transport(
+    config: &EmailNotif,
+    hello: &str,
+) -> Result<AsyncSmtpTransport<Tokio1Executor>, NotifyError> {
+    let server = &config.server;
+    let tls = TlsParameters::builder(server.host.clone())
+        .dangerous_accept_invalid_certs(config.insecure)
+        .dangerous_accept_invalid_hostnames(config.insecure)
+        .build_rustls()
+        .map_err(NotifyError::Tls)?;
+    let tls = match server.security {
+        SmtpSecurity::Tls => Tls::Wrapper(tls),
+        SmtpSecurity::StartTls => Tls::Required(tls),
+    };
+    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(server.host.clone())
+        .port(server.port)
+        .tls(tls)
+        .timeout(Some(SMTP_TIMEOUT))
+        .hello_name(ClientId::Domain(hello.to_string()));
+    if let Some(credentials) = &config.credentials {
+        builder = builder.credentials(Credentials::new(
+            credentials.user.clone(),
+            credentials.password.clone(),
+        ));
+    }
+    Ok(builder.build())
+}
+
+/// This host's name for `EHLO` and message IDs: its host name when that is a valid
+/// domain name, else `localhost`.
+pub fn hello_name() -> String {
+    let name = nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .unwrap_or_default();
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if valid { name } else { "localhost".to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{SmtpCredentials, SmtpServer};
+    use crate::engine::Kind;
+    use crate::state::RunResult;
+
+    fn config() -> EmailNotif {
+        EmailNotif {
+            server: SmtpServer {
+                security: SmtpSecurity::StartTls,
+                host: "127.0.0.1".into(),
+                port: 2525,
+            },
+            credentials: Some(SmtpCredentials {
+                user: "u".into(),
+                password: "p".into(),
+            }),
+            from: "svc <svc@example.org>".into(),
+            to: vec![
+                "a@example.org".into(),
+                "\"Doe, Jane\" <jane@example.org>".into(),
+            ],
+            insecure: true,
+        }
+    }
+
+    fn report() -> Report {
+        Report {
+            service: "svc".into(),
+            kind: Kind::Job,
+            job_id: "deploy".into(),
+            job_name: "deploy".into(),
+            counter: 3,
+            result: RunResult::Fail,
+            started_at: "2026-01-05T10:00:00Z".parse().expect("time"),
+            ended_at: "2026-01-05T10:00:05Z".parse().expect("time"),
+            log: vec!["2026-01-05 10:00:05 exit code 1".into()],
+            log_missing: None,
+        }
+    }
+
+    #[test]
+    fn the_message_has_its_addresses_subject_and_text() {
+        let message = message(&config(), &report(), "builder.example.org").expect("message");
+        let envelope = message.envelope();
+        assert_eq!(
+            envelope.from().map(ToString::to_string).as_deref(),
+            Some("svc@example.org")
+        );
+        let to: Vec<String> = envelope.to().iter().map(ToString::to_string).collect();
+        assert_eq!(to, vec!["a@example.org", "jane@example.org"]);
+        let text = String::from_utf8(message.formatted()).expect("ASCII here");
+        assert!(
+            text.contains("Subject: svc: job deploy run 3 failed\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Content-Type: text/plain; charset=utf-8\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("Message-ID: <svc.deploy.3."), "{text}");
+        assert!(text.contains("@builder.example.org>\r\n"), "{text}");
+        assert!(text.contains("Status:  failed"), "{text}");
+        assert!(text.contains("exit code 1"), "{text}");
+    }
+
+    #[test]
+    fn a_transport_is_made_for_either_scheme() {
+        let mut config = config();
+        transport(&config, "h").expect("starttls");
+        config.server.security = SmtpSecurity::Tls;
+        config.insecure = false;
+        config.credentials = None;
+        transport(&config, "h").expect("tls");
+    }
+
+    #[test]
+    fn the_hello_name_is_a_domain_name() {
+        let name = hello_name();
+        assert!(!name.is_empty());
+        assert!(
+            name.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'),
+            "{name}"
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! What can go wrong when a notification is sent, and how it is told in the log.
+
+/// Why a notification could not be sent (one attempt, or all of them).
+#[derive(Debug, thiserror::Error)]
+pub enum NotifyError {
+    /// The HTTP client for webhooks could not be made.
+    #[error("cannot make the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// An address of the notif does not parse (checked at load already).
+    #[error("invalid address {0}")]
+    Address(String),
+    /// The e-mail could not be put together.
+    #[error("cannot make the message: {0}")]
+    Message(#[source] lettre::error::Error),
+    /// TLS could not be set up for the mail server.
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[source] lettre::transport::smtp::Error),
+    /// The SMTP conversation failed (connection, TLS, authentication, refusal).
+    #[error("{0}")]
+    Smtp(#[source] lettre::transport::smtp::Error),
+    /// The webhook request failed before an answer came.
+    #[error("{0}")]
+    Http(#[source] reqwest::Error),
+    /// The webhook's receiver answered with this status, not a 2xx.
+    #[error("the receiver answered HTTP {0}")]
+    Status(u16),
+    /// A task of the sender ended abnormally.
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// The job names a notif that a reload removed meanwhile.
+    #[error("no [notif {0:?}] section any more")]
+    Unknown(String),
+}
+
+/// `err` and its sources, each said once.
+pub fn describe(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot connect")]
+    struct Silent(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot connect: {0}")]
+    struct Says(#[source] std::io::Error);
+
+    #[test]
+    fn errors_are_described_with_their_causes_once() {
+        let refused = || std::io::Error::other("connection refused");
+        assert_eq!(describe(&refused()), "connection refused");
+        assert_eq!(
+            describe(&Silent(refused())),
+            "cannot connect: connection refused"
+        );
+        assert_eq!(
+            describe(&Says(refused())),
+            "cannot connect: connection refused",
+            "a cause already told is not told again"
+        );
+        assert_eq!(
+            describe(&NotifyError::Unknown("mail".into())),
+            "no [notif \"mail\"] section any more"
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! `kind = webhook`: a JSON POST signed as Standard Webhooks sign theirs
+//! (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64>` of HMAC-SHA-256
+//! over `{id}.{timestamp}.{body}`), so that a receiver checks it with any of that
+//! specification's libraries. Any answer but a 2xx is a failed attempt.
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac as _};
+use rand::Rng as _;
+use sha2::Sha256;
+
+use super::error::NotifyError;
+use super::message::{Report, rfc3339};
+use crate::config::WebhookNotif;
+
+/// The `type` of a run's end: `run.success` or `run.failed`.
+fn event_type(report: &Report) -> String {
+    format!("run.{}", report.status())
+}
+
+/// The JSON body: what ran and how it ended, and the last lines of its log.
+pub fn payload(report: &Report) -> Vec<u8> {
+    let body = serde_json::json!({
+        "type": event_type(report),
+        "service": report.service,
+        "job_kind": report.kind.as_str(),
+        "job_id": report.job_id,
+        "job_name": report.job_name,
+        "counter": report.counter,
+        "status": report.status(),
+        "started_at": rfc3339(report.started_at),
+        "ended_at": rfc3339(report.ended_at),
+        "log": report.log,
+    });
+    body.to_string().into_bytes()
+}
+
+/// A new message ID: `msg_` and 24 random letters and digits. One per message: its
+/// retries keep it, so that a receiver can tell a repeat.
+pub fn message_id() -> String {
+    let random: String = rand::rng()
+        .sample_iter(&rand::distr::Alphanumeric)
+        .take(24)
+        .map(char::from)
+        .collect();
+    format!("msg_{random}")
+}
+
+/// `v1,<base64 of HMAC-SHA-256(key, "{id}.{timestamp}.{body}")>`.
+pub fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256>>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    let signature = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    format!("v1,{signature}")
+}
+
+/// Sends one message to one webhook notification.
+#[derive(Debug)]
+pub struct WebhookSender {
+    client: reqwest::Client,
+    config: WebhookNotif,
+    id: String,
+    body: Vec<u8>,
+}
+
+impl WebhookSender {
+    /// The message of `report` for `config`, with a new ID.
+    pub fn new(client: reqwest::Client, config: &WebhookNotif, report: &Report) -> WebhookSender {
+        WebhookSender {
+            client,
+            config: config.clone(),
+            id: message_id(),
+            body: payload(report),
+        }
+    }
+
+    /// One attempt, signed with the time it is made (Unix seconds).
+    pub async fn attempt(&self, timestamp: i64) -> Result<(), NotifyError> {
+        let signature = sign(self.config.key.bytes(), &self.id, timestamp, &self.body);
+        let response = self
+            .client
+            .post(&self.config.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("webhook-id", &self.id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature)
+            .body(self.body.clone())
+            .send()
+            .await
+            // The URL may hold a token: errors never show it.
+            .map_err(|err| NotifyError::Http(err.without_url()))?;
+        let status = response.status();
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(NotifyError::Status(status.as_u16()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Kind;
+    use crate::state::RunResult;
+
+    /// The reference vector of the Standard Webhooks specification.
+    #[test]
+    fn the_standard_webhooks_reference_signature() {
+        let key = base64::engine::general_purpose::STANDARD
+            .decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+            .expect("base64");
+        assert_eq!(
+            sign(
+                &key,
+                "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                1614265330,
+                br#"{"test": 2432232314}"#
+            ),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
+    }
+
+    /// The configuration's reading of a `whsec_` secret and the signer agree.
+    #[test]
+    fn a_configured_whsec_secret_signs_the_reference_message() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let main = dir.path().join("svc.conf");
+        std::fs::write(
+            &main,
+            format!(
+                "[svc]\ndir_base = {}\n[notif \"w\"]\nkind = webhook\nurl = http://h/\n\
+                 secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n",
+                dir.path().display()
+            ),
+        )
+        .expect("write");
+        let config = crate::config::load(&main).expect("load");
+        let crate::config::NotifKind::Webhook(webhook) = &config.notifs[0].kind else {
+            panic!("a webhook notif");
+        };
+        assert_eq!(
+            sign(
+                webhook.key.bytes(),
+                "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                1614265330,
+                br#"{"test": 2432232314}"#
+            ),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
+    }
+
+    #[test]
+    fn message_ids_are_new_each_time() {
+        let (a, b) = (message_id(), message_id());
+        assert_ne!(a, b);
+        assert!(a.starts_with("msg_") && a.len() == 28, "{a}");
+        assert!(a[4..].bytes().all(|b| b.is_ascii_alphanumeric()), "{a}");
+    }
+
+    #[test]
+    fn payload_shape() {
+        let report = Report {
+            service: "svc".into(),
+            kind: Kind::Job,
+            job_id: "deploy_site".into(),
+            job_name: "deploy site".into(),
+            counter: 12,
+            result: RunResult::Fail,
+            started_at: "2026-01-05T10:00:00Z".parse().expect("time"),
+            ended_at: "2026-01-05T10:01:30Z".parse().expect("time"),
+            log: vec!["one".into(), "two \"quoted\"".into()],
+            log_missing: None,
+        };
+        let body: serde_json::Value =
+            serde_json::from_slice(&payload(&report)).expect("valid JSON");
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "type": "run.failed",
+                "service": "svc",
+                "job_kind": "job",
+                "job_id": "deploy_site",
+                "job_name": "deploy site",
+                "counter": 12,
+                "status": "failed",
+                "started_at": "2026-01-05T10:00:00Z",
+                "ended_at": "2026-01-05T10:01:30Z",
+                "log": ["one", "two \"quoted\""],
+            })
+        );
+        let success = Report {
+            result: RunResult::Success,
+            kind: Kind::Http,
+            ..report
+        };
+        let body: serde_json::Value =
+            serde_json::from_slice(&payload(&success)).expect("valid JSON");
+        assert_eq!(body["type"], "run.success");
+        assert_eq!(body["status"], "success");
+        assert_eq!(body["job_kind"], "job_http");
+    }
+}
