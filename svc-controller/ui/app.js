@@ -285,21 +285,14 @@
     return "/svc/api/job/run/" + path.replace(/^\/+/, "").split("/").map(encodeURIComponent).join("/");
   }
 
-  function runNow(job) {
-    var body = JSON.stringify({ source: "svc-ui", id: job.id, _svc_epoch: nowSecs() });
-    var signature = SvcHmac.hmacSha256Hex(getSecret(), body);
-    var headers = { "Content-Type": "application/json", "X-Webhook-Event": "manual" };
-    if (job.auth_kind === "codehost") headers["X-Hub-Signature-256"] = "sha256=" + signature;
-    else headers[job.header_sign || "x-svc-sign"] = signature;
-    return api("POST", triggerPath(job.path), body, headers);
+  // Run now: a request signed with the main secret, for every Job and JobHttp (the
+  // run's log says it was started by hand).
+  function runNow(job, kind) {
+    if (kind === "job") return signedForm("/svc/api/job_exec/trigger", job.id);
+    return signedQuery("/svc/api/job_http/trigger", job.id);
   }
 
   function runNowBlocker(job) {
-    if (!job.path) return "This job has no path, so it cannot be triggered over HTTP.";
-    if (job.auth_kind === "patchhost") {
-      return "Run now is not available for patchhost jobs: their triggers are signed with " +
-        "Ed25519 by the patch-hosting service's private key, which this page does not have.";
-    }
     if (job.status === "paused") return "The job is paused: resume it to run it.";
     return "";
   }
@@ -502,16 +495,17 @@
       actions.appendChild(buttons[name]);
     }
 
+    button("run", "Run now", "primary", function (job) {
+      var blocker = runNowBlocker(job);
+      if (blocker) return Promise.resolve({ ok: false, status: -1, message: blocker });
+      counter = Math.max(maxCounter(job), runningCounter(job)) + 1;
+      return runNow(job, kind);
+    }, function (job) {
+      if (kind !== "job") return "Run accepted: the call's log follows below.";
+      location.hash = "#/job/" + encodeURIComponent(job.id) + "/log/" + counter;
+      return "Run accepted: following log #" + counter + ".";
+    });
     if (kind === "job") {
-      button("run", "Run now", "primary", function (job) {
-        var blocker = runNowBlocker(job);
-        if (blocker) return Promise.resolve({ ok: false, status: -1, message: blocker });
-        counter = Math.max(maxCounter(job), runningCounter(job)) + 1;
-        return runNow(job);
-      }, function (job) {
-        location.hash = "#/job/" + encodeURIComponent(job.id) + "/log/" + counter;
-        return "Run accepted: following log #" + counter + ".";
-      });
       button("pause", "Pause", "", function (job) {
         return signedForm("/svc/api/job_exec/pause", job.id);
       }, function () { return "Paused: timer ticks are skipped and triggers are refused."; });
@@ -579,9 +573,7 @@
         buttons.resume.disabled = job.status !== "paused";
         buttons.cancel.disabled = job.status !== "started";
         hint.textContent = blocker ||
-          "Run now sends a JSON body signed with the secret (" +
-          (job.auth_kind === "codehost" ? "X-Hub-Signature-256" : job.header_sign) +
-          "); a job with its own secret needs that one.";
+          "Run now sends a request signed with the main secret; the run's log says it was started by hand.";
       } else {
         var headers = job.http_headers && job.http_headers.length
           ? h("ul", { class: "headers", id: "http-headers" }, job.http_headers.map(function (x) { return h("li", null, x); }))
@@ -597,9 +589,11 @@
           ["Timeout", duration(job.http_timeout) || "default"],
           ["Insecure TLS", job.http_insecure ? "accepted" : "no"],
         ]), h("h2", null, "Actions"), actions, hint, message.el);
+        buttons.run.disabled = !!runNowBlocker(job);
         buttons.pause.disabled = job.status === "paused";
         buttons.resume.disabled = job.status !== "paused";
-        hint.textContent = "Pause and resume are signed with the secret.";
+        hint.textContent = runNowBlocker(job) ||
+          "Run now, pause and resume are signed with the main secret.";
       }
       logsBox.replaceChildren(logLinks(kind, job, viewer ? viewer.counter : 0));
       if (viewer) viewer.jobUpdated(job);

@@ -199,15 +199,21 @@ const scenarios = {
     assert.match(await logText(page), /cancel/i);
   },
 
-  // Run now is disabled, with the reason, for patchhost jobs and for jobs without a path.
-  async "run-now-disabled"(page) {
+  // Run now works for every job: a patchhost job, a job without a path (its log says it
+  // was started by hand), and a JobHttp.
+  async "run-now-everywhere"(page) {
     await openJob(page, "patch");
-    assert.ok(await page.getByRole("button", { name: "Run now" }).isDisabled());
-    assert.match(await statusText(page, "#action-hint"), /patchhost/);
+    assert.ok(await page.getByRole("button", { name: "Run now" }).isEnabled());
     await openJob(page, "tick");
-    await page.locator("#action-hint").waitFor(STEP);
-    assert.ok(await page.getByRole("button", { name: "Run now" }).isDisabled());
-    assert.match(await statusText(page, "#action-hint"), /no path/);
+    await typeSecret(page, SECRET);
+    await page.getByRole("button", { name: "Run now" }).click();
+    await page.waitForURL(/#\/job\/tick\/log\/\d+$/, STEP);
+    await waitForText(page, "#log", /started by hand/, "the log says who started the run");
+    await page.goto(BASE + "/svc/#/http/ping");
+    await page.locator("#job-name").waitFor(STEP);
+    await typeSecret(page, SECRET);
+    await page.getByRole("button", { name: "Run now" }).click();
+    await waitForText(page, "#action-message", /Run accepted/, "the JobHttp call is accepted");
   },
 
   // Login (a service with user.conf): the dashboard sends to the login page, a wrong

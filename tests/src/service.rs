@@ -686,6 +686,12 @@ impl TestService {
         self.job_exec("resume", id).await
     }
 
+    /// `POST /svc/api/job_exec/trigger` (run now) for job `id`, signed with the main
+    /// secret.
+    pub async fn run_now(&self, id: &str) -> ApiResponse {
+        self.job_exec("trigger", id).await
+    }
+
     async fn job_exec(&self, action: &str, id: &str) -> ApiResponse {
         let (body, signature) = self.job_exec_form(id);
         self.post(

@@ -187,7 +187,7 @@ async fn web_ui_end_to_end_in_chromium() {
         &service,
         &[
             "dashboard",
-            "run-now-disabled",
+            "run-now-everywhere",
             "jobhttp",
             "wrong-secret",
             "run",

@@ -81,15 +81,20 @@ impl Kind {
 pub enum TriggerSource {
     Timer,
     Webhook,
+    /// A request of an earlier release's API (kept for queued triggers it saved).
     Api,
+    /// Run now: a signed request (`job_exec/trigger`, `job_http/trigger`).
+    Manual,
 }
 
 impl TriggerSource {
+    /// The spelling in the state file.
     pub fn as_str(self) -> &'static str {
         match self {
             TriggerSource::Timer => "timer",
             TriggerSource::Webhook => "webhook",
             TriggerSource::Api => "api",
+            TriggerSource::Manual => "manual",
         }
     }
 
@@ -98,6 +103,7 @@ impl TriggerSource {
             TriggerSource::Timer,
             TriggerSource::Webhook,
             TriggerSource::Api,
+            TriggerSource::Manual,
         ]
         .into_iter()
         .find(|source| source.as_str() == text)

@@ -427,7 +427,7 @@ fn begin_on_disk(
     busy: bool,
 ) -> Option<DiskBegun> {
     let (context, taking) = engine.begin_run(kind, id)?;
-    let header = run_header(&context.def, context.counter, trigger.source);
+    let header = run_header(&context.def, context.counter, trigger);
     let mut files = RunFiles::default();
     let log = context.log_dir.create(context.counter, &header);
     // After the log exists: a controller killed before this runs the trigger again at
@@ -509,16 +509,30 @@ impl LogWriter {
     }
 }
 
-/// The first line of a run's log, written as the log is created.
-fn run_header(def: &Def, counter: u64, source: TriggerSource) -> String {
+/// The first line of a run's log, written as the log is created: which run, and who or
+/// what started it (a webhook with its event and delivery ID).
+fn run_header(def: &Def, counter: u64, trigger: &Trigger) -> String {
     let (kind_word, id) = match def {
         Def::Job(job) => ("job", job.id.as_str()),
         Def::Http(job) => ("JobHttp", job.id.as_str()),
     };
-    format!(
-        "=== run {counter} of {kind_word} {id} started by {}",
-        source.as_str()
-    )
+    let by = match trigger.source {
+        TriggerSource::Manual => "hand (run now, a signed request)".to_string(),
+        TriggerSource::Webhook => {
+            let facts = &trigger.facts;
+            let mut text = "webhook".to_string();
+            let details: Vec<String> = [("event", &facts.event), ("delivery", &facts.id)]
+                .into_iter()
+                .filter_map(|(what, value)| value.as_ref().map(|v| format!("{what} {v}")))
+                .collect();
+            if !details.is_empty() {
+                text.push_str(&format!(" ({})", details.join(", ")));
+            }
+            text
+        }
+        other => other.as_str().to_string(),
+    };
+    format!("=== run {counter} of {kind_word} {id} started by {by}")
 }
 
 /// Does the run in its runner and writes its log; returns how it ended and the log,

@@ -7,7 +7,7 @@ use axum::response::Response;
 
 use super::query::{job_id, param, params};
 use super::{ApiError, AppState, signed};
-use crate::engine::Kind;
+use crate::engine::{Kind, Trigger, TriggerSource};
 
 pub(super) async fn environment(State(state): State<AppState>, headers: HeaderMap) -> Response {
     use axum::http::{HeaderValue, header};
@@ -124,6 +124,21 @@ pub(super) async fn resume(
         |engine, id| engine.resume(Kind::Job, id),
     )
     .await
+}
+
+/// `POST /svc/api/job_exec/trigger`: runs any Job now (signed like pause), whether it
+/// has a trigger path or not. Answers like a webhook: 200 with the Job once the run is
+/// started or queued, 412 when paused, 429 when a trigger already waits.
+pub(super) async fn trigger(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let pairs = signed_form(&state, signed::Action::Trigger, &headers, &body).await?;
+    let id = job_id(param(&pairs, "id"))?.to_owned();
+    let run = Trigger::new(TriggerSource::Manual);
+    state.engine.trigger(Kind::Job, &id, run).await?;
+    Ok(super::job_answer(&state.engine, Kind::Job, &id))
 }
 
 pub(super) async fn cancel(

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::error::names;
 use super::query::{job_id, param, params};
 use super::{ApiError, AppState, ok, signed};
-use crate::engine::{EngineError, Kind};
+use crate::engine::{EngineError, Kind, Trigger, TriggerSource};
 
 /// Lines endpoint 6 returns at most.
 pub const RECENT_LINES: usize = 100;
@@ -122,6 +122,31 @@ async fn signed_query(
         None => {}
     }
     query_id(query)
+}
+
+/// `POST /svc/api/job_http/trigger?id=&_svc_epoch=`: calls a JobHttp now (signed like
+/// its pause, the epoch required: the request is one-time). An unknown ID is 400, as on
+/// the other JobHttp endpoints.
+pub(super) async fn trigger(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let raw = query.as_deref().unwrap_or_default();
+    signed::verify(&state, &headers, raw.as_bytes())?;
+    let pairs = params(raw.as_bytes());
+    let epoch = signed::parse_epoch(param(&pairs, "_svc_epoch").unwrap_or_default())?;
+    signed::check_epoch(epoch)?;
+    let id = query_id(&query)?;
+    let key = signed::key(state.secret.as_bytes(), raw.as_bytes());
+    signed::spend(&state.replay, signed::Action::HttpTrigger, key).await?;
+    let run = Trigger::new(TriggerSource::Manual);
+    state
+        .engine
+        .trigger(Kind::Http, &id, run)
+        .await
+        .map_err(unknown_is_invalid)?;
+    Ok(super::job_answer(&state.engine, Kind::Http, &id))
 }
 
 pub(super) async fn pause(

@@ -197,6 +197,14 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
             open.post("/svc/api/job_exec/cancel"),
             post(job_exec::cancel),
         )
+        .route(
+            open.post("/svc/api/job_exec/trigger"),
+            post(job_exec::trigger),
+        )
+        .route(
+            open.post("/svc/api/job_http/trigger"),
+            post(job_http::trigger),
+        )
         .route("/svc/api/job_http", get(job_http::view))
         .route(open.post("/svc/api/job_http/pause"), post(job_http::pause))
         .route(

@@ -35,16 +35,22 @@ pub(super) enum Action {
     HttpResume,
     /// Run-now through the webhook route, with `_svc_epoch` in the body.
     RunNow,
+    /// `job_exec/trigger`: run a Job now.
+    Trigger,
+    /// `job_http/trigger`: run a JobHttp now.
+    HttpTrigger,
 }
 
 impl Action {
-    const ALL: [Action; 6] = [
+    const ALL: [Action; 8] = [
         Action::Pause,
         Action::Resume,
         Action::Cancel,
         Action::HttpPause,
         Action::HttpResume,
         Action::RunNow,
+        Action::Trigger,
+        Action::HttpTrigger,
     ];
 
     /// The replay store's job field for this action's signatures.
@@ -56,6 +62,8 @@ impl Action {
             Action::HttpPause => "control:job_http_pause",
             Action::HttpResume => "control:job_http_resume",
             Action::RunNow => "control:run",
+            Action::Trigger => "control:trigger",
+            Action::HttpTrigger => "control:job_http_trigger",
         }
     }
 }

@@ -1,0 +1,141 @@
+//! Run now for every job: `POST /svc/api/job_exec/trigger` (signed like pause) for a Job
+//! with or without a trigger path, `POST /svc/api/job_http/trigger` for a JobHttp with
+//! or without a timer, their refusals, and the first line of each run's log, which says
+//! who or what started it.
+
+use svc_tests::{TestService, WAIT, fresh_epoch, hmac_sha256_hex, job_section};
+
+fn service() -> svc_tests::TestServiceBuilder {
+    TestService::builder()
+        .job_file(
+            "nightly",
+            job_section(
+                "nightly",
+                &["schedule = 0 3 * * *", "command = echo nightly"],
+            ),
+        )
+        .job_file(
+            "hook",
+            job_section(
+                "hook",
+                &["path = /hook", "secret = hook-secret", "command = true"],
+            ),
+        )
+}
+
+async fn job_http_trigger(svc: &TestService, query: &str) -> svc_tests::ApiResponse {
+    let signature = hmac_sha256_hex(svc.secret(), query);
+    svc.post(
+        &format!("/svc/api/job_http/trigger?{query}"),
+        b"",
+        &[("X-Svc-Sign", signature.as_str())],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_job_runs_now_and_its_log_says_by_whom() {
+    let svc = service().start().await;
+    // A timer-only job (no path) runs by hand, by its ID in any case.
+    let answer = svc.run_now("NIGHTLY").await;
+    answer.assert_status(200);
+    assert_eq!(answer.data()["id"], "nightly");
+    let log = svc.wait_run_finished("nightly", 1, WAIT).await;
+    log.assert_status("success");
+    let first = log.content().lines().next().unwrap_or_default().to_string();
+    assert!(
+        first.ends_with("=== run 1 of job nightly started by hand (run now, a signed request)"),
+        "{first}"
+    );
+    // A webhook's run names its event and delivery.
+    let body = b"{}";
+    let signature = hmac_sha256_hex("hook-secret", body);
+    svc.trigger(
+        "/hook",
+        body,
+        &[
+            ("x-svc-sign", signature.as_str()),
+            ("X-Webhook-Event", "deploy"),
+        ],
+    )
+    .await
+    .assert_status(200);
+    let hook = svc.wait_run_finished("hook", 1, WAIT).await;
+    let first = hook
+        .content()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        first.ends_with("started by webhook (event deploy)"),
+        "{first}"
+    );
+
+    // Refusals: unknown (404), paused (412), a replayed signature (401).
+    svc.run_now("nope").await.assert_status(404);
+    svc.pause("nightly").await.assert_status(200);
+    let paused = svc.run_now("nightly").await;
+    paused.assert_status(412);
+    assert_eq!(paused.name(), "ERR_JOB_PAUSED");
+    svc.resume("nightly").await.assert_status(200);
+    let (body, signature) = svc.job_exec_form("nightly");
+    let headers = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("X-Svc-Sign", signature.as_str()),
+    ];
+    svc.post("/svc/api/job_exec/trigger", body.as_bytes(), &headers)
+        .await
+        .assert_status(200);
+    let again = svc
+        .post("/svc/api/job_exec/trigger", body.as_bytes(), &headers)
+        .await;
+    again.assert_status(401);
+    svc.wait_run_finished("nightly", 2, WAIT).await;
+    assert_eq!(
+        svc.job_logs("nightly").len(),
+        2,
+        "the replay started nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_job_http_runs_now() {
+    let mut svc = service().build();
+    // A JobHttp with no timer (upstream allows it): it runs only when started by hand.
+    let ping = "[job.http \"ping\"]\nhttp_url = /svc/api/environment\n";
+    std::fs::write(svc.dir_base().join("etc/svc/job_http.d/ping.conf"), ping)
+        .expect("write job_http.d/ping.conf");
+    svc.start().await;
+    assert!(
+        svc.log_files("job_http", "ping").is_empty(),
+        "no timer: no run"
+    );
+
+    let answer = job_http_trigger(&svc, &format!("id=ping&_svc_epoch={}", fresh_epoch())).await;
+    answer.assert_status(200);
+    assert_eq!(answer.data()["id"], "ping");
+    svc_tests::wait_until(WAIT, "the JobHttp call ran", async || {
+        svc.log_files("job_http", "ping")
+            .iter()
+            .any(|f| f.status == "success")
+    })
+    .await;
+
+    // The epoch is required, the ID must exist (400, as on the other JobHttp endpoints).
+    job_http_trigger(&svc, "id=ping").await.assert_status(401);
+    let unknown = job_http_trigger(&svc, &format!("id=nope&_svc_epoch={}", fresh_epoch())).await;
+    unknown.assert_status(400);
+    assert_eq!(unknown.name(), "ERR_INVALID_JOB_ID");
+    let unsigned = svc
+        .post(
+            &format!(
+                "/svc/api/job_http/trigger?id=ping&_svc_epoch={}",
+                fresh_epoch()
+            ),
+            b"",
+            &[("X-Svc-Sign", "00")],
+        )
+        .await;
+    unsigned.assert_status(401);
+}
