@@ -139,3 +139,74 @@ async fn any_job_http_runs_now() {
         .await;
     unsigned.assert_status(401);
 }
+
+/// `on_success` and `on_failure` start other jobs when a run ends; each chained run's log
+/// says which run started it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chains_start_the_next_jobs_by_the_result() {
+    let svc = TestService::builder()
+        .job_file(
+            "build",
+            job_section(
+                "build",
+                &[
+                    "path = /build",
+                    "secret = s",
+                    // Fails when the flag file exists.
+                    "command = [ ! -e fail-now ]",
+                    "on_success = Deploy",
+                    "on_failure = alert",
+                ],
+            ),
+        )
+        .job_file(
+            "deploy",
+            job_section("Deploy", &["path = /deploy", "command = echo deployed"]),
+        )
+        .job_file(
+            "alert",
+            job_section("alert", &["path = /alert", "command = echo alerted"]),
+        )
+        .start()
+        .await;
+    svc.run_now("build").await.assert_status(200);
+    svc.wait_run_finished("build", 1, WAIT)
+        .await
+        .assert_status("success");
+    let deploy = svc.wait_run_finished("Deploy", 1, WAIT).await;
+    deploy.assert_status("success");
+    let first = deploy
+        .content()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        first.ends_with("started by chain, after run 1 of job build, success"),
+        "{first}"
+    );
+    assert!(svc.job_logs("alert").is_empty(), "no failure, no alert");
+
+    std::fs::write(svc.dir_work("build").join("fail-now"), "").expect("write the flag");
+    svc.run_now("build").await.assert_status(200);
+    svc.wait_run_finished("build", 2, WAIT)
+        .await
+        .assert_status("fail");
+    let alert = svc.wait_run_finished("alert", 1, WAIT).await;
+    alert.assert_status("success");
+    assert!(
+        alert
+            .content()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .ends_with("after run 2 of job build, fail"),
+        "{}",
+        alert.content()
+    );
+    assert_eq!(
+        svc.job_logs("Deploy").len(),
+        1,
+        "deploy ran once, after the success only"
+    );
+}

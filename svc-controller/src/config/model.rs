@@ -240,6 +240,11 @@ pub struct JobConfig {
     pub notif_on_success: Vec<String>,
     /// `notif_on_failed`, likewise: those told when a run fails.
     pub notif_on_failed: Vec<String>,
+    /// `on_success`, repeated or comma-separated: the Jobs started when a run succeeds
+    /// (their IDs as configured; checked to exist and to form no cycle).
+    pub on_success: Vec<String>,
+    /// `on_failure`, likewise: the Jobs started when a run fails.
+    pub on_failure: Vec<String>,
 }
 
 /// Per-command resource limits (`setrlimit`, soft and hard alike); `None` leaves the

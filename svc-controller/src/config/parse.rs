@@ -64,6 +64,8 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("filter_event", List),
     ("filter_ref", List),
     ("timezone", Scalar),
+    ("on_success", List),
+    ("on_failure", List),
     ("interval", Scalar),
     ("schedule", Scalar),
     ("path", Scalar),
@@ -326,6 +328,15 @@ impl<'a> Reader<'a> {
     /// or comma-separated (upstream's files use both), blanks around each name dropped,
     /// each name once, with the line and value that named it first.
     fn notif_names(&mut self, key: &str) -> Vec<NamedAt> {
+        self.names(
+            key,
+            "no notif name (names of [notif \"NAME\"] sections, comma-separated or one per line)",
+        )
+    }
+
+    /// The names a list key holds, repeated or comma-separated, each once; `empty` is
+    /// the problem of a value that names none.
+    fn names(&mut self, key: &str, empty: &str) -> Vec<NamedAt> {
         let entries = self.values.get(key).cloned().unwrap_or_default();
         let mut out: Vec<NamedAt> = Vec::new();
         for entry in entries {
@@ -336,7 +347,7 @@ impl<'a> Reader<'a> {
                 .filter(|name| !name.is_empty())
                 .collect();
             if names.is_empty() {
-                self.fail(entry, "no notif name (names of [notif \"NAME\"] sections, comma-separated or one per line)");
+                self.fail(entry, empty);
                 continue;
             }
             for name in names {
@@ -1195,6 +1206,18 @@ struct Loader<'m> {
     /// Notif name → where it was first defined.
     notif_names: HashMap<String, Origin>,
     notif_refs: Vec<NotifRef>,
+    /// The jobs each job starts when it ends, checked once every file is read.
+    chain_refs: Vec<ChainRef>,
+}
+
+/// A job named by `on_success` or `on_failure` of the job `from` (an index in `jobs`).
+#[derive(Debug)]
+struct ChainRef {
+    from: usize,
+    key: &'static str,
+    target: NamedAt,
+    file: PathBuf,
+    header: String,
 }
 
 impl<'m> Loader<'m> {
@@ -1213,6 +1236,7 @@ impl<'m> Loader<'m> {
             notifs: Vec::new(),
             notif_names: HashMap::new(),
             notif_refs: Vec::new(),
+            chain_refs: Vec::new(),
         }
     }
 
@@ -1407,6 +1431,9 @@ impl<'m> Loader<'m> {
 
         let notif_on_success = r.notif_names("notif_on_success");
         let notif_on_failed = r.notif_names("notif_on_failed");
+        let chain_empty = "no job ID (IDs of Jobs, comma-separated or one per line)";
+        let on_success = r.names("on_success", chain_empty);
+        let on_failure = r.names("on_failure", chain_empty);
 
         if !r.has("command") {
             r.fail_key("command", "a job needs at least one command");
@@ -1491,7 +1518,20 @@ impl<'m> Loader<'m> {
             sandbox,
             notif_on_success,
             notif_on_failed,
+            on_success: on_success.iter().map(|n| n.name.clone()).collect(),
+            on_failure: on_failure.iter().map(|n| n.name.clone()).collect(),
         });
+        for (key, names) in [("on_success", on_success), ("on_failure", on_failure)] {
+            for named in names {
+                self.chain_refs.push(ChainRef {
+                    from: self.jobs.len() - 1,
+                    key,
+                    target: named,
+                    file: file.to_path_buf(),
+                    header: section.header.clone(),
+                });
+            }
+        }
     }
 
     fn load_http_job(&mut self, file: &Path, section: &Section) {
@@ -1653,6 +1693,105 @@ impl<'m> Loader<'m> {
     }
 
     /// Every notif name a job lists must be a `[notif]` section of some file.
+    /// `on_success` and `on_failure`: each name must be a Job's ID (in any case; kept
+    /// as configured), and no chain may lead back to a job it started from.
+    fn check_chains(&mut self) {
+        let ids: HashMap<String, usize> = self
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(index, job)| (job.id.to_ascii_lowercase(), index))
+            .collect();
+        let mut edges: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.jobs.len()];
+        let mut resolved: Vec<(usize, &'static str, String)> = Vec::new();
+        for (ref_index, chain) in self.chain_refs.iter().enumerate() {
+            match ids.get(&chain.target.name.to_ascii_lowercase()) {
+                Some(&target) => {
+                    edges[chain.from].push((target, ref_index));
+                    resolved.push((chain.from, chain.key, self.jobs[target].id.clone()));
+                }
+                None => {
+                    let message = format!(
+                        "line {}: no job has the ID {:?} (on_success and on_failure name \
+                         Jobs)",
+                        chain.target.line, chain.target.name
+                    );
+                    self.errors.push(new_issue(
+                        &chain.file,
+                        Some(&chain.header),
+                        Some(chain.key),
+                        Some(&chain.target.value),
+                        message,
+                    ));
+                }
+            }
+        }
+        for job in &mut self.jobs {
+            job.on_success.clear();
+            job.on_failure.clear();
+        }
+        for (from, key, id) in resolved {
+            let list = if key == "on_success" {
+                &mut self.jobs[from].on_success
+            } else {
+                &mut self.jobs[from].on_failure
+            };
+            list.push(id);
+        }
+        // A cycle: a depth-first walk that meets a job still on its path.
+        let mut state = vec![0u8; self.jobs.len()]; // 0 new, 1 on the path, 2 done
+        let mut reported = std::collections::HashSet::new();
+        for start in 0..self.jobs.len() {
+            let mut path: Vec<(usize, usize)> = vec![(start, 0)];
+            if state[start] != 0 {
+                continue;
+            }
+            state[start] = 1;
+            while let Some(&mut (node, ref mut next)) = path.last_mut() {
+                if let Some(&(target, ref_index)) = edges[node].get(*next) {
+                    *next += 1;
+                    match state[target] {
+                        0 => {
+                            state[target] = 1;
+                            path.push((target, 0));
+                        }
+                        1 => {
+                            let from = path.iter().position(|(n, _)| *n == target).unwrap_or(0);
+                            let mut cycle: Vec<&str> = path[from..]
+                                .iter()
+                                .map(|(n, _)| self.jobs[*n].id.as_str())
+                                .collect();
+                            cycle.push(self.jobs[target].id.as_str());
+                            let mut members: Vec<usize> =
+                                path[from..].iter().map(|(n, _)| *n).collect();
+                            members.sort_unstable();
+                            if reported.insert(members) {
+                                let chain = &self.chain_refs[ref_index];
+                                let message = format!(
+                                    "line {}: the chain {} leads back to where it started; \
+                                     on_success and on_failure may not form a cycle",
+                                    chain.target.line,
+                                    cycle.join(" -> ")
+                                );
+                                self.errors.push(new_issue(
+                                    &chain.file,
+                                    Some(&chain.header),
+                                    Some(chain.key),
+                                    Some(&chain.target.value),
+                                    message,
+                                ));
+                            }
+                        }
+                        _ => {}
+                    }
+                } else {
+                    state[node] = 2;
+                    path.pop();
+                }
+            }
+        }
+    }
+
     fn check_notif_refs(&mut self) {
         for reference in &self.notif_refs {
             if self.notif_names.contains_key(&reference.name) {
@@ -1903,6 +2042,7 @@ fn load_with_env(path: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigError>
         }
         users = load_users(&main, &mut loader.errors, &mut loader.warnings);
         loader.check_notif_refs();
+        loader.check_chains();
     }
 
     let Loader {

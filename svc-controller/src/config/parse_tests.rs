@@ -903,6 +903,58 @@ fn duplicate_ids_from_different_names_and_sections() {
 }
 
 #[test]
+fn chains_name_jobs_in_any_case_and_form_no_cycle() {
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "[job \"Build\"]\npath = /b\ncommand = true\non_success = DEPLOY, notify\n\
+         on_failure = notify\n[job \"deploy\"]\npath = /d\ncommand = true\n\
+         on_success = notify\n[job \"notify\"]\npath = /n\ncommand = true\n",
+    );
+    let jobs = tree.load().jobs;
+    assert_eq!(jobs[0].on_success, ["deploy", "notify"]);
+    assert_eq!(jobs[0].on_failure, ["notify"]);
+    assert_eq!(jobs[1].on_success, ["notify"]);
+    assert!(jobs[2].on_success.is_empty());
+
+    let tree = Tree::new("");
+    tree.job(
+        "a.conf",
+        "[job \"a\"]\npath = /a\ncommand = true\non_success = b\n\
+         [job \"b\"]\npath = /b\ncommand = true\non_failure = c\n\
+         [job \"c\"]\npath = /c\ncommand = true\non_success = A\n\
+         [job \"self\"]\npath = /s\ncommand = true\non_failure = self\n\
+         [job \"x\"]\npath = /x\ncommand = true\non_success = nobody\n",
+    );
+    let file = tree.path("etc/svc/job.d/a.conf");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 3, "{issues:#?}");
+    let in_section = |section: &str| -> Vec<ConfigIssue> {
+        issues
+            .iter()
+            .filter(|i| i.section.as_deref() == Some(section))
+            .cloned()
+            .collect()
+    };
+    let c = in_section("job \"c\"");
+    let cycle = only_issue(&c, &file, "job \"c\"", "on_success", Some("A"));
+    assert!(
+        cycle
+            .message
+            .contains("the chain a -> b -> c -> a leads back"),
+        "{cycle}"
+    );
+    let own = only_issue(&issues, &file, "job \"self\"", "on_failure", Some("self"));
+    assert!(own.message.contains("self -> self"), "{own}");
+    let x = in_section("job \"x\"");
+    let unknown = only_issue(&x, &file, "job \"x\"", "on_success", Some("nobody"));
+    assert!(
+        unknown.message.contains("no job has the ID \"nobody\""),
+        "{unknown}"
+    );
+}
+
+#[test]
 fn secrets_rotate_and_filters_are_lists() {
     let tree = Tree::new("");
     tree.job(

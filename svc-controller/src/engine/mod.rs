@@ -85,6 +85,8 @@ pub enum TriggerSource {
     Api,
     /// Run now: a signed request (`job_exec/trigger`, `job_http/trigger`).
     Manual,
+    /// The end of another job's run (`on_success`, `on_failure`).
+    Chain,
 }
 
 impl TriggerSource {
@@ -95,6 +97,7 @@ impl TriggerSource {
             TriggerSource::Webhook => "webhook",
             TriggerSource::Api => "api",
             TriggerSource::Manual => "manual",
+            TriggerSource::Chain => "chain",
         }
     }
 
@@ -104,6 +107,7 @@ impl TriggerSource {
             TriggerSource::Webhook,
             TriggerSource::Api,
             TriggerSource::Manual,
+            TriggerSource::Chain,
         ]
         .into_iter()
         .find(|source| source.as_str() == text)
@@ -118,6 +122,9 @@ pub struct Trigger {
     pub body: Option<Bytes>,
     /// What a webhook delivery said of itself, handed to the commands.
     pub facts: DeliveryFacts,
+    /// For a chained run, the run that started it (`run 4 of job build, success`); for
+    /// the log's first line, not kept with a queued trigger.
+    pub cause: Option<String>,
 }
 
 impl Trigger {
@@ -126,6 +133,7 @@ impl Trigger {
             source,
             body: None,
             facts: DeliveryFacts::default(),
+            cause: None,
         }
     }
 
@@ -145,6 +153,7 @@ impl Trigger {
             source: TriggerSource::parse(&queued.source)?,
             body: queued.body.map(Bytes::from),
             facts: queued.facts,
+            cause: None,
         })
     }
 }
@@ -899,6 +908,43 @@ impl Engine {
         run.cancel.send_replace(Some(reason.to_string()));
         entry.take_queued();
         Ok(true)
+    }
+
+    /// Starts the Jobs a Job lists in `on_success` or `on_failure` for `result`, each as
+    /// a trigger of its own, without waiting: a chained job that is paused, busy with a
+    /// trigger already queued, or gone is logged and skipped.
+    fn start_chained(&self, kind: Kind, id: &str, counter: u64, result: RunResult) {
+        if kind != Kind::Job {
+            return;
+        }
+        let targets = {
+            let mut registry = self.lock();
+            match registry.get(kind, id).map(|entry| &entry.def) {
+                Some(Def::Job(job)) => match result {
+                    RunResult::Success => job.on_success.clone(),
+                    RunResult::Fail => job.on_failure.clone(),
+                },
+                _ => Vec::new(),
+            }
+        };
+        for target in targets {
+            let engine = self.clone();
+            let cause = format!("run {counter} of job {id}, {}", result.log_status());
+            let from = id.to_string();
+            self.inner.runtime.spawn(async move {
+                let mut trigger = Trigger::new(TriggerSource::Chain);
+                trigger.cause = Some(cause);
+                match engine.trigger(Kind::Job, &target, trigger).await {
+                    Ok(()) => tracing::info!(job = %target, from = %from, "chained run started"),
+                    Err(err) => tracing::warn!(
+                        job = %target,
+                        from = %from,
+                        error = %err,
+                        "chained run not started"
+                    ),
+                }
+            });
+        }
     }
 
     /// The configured ID of the job that `id` names in any case.

@@ -385,6 +385,8 @@ mod tests {
             sandbox: true,
             notif_on_success: Vec::new(),
             notif_on_failed: Vec::new(),
+            on_success: Vec::new(),
+            on_failure: Vec::new(),
         }
     }
 

@@ -141,6 +141,7 @@ pub(super) async fn run_task(
             if let Some(announce) = announce {
                 announce.send(&engine, result);
             }
+            engine.start_chained(kind, &id, counter, result);
             if outcome.success {
                 tracing::info!(job = id, counter, "run succeeded");
             } else {
@@ -518,6 +519,10 @@ fn run_header(def: &Def, counter: u64, trigger: &Trigger) -> String {
     };
     let by = match trigger.source {
         TriggerSource::Manual => "hand (run now, a signed request)".to_string(),
+        TriggerSource::Chain => match &trigger.cause {
+            Some(cause) => format!("chain, after {cause}"),
+            None => "chain".to_string(),
+        },
         TriggerSource::Webhook => {
             let facts = &trigger.facts;
             let mut text = "webhook".to_string();

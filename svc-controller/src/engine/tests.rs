@@ -282,6 +282,7 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
             git_ref: Some("refs/heads/main".into()),
             commit: Some("0d1a26e".into()),
         },
+        cause: None,
     };
     h.engine
         .trigger(Kind::Job, "hook", webhook)

@@ -399,6 +399,7 @@ pub(super) async fn trigger(
         source: TriggerSource::Webhook,
         body: Some(body),
         facts,
+        cause: None,
     };
     match state.engine.trigger(Kind::Job, id, trigger).await {
         Ok(()) => Ok(super::job_answer(&state.engine, Kind::Job, id)),
