@@ -210,3 +210,37 @@ async fn chains_start_the_next_jobs_by_the_result() {
         "deploy ran once, after the success only"
     );
 }
+
+/// `on_busy = skip`: a trigger that finds the job running is answered 200, saying it was
+/// skipped, and starts nothing later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_job_with_on_busy_skip_answers_skipped() {
+    let svc = TestService::builder()
+        .job_file(
+            "slow",
+            job_section(
+                "slow",
+                &["path = /slow", "on_busy = skip", "command = sleep 2.5"],
+            ),
+        )
+        .start()
+        .await;
+    svc.run_now("slow").await.assert_status(200);
+    svc.wait_run_started("slow", 1, WAIT).await;
+    let skipped = svc.run_now("slow").await;
+    skipped.assert_status(200);
+    assert_eq!(skipped.data()["skipped"], true, "{}", skipped.raw);
+    assert!(
+        skipped.message().contains("on_busy = skip"),
+        "{}",
+        skipped.raw
+    );
+    svc.wait_run_finished("slow", 1, WAIT).await;
+    svc.run_now("slow").await.assert_status(200);
+    svc.wait_run_finished("slow", 2, WAIT).await;
+    assert_eq!(
+        svc.job_logs("slow").len(),
+        2,
+        "the skipped trigger left nothing queued"
+    );
+}

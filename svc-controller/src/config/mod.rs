@@ -23,7 +23,7 @@ pub use model::{
     DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS,
     DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME,
     DEFAULT_PATCHHOST_PUBLIC_KEY, EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType,
-    JobConfig, MainConfig, NotifConfig, NotifKind, ResourceLimits, SmtpCredentials, SmtpSecurity,
-    SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
+    JobConfig, MainConfig, NotifConfig, NotifKind, OnBusy, ResourceLimits, SmtpCredentials,
+    SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
 pub use parse::{job_id_from_name, load};

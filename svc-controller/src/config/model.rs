@@ -245,6 +245,31 @@ pub struct JobConfig {
     pub on_success: Vec<String>,
     /// `on_failure`, likewise: the Jobs started when a run fails.
     pub on_failure: Vec<String>,
+    /// `on_busy`: what a trigger or timer slot that finds the job running does.
+    pub on_busy: OnBusy,
+}
+
+/// `on_busy`: what a trigger or a timer slot that finds its job running does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnBusy {
+    /// A trigger waits in the one-slot queue (a further one gets 429); a timer slot is
+    /// skipped.
+    #[default]
+    Queue,
+    /// Both are dropped, and the service log says so.
+    Skip,
+    /// The running run is cancelled and the new one runs after it.
+    Replace,
+}
+
+impl OnBusy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnBusy::Queue => "queue",
+            OnBusy::Skip => "skip",
+            OnBusy::Replace => "replace",
+        }
+    }
 }
 
 /// Per-command resource limits (`setrlimit`, soft and hard alike); `None` leaves the

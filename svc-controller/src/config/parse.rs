@@ -12,8 +12,8 @@ use super::model::{
     DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS,
     DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME,
     DEFAULT_PATCHHOST_PUBLIC_KEY, EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType,
-    JobConfig, MainConfig, NotifConfig, NotifKind, ResourceLimits, SmtpCredentials, SmtpSecurity,
-    SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
+    JobConfig, MainConfig, NotifConfig, NotifKind, OnBusy, ResourceLimits, SmtpCredentials,
+    SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
 use super::syntax::{self, Entry, Section, SectionKind};
 use crate::duration::parse_duration;
@@ -66,6 +66,7 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("timezone", Scalar),
     ("on_success", List),
     ("on_failure", List),
+    ("on_busy", Scalar),
     ("interval", Scalar),
     ("schedule", Scalar),
     ("path", Scalar),
@@ -610,6 +611,16 @@ fn parse_auth_kind(value: &str) -> Result<AuthKind, String> {
              and sourcehut)"
                     .into()
             }),
+    }
+}
+
+/// `on_busy`: `queue`, `skip` or `replace`.
+fn parse_on_busy(value: &str) -> Result<OnBusy, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "queue" => Ok(OnBusy::Queue),
+        "skip" => Ok(OnBusy::Skip),
+        "replace" => Ok(OnBusy::Replace),
+        _ => Err("unknown on_busy (expected queue, skip or replace)".into()),
     }
 }
 
@@ -1431,6 +1442,7 @@ impl<'m> Loader<'m> {
 
         let notif_on_success = r.notif_names("notif_on_success");
         let notif_on_failed = r.notif_names("notif_on_failed");
+        let on_busy = r.parsed("on_busy", parse_on_busy).unwrap_or_default();
         let chain_empty = "no job ID (IDs of Jobs, comma-separated or one per line)";
         let on_success = r.names("on_success", chain_empty);
         let on_failure = r.names("on_failure", chain_empty);
@@ -1520,6 +1532,7 @@ impl<'m> Loader<'m> {
             notif_on_failed,
             on_success: on_success.iter().map(|n| n.name.clone()).collect(),
             on_failure: on_failure.iter().map(|n| n.name.clone()).collect(),
+            on_busy,
         });
         for (key, names) in [("on_success", on_success), ("on_failure", on_failure)] {
             for named in names {

@@ -33,7 +33,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::AbortHandle;
 
-use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig};
+use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig, OnBusy};
 pub use crate::delivery::DeliveryFacts;
 use crate::fsutil::Durability;
 use crate::logstore::{LogDir, LogMeta, LogStatus};
@@ -217,7 +217,29 @@ impl Def {
         !self.notifs_for(RunResult::Success).is_empty()
             || !self.notifs_for(RunResult::Fail).is_empty()
     }
+    /// What a trigger or timer slot that finds it running does (a JobHttp queues).
+    fn on_busy(&self) -> OnBusy {
+        match self {
+            Def::Job(job) => job.on_busy,
+            Def::Http(_) => OnBusy::Queue,
+        }
+    }
 }
+
+/// What became of an accepted trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepted {
+    /// Its run has begun.
+    Started,
+    /// It waits for the running run to end (with `on_busy = replace`, that run is
+    /// being cancelled).
+    Queued,
+    /// The job is running and `on_busy = skip`: dropped.
+    Skipped,
+}
+
+/// The reason a run replaced by a newer trigger ends with.
+const REPLACED: &str = "replaced by a newer trigger (on_busy = replace)";
 
 /// The end of a run whose job lists notifications for its result, as the engine hands it
 /// over ([`Engine::announce_run_ends_to`]): domain data only; whoever sends the
@@ -301,6 +323,22 @@ impl Entry {
             trigger,
             id: Some(rand::random()),
         });
+    }
+
+    /// `on_busy = replace`: cancels the running run (unless its end is recorded already)
+    /// and puts `trigger` in the queue in place of any trigger waiting there.
+    fn replace_run(&mut self, id: &str, trigger: Trigger) {
+        if let Some(run) = self.run.as_ref().filter(|run| !run.ended) {
+            tracing::info!(
+                job = id,
+                "running run cancelled: replaced by a newer trigger"
+            );
+            run.cancel.send_replace(Some(REPLACED.to_string()));
+        }
+        if self.take_queued().is_some() {
+            crate::metrics::trigger_dropped("replaced");
+        }
+        self.queue(trigger);
     }
 
     /// Empties the queue's slot: its trigger and the trigger's ID.
@@ -708,10 +746,15 @@ impl Engine {
     /// Starts a run of a job now, or queues it when the job is busy. A queued trigger
     /// is saved durably (in the job's state file) before this returns, so an accepted
     /// trigger survives a pause, a reload and a restart.
-    pub async fn trigger(&self, kind: Kind, id: &str, trigger: Trigger) -> Result<(), EngineError> {
+    pub async fn trigger(
+        &self,
+        kind: Kind,
+        id: &str,
+        trigger: Trigger,
+    ) -> Result<Accepted, EngineError> {
         let id = &self.resolve(kind, id)?;
-        let queued = self.accept_trigger(kind, id, trigger)?;
-        if queued {
+        let accepted = self.accept_trigger(kind, id, trigger)?;
+        if accepted == Accepted::Queued {
             let saved = {
                 let (engine, id) = (self.clone(), id.to_string());
                 // On the engine's own blocking threads, started from its own runtime
@@ -737,12 +780,16 @@ impl Engine {
                 return Err(EngineError::NotSaved);
             }
         }
-        Ok(())
+        Ok(accepted)
     }
 
-    /// The in-memory part of [`Engine::trigger`]; true when the trigger was queued (and
-    /// must be saved).
-    fn accept_trigger(&self, kind: Kind, id: &str, trigger: Trigger) -> Result<bool, EngineError> {
+    /// The in-memory part of [`Engine::trigger`]; a queued trigger must then be saved.
+    fn accept_trigger(
+        &self,
+        kind: Kind,
+        id: &str,
+        trigger: Trigger,
+    ) -> Result<Accepted, EngineError> {
         if self.inner.shutting_down.load(Ordering::SeqCst) {
             return Err(EngineError::ShuttingDown);
         }
@@ -751,20 +798,37 @@ impl Engine {
         if entry.state.paused {
             return Err(EngineError::Paused);
         }
-        let queued = entry.run.is_some();
-        if queued {
-            if entry.queued.is_some() {
-                return Err(EngineError::Busy);
+        let accepted = if entry.run.is_some() {
+            match entry.def.on_busy() {
+                OnBusy::Queue => {
+                    if entry.queued.is_some() {
+                        return Err(EngineError::Busy);
+                    }
+                    entry.queue(trigger);
+                }
+                OnBusy::Skip => {
+                    tracing::info!(
+                        job = id,
+                        source = trigger.source.as_str(),
+                        "trigger skipped: the job is running (on_busy = skip)"
+                    );
+                    crate::metrics::trigger_dropped("busy_skip");
+                    return Ok(Accepted::Skipped);
+                }
+                OnBusy::Replace => {
+                    entry.replace_run(id, trigger);
+                }
             }
-            entry.queue(trigger);
+            Accepted::Queued
         } else {
             self.spawn_run(kind, id, entry, trigger, None, None);
             registry.run_tasks += 1;
-        }
+            Accepted::Started
+        };
         registry.publish_queue_length();
         drop(registry);
         self.changed();
-        Ok(queued)
+        Ok(accepted)
     }
 
     /// Starts a run for the queued trigger of an idle, unpaused job; true when it did
@@ -814,13 +878,36 @@ impl Engine {
             return;
         }
         if entry.run.is_some() {
-            // Counted rather than logged: with many jobs on short intervals, a line per
-            // tick flooded the log, and writing it held up the other timers.
-            tracing::debug!(
-                job = id,
-                "timer fired while the previous run is still going on: skipped"
-            );
-            crate::metrics::timer_tick_skipped("running");
+            match entry.def.on_busy() {
+                OnBusy::Queue => {
+                    // Counted rather than logged: with many jobs on short intervals, a
+                    // line per tick flooded the log, and writing it held up the other
+                    // timers.
+                    tracing::debug!(
+                        job = id,
+                        "timer fired while the previous run is still going on: skipped"
+                    );
+                    crate::metrics::timer_tick_skipped("running");
+                }
+                OnBusy::Skip => {
+                    tracing::info!(
+                        job = id,
+                        "timer slot skipped: the job is running (on_busy = skip)"
+                    );
+                    crate::metrics::timer_tick_skipped("running");
+                }
+                OnBusy::Replace => {
+                    entry.replace_run(id, Trigger::new(TriggerSource::Timer));
+                    registry.publish_queue_length();
+                    drop(registry);
+                    // Kept in the state file like any queued trigger, off this thread.
+                    let (engine, id) = (self.clone(), id.to_string());
+                    self.inner.runtime.spawn_blocking(move || {
+                        engine.persist(kind, &id, Durability::Durable);
+                    });
+                    self.changed();
+                }
+            }
             return;
         }
         self.spawn_run(
@@ -935,7 +1022,10 @@ impl Engine {
                 let mut trigger = Trigger::new(TriggerSource::Chain);
                 trigger.cause = Some(cause);
                 match engine.trigger(Kind::Job, &target, trigger).await {
-                    Ok(()) => tracing::info!(job = %target, from = %from, "chained run started"),
+                    Ok(Accepted::Skipped) => {
+                        tracing::info!(job = %target, from = %from, "chained run skipped: busy")
+                    }
+                    Ok(_) => tracing::info!(job = %target, from = %from, "chained run started"),
                     Err(err) => tracing::warn!(
                         job = %target,
                         from = %from,

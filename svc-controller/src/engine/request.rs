@@ -387,6 +387,7 @@ mod tests {
             notif_on_failed: Vec::new(),
             on_success: Vec::new(),
             on_failure: Vec::new(),
+            on_busy: Default::default(),
         }
     }
 

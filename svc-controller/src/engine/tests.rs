@@ -919,3 +919,78 @@ async fn without_a_listener_nothing_is_announced_or_kept() {
     settle().await;
     assert_eq!(ends.try_recv().expect("announced").counter, 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn on_busy_skip_drops_what_finds_the_job_running() {
+    let mut h = Harness::new(
+        "",
+        "[job \"s\"]\npath = /s\ninterval = 1h\non_busy = skip\ncommand = true\n",
+    );
+    h.engine.start_timers();
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("s", 1));
+    settle().await;
+    // A trigger while it runs: dropped, nothing queued, no 429.
+    assert_eq!(
+        h.engine.trigger(Kind::Job, "s", api()).await,
+        Ok(super::Accepted::Skipped)
+    );
+    assert_eq!(h.state_file("s").queued, None);
+    // The next timer slot while it still runs: dropped too.
+    h.clock.set(t0() + HOUR);
+    settle().await;
+    run.finish(true, "ok");
+    assert!(h.runs.none().await, "nothing was kept for later");
+    assert_eq!(h.executed(), pairs(&[("s", 1)]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_busy_replace_cancels_the_running_run_and_runs_the_new_one() {
+    let mut h = Harness::new(
+        "",
+        "[job \"r\"]\npath = /r\non_busy = replace\ncommand = true\n",
+    );
+    h.engine.trigger(Kind::Job, "r", api()).await.expect("run");
+    let first = h.runs.next().await;
+    assert_eq!(first.id(), ("r", 1));
+    settle().await;
+    // A trigger while it runs: the running run is cancelled, the new one queued (and
+    // saved), never 429.
+    assert_eq!(
+        h.engine.trigger(Kind::Job, "r", api()).await,
+        Ok(super::Accepted::Queued)
+    );
+    let second = h.runs.next().await;
+    assert_eq!(
+        second.id(),
+        ("r", 2),
+        "the new trigger runs once the old run ended"
+    );
+    let reason = "replaced by a newer trigger (on_busy = replace)".to_string();
+    assert_eq!(h.seen().cancelled, [("r".to_string(), 1, reason.clone())]);
+    let log = h.log("r", "r.1.fail");
+    assert!(
+        log.contains("cancelled: replaced by a newer trigger"),
+        "{log}"
+    );
+    drop(first);
+    settle().await;
+    // And again, while the second runs.
+    assert_eq!(
+        h.engine.trigger(Kind::Job, "r", api()).await,
+        Ok(super::Accepted::Queued)
+    );
+    let third = h.runs.next().await;
+    assert_eq!(third.id(), ("r", 3));
+    assert_eq!(
+        h.seen().cancelled,
+        [
+            ("r".to_string(), 1, reason.clone()),
+            ("r".to_string(), 2, reason)
+        ]
+    );
+    drop(second);
+    third.finish(true, "ok");
+    assert!(h.runs.none().await);
+    assert_eq!(h.state_file("r").queued, None);
+}

@@ -7,7 +7,7 @@ use axum::response::Response;
 
 use super::query::{job_id, param, params};
 use super::{ApiError, AppState, signed};
-use crate::engine::{Kind, Trigger, TriggerSource};
+use crate::engine::{Accepted, Kind, Trigger, TriggerSource};
 
 pub(super) async fn environment(State(state): State<AppState>, headers: HeaderMap) -> Response {
     use axum::http::{HeaderValue, header};
@@ -137,7 +137,9 @@ pub(super) async fn trigger(
     let pairs = signed_form(&state, signed::Action::Trigger, &headers, &body).await?;
     let id = job_id(param(&pairs, "id"))?.to_owned();
     let run = Trigger::new(TriggerSource::Manual);
-    state.engine.trigger(Kind::Job, &id, run).await?;
+    if state.engine.trigger(Kind::Job, &id, run).await? == Accepted::Skipped {
+        return Ok(super::webhook::skipped_answer(&id));
+    }
     Ok(super::job_answer(&state.engine, Kind::Job, &id))
 }
 

@@ -36,7 +36,7 @@ use super::{ApiError, AppState, codehost, signed, wrapper};
 use crate::auth::{self, AuthError};
 use crate::config::{AuthKind, JobConfig};
 use crate::delivery::DeliveryFacts;
-use crate::engine::{EngineError, Kind, Trigger, TriggerSource};
+use crate::engine::{Accepted, EngineError, Kind, Trigger, TriggerSource};
 use crate::replay::{MAX_VALUE_LEN, ReplayStores, Seen};
 
 /// Message of the 200 answer to a repeated delivery.
@@ -209,6 +209,14 @@ fn verify(
             header_bytes(headers, auth::PATCHHOST_NONCE_HEADER),
         ),
     }
+}
+
+/// The answer to a trigger dropped because its job was running with `on_busy = skip`:
+/// 200, with data saying so, like a delivery the filters skip.
+pub(super) fn skipped_answer(id: &str) -> Response {
+    let reason = "the job is running and on_busy = skip";
+    let data = serde_json::json!({ "skipped": true, "reason": reason, "id": id });
+    wrapper(StatusCode::OK, &format!("skipped: {reason}"), data)
 }
 
 /// Why a delivery that passed its checks starts nothing: `filter_event` and
@@ -402,7 +410,14 @@ pub(super) async fn trigger(
         cause: None,
     };
     match state.engine.trigger(Kind::Job, id, trigger).await {
-        Ok(()) => Ok(super::job_answer(&state.engine, Kind::Job, id)),
+        Ok(Accepted::Skipped) => {
+            // It started nothing: not remembered, so it may come again.
+            if let Some((kind, value)) = recorded {
+                forget(state.replay.clone(), kind, id.to_owned(), value).await;
+            }
+            Ok(skipped_answer(id))
+        }
+        Ok(_) => Ok(super::job_answer(&state.engine, Kind::Job, id)),
         Err(err) => {
             crate::metrics::webhook_rejected(match err {
                 EngineError::Paused => "paused",
