@@ -247,6 +247,27 @@ pub struct JobConfig {
     pub on_failure: Vec<String>,
     /// `on_busy`: what a trigger or timer slot that finds the job running does.
     pub on_busy: OnBusy,
+    /// `retry`: how many more attempts a failed run gets (0: none).
+    pub retry: u32,
+    /// `retry_delay`: the wait before the first retry, doubled for each next one and
+    /// capped at [`MAX_RETRY_DELAY`].
+    pub retry_delay: Duration,
+}
+
+/// Default `retry_delay`.
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(30);
+/// The longest wait between two attempts.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(3600);
+
+impl JobConfig {
+    /// The wait before attempt `next` (2 for the first retry): `retry_delay`, doubled for
+    /// each attempt after, at most [`MAX_RETRY_DELAY`].
+    pub fn retry_wait(&self, next: u32) -> Duration {
+        let doublings = next.saturating_sub(2).min(32);
+        self.retry_delay
+            .saturating_mul(1u32 << doublings.min(31))
+            .min(MAX_RETRY_DELAY)
+    }
 }
 
 /// `on_busy`: what a trigger or a timer slot that finds its job running does.

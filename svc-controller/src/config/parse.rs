@@ -11,9 +11,9 @@ use super::model::{
     AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
     DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS,
     DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME,
-    DEFAULT_PATCHHOST_PUBLIC_KEY, EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType,
-    JobConfig, MainConfig, NotifConfig, NotifKind, OnBusy, ResourceLimits, SmtpCredentials,
-    SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
+    DEFAULT_PATCHHOST_PUBLIC_KEY, DEFAULT_RETRY_DELAY, EmailNotif, HttpJobConfig, HttpMethod,
+    HttpRequestType, JobConfig, MainConfig, NotifConfig, NotifKind, OnBusy, ResourceLimits,
+    SmtpCredentials, SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
 use super::syntax::{self, Entry, Section, SectionKind};
 use crate::duration::parse_duration;
@@ -67,6 +67,8 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("on_success", List),
     ("on_failure", List),
     ("on_busy", Scalar),
+    ("retry", Scalar),
+    ("retry_delay", Scalar),
     ("interval", Scalar),
     ("schedule", Scalar),
     ("path", Scalar),
@@ -1443,6 +1445,15 @@ impl<'m> Loader<'m> {
         let notif_on_success = r.notif_names("notif_on_success");
         let notif_on_failed = r.notif_names("notif_on_failed");
         let on_busy = r.parsed("on_busy", parse_on_busy).unwrap_or_default();
+        let retry = r
+            .parsed("retry", |v| {
+                v.parse::<u32>()
+                    .map_err(|_| "not a whole number of attempts (0 or more)".to_string())
+            })
+            .unwrap_or(0);
+        let retry_delay = r
+            .parsed("retry_delay", parse_positive_duration)
+            .unwrap_or(DEFAULT_RETRY_DELAY);
         let chain_empty = "no job ID (IDs of Jobs, comma-separated or one per line)";
         let on_success = r.names("on_success", chain_empty);
         let on_failure = r.names("on_failure", chain_empty);
@@ -1533,6 +1544,8 @@ impl<'m> Loader<'m> {
             on_success: on_success.iter().map(|n| n.name.clone()).collect(),
             on_failure: on_failure.iter().map(|n| n.name.clone()).collect(),
             on_busy,
+            retry,
+            retry_delay,
         });
         for (key, names) in [("on_success", on_success), ("on_failure", on_failure)] {
             for named in names {

@@ -87,6 +87,8 @@ pub enum TriggerSource {
     Manual,
     /// The end of another job's run (`on_success`, `on_failure`).
     Chain,
+    /// Another attempt after a failed run (`retry`).
+    Retry,
 }
 
 impl TriggerSource {
@@ -98,6 +100,7 @@ impl TriggerSource {
             TriggerSource::Api => "api",
             TriggerSource::Manual => "manual",
             TriggerSource::Chain => "chain",
+            TriggerSource::Retry => "retry",
         }
     }
 
@@ -108,6 +111,7 @@ impl TriggerSource {
             TriggerSource::Api,
             TriggerSource::Manual,
             TriggerSource::Chain,
+            TriggerSource::Retry,
         ]
         .into_iter()
         .find(|source| source.as_str() == text)
@@ -122,9 +126,11 @@ pub struct Trigger {
     pub body: Option<Bytes>,
     /// What a webhook delivery said of itself, handed to the commands.
     pub facts: DeliveryFacts,
-    /// For a chained run, the run that started it (`run 4 of job build, success`); for
-    /// the log's first line, not kept with a queued trigger.
+    /// For a chained run or a retry, the run that started it (`run 4 of job build,
+    /// success`); for the log's first line, not kept with a queued trigger.
     pub cause: Option<String>,
+    /// Which attempt of a failing job this is: 1, then 2 for its first retry (`retry`).
+    pub attempt: u32,
 }
 
 impl Trigger {
@@ -134,6 +140,7 @@ impl Trigger {
             body: None,
             facts: DeliveryFacts::default(),
             cause: None,
+            attempt: 1,
         }
     }
 
@@ -154,6 +161,7 @@ impl Trigger {
             body: queued.body.map(Bytes::from),
             facts: queued.facts,
             cause: None,
+            attempt: 1,
         })
     }
 }
@@ -995,6 +1003,43 @@ impl Engine {
         run.cancel.send_replace(Some(reason.to_string()));
         entry.take_queued();
         Ok(true)
+    }
+
+    /// After a failed attempt of a Job with `retry` left: the next attempt's number and
+    /// the wait before it. `None` when the outcome is final.
+    fn retry_after(
+        &self,
+        kind: Kind,
+        id: &str,
+        result: RunResult,
+        attempt: u32,
+    ) -> Option<(u32, Duration)> {
+        if kind != Kind::Job || result != RunResult::Fail || self.is_shutting_down() {
+            return None;
+        }
+        let mut registry = self.lock();
+        match registry.get(kind, id).map(|entry| &entry.def) {
+            Some(Def::Job(job)) if attempt <= job.retry => {
+                Some((attempt + 1, job.retry_wait(attempt + 1)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Starts attempt `next` of a Job after `wait`, as a trigger of its own (a paused or
+    /// busy job, or a stopping service, drops it, and the service log says so).
+    fn retry_later(&self, id: &str, counter: u64, next: u32, wait: Duration) {
+        let (engine, id) = (self.clone(), id.to_string());
+        tracing::info!(job = %id, counter, attempt = next, wait = ?wait, "run failed: retry scheduled");
+        self.inner.runtime.spawn(async move {
+            tokio::time::sleep(wait).await;
+            let mut trigger = Trigger::new(TriggerSource::Retry);
+            trigger.attempt = next;
+            trigger.cause = Some(format!("run {counter} failed"));
+            if let Err(err) = engine.trigger(Kind::Job, &id, trigger).await {
+                tracing::warn!(job = %id, attempt = next, error = %err, "retry not started");
+            }
+        });
     }
 
     /// Starts the Jobs a Job lists in `on_success` or `on_failure` for `result`, each as

@@ -388,6 +388,8 @@ mod tests {
             on_success: Vec::new(),
             on_failure: Vec::new(),
             on_busy: Default::default(),
+            retry: 0,
+            retry_delay: std::time::Duration::from_secs(30),
         }
     }
 

@@ -138,10 +138,17 @@ pub(super) async fn run_task(
             // Counted and reported once the log has its final name and the state is saved,
             // so whoever sees the end of a run here also finds it on disk.
             crate::metrics::run_finished(kind.as_str(), &id, outcome.success, duration);
-            if let Some(announce) = announce {
-                announce.send(&engine, result);
+            // A failed attempt with a retry left is not the outcome: its notifications
+            // and chains wait for the last attempt.
+            match engine.retry_after(kind, &id, result, trigger.attempt) {
+                Some((next, wait)) => engine.retry_later(&id, counter, next, wait),
+                None => {
+                    if let Some(announce) = announce {
+                        announce.send(&engine, result);
+                    }
+                    engine.start_chained(kind, &id, counter, result);
+                }
             }
-            engine.start_chained(kind, &id, counter, result);
             if outcome.success {
                 tracing::info!(job = id, counter, "run succeeded");
             } else {
@@ -519,6 +526,17 @@ fn run_header(def: &Def, counter: u64, trigger: &Trigger) -> String {
     };
     let by = match trigger.source {
         TriggerSource::Manual => "hand (run now, a signed request)".to_string(),
+        TriggerSource::Retry => {
+            let attempts = match def {
+                Def::Job(job) => job.retry + 1,
+                Def::Http(_) => trigger.attempt,
+            };
+            let after = trigger.cause.as_deref().unwrap_or("a failed run");
+            format!(
+                "retry (attempt {} of {attempts}, after {after})",
+                trigger.attempt
+            )
+        }
         TriggerSource::Chain => match &trigger.cause {
             Some(cause) => format!("chain, after {cause}"),
             None => "chain".to_string(),

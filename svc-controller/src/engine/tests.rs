@@ -283,6 +283,7 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
             commit: Some("0d1a26e".into()),
         },
         cause: None,
+        attempt: 1,
     };
     h.engine
         .trigger(Kind::Job, "hook", webhook)
@@ -993,4 +994,110 @@ async fn on_busy_replace_cancels_the_running_run_and_runs_the_new_one() {
     third.finish(true, "ok");
     assert!(h.runs.none().await);
     assert_eq!(h.state_file("r").queued, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_run_is_retried_with_doubling_waits_until_the_attempts_run_out() {
+    let mut h = Harness::new(
+        "",
+        "[job \"flaky\"]\npath = /f\nretry = 2\nretry_delay = 10s\ncommand = false\n",
+    );
+    h.engine
+        .trigger(Kind::Job, "flaky", api())
+        .await
+        .expect("run");
+    let first = h.runs.next().await;
+    assert_eq!(first.id(), ("flaky", 1));
+    let started = tokio::time::Instant::now();
+    first.finish(false, "exit code 1");
+    let second = h.runs.next().await;
+    assert_eq!(second.id(), ("flaky", 2));
+    assert_eq!(started.elapsed(), Duration::from_secs(10), "the first wait");
+    second.finish(false, "exit code 1");
+    let third = h.runs.next().await;
+    assert_eq!(third.id(), ("flaky", 3));
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(30),
+        "the wait doubled"
+    );
+    third.finish(false, "exit code 1");
+    assert!(h.runs.none().await, "three attempts in all");
+    let log = h.log("flaky", "flaky.3.fail");
+    let first_line = log.lines().next().unwrap_or_default();
+    assert!(
+        first_line.ends_with("started by retry (attempt 3 of 3, after run 2 failed)"),
+        "{log}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_succeeds_ends_the_attempts() {
+    let mut h = Harness::new(
+        "",
+        "[job \"flaky\"]\npath = /f\nretry = 5\nretry_delay = 1s\ncommand = false\n",
+    );
+    h.engine
+        .trigger(Kind::Job, "flaky", api())
+        .await
+        .expect("run");
+    h.runs.next().await.finish(false, "exit code 1");
+    h.runs.next().await.finish(true, "ok");
+    assert!(h.runs.none().await, "a success is the outcome");
+    assert_eq!(h.status("flaky"), JobStatus::Finished(RunResult::Success));
+}
+
+#[test]
+fn retry_waits_double_and_stop_at_an_hour() {
+    let text = "[job \"j\"]\npath = /j\nretry = 20\nretry_delay = 1m\ncommand = true\n";
+    let h = crate::config::JobConfig {
+        retry_delay: Duration::from_secs(60),
+        ..test_job(text)
+    };
+    assert_eq!(h.retry_wait(2), Duration::from_secs(60));
+    assert_eq!(h.retry_wait(3), Duration::from_secs(120));
+    assert_eq!(h.retry_wait(4), Duration::from_secs(240));
+    assert_eq!(h.retry_wait(8), Duration::from_secs(3600), "capped");
+    assert_eq!(h.retry_wait(40), Duration::from_secs(3600));
+}
+
+fn test_job(text: &str) -> crate::config::JobConfig {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let main = dir.path().join("etc/svc/svc.conf");
+    std::fs::create_dir_all(dir.path().join("etc/svc/job.d")).expect("mkdir");
+    std::fs::write(
+        &main,
+        format!("[svc]\ndir_base = {}\n", dir.path().display()),
+    )
+    .expect("main");
+    std::fs::write(dir.path().join("etc/svc/job.d/j.conf"), text).expect("job");
+    crate::config::load(&main).expect("loads").jobs.remove(0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn notifications_wait_for_the_last_attempt() {
+    let mut h = Harness::new(
+        "",
+        &format!(
+            "{NOTIFS}[job \"flaky\"]\npath = /f\nretry = 1\nretry_delay = 1s\n\
+             command = false\nnotif_on_failed = bad\n"
+        ),
+    );
+    let (tx, mut ends) = tokio::sync::mpsc::channel(8);
+    h.engine.announce_run_ends_to(tx);
+    h.engine
+        .trigger(Kind::Job, "flaky", api())
+        .await
+        .expect("run");
+    h.runs.next().await.finish(false, "exit code 1");
+    settle().await;
+    assert!(
+        ends.try_recv().is_err(),
+        "a retry follows: not the outcome yet"
+    );
+    h.runs.next().await.finish(false, "exit code 1");
+    settle().await;
+    let ended = ends.try_recv().expect("the last attempt is announced");
+    assert_eq!(ended.counter, 2);
+    assert!(ends.try_recv().is_err(), "once");
 }

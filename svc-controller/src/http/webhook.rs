@@ -408,6 +408,7 @@ pub(super) async fn trigger(
         body: Some(body),
         facts,
         cause: None,
+        attempt: 1,
     };
     match state.engine.trigger(Kind::Job, id, trigger).await {
         Ok(Accepted::Skipped) => {
