@@ -674,6 +674,34 @@ impl Timer {
         }
     }
 
+    /// For `catch_up = once`: the latest slot of a schedule that fell after `last_run`
+    /// and at or before `now`, within `window` of `now` (a slot missed while the service
+    /// was down or the job paused). `None` for an interval (an overdue interval job runs
+    /// at start anyway), a job that never ran, or nothing missed in the window.
+    pub fn missed_slot(
+        &self,
+        last_run: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+        window: Duration,
+    ) -> Option<DateTime<Utc>> {
+        let Timer::Schedule(schedule, zone) = self else {
+            return None;
+        };
+        let window = TimeDelta::from_std(window).ok()?;
+        let mut from = last_run?.max(now - window);
+        let mut latest = None;
+        // Bounded: a slot every second for a day is 86,400.
+        for _ in 0..100_000 {
+            let slot = schedule.next_in(from, zone);
+            if slot > now {
+                break;
+            }
+            latest = Some(slot);
+            from = slot;
+        }
+        latest
+    }
+
     /// The interval, for an interval timer.
     pub fn interval(&self) -> Option<Duration> {
         match self {

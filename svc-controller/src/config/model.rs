@@ -252,7 +252,17 @@ pub struct JobConfig {
     /// `retry_delay`: the wait before the first retry, doubled for each next one and
     /// capped at [`MAX_RETRY_DELAY`].
     pub retry_delay: Duration,
+    /// `catch_up = once`: the window within which a schedule slot missed while the
+    /// service was down (or the job paused) runs once at start (or resume); `None` for
+    /// `catch_up = none`, the default.
+    pub catch_up: Option<Duration>,
+    /// `random_delay`: each timer slot starts up to this much later, at random (like
+    /// systemd's `RandomizedDelaySec`); zero by default.
+    pub random_delay: Duration,
 }
+
+/// Default `catch_up_window`.
+pub const DEFAULT_CATCH_UP_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
 /// Default `retry_delay`.
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(30);

@@ -8,12 +8,13 @@ use std::time::Duration;
 use base64::Engine as _;
 
 use super::model::{
-    AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
-    DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS,
-    DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME,
-    DEFAULT_PATCHHOST_PUBLIC_KEY, DEFAULT_RETRY_DELAY, EmailNotif, HttpJobConfig, HttpMethod,
-    HttpRequestType, JobConfig, MainConfig, NotifConfig, NotifKind, OnBusy, ResourceLimits,
-    SmtpCredentials, SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
+    AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_CATCH_UP_WINDOW, DEFAULT_DIR_STATE,
+    DEFAULT_HEADER_SIGN, DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT,
+    DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION,
+    DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY, DEFAULT_RETRY_DELAY,
+    EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, MainConfig, NotifConfig,
+    NotifKind, OnBusy, ResourceLimits, SmtpCredentials, SmtpSecurity, SmtpServer, UserConfig,
+    WebhookKey, WebhookNotif, resolve_path,
 };
 use super::syntax::{self, Entry, Section, SectionKind};
 use crate::duration::parse_duration;
@@ -69,6 +70,9 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("on_busy", Scalar),
     ("retry", Scalar),
     ("retry_delay", Scalar),
+    ("catch_up", Scalar),
+    ("catch_up_window", Scalar),
+    ("random_delay", Scalar),
     ("interval", Scalar),
     ("schedule", Scalar),
     ("path", Scalar),
@@ -1454,6 +1458,18 @@ impl<'m> Loader<'m> {
         let retry_delay = r
             .parsed("retry_delay", parse_positive_duration)
             .unwrap_or(DEFAULT_RETRY_DELAY);
+        let catch_up_once = r
+            .parsed("catch_up", |v| match v.to_ascii_lowercase().as_str() {
+                "none" => Ok(false),
+                "once" => Ok(true),
+                _ => Err("unknown catch_up (expected none or once)".to_string()),
+            })
+            .unwrap_or(false);
+        let catch_up_window = r
+            .parsed("catch_up_window", parse_positive_duration)
+            .unwrap_or(DEFAULT_CATCH_UP_WINDOW);
+        let catch_up = catch_up_once.then_some(catch_up_window);
+        let random_delay = r.parsed("random_delay", parse_duration).unwrap_or_default();
         let chain_empty = "no job ID (IDs of Jobs, comma-separated or one per line)";
         let on_success = r.names("on_success", chain_empty);
         let on_failure = r.names("on_failure", chain_empty);
@@ -1546,6 +1562,8 @@ impl<'m> Loader<'m> {
             on_busy,
             retry,
             retry_delay,
+            catch_up,
+            random_delay,
         });
         for (key, names) in [("on_success", on_success), ("on_failure", on_failure)] {
             for named in names {

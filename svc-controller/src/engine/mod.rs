@@ -89,6 +89,9 @@ pub enum TriggerSource {
     Chain,
     /// Another attempt after a failed run (`retry`).
     Retry,
+    /// A schedule slot missed while the service was down or the job paused
+    /// (`catch_up = once`).
+    CatchUp,
 }
 
 impl TriggerSource {
@@ -101,6 +104,7 @@ impl TriggerSource {
             TriggerSource::Manual => "manual",
             TriggerSource::Chain => "chain",
             TriggerSource::Retry => "retry",
+            TriggerSource::CatchUp => "catch-up",
         }
     }
 
@@ -112,6 +116,7 @@ impl TriggerSource {
             TriggerSource::Manual,
             TriggerSource::Chain,
             TriggerSource::Retry,
+            TriggerSource::CatchUp,
         ]
         .into_iter()
         .find(|source| source.as_str() == text)
@@ -224,6 +229,14 @@ impl Def {
     fn has_notifs(&self) -> bool {
         !self.notifs_for(RunResult::Success).is_empty()
             || !self.notifs_for(RunResult::Fail).is_empty()
+    }
+    /// `catch_up_window` with `catch_up = once`, and `random_delay` (a JobHttp has
+    /// neither).
+    fn timing(&self) -> (Option<Duration>, Duration) {
+        match self {
+            Def::Job(job) => (job.catch_up, job.random_delay),
+            Def::Http(_) => (None, Duration::ZERO),
+        }
     }
     /// What a trigger or timer slot that finds it running does (a JobHttp queues).
     fn on_busy(&self) -> OnBusy {
@@ -970,6 +983,7 @@ impl Engine {
 
     fn set_paused(&self, kind: Kind, id: &str, paused: bool) -> Result<(), EngineError> {
         let id = &self.resolve(kind, id)?;
+        let mut catch_up = None;
         {
             let mut registry = self.lock();
             let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
@@ -977,6 +991,14 @@ impl Engine {
             entry.state.paused = paused;
             if kind == Kind::Http && was_paused && !paused {
                 entry.resumed = true;
+            }
+            // A slot missed while paused runs once, with `catch_up = once`.
+            if was_paused && !paused {
+                let (window, _) = entry.def.timing();
+                if let (Some(window), Some(timer)) = (window, entry.def.timer()) {
+                    let now = self.inner.clock.now();
+                    catch_up = timer.missed_slot(entry.state.last_run, now, window);
+                }
             }
             // A trigger accepted before the pause runs now.
             let started = !paused && self.start_queued(kind, id, entry);
@@ -987,7 +1009,32 @@ impl Engine {
         }
         self.persist(kind, id, Durability::Durable);
         self.changed();
+        if let Some(slot) = catch_up {
+            self.catch_up_later(kind, id, slot);
+        }
         Ok(())
+    }
+
+    /// Runs a missed slot once (`catch_up = once`), as a trigger of its own, without
+    /// waiting.
+    fn catch_up_later(&self, kind: Kind, id: &str, slot: DateTime<Utc>) {
+        let (engine, id) = (self.clone(), id.to_string());
+        self.inner.runtime.spawn(async move {
+            engine.catch_up(kind, &id, slot).await;
+        });
+    }
+
+    /// Runs the missed `slot` of a job now, saying so in its log.
+    async fn catch_up(&self, kind: Kind, id: &str, slot: DateTime<Utc>) {
+        let mut trigger = Trigger::new(TriggerSource::CatchUp);
+        trigger.cause = Some(format!(
+            "missed slot {}",
+            slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ));
+        match self.trigger(kind, id, trigger).await {
+            Ok(_) => tracing::info!(job = id, slot = %slot, "missed slot caught up"),
+            Err(err) => tracing::warn!(job = id, error = %err, "missed slot not caught up"),
+        }
     }
 
     /// Ends the running execution of a job, which is recorded as failed, and drops its

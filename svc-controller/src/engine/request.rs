@@ -390,6 +390,8 @@ mod tests {
             on_busy: Default::default(),
             retry: 0,
             retry_delay: std::time::Duration::from_secs(30),
+            catch_up: None,
+            random_delay: std::time::Duration::ZERO,
         }
     }
 

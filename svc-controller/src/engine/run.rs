@@ -526,6 +526,10 @@ fn run_header(def: &Def, counter: u64, trigger: &Trigger) -> String {
     };
     let by = match trigger.source {
         TriggerSource::Manual => "hand (run now, a signed request)".to_string(),
+        TriggerSource::CatchUp => match &trigger.cause {
+            Some(cause) => format!("catch-up ({cause})"),
+            None => "catch-up".to_string(),
+        },
         TriggerSource::Retry => {
             let attempts = match def {
                 Def::Job(job) => job.retry + 1,

@@ -1101,3 +1101,106 @@ async fn notifications_wait_for_the_last_attempt() {
     assert_eq!(ended.counter, 2);
     assert!(ends.try_recv().is_err(), "once");
 }
+
+/// A daily 03:00 job whose last run was two days before `t0()` (2026-01-05 10:00).
+fn write_last_run(main: &crate::config::MainConfig, id: &str, last_run: DateTime<Utc>) {
+    let state = crate::state::JobState {
+        last_run: Some(last_run),
+        last_result: Some(RunResult::Success),
+        counter: 1,
+        ..Default::default()
+    };
+    std::fs::write(main.dir_job_state().join(id), state.to_text()).expect("write the state");
+}
+
+#[tokio::test(start_paused = true)]
+async fn catch_up_once_runs_one_missed_slot_at_start_and_says_so() {
+    let jobs = "[job \"d\"]\nschedule = 0 3 * * *\ncatch_up = once\ncommand = true\n\
+                [job \"n\"]\nschedule = 0 3 * * *\ncommand = true\n\
+                [job \"w\"]\nschedule = 0 3 * * *\ncatch_up = once\ncatch_up_window = 1h\n\
+                command = true\n";
+    let mut h = Harness::new_after("", jobs, |main| {
+        for id in ["d", "n", "w"] {
+            write_last_run(main, id, t0() - Duration::from_secs(2 * 86_400));
+        }
+    });
+    h.engine.start_timers();
+    // Slots at 03:00 on the 4th and the 5th were missed; one run, for the latest.
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("d", 2));
+    run.finish(true, "ok");
+    assert!(
+        h.runs.none().await,
+        "once, and not for catch_up = none or a 1h window"
+    );
+    let log = h.log("d", "d.2.success");
+    assert!(
+        log.lines()
+            .next()
+            .unwrap_or_default()
+            .ends_with("started by catch-up (missed slot 2026-01-05T03:00:00Z)"),
+        "{log}"
+    );
+    assert_eq!(
+        h.next_run("d"),
+        Some("2026-01-06T03:00:00Z".parse().expect("time"))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn catch_up_once_runs_a_slot_missed_while_paused_at_resume() {
+    let jobs = "[job \"d\"]\nschedule = 0 11 * * *\ncatch_up = once\ncommand = true\n";
+    let mut h = Harness::new_after("", jobs, |main| {
+        write_last_run(main, "d", t0() - Duration::from_secs(3600));
+    });
+    h.engine.start_timers();
+    h.engine.pause(Kind::Job, "d").expect("pause");
+    // 11:00 passes while paused: skipped.
+    h.clock.set(t0() + Duration::from_secs(2 * 3600));
+    assert!(h.runs.none().await);
+    h.engine.resume(Kind::Job, "d").expect("resume");
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("d", 2));
+    run.finish(true, "ok");
+    assert!(h.runs.none().await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn random_delay_moves_each_slot_within_its_bound() {
+    let jobs = "[job \"r\"]\nschedule = 0 11 * * *\nrandom_delay = 10m\ncommand = true\n";
+    let h = Harness::new("", jobs);
+    h.engine.start_timers();
+    settle().await;
+    let next = h.next_run("r").expect("a next run");
+    let slot: DateTime<Utc> = "2026-01-05T11:00:00Z".parse().expect("time");
+    assert!(
+        next >= slot && next <= slot + Duration::from_secs(600),
+        "{next}"
+    );
+}
+
+#[test]
+fn missed_slots_are_found_within_the_window() {
+    use crate::schedule::{Schedule, Timer};
+    use crate::timezone::Zone;
+    let timer = Timer::Schedule("0 3 * * *".parse::<Schedule>().expect("cron"), Zone::utc());
+    let now = t0();
+    let day = Duration::from_secs(86_400);
+    let at = |s: &str| s.parse::<DateTime<Utc>>().expect("time");
+    assert_eq!(
+        timer.missed_slot(Some(now - 3 * day), now, day),
+        Some(at("2026-01-05T03:00:00Z"))
+    );
+    assert_eq!(
+        timer.missed_slot(Some(at("2026-01-05T03:30:00Z")), now, day),
+        None
+    );
+    assert_eq!(timer.missed_slot(None, now, day), None, "never ran");
+    assert_eq!(
+        timer.missed_slot(Some(now - 3 * day), now, Duration::from_secs(3600)),
+        None,
+        "outside the window"
+    );
+    let interval = Timer::Interval(Duration::from_secs(60));
+    assert_eq!(interval.missed_slot(Some(now - day), now, day), None);
+}

@@ -16,33 +16,54 @@ const LAUNCH_AHEAD: Duration = Duration::from_millis(250);
 
 /// Sleeps until each due time and fires the job; `next_run` is kept exact throughout.
 pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Timer) {
-    let last_run = {
+    let (last_run, paused, (catch_up, random_delay)) = {
         let mut registry = engine.lock();
         match registry.get(kind, &id) {
-            Some(entry) => entry.state.last_run,
+            Some(entry) => (entry.state.last_run, entry.state.paused, entry.def.timing()),
             None => return,
         }
     };
     let clock = engine.inner.clock.clone();
+    // `catch_up = once`: a slot missed while the service was down runs once, now.
+    if let Some(window) = catch_up
+        && !paused
+        && let Some(slot) = timer.missed_slot(last_run, clock.now(), window)
+    {
+        // Boxed: a timer's task waits its whole life in the size of its largest state.
+        Box::pin(engine.catch_up(kind, &id, slot)).await;
+    }
     let mut due = timer.first_due(clock.now(), last_run);
     loop {
-        if !set_next_run(&engine, kind, &id, due) {
+        // `random_delay`: this slot starts up to that much later; the next slot is
+        // still counted from `due`, so the delays do not add up.
+        let fire = due + jitter(random_delay);
+        if !set_next_run(&engine, kind, &id, fire) {
             return;
         }
         let mut runner = None;
         if let Ok(ahead) = chrono::Duration::from_std(LAUNCH_AHEAD)
-            && due - clock.now() > ahead
+            && fire - clock.now() > ahead
         {
-            clock.sleep_until(due - ahead).await;
+            clock.sleep_until(fire - ahead).await;
             if engine.timer_would_fire(kind, &id) {
                 runner = engine.launch_ahead(kind).await;
             }
         }
-        clock.sleep_until(due).await;
+        clock.sleep_until(fire).await;
         engine.timer_fired(kind, &id, runner.map(AheadRunner::into_runner));
-        crate::metrics::timer_fired((clock.now() - due).to_std().unwrap_or_default());
+        crate::metrics::timer_fired((clock.now() - fire).to_std().unwrap_or_default());
         due = timer.next_due(due, clock.now());
     }
+}
+
+/// A random delay of at most `max` (whole milliseconds); zero for zero.
+fn jitter(max: Duration) -> chrono::Duration {
+    let millis = u64::try_from(max.as_millis()).unwrap_or(u64::MAX);
+    if millis == 0 {
+        return chrono::Duration::zero();
+    }
+    let pick = rand::random_range(0..=millis);
+    chrono::Duration::milliseconds(i64::try_from(pick).unwrap_or(i64::MAX))
 }
 
 fn set_next_run(engine: &Engine, kind: Kind, id: &str, due: DateTime<Utc>) -> bool {
