@@ -9,6 +9,77 @@ use svc_controller::daemon::Cli;
 
 use crate::page::{INSTALLED_DOCS, entry, render};
 
+/// The README, whose configuration tables are the one description of every key.
+const README: &str = include_str!("../../../README.md");
+
+/// The sections of the configuration reference in the README, with their words.
+const SECTIONS: [(&str, &str); 4] = [
+    ("svc", "### `[svc]`"),
+    ("job", "### `[job \"NAME\"]`"),
+    ("job.http", "### `[job.http \"NAME\"]`"),
+    ("notif", "### `[notif \"NAME\"]`"),
+];
+
+/// The rows `(keys, default, meaning)` of the table below `heading` in the README, with
+/// Markdown's backticks and link targets taken out.
+fn table_rows(heading: &str) -> Vec<(String, String, String)> {
+    let Some(start) = README.find(heading) else {
+        return Vec::new();
+    };
+    let plain = |cell: &str| {
+        let mut text = cell.trim().replace('`', "");
+        // [text](target) -> text
+        while let (Some(open), Some(mid)) = (text.find('['), text.find("](")) {
+            let Some(close) = text[mid..].find(')').map(|c| mid + c) else {
+                break;
+            };
+            if open > mid {
+                break;
+            }
+            text = format!(
+                "{}{}{}",
+                &text[..open],
+                &text[open + 1..mid],
+                &text[close + 1..]
+            );
+        }
+        text
+    };
+    README[start + heading.len()..]
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .filter(|line| !line.starts_with("| key") && !line.starts_with("|---"))
+        .filter_map(|line| {
+            // Cells split at `|`; the meaning keeps any `|` of its own.
+            let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+            let mut cells = inner.splitn(3, '|');
+            let (keys, default, meaning) = (cells.next()?, cells.next()?, cells.next()?);
+            let default = match plain(default) {
+                text if text.is_empty() => "as described".to_string(),
+                text => text,
+            };
+            Some((plain(keys), default, plain(meaning)))
+        })
+        .collect()
+}
+
+/// CONFIGURATION: every key of every section, from the README's tables.
+fn configuration(roff: &mut Roff) {
+    roff.control("SH", ["CONFIGURATION"]);
+    roff.text([roman(
+        "git-config syntax: sections [svc], [job \"NAME\"], [job.http \"NAME\"] and \
+         [notif \"NAME\"]; keys are case-insensitive; \"#\" and \";\" start a comment outside \
+         double quotes. The keys, with their defaults:",
+    )]);
+    for (word, heading) in SECTIONS {
+        roff.control("SS", [format!("[{word}]").as_str()]);
+        for (keys, default, meaning) in table_rows(heading) {
+            entry(roff, &keys, &format!("{meaning} (default: {default})"));
+        }
+    }
+}
+
 /// The whole page (roff).
 pub fn page() -> io::Result<String> {
     render(Cli::command(), &extra_sections())
@@ -48,6 +119,8 @@ fn extra_sections() -> Roff {
         "Stop accepting requests and timers, end running executions (their whole process \
          group, recorded as failed), save state and exit 0 within 10 seconds.",
     );
+
+    configuration(&mut roff);
 
     roff.control("SH", ["FILES"]);
     entry(
@@ -130,6 +203,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_configuration_key_is_in_the_page() {
+        let text = page().expect("render");
+        for (word, keys) in svc_controller::config::known_keys() {
+            let heading = SECTIONS
+                .iter()
+                .find(|(w, _)| *w == word)
+                .map(|(_, h)| *h)
+                .expect("a README section per word");
+            let rows: Vec<String> = table_rows(heading).into_iter().map(|r| r.0).collect();
+            for key in keys {
+                assert!(
+                    rows.iter()
+                        .any(|row| row.split([',', '/', ' ']).any(|name| name.trim() == key)),
+                    "[{word}] {key} is in no row of the README's table: {rows:?}"
+                );
+                // roff escapes `-` as `\-` and `_` stays.
+                let in_page = key.replace('-', "\\-");
+                assert!(text.contains(&in_page), "{key} is not in the page");
+            }
+        }
+    }
+
+    #[test]
     fn man_page_has_the_options_and_the_extra_sections() {
         let text = page().expect("render");
         for needle in [
@@ -162,6 +258,7 @@ mod tests {
                 "SUBCOMMANDS",
                 "\"EXIT STATUS\"",
                 "SIGNALS",
+                "CONFIGURATION",
                 "FILES",
                 "ENVIRONMENT",
                 "\"SEE ALSO\"",

@@ -27,4 +27,4 @@ pub use model::{
     NotifConfig, NotifKind, OnBusy, ResourceLimits, SmtpCredentials, SmtpSecurity, SmtpServer,
     UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
-pub use parse::{job_id_from_name, load};
+pub use parse::{job_id_from_name, known_keys, load};

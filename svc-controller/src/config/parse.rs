@@ -130,6 +130,18 @@ const NOTIF_KEYS: &[(&str, KeyKind)] = &[
     ("secret", Scalar),
 ];
 
+/// Every key each section takes, by section word (`svc`, `job`, `job.http`, `notif`), for
+/// the documentation, which must name them all.
+pub fn known_keys() -> Vec<(&'static str, Vec<&'static str>)> {
+    let names = |keys: &[(&'static str, KeyKind)]| keys.iter().map(|(k, _)| *k).collect();
+    vec![
+        ("svc", names(MAIN_KEYS)),
+        ("job", names(JOB_KEYS)),
+        ("job.http", names(HTTP_JOB_KEYS)),
+        ("notif", names(NOTIF_KEYS)),
+    ]
+}
+
 /// The keys of `kind = email`, and of `kind = webhook`: each is an error in the other kind.
 const EMAIL_KEYS: &[&str] = &[
     "smtp_server",
