@@ -110,7 +110,9 @@
   }
 
   function timing(job) {
-    if (job.schedule) return job.schedule;
+    if (job.schedule) {
+      return job.timezone && job.timezone !== "UTC" ? job.schedule + " (" + job.timezone + ")" : job.schedule;
+    }
     if (job.interval) return "every " + duration(job.interval);
     return "";
   }
@@ -553,7 +555,8 @@
         ["ID", h("code", null, job.id)],
         ["Status", STATUS_TEXT[statusOf(job)] || job.status],
         ["Last run", timeCell(job.last_run)],
-        ["Next run", countdown(job)],
+        ["Next run", isNever(job.next_run) ? countdown(job) : h("span", null, countdown(job), " ",
+          h("span", { class: "muted", id: "next-run-local" }, "(" + absTime(job.next_run) + " your time)"))],
         ["Interval / schedule", timing(job) || "none"],
       ];
       if (kind === "job") {

@@ -205,6 +205,8 @@ const scenarios = {
     await openJob(page, "patch");
     assert.ok(await page.getByRole("button", { name: "Run now" }).isEnabled());
     await openJob(page, "tick");
+    // The next run, also as a time in the viewer's zone.
+    await waitForText(page, "#next-run-local", /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d your time/, "next run, local");
     await typeSecret(page, SECRET);
     await page.getByRole("button", { name: "Run now" }).click();
     await page.waitForURL(/#\/job\/tick\/log\/\d+$/, STEP);
