@@ -766,3 +766,37 @@ async fn a_mail_server_that_fails_delays_no_run_nor_the_stop() {
         "{stderr}"
     );
 }
+
+/// On a system without CA certificates (a minimal install), the service starts all the
+/// same; only its webhook notifications fail, and the log says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_system_without_ca_certificates_starts_and_says_why_webhooks_fail() {
+    let svc = TestService::builder()
+        .env("SSL_CERT_FILE", "/nonexistent/ca.pem")
+        .env("SSL_CERT_DIR", "/nonexistent/certs")
+        .main_text(
+            "[notif \"hook\"]\nkind = webhook\nurl = http://127.0.0.1:9/notify\nsecret = s\n",
+        )
+        .job_file(
+            "told",
+            svc_tests::job_section(
+                "told",
+                &["path = /told", "command = true", "notif_on_success = hook"],
+            ),
+        )
+        .start()
+        .await;
+    svc.run_now("told").await.assert_status(200);
+    svc.wait_run_finished("told", 1, svc_tests::WAIT)
+        .await
+        .assert_status("success");
+    svc_tests::wait_until(
+        svc_tests::WAIT,
+        "the failed attempt is logged",
+        async || {
+            let log = svc.stderr();
+            log.contains("notif") && log.contains("CA certificates")
+        },
+    )
+    .await;
+}

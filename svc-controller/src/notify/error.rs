@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum NotifyError {
     /// The HTTP client for webhooks could not be made.
-    #[error("cannot make the HTTP client: {0}")]
+    #[error("cannot make the HTTP client (are the system's CA certificates installed?): {0}")]
     Client(#[source] reqwest::Error),
     /// An address of the notif does not parse (checked at load already).
     #[error("invalid address {0}")]

@@ -62,8 +62,10 @@ struct Shared {
     service: String,
     /// This host's name for `EHLO` and message IDs.
     hello: String,
-    /// For every webhook (connections are kept between messages).
-    http: reqwest::Client,
+    /// For every webhook (connections are kept between messages): made at the first
+    /// webhook notification, so that a system without CA certificates (a minimal
+    /// install) starts, and only its webhook notifications fail, saying why.
+    http: HttpSlot,
     /// The `[notif]` sections by name; replaced by a reload.
     notifs: RwLock<Arc<HashMap<String, Arc<NotifConfig>>>>,
     /// `Some(deadline)` once the service stops: no more waiting between attempts, and
@@ -79,22 +81,10 @@ impl Notifier {
         service: &str,
         notifs: &[NotifConfig],
     ) -> Result<(Notifier, mpsc::Sender<RunEnded>), NotifyError> {
-        // Its TLS set-up may read the system's certificates: file work.
-        let http = tokio::task::spawn_blocking(|| {
-            reqwest::Client::builder()
-                .timeout(WEBHOOK_TIMEOUT)
-                .redirect(reqwest::redirect::Policy::none())
-                .referer(false)
-                .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .map_err(NotifyError::Client)
-        })
-        .await
-        .map_err(|err| NotifyError::Internal(err.to_string()))??;
         let shared = Arc::new(Shared {
             service: service.to_string(),
             hello: email::hello_name(),
-            http,
+            http: HttpSlot::default(),
             notifs: RwLock::new(Arc::new(by_name(notifs))),
             stop: watch::Sender::new(None),
             attempts: Semaphore::new(MAX_ATTEMPTS_AT_ONCE),
@@ -241,10 +231,32 @@ impl Sender {
 
 /// The sender of `report` to `notif`. Blocking: setting up TLS for a mail server reads
 /// the system's certificates.
+/// The webhooks' HTTP client, made when first needed. Blocking: its TLS set-up reads the
+/// system's certificates.
+type HttpSlot = Arc<std::sync::Mutex<Option<reqwest::Client>>>;
+
+fn http_client(slot: &HttpSlot) -> Result<reqwest::Client, NotifyError> {
+    let mut client = slot
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(client) = client.as_ref() {
+        return Ok(client.clone());
+    }
+    let made = reqwest::Client::builder()
+        .timeout(WEBHOOK_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .referer(false)
+        .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(NotifyError::Client)?;
+    *client = Some(made.clone());
+    Ok(made)
+}
+
 fn prepare(
     notif: &NotifConfig,
     report: &Report,
-    http: reqwest::Client,
+    http: &HttpSlot,
     hello: &str,
 ) -> Result<Sender, NotifyError> {
     match &notif.kind {
@@ -252,7 +264,9 @@ fn prepare(
             email::EmailSender::new(config, report, hello).map(|s| Sender::Email(Box::new(s)))
         }
         NotifKind::Webhook(config) => Ok(Sender::Webhook(webhook::WebhookSender::new(
-            http, config, report,
+            http_client(http)?,
+            config,
+            report,
         ))),
     }
 }
@@ -271,7 +285,7 @@ async fn deliver(
         None => Err(NotifyError::Unknown(name.to_string())),
         Some(notif) => {
             let (report, http, hello) = (report.clone(), shared.http.clone(), shared.hello.clone());
-            tokio::task::spawn_blocking(move || prepare(&notif, &report, http, &hello))
+            tokio::task::spawn_blocking(move || prepare(&notif, &report, &http, &hello))
                 .await
                 .unwrap_or_else(|err| Err(NotifyError::Internal(err.to_string())))
         }
