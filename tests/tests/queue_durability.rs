@@ -187,8 +187,15 @@ async fn a_queued_trigger_whose_run_was_killed_is_not_run_again() {
         .await
         .assert_status(200);
     release(1);
-    // Run 2 takes the queued trigger and waits: killed there.
+    // Run 2 takes the queued trigger and waits: killed there. Its log exists before the
+    // take record is written; its command line, only after (the command starts once the
+    // take is durable). Killed before that, the trigger rightly runs again.
     svc.wait_run_started("gate", 2, WAIT).await;
+    svc_tests::wait_until(WAIT, "run 2's command started", async || {
+        svc.job_log("gate", 2)
+            .is_some_and(|log| log.content().contains("$ while"))
+    })
+    .await;
     svc.kill9().await;
     for counter in [101, 102] {
         release(counter);
