@@ -273,9 +273,9 @@ impl JobConfig {
     /// The wait before attempt `next` (2 for the first retry): `retry_delay`, doubled for
     /// each attempt after, at most [`MAX_RETRY_DELAY`].
     pub fn retry_wait(&self, next: u32) -> Duration {
-        let doublings = next.saturating_sub(2).min(32);
+        let doublings = next.saturating_sub(2).min(31);
         self.retry_delay
-            .saturating_mul(1u32 << doublings.min(31))
+            .saturating_mul(1u32 << doublings)
             .min(MAX_RETRY_DELAY)
     }
 }

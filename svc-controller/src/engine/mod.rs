@@ -773,8 +773,8 @@ impl Engine {
         id: &str,
         trigger: Trigger,
     ) -> Result<Accepted, EngineError> {
-        let id = &self.resolve(kind, id)?;
-        let accepted = self.accept_trigger(kind, id, trigger)?;
+        let (id, accepted) = self.accept_trigger(kind, id, trigger)?;
+        let id = &id;
         if accepted == Accepted::Queued {
             let saved = {
                 let (engine, id) = (self.clone(), id.to_string());
@@ -804,18 +804,20 @@ impl Engine {
         Ok(accepted)
     }
 
-    /// The in-memory part of [`Engine::trigger`]; a queued trigger must then be saved.
+    /// The in-memory part of [`Engine::trigger`], with the configured ID of the job that
+    /// `id` names in any case; a queued trigger must then be saved.
     fn accept_trigger(
         &self,
         kind: Kind,
         id: &str,
         trigger: Trigger,
-    ) -> Result<Accepted, EngineError> {
+    ) -> Result<(String, Accepted), EngineError> {
         if self.inner.shutting_down.load(Ordering::SeqCst) {
             return Err(EngineError::ShuttingDown);
         }
         let mut registry = self.lock();
-        let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
+        let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
+        let entry = registry.get(kind, &id).ok_or(EngineError::NotFound)?;
         if entry.state.paused {
             return Err(EngineError::Paused);
         }
@@ -829,27 +831,27 @@ impl Engine {
                 }
                 OnBusy::Skip => {
                     tracing::info!(
-                        job = id,
+                        job = %id,
                         source = trigger.source.as_str(),
                         "trigger skipped: the job is running (on_busy = skip)"
                     );
                     crate::metrics::trigger_dropped("busy_skip");
-                    return Ok(Accepted::Skipped);
+                    return Ok((id, Accepted::Skipped));
                 }
                 OnBusy::Replace => {
-                    entry.replace_run(id, trigger);
+                    entry.replace_run(&id, trigger);
                 }
             }
             Accepted::Queued
         } else {
-            self.spawn_run(kind, id, entry, trigger, None, None);
+            self.spawn_run(kind, &id, entry, trigger, None, None);
             registry.run_tasks += 1;
             Accepted::Started
         };
         registry.publish_queue_length();
         drop(registry);
         self.changed();
-        Ok(accepted)
+        Ok((id, accepted))
     }
 
     /// Starts a run for the queued trigger of an idle, unpaused job; true when it did
@@ -982,11 +984,11 @@ impl Engine {
     }
 
     fn set_paused(&self, kind: Kind, id: &str, paused: bool) -> Result<(), EngineError> {
-        let id = &self.resolve(kind, id)?;
         let mut catch_up = None;
-        {
+        let id = {
             let mut registry = self.lock();
-            let entry = registry.get(kind, id).ok_or(EngineError::NotFound)?;
+            let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
+            let entry = registry.get(kind, &id).ok_or(EngineError::NotFound)?;
             let was_paused = entry.state.paused;
             entry.state.paused = paused;
             if kind == Kind::Http && was_paused && !paused {
@@ -1001,40 +1003,19 @@ impl Engine {
                 }
             }
             // A trigger accepted before the pause runs now.
-            let started = !paused && self.start_queued(kind, id, entry);
+            let started = !paused && self.start_queued(kind, &id, entry);
             if started {
                 registry.run_tasks += 1;
                 registry.publish_queue_length();
             }
-        }
-        self.persist(kind, id, Durability::Durable);
+            id
+        };
+        self.persist(kind, &id, Durability::Durable);
         self.changed();
         if let Some(slot) = catch_up {
-            self.catch_up_later(kind, id, slot);
+            self.catch_up(kind, &id, slot);
         }
         Ok(())
-    }
-
-    /// Runs a missed slot once (`catch_up = once`), as a trigger of its own, without
-    /// waiting.
-    fn catch_up_later(&self, kind: Kind, id: &str, slot: DateTime<Utc>) {
-        let (engine, id) = (self.clone(), id.to_string());
-        self.inner.runtime.spawn(async move {
-            engine.catch_up(kind, &id, slot).await;
-        });
-    }
-
-    /// Runs the missed `slot` of a job now, saying so in its log.
-    async fn catch_up(&self, kind: Kind, id: &str, slot: DateTime<Utc>) {
-        let mut trigger = Trigger::new(TriggerSource::CatchUp);
-        trigger.cause = Some(format!(
-            "missed slot {}",
-            slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        ));
-        match self.trigger(kind, id, trigger).await {
-            Ok(_) => tracing::info!(job = id, slot = %slot, "missed slot caught up"),
-            Err(err) => tracing::warn!(job = id, error = %err, "missed slot not caught up"),
-        }
     }
 
     /// Ends the running execution of a job, which is recorded as failed, and drops its
@@ -1052,86 +1033,82 @@ impl Engine {
         Ok(true)
     }
 
-    /// After a failed attempt of a Job with `retry` left: the next attempt's number and
-    /// the wait before it. `None` when the outcome is final.
-    fn retry_after(
-        &self,
-        kind: Kind,
-        id: &str,
-        result: RunResult,
-        attempt: u32,
-    ) -> Option<(u32, Duration)> {
-        if kind != Kind::Job || result != RunResult::Fail || self.is_shutting_down() {
-            return None;
-        }
-        let mut registry = self.lock();
-        match registry.get(kind, id).map(|entry| &entry.def) {
-            Some(Def::Job(job)) if attempt <= job.retry => {
-                Some((attempt + 1, job.retry_wait(attempt + 1)))
-            }
-            _ => None,
-        }
-    }
-
-    /// Starts attempt `next` of a Job after `wait`, as a trigger of its own (a paused or
-    /// busy job, or a stopping service, drops it, and the service log says so).
-    fn retry_later(&self, id: &str, counter: u64, next: u32, wait: Duration) {
-        let (engine, id) = (self.clone(), id.to_string());
-        tracing::info!(job = %id, counter, attempt = next, wait = ?wait, "run failed: retry scheduled");
-        self.inner.runtime.spawn(async move {
-            tokio::time::sleep(wait).await;
+    /// What follows the end of a run, decided by the definition the run began with: the
+    /// next attempt when a Job's run failed with `retry` left, else the Jobs it lists in
+    /// `on_success` or `on_failure` for `result`. False when a retry follows: the run
+    /// is not the outcome yet, so nothing is announced for it.
+    fn retry_or_chain(&self, def: &Def, counter: u64, result: RunResult, attempt: u32) -> bool {
+        let Def::Job(job) = def else {
+            return true;
+        };
+        if result == RunResult::Fail && attempt <= job.retry && !self.is_shutting_down() {
+            let next = attempt + 1;
+            let wait = job.retry_wait(next);
+            tracing::info!(job = %job.id, counter, attempt = next, wait = ?wait, "run failed: retry scheduled");
             let mut trigger = Trigger::new(TriggerSource::Retry);
             trigger.attempt = next;
             trigger.cause = Some(format!("run {counter} failed"));
-            if let Err(err) = engine.trigger(Kind::Job, &id, trigger).await {
-                tracing::warn!(job = %id, attempt = next, error = %err, "retry not started");
-            }
-        });
-    }
-
-    /// Starts the Jobs a Job lists in `on_success` or `on_failure` for `result`, each as
-    /// a trigger of its own, without waiting: a chained job that is paused, busy with a
-    /// trigger already queued, or gone is logged and skipped.
-    fn start_chained(&self, kind: Kind, id: &str, counter: u64, result: RunResult) {
-        if kind != Kind::Job {
-            return;
+            self.trigger_later(Kind::Job, job.id.clone(), trigger, wait);
+            return false;
         }
-        let targets = {
-            let mut registry = self.lock();
-            match registry.get(kind, id).map(|entry| &entry.def) {
-                Some(Def::Job(job)) => match result {
-                    RunResult::Success => job.on_success.clone(),
-                    RunResult::Fail => job.on_failure.clone(),
-                },
-                _ => Vec::new(),
-            }
+        let targets = match result {
+            RunResult::Success => &job.on_success,
+            RunResult::Fail => &job.on_failure,
         };
         for target in targets {
-            let engine = self.clone();
-            let cause = format!("run {counter} of job {id}, {}", result.log_status());
-            let from = id.to_string();
-            self.inner.runtime.spawn(async move {
-                let mut trigger = Trigger::new(TriggerSource::Chain);
-                trigger.cause = Some(cause);
-                match engine.trigger(Kind::Job, &target, trigger).await {
-                    Ok(Accepted::Skipped) => {
-                        tracing::info!(job = %target, from = %from, "chained run skipped: busy")
-                    }
-                    Ok(_) => tracing::info!(job = %target, from = %from, "chained run started"),
-                    Err(err) => tracing::warn!(
-                        job = %target,
-                        from = %from,
-                        error = %err,
-                        "chained run not started"
-                    ),
-                }
-            });
+            let mut trigger = Trigger::new(TriggerSource::Chain);
+            trigger.cause = Some(format!(
+                "run {counter} of job {}, {}",
+                job.id,
+                result.log_status()
+            ));
+            self.trigger_later(Kind::Job, target.clone(), trigger, Duration::ZERO);
         }
+        true
     }
 
-    /// The configured ID of the job that `id` names in any case.
-    fn resolve(&self, kind: Kind, id: &str) -> Result<String, EngineError> {
-        self.lock().resolve(kind, id).ok_or(EngineError::NotFound)
+    /// Runs a slot missed by `catch_up = once`, as a trigger of its own, without waiting.
+    fn catch_up(&self, kind: Kind, id: &str, slot: DateTime<Utc>) {
+        let mut trigger = Trigger::new(TriggerSource::CatchUp);
+        trigger.cause = Some(format!(
+            "missed slot {}",
+            slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ));
+        self.trigger_later(kind, id.to_string(), trigger, Duration::ZERO);
+    }
+
+    /// Starts a run that the engine itself asks for (a missed slot, a retry, a chained
+    /// Job) after `wait`, in a task of its own. No caller waits for the answer, so the
+    /// service log tells what became of it, a refusal included (paused, busy, gone, or
+    /// the service stopping).
+    fn trigger_later(&self, kind: Kind, id: String, trigger: Trigger, wait: Duration) {
+        let engine = self.clone();
+        self.inner.runtime.spawn(async move {
+            if !wait.is_zero() {
+                // A length of time, not a wall time: the monotonic clock, whatever the
+                // wall clock does meanwhile.
+                tokio::time::sleep(wait).await;
+            }
+            let source = trigger.source.as_str();
+            let cause = trigger.cause.clone().unwrap_or_default();
+            match engine.trigger(kind, &id, trigger).await {
+                Ok(Accepted::Started) => {
+                    tracing::info!(job = %id, source, cause = %cause, "run started")
+                }
+                Ok(Accepted::Queued) => {
+                    tracing::info!(job = %id, source, cause = %cause, "run queued: the job is busy")
+                }
+                // [`Engine::trigger`] has said so.
+                Ok(Accepted::Skipped) => {}
+                Err(err) => tracing::warn!(
+                    job = %id,
+                    source,
+                    cause = %cause,
+                    error = %err,
+                    "run not started"
+                ),
+            }
+        });
     }
 
     /// Writes the current state of a job to its state file; a failure is logged.

@@ -91,6 +91,9 @@ pub(super) async fn run_task(
             tests::maybe_panic(&id);
             let started = std::time::Instant::now();
             let counter = begun.context.counter;
+            // Retries and chains follow the definition the run began with, as its log
+            // and notifications do.
+            let def = begun.context.def.clone();
             let files = begun.files.clone();
             let announce = Announce::new(&engine, kind, &begun.context);
             let (outcome, log) = Box::pin(perform(begun, &mut cancel)).await;
@@ -140,14 +143,10 @@ pub(super) async fn run_task(
             crate::metrics::run_finished(kind.as_str(), &id, outcome.success, duration);
             // A failed attempt with a retry left is not the outcome: its notifications
             // and chains wait for the last attempt.
-            match engine.retry_after(kind, &id, result, trigger.attempt) {
-                Some((next, wait)) => engine.retry_later(&id, counter, next, wait),
-                None => {
-                    if let Some(announce) = announce {
-                        announce.send(&engine, result);
-                    }
-                    engine.start_chained(kind, &id, counter, result);
-                }
+            if engine.retry_or_chain(&def, counter, result, trigger.attempt)
+                && let Some(announce) = announce
+            {
+                announce.send(&engine, result);
             }
             if outcome.success {
                 tracing::info!(job = id, counter, "run succeeded");

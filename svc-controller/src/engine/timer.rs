@@ -29,8 +29,7 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         && !paused
         && let Some(slot) = timer.missed_slot(last_run, clock.now(), window)
     {
-        // Boxed: a timer's task waits its whole life in the size of its largest state.
-        Box::pin(engine.catch_up(kind, &id, slot)).await;
+        engine.catch_up(kind, &id, slot);
     }
     let mut due = timer.first_due(clock.now(), last_run);
     loop {
