@@ -24,7 +24,7 @@ mod wait;
 pub use binaries::{Binaries, binaries};
 pub use logs::{LogFile, LogLine, check_timestamps, parse_log_lines};
 pub use service::{ApiResponse, TestService, TestServiceBuilder};
-pub use sign::{fresh_epoch, hmac_sha1_hex, hmac_sha256_hex};
+pub use sign::{fresh_epoch, hmac_sha1_hex, hmac_sha256_hex, standard_signature};
 pub use wait::{wait_for, wait_until};
 
 /// Exit status the controller uses for an invalid configuration (`EX_CONFIG`).

@@ -6,8 +6,7 @@
 //!
 //! Every test starts its own controller on its own temporary `dir_base`.
 
-use base64::Engine as _;
-use svc_tests::{ApiResponse, TestService, WAIT, hmac_sha256_hex, job_section};
+use svc_tests::{ApiResponse, TestService, WAIT, hmac_sha256_hex, job_section, standard_signature};
 
 const SECRET: &str = "host-secret-1";
 /// Prints the facts the run was given, one line the tests look for.
@@ -31,20 +30,6 @@ fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
-}
-
-/// The Standard Webhooks signature of a message, with `secret` used as raw bytes.
-fn standard_signature(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> String {
-    use hmac::Mac as _;
-    let mut mac =
-        hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
-    mac.update(format!("{id}.{timestamp}.").as_bytes());
-    mac.update(body);
-    let bytes = mac.finalize().into_bytes();
-    format!(
-        "v1,{}",
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    )
 }
 
 /// A push of `git_ref` sent by `host` the way that host sends it, signed with `secret`.
@@ -118,7 +103,7 @@ async fn push(
         "standard" => {
             let body = br#"{"type":"build.requested","data":{}}"#;
             let timestamp = now();
-            let signature = standard_signature(secret, delivery, timestamp, body);
+            let signature = standard_signature(secret.as_bytes(), delivery, timestamp, body);
             let timestamp = timestamp.to_string();
             let headers = [
                 ("webhook-id", delivery),
@@ -208,7 +193,7 @@ async fn standard_webhooks_refuse_a_stale_timestamp() {
         .await;
     let body = br#"{"type":"x"}"#;
     let stale = now() - 600;
-    let signature = standard_signature(SECRET, "msg_1", stale, body);
+    let signature = standard_signature(SECRET.as_bytes(), "msg_1", stale, body);
     let stale = stale.to_string();
     let answer = svc
         .trigger_unsigned(

@@ -651,13 +651,14 @@ fn check_ref_glob(value: &str) -> Result<String, String> {
 
 /// A `secret` of a `standard` job: `whsec_<base64>` must decode.
 fn check_standard_secret(value: &str) -> Result<(), String> {
-    match value.strip_prefix("whsec_") {
-        Some(key) => base64::engine::general_purpose::STANDARD
-            .decode(key)
-            .map(|_| ())
-            .map_err(|_| "a whsec_ secret must be base64 after the prefix".into()),
-        None => Ok(()),
-    }
+    standard_key(value).map(|_| ())
+}
+
+/// The HMAC key of a Standard Webhooks secret ([`crate::auth::standard_key`]), or why it
+/// has none. The message never quotes the value.
+fn standard_key(value: &str) -> Result<Vec<u8>, String> {
+    crate::auth::standard_key(value.as_bytes())
+        .ok_or_else(|| "a secret that starts with whsec_ must be base64 after it".to_string())
 }
 
 fn check_public_key(value: &str) -> Result<String, String> {
@@ -967,12 +968,7 @@ fn parse_mailboxes(value: &str) -> Result<Vec<String>, String> {
 /// bytes the base64 decodes to); any other value is used as it is. The message never
 /// quotes the value.
 fn parse_webhook_key(value: &str) -> Result<WebhookKey, String> {
-    let bytes = match value.strip_prefix("whsec_") {
-        Some(encoded) => base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .map_err(|_| "a secret that starts with whsec_ must be base64 after it".to_string())?,
-        None => value.as_bytes().to_vec(),
-    };
+    let bytes = standard_key(value)?;
     if bytes.is_empty() {
         return Err("the key is empty".into());
     }

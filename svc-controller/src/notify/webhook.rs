@@ -3,13 +3,11 @@
 //! over `{id}.{timestamp}.{body}`), so that a receiver checks it with any of that
 //! specification's libraries. Any answer but a 2xx is a failed attempt.
 
-use base64::Engine as _;
-use hmac::{Hmac, Mac as _};
 use rand::Rng as _;
-use sha2::Sha256;
 
 use super::error::NotifyError;
 use super::message::{Report, rfc3339};
+use crate::auth::standard_signature;
 use crate::config::WebhookNotif;
 
 /// The `type` of a run's end: `run.success` or `run.failed`.
@@ -45,18 +43,6 @@ pub fn message_id() -> String {
     format!("msg_{random}")
 }
 
-/// `v1,<base64 of HMAC-SHA-256(key, "{id}.{timestamp}.{body}")>`.
-pub fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256>>::new_from_slice(key).expect("HMAC takes a key of any length");
-    mac.update(id.as_bytes());
-    mac.update(b".");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    let signature = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
-    format!("v1,{signature}")
-}
-
 /// Sends one message to one webhook notification.
 #[derive(Debug)]
 pub struct WebhookSender {
@@ -79,7 +65,8 @@ impl WebhookSender {
 
     /// One attempt, signed with the time it is made (Unix seconds).
     pub async fn attempt(&self, timestamp: i64) -> Result<(), NotifyError> {
-        let signature = sign(self.config.key.bytes(), &self.id, timestamp, &self.body);
+        let signature =
+            standard_signature(self.config.key.bytes(), &self.id, timestamp, &self.body);
         let response = self
             .client
             .post(&self.config.url)
@@ -106,52 +93,6 @@ mod tests {
     use super::*;
     use crate::engine::Kind;
     use crate::state::RunResult;
-
-    /// The reference vector of the Standard Webhooks specification.
-    #[test]
-    fn the_standard_webhooks_reference_signature() {
-        let key = base64::engine::general_purpose::STANDARD
-            .decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-            .expect("base64");
-        assert_eq!(
-            sign(
-                &key,
-                "msg_p5jXN8AQM9LWM0D4loKWxJek",
-                1614265330,
-                br#"{"test": 2432232314}"#
-            ),
-            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
-        );
-    }
-
-    /// The configuration's reading of a `whsec_` secret and the signer agree.
-    #[test]
-    fn a_configured_whsec_secret_signs_the_reference_message() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let main = dir.path().join("svc.conf");
-        std::fs::write(
-            &main,
-            format!(
-                "[svc]\ndir_base = {}\n[notif \"w\"]\nkind = webhook\nurl = http://h/\n\
-                 secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n",
-                dir.path().display()
-            ),
-        )
-        .expect("write");
-        let config = crate::config::load(&main).expect("load");
-        let crate::config::NotifKind::Webhook(webhook) = &config.notifs[0].kind else {
-            panic!("a webhook notif");
-        };
-        assert_eq!(
-            sign(
-                webhook.key.bytes(),
-                "msg_p5jXN8AQM9LWM0D4loKWxJek",
-                1614265330,
-                br#"{"test": 2432232314}"#
-            ),
-            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
-        );
-    }
 
     #[test]
     fn message_ids_are_new_each_time() {
