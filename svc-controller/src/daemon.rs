@@ -448,9 +448,7 @@ pub async fn run(
     };
     let replay = Arc::new(crate::replay::ReplayStores::open(&main.dir_replay())?);
     // On this runtime, the HTTP front's: sending notifications waits behind runs.
-    let (notifier, run_ends) = crate::notify::Notifier::start(&main.name, &config.notifs)
-        .await
-        .context("cannot start the notification sender")?;
+    let (notifier, run_ends) = crate::notify::Notifier::start(&main.name, &config.notifs);
     engine.announce_run_ends_to(run_ends);
 
     let listener = tokio::net::TcpListener::bind(&main.listen_address)

@@ -457,9 +457,9 @@ pub struct EmailNotif {
     /// environment at load); `None` when neither is set: no authentication.
     pub credentials: Option<SmtpCredentials>,
     /// `from`, required: a mailbox, `a@example.org` or `Name <a@example.org>`.
-    pub from: String,
+    pub from: lettre::message::Mailbox,
     /// `to`, repeated, at least one: mailboxes.
-    pub to: Vec<String>,
+    pub to: Vec<lettre::message::Mailbox>,
     /// `smtp_insecure`, default false: the server's certificate is not verified (for test
     /// servers only).
     pub insecure: bool,

@@ -158,10 +158,10 @@ fn email_keys() {
             password: "pa55-from-env".into()
         })
     );
-    assert_eq!(email.from, "svc <svc@example.org>");
+    assert_eq!(email.from.to_string(), "svc <svc@example.org>");
     assert_eq!(email.to.len(), 3, "{:?}", email.to);
-    assert_eq!(email.to[0], "a@example.org");
-    assert_eq!(email.to[2], "\"Doe, Jane\" <jane@example.org>");
+    assert_eq!(email.to[0].to_string(), "a@example.org");
+    assert_eq!(email.to[2].to_string(), "\"Doe, Jane\" <jane@example.org>");
     assert!(email.insecure);
 }
 
@@ -326,8 +326,9 @@ fn upstream_example_sections_load_unchanged() {
             password: "upstream-pass".into()
         })
     );
-    assert_eq!(email.from, "ops@kilabit.info");
-    assert_eq!(email.to, vec!["m.shulhan@gmail.com"]);
+    assert_eq!(email.from.to_string(), "ops@kilabit.info");
+    assert_eq!(email.to.len(), 1);
+    assert_eq!(email.to[0].to_string(), "m.shulhan@gmail.com");
     let both = config
         .jobs
         .iter()

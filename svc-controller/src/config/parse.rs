@@ -6,6 +6,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine as _;
+use lettre::message::Mailbox;
 
 use super::model::{
     AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_CATCH_UP_WINDOW, DEFAULT_DIR_STATE,
@@ -944,20 +945,19 @@ fn parse_smtp_server(value: &str) -> Result<SmtpServer, String> {
     })
 }
 
-/// `from`: one mailbox, `a@example.org` or `Name <a@example.org>`, as written.
-fn check_mailbox(value: &str) -> Result<String, String> {
+/// `from`: one mailbox, `a@example.org` or `Name <a@example.org>`.
+fn parse_mailbox(value: &str) -> Result<Mailbox, String> {
     value
-        .parse::<lettre::message::Mailbox>()
-        .map(|_| value.to_string())
+        .parse::<Mailbox>()
         .map_err(|e| format!("not an e-mail address ({e})"))
 }
 
 /// One `to` value: one mailbox or several, comma-separated.
-fn parse_mailboxes(value: &str) -> Result<Vec<String>, String> {
+fn parse_mailboxes(value: &str) -> Result<Vec<Mailbox>, String> {
     let mailboxes = value
         .parse::<lettre::message::Mailboxes>()
         .map_err(|e| format!("not an e-mail address or a comma-separated list of them ({e})"))?;
-    let all: Vec<String> = mailboxes.into_iter().map(|m| m.to_string()).collect();
+    let all: Vec<Mailbox> = mailboxes.into_iter().collect();
     if all.is_empty() {
         return Err("no e-mail address".into());
     }
@@ -1881,8 +1881,8 @@ fn read_email_notif(r: &mut Reader<'_>, env: EnvLookup<'_>) -> Option<EmailNotif
     };
     let user = secret(r, "smtp_user");
     let password = secret(r, "smtp_password");
-    let from = r.parsed("from", check_mailbox);
-    let to: Vec<String> = r
+    let from = r.parsed("from", parse_mailbox);
+    let to: Vec<Mailbox> = r
         .list("to", parse_mailboxes)
         .into_iter()
         .flatten()

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use lettre::message::Message;
 use lettre::message::header::ContentType;
-use lettre::message::{Mailbox, Message};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
@@ -18,9 +18,13 @@ use crate::config::{EmailNotif, SmtpSecurity};
 /// Longest an SMTP conversation may stall (each command's answer; connecting too).
 const SMTP_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The connection settings of one e-mail notification, TLS included: made once per
+/// notif, as its TLS set-up reads the system's certificates, and shared by its messages.
+pub type Transport = AsyncSmtpTransport<Tokio1Executor>;
+
 /// Sends one message to one e-mail notification.
 pub struct EmailSender {
-    transport: AsyncSmtpTransport<Tokio1Executor>,
+    transport: Transport,
     message: Message,
 }
 
@@ -31,15 +35,16 @@ impl std::fmt::Debug for EmailSender {
 }
 
 impl EmailSender {
-    /// The message of `report` for `config`, and the connection settings; `hello` is the
+    /// The message of `report` for `config`, to send over `transport`; `hello` is the
     /// name this host gives in `EHLO`.
     pub fn new(
+        transport: Transport,
         config: &EmailNotif,
         report: &Report,
         hello: &str,
     ) -> Result<EmailSender, NotifyError> {
         Ok(EmailSender {
-            transport: transport(config, hello)?,
+            transport,
             message: message(config, report, hello)?,
         })
     }
@@ -56,32 +61,26 @@ impl EmailSender {
 
 /// The message: `From`, every `To`, the subject and the plain-text body of `report`.
 pub fn message(config: &EmailNotif, report: &Report, hello: &str) -> Result<Message, NotifyError> {
-    let mailbox = |text: &str| {
-        text.parse::<Mailbox>()
-            .map_err(|e| NotifyError::Address(format!("{text}: {e}")))
-    };
     let mut builder = Message::builder()
-        .from(mailbox(&config.from)?)
+        .from(config.from.clone())
         .subject(report.subject())
         .message_id(Some(format!(
             "<svc.{}.{}.{}@{hello}>",
-            report.job_id,
-            report.counter,
+            report.run.job_id,
+            report.run.counter,
             rand::random::<u64>()
         )))
         .header(ContentType::TEXT_PLAIN);
     for to in &config.to {
-        builder = builder.to(mailbox(to)?);
+        builder = builder.to(to.clone());
     }
     builder.body(report.text()).map_err(NotifyError::Message)
 }
 
 /// The connection to `config.server`: TLS as its scheme says, the certificate verified
-/// (by the platform's verifier) unless `smtp_insecure`.
-fn transport(
-    config: &EmailNotif,
-    hello: &str,
-) -> Result<AsyncSmtpTransport<Tokio1Executor>, NotifyError> {
+/// (by the platform's verifier) unless `smtp_insecure`. Blocking: reads the system's
+/// certificates.
+pub fn transport(config: &EmailNotif, hello: &str) -> Result<Transport, NotifyError> {
     let server = &config.server;
     let tls = TlsParameters::builder(server.host.clone())
         .dangerous_accept_invalid_certs(config.insecure)
@@ -113,7 +112,17 @@ pub fn hello_name() -> String {
         .ok()
         .and_then(|name| name.into_string().ok())
         .unwrap_or_default();
-    let valid = !name.is_empty()
+    if is_domain_name(&name) {
+        name
+    } else {
+        "localhost".to_string()
+    }
+}
+
+/// Whether `name` may stand in `EHLO` as a domain: dot-separated labels of letters,
+/// digits and hyphens, each 1 to 63 long, 253 in all.
+fn is_domain_name(name: &str) -> bool {
+    !name.is_empty()
         && name.len() <= 253
         && name.split('.').all(|label| {
             !label.is_empty()
@@ -121,15 +130,14 @@ pub fn hello_name() -> String {
                 && label
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        });
-    if valid { name } else { "localhost".to_string() }
+        })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::message::tests::ended;
     use super::*;
     use crate::config::{SmtpCredentials, SmtpServer};
-    use crate::engine::Kind;
     use crate::state::RunResult;
 
     fn config() -> EmailNotif {
@@ -143,33 +151,29 @@ mod tests {
                 user: "u".into(),
                 password: "p".into(),
             }),
-            from: "svc <svc@example.org>".into(),
+            from: "svc <svc@example.org>".parse().expect("mailbox"),
             to: vec![
-                "a@example.org".into(),
-                "\"Doe, Jane\" <jane@example.org>".into(),
+                "a@example.org".parse().expect("mailbox"),
+                "\"Doe, Jane\" <jane@example.org>".parse().expect("mailbox"),
             ],
             insecure: true,
         }
     }
 
-    fn report() -> Report {
+    fn report(dir: &std::path::Path) -> Report {
         Report {
             service: "svc".into(),
-            kind: Kind::Job,
-            job_id: "deploy".into(),
-            job_name: "deploy".into(),
-            counter: 3,
-            result: RunResult::Fail,
-            started_at: "2026-01-05T10:00:00Z".parse().expect("time"),
-            ended_at: "2026-01-05T10:00:05Z".parse().expect("time"),
-            log: vec!["2026-01-05 10:00:05 exit code 1".into()],
+            run: ended(dir, RunResult::Fail),
+            log: vec!["2026-01-05 10:01:30 exit code 1".into()],
             log_missing: None,
         }
     }
 
     #[test]
     fn the_message_has_its_addresses_subject_and_text() {
-        let message = message(&config(), &report(), "builder.example.org").expect("message");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let message =
+            message(&config(), &report(dir.path()), "builder.example.org").expect("message");
         let envelope = message.envelope();
         assert_eq!(
             envelope.from().map(ToString::to_string).as_deref(),
@@ -179,14 +183,14 @@ mod tests {
         assert_eq!(to, vec!["a@example.org", "jane@example.org"]);
         let text = String::from_utf8(message.formatted()).expect("ASCII here");
         assert!(
-            text.contains("Subject: svc: job deploy run 3 failed\r\n"),
+            text.contains("Subject: svc: job deploy_site run 12 failed\r\n"),
             "{text}"
         );
         assert!(
             text.contains("Content-Type: text/plain; charset=utf-8\r\n"),
             "{text}"
         );
-        assert!(text.contains("Message-ID: <svc.deploy.3."), "{text}");
+        assert!(text.contains("Message-ID: <svc.deploy_site.12."), "{text}");
         assert!(text.contains("@builder.example.org>\r\n"), "{text}");
         assert!(text.contains("Status:  failed"), "{text}");
         assert!(text.contains("exit code 1"), "{text}");
@@ -203,13 +207,24 @@ mod tests {
     }
 
     #[test]
-    fn the_hello_name_is_a_domain_name() {
-        let name = hello_name();
-        assert!(!name.is_empty());
-        assert!(
-            name.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'),
-            "{name}"
-        );
+    fn only_a_domain_name_is_said_in_ehlo() {
+        for good in ["localhost", "builder-2.example.org", &"a".repeat(63)] {
+            assert!(is_domain_name(good), "{good}");
+        }
+        let long_label = "a".repeat(64);
+        let long_name = vec!["a".repeat(63); 4].join(".") + ".ab";
+        for bad in [
+            "",
+            "a..b",
+            ".a",
+            "x_y",
+            "host name",
+            "h\u{e9}te",
+            &long_label,
+            &long_name,
+        ] {
+            assert!(!is_domain_name(bad), "{bad}");
+        }
+        assert!(is_domain_name(&hello_name()), "this host's, or localhost");
     }
 }

@@ -6,9 +6,6 @@ pub enum NotifyError {
     /// The HTTP client for webhooks could not be made.
     #[error("cannot make the HTTP client (are the system's CA certificates installed?): {0}")]
     Client(#[source] reqwest::Error),
-    /// An address of the notif does not parse (checked at load already).
-    #[error("invalid address {0}")]
-    Address(String),
     /// The e-mail could not be put together.
     #[error("cannot make the message: {0}")]
     Message(#[source] lettre::error::Error),

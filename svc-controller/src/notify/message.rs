@@ -6,8 +6,8 @@ use std::io;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
-use crate::engine::{Kind, RunEnded};
-use crate::state::RunResult;
+use crate::engine::RunEnded;
+use crate::logstore::LogStatus;
 
 /// Lines of the run's log a notification carries, the last ones.
 pub const LOG_LINES: usize = 50;
@@ -17,17 +17,12 @@ pub const LOG_LINES: usize = 50;
 const LOG_TAIL_BYTES: u64 = 64 * 1024;
 
 /// One run's end, as every notification of it tells it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Report {
     /// The service's `name`.
     pub service: String,
-    pub kind: Kind,
-    pub job_id: String,
-    pub job_name: String,
-    pub counter: u64,
-    pub result: RunResult,
-    pub started_at: DateTime<Utc>,
-    pub ended_at: DateTime<Utc>,
+    /// What the engine told of the run.
+    pub run: RunEnded,
     /// The last lines of the run's log, oldest first, without their newlines.
     pub log: Vec<String>,
     /// Why the log could not be read, when it could not.
@@ -36,13 +31,24 @@ pub struct Report {
 
 /// The last [`LOG_TAIL_BYTES`] of the run's log (`None` when it is gone: retention may
 /// remove it when later runs end quickly). Blocking.
-pub fn read_log_tail(ended: &RunEnded) -> io::Result<Option<Vec<u8>>> {
-    ended.log_dir.read_end(ended.counter, LOG_TAIL_BYTES)
+fn read_log_tail(run: &RunEnded) -> io::Result<Option<Vec<u8>>> {
+    let status = LogStatus::Finished(run.result);
+    match run.log_dir.read_tail(run.counter, status, LOG_TAIL_BYTES) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
 }
 
 impl Report {
-    /// The report of `ended`, with what [`read_log_tail`] found.
-    pub fn new(service: &str, ended: &RunEnded, tail: io::Result<Option<Vec<u8>>>) -> Report {
+    /// The report of `run`, with the last lines of its log. Blocking: reads the log.
+    pub fn read(service: &str, run: RunEnded) -> Report {
+        let tail = read_log_tail(&run);
+        Report::new(service, run, tail)
+    }
+
+    /// The report of `run`, with what [`read_log_tail`] found.
+    pub fn new(service: &str, run: RunEnded, tail: io::Result<Option<Vec<u8>>>) -> Report {
         let (log, log_missing) = match tail {
             Ok(Some(bytes)) => {
                 let cut = bytes.len() as u64 >= LOG_TAIL_BYTES;
@@ -56,13 +62,7 @@ impl Report {
         };
         Report {
             service: service.to_string(),
-            kind: ended.kind,
-            job_id: ended.job_id.clone(),
-            job_name: ended.job_name.clone(),
-            counter: ended.counter,
-            result: ended.result,
-            started_at: ended.started_at,
-            ended_at: ended.ended_at,
+            run,
             log,
             log_missing,
         }
@@ -70,7 +70,7 @@ impl Report {
 
     /// `success` or `failed`, as the job's status says it.
     pub fn status(&self) -> &'static str {
-        self.result.job_status()
+        self.run.result.job_status()
     }
 
     /// `svc: job deploy run 12 failed`.
@@ -78,9 +78,9 @@ impl Report {
         format!(
             "{}: {} {} run {} {}",
             self.service,
-            self.kind.as_str(),
-            self.job_id,
-            self.counter,
+            self.run.kind.as_str(),
+            self.run.job_id,
+            self.run.counter,
             self.status()
         )
     }
@@ -88,7 +88,7 @@ impl Report {
     /// The plain text of an e-mail: what ran, when, how it ended, and the last lines of
     /// its log.
     pub fn text(&self) -> String {
-        let took = (self.ended_at - self.started_at)
+        let took = (self.run.ended_at - self.run.started_at)
             .to_std()
             .map(|took| crate::duration::format_duration(rounded(took)))
             .unwrap_or_else(|_| "0s".to_string());
@@ -101,19 +101,19 @@ impl Report {
              Started: {started}\n\
              Ended:   {ended} ({took})\n\n",
             subject = self.subject(),
-            name = self.job_name,
-            id = self.job_id,
-            counter = self.counter,
+            name = self.run.job_name,
+            id = self.run.job_id,
+            counter = self.run.counter,
             status = self.status(),
-            started = rfc3339(self.started_at),
-            ended = rfc3339(self.ended_at),
+            started = rfc3339(self.run.started_at),
+            ended = rfc3339(self.run.ended_at),
         );
         match &self.log_missing {
             Some(why) => text.push_str(&format!("The run's log is not shown: {why}.\n")),
             None => {
                 text.push_str(&format!(
                     "The last {} lines of the run's log:\n\n",
-                    LOG_LINES.min(self.log.len())
+                    self.log.len()
                 ));
                 for line in &self.log {
                     text.push_str(line);
@@ -153,17 +153,21 @@ fn last_lines(bytes: &[u8], cut: bool, count: usize) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::engine::Kind;
     use crate::logstore::LogDir;
+    use crate::state::RunResult;
 
     fn t(text: &str) -> DateTime<Utc> {
         text.parse().expect("a time")
     }
 
-    fn ended(dir: &std::path::Path, result: RunResult) -> RunEnded {
+    /// Run 12 of job `deploy_site` ("deploy site"), 10:00:00 to 10:01:30, its logs in
+    /// `dir`.
+    pub fn ended(dir: &std::path::Path, result: RunResult) -> RunEnded {
         RunEnded {
             kind: Kind::Job,
             job_id: "deploy_site".into(),
@@ -201,7 +205,7 @@ mod tests {
         }
         log.finish(RunResult::Fail).expect("finish");
         let ended = ended(dir.path(), RunResult::Fail);
-        let report = Report::new("svc", &ended, read_log_tail(&ended));
+        let report = Report::read("svc", ended);
         assert_eq!(report.log.len(), LOG_LINES);
         assert!(report.log[0].ends_with(" line 11"), "{:?}", report.log[0]);
         assert!(report.log[49].ends_with(" line 60"), "{:?}", report.log[49]);
@@ -210,13 +214,13 @@ mod tests {
         // Gone (retention) or unreadable: said so, and sent all the same.
         let other = tempfile::tempdir().expect("tempdir");
         let ended = super::tests::ended(other.path(), RunResult::Fail);
-        let report = Report::new("svc", &ended, read_log_tail(&ended));
+        let report = Report::read("svc", ended.clone());
         assert!(report.log.is_empty());
         assert_eq!(
             report.log_missing.as_deref(),
             Some("it was removed (log_retention)")
         );
-        let report = Report::new("svc", &ended, Err(io::Error::other("disk on fire")));
+        let report = Report::new("svc", ended, Err(io::Error::other("disk on fire")));
         assert!(
             report
                 .text()
@@ -231,7 +235,7 @@ mod tests {
         let tail = Ok(Some(
             b"2026-01-05 10:00:00 === run 12\n2026-01-05 10:01:30 done\n".to_vec(),
         ));
-        let report = Report::new("ci", &ended, tail);
+        let report = Report::new("ci", ended.clone(), tail);
         assert_eq!(report.subject(), "ci: job deploy_site run 12 success");
         assert_eq!(
             report.text(),
@@ -246,11 +250,11 @@ mod tests {
              2026-01-05 10:00:00 === run 12\n\
              2026-01-05 10:01:30 done\n"
         );
-        let mut failed = ended.clone();
+        let mut failed = ended;
         failed.result = RunResult::Fail;
         failed.kind = Kind::Http;
         failed.ended_at = failed.started_at - Duration::from_secs(1);
-        let report = Report::new("svc", &failed, Ok(None));
+        let report = Report::new("svc", failed, Ok(None));
         assert_eq!(report.subject(), "svc: job_http deploy_site run 12 failed");
         assert!(report.text().contains("(0s)"), "a clock stepped back");
         assert_eq!(

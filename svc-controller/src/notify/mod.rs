@@ -4,8 +4,9 @@
 //!
 //! The engine only hands a [`RunEnded`] to a bounded channel, without waiting
 //! ([`crate::engine::Engine::announce_run_ends_to`]). Here one task takes them: for each,
-//! a task of its own reads the last lines of the run's log on the blocking pool, makes
-//! one [`message::Report`], and sends it to every notification it names, each with up to
+//! a task of its own reads the last lines of the run's log and makes one
+//! [`message::Report`] and a sender per notification, in one trip to the blocking pool,
+//! then sends the report to every notification the run names, each with up to
 //! [`backoff::ATTEMPTS`] attempts a growing wait apart ([`backoff`]). Every attempt is
 //! logged (which notif, which job and run, which attempt, what failed); no password, no
 //! secret, no URL with its token. A run never waits for any of it, and no lock of the
@@ -65,26 +66,32 @@ struct Shared {
     /// For every webhook (connections are kept between messages): made at the first
     /// webhook notification, so that a system without CA certificates (a minimal
     /// install) starts, and only its webhook notifications fail, saying why.
-    http: HttpSlot,
+    http: MadeOnce<reqwest::Client>,
     /// The `[notif]` sections by name; replaced by a reload.
-    notifs: RwLock<Arc<HashMap<String, Arc<NotifConfig>>>>,
+    notifs: RwLock<Arc<HashMap<String, Arc<Notif>>>>,
     /// `Some(deadline)` once the service stops: no more waiting between attempts, and
     /// at the deadline whatever is still under way is dropped.
     stop: watch::Sender<Option<Instant>>,
     attempts: Semaphore,
 }
 
+/// A `[notif]` section, and what all its messages use.
+#[derive(Debug)]
+struct Notif {
+    config: NotifConfig,
+    /// For `kind = email`, made at its first message: setting up TLS reads the system's
+    /// certificates, once per notif rather than once per message.
+    smtp: MadeOnce<email::Transport>,
+}
+
 impl Notifier {
     /// Starts the sender on the current runtime, with the `[notif]` sections `notifs`.
     /// Returns it and the channel to hand to the engine.
-    pub async fn start(
-        service: &str,
-        notifs: &[NotifConfig],
-    ) -> Result<(Notifier, mpsc::Sender<RunEnded>), NotifyError> {
+    pub fn start(service: &str, notifs: &[NotifConfig]) -> (Notifier, mpsc::Sender<RunEnded>) {
         let shared = Arc::new(Shared {
             service: service.to_string(),
             hello: email::hello_name(),
-            http: HttpSlot::default(),
+            http: MadeOnce::default(),
             notifs: RwLock::new(Arc::new(by_name(notifs))),
             stop: watch::Sender::new(None),
             attempts: Semaphore::new(MAX_ATTEMPTS_AT_ONCE),
@@ -95,7 +102,7 @@ impl Notifier {
             shared,
             dispatcher: Mutex::new(Some(dispatcher)),
         };
-        Ok((notifier, tx))
+        (notifier, tx)
     }
 
     /// Takes the `[notif]` sections of a reloaded configuration; messages already under
@@ -133,10 +140,16 @@ impl Notifier {
     }
 }
 
-fn by_name(notifs: &[NotifConfig]) -> HashMap<String, Arc<NotifConfig>> {
+fn by_name(notifs: &[NotifConfig]) -> HashMap<String, Arc<Notif>> {
     notifs
         .iter()
-        .map(|notif| (notif.name.clone(), Arc::new(notif.clone())))
+        .map(|config| {
+            let notif = Notif {
+                config: config.clone(),
+                smtp: MadeOnce::default(),
+            };
+            (config.name.clone(), Arc::new(notif))
+        })
         .collect()
 }
 
@@ -195,23 +208,63 @@ fn start_report(shared: &Arc<Shared>, under_way: &mut JoinSet<()>, ended: RunEnd
 
 /// Reads the run's log, then sends its report to every notification it names, at once.
 async fn report_run(shared: Arc<Shared>, ended: RunEnded) {
-    let tail = {
-        let ended = ended.clone();
-        tokio::task::spawn_blocking(move || message::read_log_tail(&ended))
-            .await
-            .unwrap_or_else(|err| Err(std::io::Error::other(err.to_string())))
+    let (job, counter) = (ended.job_id.clone(), ended.counter);
+    let prepared = {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || prepare(&shared, ended)).await
     };
-    let report = Arc::new(Report::new(&shared.service, &ended, tail));
+    let Ok((report, senders)) = prepared else {
+        tracing::error!(
+            job,
+            counter,
+            "the run's notifications ended abnormally (a panic)"
+        );
+        return;
+    };
+    let deliveries = senders
+        .into_iter()
+        .map(|prepared| deliver(&shared, prepared, &report));
+    futures_util::future::join_all(deliveries).await;
+}
+
+/// One notification a run names, ready to be sent.
+struct Prepared {
+    /// The notif's name.
+    name: String,
+    /// Its kind; empty when there is no such notif.
+    kind: &'static str,
+    /// Its sender of the run's report, or why there is none.
+    sender: Result<Sender, NotifyError>,
+}
+
+/// The report of `ended`, and a sender of it for each notification the run names.
+/// Blocking: reads the run's log, and a first message of a notif reads the system's
+/// certificates for its TLS.
+fn prepare(shared: &Shared, ended: RunEnded) -> (Report, Vec<Prepared>) {
+    let report = Report::read(&shared.service, ended);
     let notifs = shared
         .notifs
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
-    let deliveries = ended.notifs.iter().map(|name| {
-        let notif = notifs.get(name).cloned();
-        deliver(&shared, name, notif, &report)
-    });
-    futures_util::future::join_all(deliveries).await;
+    let senders = report
+        .run
+        .notifs
+        .iter()
+        .map(|name| match notifs.get(name) {
+            None => Prepared {
+                name: name.clone(),
+                kind: "",
+                sender: Err(NotifyError::Unknown(name.clone())),
+            },
+            Some(notif) => Prepared {
+                name: name.clone(),
+                kind: notif.config.kind.as_str(),
+                sender: Sender::new(shared, notif, &report),
+            },
+        })
+        .collect();
+    (report, senders)
 }
 
 /// The sender of one message to one notification.
@@ -221,6 +274,25 @@ enum Sender {
 }
 
 impl Sender {
+    /// The sender of `report` to `notif`. Blocking (see [`prepare`]).
+    fn new(shared: &Shared, notif: &Notif, report: &Report) -> Result<Sender, NotifyError> {
+        match &notif.config.kind {
+            NotifKind::Email(config) => {
+                let transport = notif
+                    .smtp
+                    .get_or_make(|| email::transport(config, &shared.hello))?;
+                let sender = email::EmailSender::new(transport, config, report, &shared.hello)?;
+                Ok(Sender::Email(Box::new(sender)))
+            }
+            NotifKind::Webhook(config) => {
+                let client = shared.http.get_or_make(make_http_client)?;
+                Ok(Sender::Webhook(webhook::WebhookSender::new(
+                    client, config, report,
+                )))
+            }
+        }
+    }
+
     async fn attempt(&self) -> Result<(), NotifyError> {
         match self {
             Sender::Email(sender) => sender.attempt().await,
@@ -229,67 +301,49 @@ impl Sender {
     }
 }
 
-/// The sender of `report` to `notif`. Blocking: setting up TLS for a mail server reads
-/// the system's certificates.
-/// The webhooks' HTTP client, made when first needed. Blocking: its TLS set-up reads the
-/// system's certificates.
-type HttpSlot = Arc<std::sync::Mutex<Option<reqwest::Client>>>;
+/// A value made when first needed, then kept and handed out in copies; a failure is not
+/// kept, so the next need tries again.
+#[derive(Debug)]
+struct MadeOnce<T>(Mutex<Option<T>>);
 
-fn http_client(slot: &HttpSlot) -> Result<reqwest::Client, NotifyError> {
-    let mut client = slot
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(client) = client.as_ref() {
-        return Ok(client.clone());
+impl<T> Default for MadeOnce<T> {
+    fn default() -> Self {
+        MadeOnce(Mutex::new(None))
     }
-    let made = reqwest::Client::builder()
+}
+
+impl<T: Clone> MadeOnce<T> {
+    fn get_or_make<E>(&self, make: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+        let mut kept = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(value) = kept.as_ref() {
+            return Ok(value.clone());
+        }
+        let made = make()?;
+        *kept = Some(made.clone());
+        Ok(made)
+    }
+}
+
+/// The webhooks' HTTP client. Blocking: its TLS set-up reads the system's certificates.
+fn make_http_client() -> Result<reqwest::Client, NotifyError> {
+    reqwest::Client::builder()
         .timeout(WEBHOOK_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .referer(false)
         .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(NotifyError::Client)?;
-    *client = Some(made.clone());
-    Ok(made)
+        .map_err(NotifyError::Client)
 }
 
-fn prepare(
-    notif: &NotifConfig,
-    report: &Report,
-    http: &HttpSlot,
-    hello: &str,
-) -> Result<Sender, NotifyError> {
-    match &notif.kind {
-        NotifKind::Email(config) => {
-            email::EmailSender::new(config, report, hello).map(|s| Sender::Email(Box::new(s)))
-        }
-        NotifKind::Webhook(config) => Ok(Sender::Webhook(webhook::WebhookSender::new(
-            http_client(http)?,
-            config,
-            report,
-        ))),
-    }
-}
-
-/// Sends `report` to the notif `name`, with retries, logging each attempt.
-async fn deliver(
-    shared: &Shared,
-    name: &str,
-    notif: Option<Arc<NotifConfig>>,
-    report: &Arc<Report>,
-) {
-    let kind = notif.as_ref().map_or("", |notif| notif.kind.as_str());
-    let job = report.job_id.as_str();
-    let counter = report.counter;
-    let sender = match notif {
-        None => Err(NotifyError::Unknown(name.to_string())),
-        Some(notif) => {
-            let (report, http, hello) = (report.clone(), shared.http.clone(), shared.hello.clone());
-            tokio::task::spawn_blocking(move || prepare(&notif, &report, &http, &hello))
-                .await
-                .unwrap_or_else(|err| Err(NotifyError::Internal(err.to_string())))
-        }
-    };
+/// Sends `report` to one notification, with retries, logging each attempt.
+async fn deliver(shared: &Shared, prepared: Prepared, report: &Report) {
+    let Prepared { name, kind, sender } = prepared;
+    let name = name.as_str();
+    let job = report.run.job_id.as_str();
+    let counter = report.run.counter;
     let sender = match sender {
         Ok(sender) => sender,
         Err(err) => {

@@ -3,6 +3,7 @@
 //! over `{id}.{timestamp}.{body}`), so that a receiver checks it with any of that
 //! specification's libraries. Any answer but a 2xx is a failed attempt.
 
+use bytes::Bytes;
 use rand::Rng as _;
 
 use super::error::NotifyError;
@@ -16,20 +17,20 @@ fn event_type(report: &Report) -> String {
 }
 
 /// The JSON body: what ran and how it ended, and the last lines of its log.
-pub fn payload(report: &Report) -> Vec<u8> {
+pub fn payload(report: &Report) -> Bytes {
     let body = serde_json::json!({
         "type": event_type(report),
         "service": report.service,
-        "job_kind": report.kind.as_str(),
-        "job_id": report.job_id,
-        "job_name": report.job_name,
-        "counter": report.counter,
+        "job_kind": report.run.kind.as_str(),
+        "job_id": report.run.job_id,
+        "job_name": report.run.job_name,
+        "counter": report.run.counter,
         "status": report.status(),
-        "started_at": rfc3339(report.started_at),
-        "ended_at": rfc3339(report.ended_at),
+        "started_at": rfc3339(report.run.started_at),
+        "ended_at": rfc3339(report.run.ended_at),
         "log": report.log,
     });
-    body.to_string().into_bytes()
+    Bytes::from(body.to_string())
 }
 
 /// A new message ID: `msg_` and 24 random letters and digits. One per message: its
@@ -49,7 +50,7 @@ pub struct WebhookSender {
     client: reqwest::Client,
     config: WebhookNotif,
     id: String,
-    body: Vec<u8>,
+    body: Bytes,
 }
 
 impl WebhookSender {
@@ -90,6 +91,7 @@ impl WebhookSender {
 
 #[cfg(test)]
 mod tests {
+    use super::super::message::tests::ended;
     use super::*;
     use crate::engine::Kind;
     use crate::state::RunResult;
@@ -104,15 +106,10 @@ mod tests {
 
     #[test]
     fn payload_shape() {
+        let dir = tempfile::tempdir().expect("tempdir");
         let report = Report {
             service: "svc".into(),
-            kind: Kind::Job,
-            job_id: "deploy_site".into(),
-            job_name: "deploy site".into(),
-            counter: 12,
-            result: RunResult::Fail,
-            started_at: "2026-01-05T10:00:00Z".parse().expect("time"),
-            ended_at: "2026-01-05T10:01:30Z".parse().expect("time"),
+            run: ended(dir.path(), RunResult::Fail),
             log: vec!["one".into(), "two \"quoted\"".into()],
             log_missing: None,
         };
@@ -133,11 +130,9 @@ mod tests {
                 "log": ["one", "two \"quoted\""],
             })
         );
-        let success = Report {
-            result: RunResult::Success,
-            kind: Kind::Http,
-            ..report
-        };
+        let mut success = report;
+        success.run.result = RunResult::Success;
+        success.run.kind = Kind::Http;
         let body: serde_json::Value =
             serde_json::from_slice(&payload(&success)).expect("valid JSON");
         assert_eq!(body["type"], "run.success");
