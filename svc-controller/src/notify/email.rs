@@ -18,6 +18,11 @@ use crate::config::{EmailNotif, SmtpSecurity};
 /// Longest an SMTP conversation may stall (each command's answer; connecting too).
 const SMTP_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Longest one attempt may take, all its commands together: a server that answers each
+/// just before [`SMTP_TIMEOUT`] would otherwise keep one of the few attempts that run at
+/// once for as long as it likes, and hold up every other notification.
+const ATTEMPT_LIMIT: Duration = Duration::from_secs(120);
+
 /// The connection settings of one e-mail notification, TLS included: made once per
 /// notif, as its TLS set-up reads the system's certificates, and shared by its messages.
 pub type Transport = AsyncSmtpTransport<Tokio1Executor>;
@@ -26,6 +31,8 @@ pub type Transport = AsyncSmtpTransport<Tokio1Executor>;
 pub struct EmailSender {
     transport: Transport,
     message: Message,
+    /// [`ATTEMPT_LIMIT`] (shorter in tests).
+    limit: Duration,
 }
 
 impl std::fmt::Debug for EmailSender {
@@ -46,14 +53,15 @@ impl EmailSender {
         Ok(EmailSender {
             transport,
             message: message(config, report, hello)?,
+            limit: ATTEMPT_LIMIT,
         })
     }
 
-    /// One attempt: connect, authenticate, send, quit.
+    /// One attempt: connect, authenticate, send, quit; at most [`ATTEMPT_LIMIT`] in all.
     pub async fn attempt(&self) -> Result<(), NotifyError> {
-        self.transport
-            .send(self.message.clone())
+        tokio::time::timeout(self.limit, self.transport.send(self.message.clone()))
             .await
+            .map_err(|_| NotifyError::TimedOut(self.limit))?
             .map(|_| ())
             .map_err(NotifyError::Smtp)
     }
@@ -194,6 +202,42 @@ mod tests {
         assert!(text.contains("@builder.example.org>\r\n"), "{text}");
         assert!(text.contains("Status:  failed"), "{text}");
         assert!(text.contains("exit code 1"), "{text}");
+    }
+
+    /// A server that keeps each answer within [`SMTP_TIMEOUT`] but never finishes (here
+    /// a greeting of endless continuation lines) is cut off at the attempt's limit.
+    #[tokio::test]
+    async fn an_attempt_ends_at_its_limit_however_the_server_trickles() {
+        use tokio::io::AsyncWriteExt as _;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("listen");
+        let port = listener.local_addr().expect("address").port();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            while socket.write_all(b"220-still greeting\r\n").await.is_ok() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        let mut config = config();
+        config.server.port = port;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sender = EmailSender {
+            transport: transport(&config, "h").expect("transport"),
+            message: message(&config, &report(dir.path()), "h").expect("message"),
+            limit: Duration::from_millis(300),
+        };
+        // Bounded, so that a missing limit fails the test rather than hangs it.
+        let err = tokio::time::timeout(Duration::from_secs(60), sender.attempt())
+            .await
+            .expect("the attempt's own limit ends it")
+            .expect_err("never finishes");
+        assert!(matches!(err, NotifyError::TimedOut(_)), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "the mail server took more than 300ms in all"
+        );
+        server.abort();
     }
 
     #[test]
