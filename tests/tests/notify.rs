@@ -787,10 +787,13 @@ async fn a_system_without_ca_certificates_starts_and_says_why_webhooks_fail() {
         .assert_status("success");
     svc_tests::wait_until(
         svc_tests::WAIT,
-        "the failed attempt is logged",
+        "the notification's failure is logged, with why",
         async || {
-            let log = svc.stderr();
-            log.contains("notif") && log.contains("CA certificates")
+            svc.stderr().lines().any(|line| {
+                line.contains("notification not sent")
+                    && line.contains("hook")
+                    && line.contains("CA certificates")
+            })
         },
     )
     .await;
