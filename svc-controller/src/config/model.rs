@@ -201,8 +201,9 @@ pub struct JobConfig {
     /// starts nothing (empty = any event).
     pub filter_event: Vec<String>,
     /// `filter_ref`, repeated globs on `refs/...` (`*` within one segment, `**` across):
-    /// a delivery whose ref matches none starts nothing (empty = any).
-    pub filter_ref: Vec<String>,
+    /// a delivery whose ref matches none starts nothing (empty = any). Compiled at load,
+    /// not for each delivery.
+    pub filter_ref: Vec<glob::Pattern>,
     /// `public_key`: base64 Ed25519 key for `patchhost`, default
     /// [`DEFAULT_PATCHHOST_PUBLIC_KEY`]; validated to decode to 32 bytes.
     pub public_key: String,

@@ -643,11 +643,9 @@ fn parse_on_busy(value: &str) -> Result<OnBusy, String> {
     }
 }
 
-/// A `filter_ref` glob: checked here, matched against `refs/...` by the webhook.
-fn check_ref_glob(value: &str) -> Result<String, String> {
-    glob::Pattern::new(value)
-        .map(|_| value.to_string())
-        .map_err(|e| format!("not a glob: {e}"))
+/// A `filter_ref` glob, matched against `refs/...` by the webhook.
+fn parse_ref_glob(value: &str) -> Result<glob::Pattern, String> {
+    glob::Pattern::new(value).map_err(|e| format!("not a glob: {e}"))
 }
 
 /// A `secret` of a `standard` job: `whsec_<base64>` must decode.
@@ -1380,7 +1378,7 @@ impl<'m> Loader<'m> {
             _ => Ok(()),
         });
         let filter_event = r.list("filter_event", |v| Ok(v.to_ascii_lowercase()));
-        let filter_ref = r.list("filter_ref", check_ref_glob);
+        let filter_ref = r.list("filter_ref", parse_ref_glob);
         let header_sign = r
             .parsed("header_sign", check_header_name)
             .unwrap_or_else(|| DEFAULT_HEADER_SIGN.to_string());

@@ -969,7 +969,8 @@ fn secrets_rotate_and_filters_are_lists() {
         ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "raw-old"]
     );
     assert_eq!(job.filter_event, ["push", "tag_push"]);
-    assert_eq!(job.filter_ref, ["refs/heads/*"]);
+    let globs: Vec<&str> = job.filter_ref.iter().map(glob::Pattern::as_str).collect();
+    assert_eq!(globs, ["refs/heads/*"]);
 
     let tree = Tree::new("");
     tree.job(

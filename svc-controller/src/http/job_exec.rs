@@ -138,7 +138,11 @@ pub(super) async fn trigger(
     let id = job_id(param(&pairs, "id"))?.to_owned();
     let run = Trigger::new(TriggerSource::Manual);
     if state.engine.trigger(Kind::Job, &id, run).await? == Accepted::Skipped {
-        return Ok(super::webhook::skipped_answer(&id));
+        return Ok(super::webhook::skipped_answer(
+            &id,
+            "trigger",
+            super::webhook::BUSY_SKIP,
+        ));
     }
     Ok(super::job_answer(&state.engine, Kind::Job, &id))
 }

@@ -211,12 +211,15 @@ fn verify(
     }
 }
 
-/// The answer to a trigger dropped because its job was running with `on_busy = skip`:
-/// 200, with data saying so, like a delivery the filters skip.
-pub(super) fn skipped_answer(id: &str) -> Response {
-    let reason = "the job is running and on_busy = skip";
+/// Why a trigger that finds its job running with `on_busy = skip` starts nothing.
+pub(super) const BUSY_SKIP: &str = "the job is running and on_busy = skip";
+
+/// The answer to a delivery or trigger (`what`) that starts nothing without being an
+/// error (the job's filters skip it, or `on_busy = skip` drops it): 200, with data that
+/// says so and why.
+pub(super) fn skipped_answer(id: &str, what: &str, reason: &str) -> Response {
     let data = serde_json::json!({ "skipped": true, "reason": reason, "id": id });
-    wrapper(StatusCode::OK, &format!("skipped: {reason}"), data)
+    wrapper(StatusCode::OK, &format!("{what} skipped: {reason}"), data)
 }
 
 /// Why a delivery that passed its checks starts nothing: `filter_event` and
@@ -245,9 +248,10 @@ fn filtered_out(job: &JobConfig, facts: &DeliveryFacts) -> Option<String> {
             require_literal_separator: true,
             require_literal_leading_dot: false,
         };
-        let matched = job.filter_ref.iter().any(|pattern| {
-            glob::Pattern::new(pattern).is_ok_and(|p| p.matches_with(git_ref, options))
-        });
+        let matched = job
+            .filter_ref
+            .iter()
+            .any(|pattern| pattern.matches_with(git_ref, options));
         if !matched {
             return Some(format!("ref {git_ref:?} matches no filter_ref"));
         }
@@ -365,12 +369,7 @@ pub(super) async fn trigger(
         // Not recorded as a delivery: it started nothing, so it may come again.
         crate::metrics::webhook_rejected("filtered");
         tracing::info!(job = %id, %reason, "webhook delivery skipped");
-        let data = serde_json::json!({ "skipped": true, "reason": reason, "id": id });
-        return Ok(wrapper(
-            StatusCode::OK,
-            &format!("delivery skipped: {reason}"),
-            data,
-        ));
+        return Ok(skipped_answer(id, "delivery", &reason));
     }
 
     let recorded = match replay {
@@ -416,7 +415,7 @@ pub(super) async fn trigger(
             if let Some((kind, value)) = recorded {
                 forget(state.replay.clone(), kind, id.to_owned(), value).await;
             }
-            Ok(skipped_answer(id))
+            Ok(skipped_answer(id, "delivery", BUSY_SKIP))
         }
         Ok(_) => Ok(super::job_answer(&state.engine, Kind::Job, id)),
         Err(err) => {
