@@ -265,7 +265,7 @@ fn rewrite_main(text: &str, word: &str, dest_base: &Path, origin: &Path) -> Stri
     let mut wrote_base = false;
     let dir_base_line = format!(
         "dir_base = {}",
-        config_value(&dest_base.display().to_string())
+        crate::config::quote_value(&dest_base.display().to_string())
     );
     for line in text.lines() {
         let trimmed = line.trim();
@@ -303,15 +303,6 @@ fn rewrite_main(text: &str, word: &str, dest_base: &Path, origin: &Path) -> Stri
         let _ = writeln!(out, "{dir_base_line}");
     }
     out
-}
-
-/// A value written so that git-config reads it back as it is.
-fn config_value(value: &str) -> String {
-    if value.contains(['"', '\\', ';', '#']) || value.trim() != value {
-        format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
-    } else {
-        value.to_string()
-    }
 }
 
 /// An ID as upstream's directories may spell it: lower-cased, `-` and `_` alike.

@@ -101,35 +101,17 @@ pub fn job_section(name: &str, lines: &[&str]) -> String {
     for line in lines {
         match line.split_once('=') {
             Some((key, value)) => {
-                text.push_str(&format!("{} = {}", key.trim(), config_value(value.trim())));
+                text.push_str(&format!(
+                    "{} = {}",
+                    key.trim(),
+                    svc_controller::config::quote_value(value.trim())
+                ));
             }
             None => text.push_str(line),
         }
         text.push('\n');
     }
     text
-}
-
-/// `value` written so that git-config reads it back exactly: as it is when it can be, else
-/// in double quotes with `"`, `\`, newlines and tabs escaped (a `;` or `#` outside quotes
-/// would start a comment, and quotes and backslashes would be taken as syntax).
-pub fn config_value(value: &str) -> String {
-    let plain = !value.contains(['"', '\\', ';', '#', '\n', '\t']) && value.trim() == value;
-    if plain {
-        return value.to_string();
-    }
-    let mut quoted = String::from("\"");
-    for c in value.chars() {
-        match c {
-            '"' => quoted.push_str("\\\""),
-            '\\' => quoted.push_str("\\\\"),
-            '\n' => quoted.push_str("\\n"),
-            '\t' => quoted.push_str("\\t"),
-            other => quoted.push(other),
-        }
-    }
-    quoted.push('"');
-    quoted
 }
 
 /// Writes an executable shell script atomically (a temporary file renamed over `path`), so

@@ -28,3 +28,4 @@ pub use model::{
     UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
 pub use parse::{job_id_from_name, known_keys, load};
+pub use syntax::quote_value;

@@ -100,6 +100,30 @@ pub(super) fn parse(text: &str) -> Parsed {
     parser.parsed
 }
 
+/// `value` written so that [`parse`] (and git-config) reads it back exactly: as it is
+/// when it can be, else in double quotes with `"`, `\`, newlines and tabs escaped (a `;`
+/// or `#` outside quotes would start a comment, outer blanks would be dropped, and quotes
+/// and backslashes would be taken as syntax). For files svc writes (`--migrate`) and
+/// tests.
+pub fn quote_value(value: &str) -> String {
+    let plain = !value.contains(['"', '\\', ';', '#', '\n', '\t']) && value.trim() == value;
+    if plain {
+        return value.to_string();
+    }
+    let mut quoted = String::from("\"");
+    for c in value.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            other => quoted.push(other),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
 /// Blanks as git counts them (C `isspace` but the newline, which ends a line).
 fn is_blank(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\r' | 0x0b | 0x0c)
@@ -522,6 +546,28 @@ mod tests {
         let all = entries(&format!("[svc]\n{line}\n"));
         assert_eq!(all.len(), 1, "{line:?}");
         all[0].3.clone()
+    }
+
+    #[test]
+    fn a_quoted_value_reads_back_as_it_was() {
+        for value in [
+            "plain",
+            "/var/lib/svc",
+            "a;b#c",
+            " padded\t",
+            "say \"hi\"",
+            "back\\slash",
+            "two\nlines",
+            "",
+        ] {
+            let line = format!("k = {}", quote_value(value));
+            assert_eq!(value_of(&line).as_deref(), Some(value), "{line:?}");
+        }
+        assert_eq!(
+            quote_value("/var/lib/svc"),
+            "/var/lib/svc",
+            "as it is when it can be"
+        );
     }
 
     fn errors(text: &str) -> Vec<SyntaxError> {
