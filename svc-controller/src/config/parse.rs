@@ -1194,17 +1194,27 @@ struct Origin {
     header: String,
 }
 
-/// A notif name a job lists, checked once every file is read (a `[notif]` section may
-/// come in a later file than the job).
+/// A name a job lists that is checked once every file is read (what it names may be
+/// defined in a later file than the job), and where it was written.
 #[derive(Debug)]
-struct NotifRef {
-    name: String,
+struct LaterRef {
+    key: &'static str,
+    named: NamedAt,
     file: PathBuf,
     header: String,
-    key: String,
-    /// The whole value that named it, as written.
-    value: String,
-    line: usize,
+}
+
+impl LaterRef {
+    /// An error about this name, at the key and value that wrote it.
+    fn issue(&self, message: String) -> ConfigIssue {
+        new_issue(
+            &self.file,
+            Some(&self.header),
+            Some(self.key),
+            Some(&self.named.value),
+            message,
+        )
+    }
 }
 
 /// The environment variables a `$NAME` value reads.
@@ -1228,8 +1238,9 @@ struct Loader<'m> {
     notifs: Vec<NotifConfig>,
     /// Notif name → where it was first defined.
     notif_names: HashMap<String, Origin>,
-    notif_refs: Vec<NotifRef>,
-    /// The jobs each job starts when it ends, checked once every file is read.
+    /// The notifs each job names.
+    notif_refs: Vec<LaterRef>,
+    /// The jobs each job starts when it ends.
     chain_refs: Vec<ChainRef>,
 }
 
@@ -1237,10 +1248,7 @@ struct Loader<'m> {
 #[derive(Debug)]
 struct ChainRef {
     from: usize,
-    key: &'static str,
-    target: NamedAt,
-    file: PathBuf,
-    header: String,
+    target: LaterRef,
 }
 
 impl<'m> Loader<'m> {
@@ -1563,8 +1571,9 @@ impl<'m> Loader<'m> {
             sandbox,
             notif_on_success,
             notif_on_failed,
-            on_success: on_success.iter().map(|n| n.name.clone()).collect(),
-            on_failure: on_failure.iter().map(|n| n.name.clone()).collect(),
+            // Filled with the IDs they name once every file is read.
+            on_success: Vec::new(),
+            on_failure: Vec::new(),
             on_busy,
             retry,
             retry_delay,
@@ -1575,10 +1584,12 @@ impl<'m> Loader<'m> {
             for named in names {
                 self.chain_refs.push(ChainRef {
                     from: self.jobs.len() - 1,
-                    key,
-                    target: named,
-                    file: file.to_path_buf(),
-                    header: section.header.clone(),
+                    target: LaterRef {
+                        key,
+                        named,
+                        file: file.to_path_buf(),
+                        header: section.header.clone(),
+                    },
                 });
             }
         }
@@ -1666,21 +1677,20 @@ impl<'m> Loader<'m> {
         &mut self,
         file: &Path,
         section: &Section,
-        key: &str,
+        key: &'static str,
         names: Vec<NamedAt>,
     ) -> Vec<String> {
         names
             .into_iter()
             .map(|named| {
-                self.notif_refs.push(NotifRef {
-                    name: named.name.clone(),
+                let name = named.name.clone();
+                self.notif_refs.push(LaterRef {
+                    key,
+                    named,
                     file: file.to_path_buf(),
                     header: section.header.clone(),
-                    key: key.to_string(),
-                    value: named.value,
-                    line: named.line,
                 });
-                named.name
+                name
             })
             .collect()
     }
@@ -1755,30 +1765,21 @@ impl<'m> Loader<'m> {
         let mut edges: Vec<Vec<(usize, usize)>> = vec![Vec::new(); self.jobs.len()];
         let mut resolved: Vec<(usize, &'static str, String)> = Vec::new();
         for (ref_index, chain) in self.chain_refs.iter().enumerate() {
-            match ids.get(&chain.target.name.to_ascii_lowercase()) {
+            let named = &chain.target.named;
+            match ids.get(&named.name.to_ascii_lowercase()) {
                 Some(&target) => {
                     edges[chain.from].push((target, ref_index));
-                    resolved.push((chain.from, chain.key, self.jobs[target].id.clone()));
+                    resolved.push((chain.from, chain.target.key, self.jobs[target].id.clone()));
                 }
                 None => {
                     let message = format!(
                         "line {}: no job has the ID {:?} (on_success and on_failure name \
                          Jobs)",
-                        chain.target.line, chain.target.name
+                        named.line, named.name
                     );
-                    self.errors.push(new_issue(
-                        &chain.file,
-                        Some(&chain.header),
-                        Some(chain.key),
-                        Some(&chain.target.value),
-                        message,
-                    ));
+                    self.errors.push(chain.target.issue(message));
                 }
             }
-        }
-        for job in &mut self.jobs {
-            job.on_success.clear();
-            job.on_failure.clear();
         }
         for (from, key, id) in resolved {
             let list = if key == "on_success" {
@@ -1816,20 +1817,14 @@ impl<'m> Loader<'m> {
                                 path[from..].iter().map(|(n, _)| *n).collect();
                             members.sort_unstable();
                             if reported.insert(members) {
-                                let chain = &self.chain_refs[ref_index];
+                                let chain = &self.chain_refs[ref_index].target;
                                 let message = format!(
                                     "line {}: the chain {} leads back to where it started; \
                                      on_success and on_failure may not form a cycle",
-                                    chain.target.line,
+                                    chain.named.line,
                                     cycle.join(" -> ")
                                 );
-                                self.errors.push(new_issue(
-                                    &chain.file,
-                                    Some(&chain.header),
-                                    Some(chain.key),
-                                    Some(&chain.target.value),
-                                    message,
-                                ));
+                                self.errors.push(chain.issue(message));
                             }
                         }
                         _ => {}
@@ -1844,7 +1839,7 @@ impl<'m> Loader<'m> {
 
     fn check_notif_refs(&mut self) {
         for reference in &self.notif_refs {
-            if self.notif_names.contains_key(&reference.name) {
+            if self.notif_names.contains_key(&reference.named.name) {
                 continue;
             }
             let mut known: Vec<&str> = self.notif_names.keys().map(String::as_str).collect();
@@ -1856,15 +1851,9 @@ impl<'m> Loader<'m> {
             };
             let message = format!(
                 "line {}: no [notif {:?}] section ({known})",
-                reference.line, reference.name
+                reference.named.line, reference.named.name
             );
-            self.errors.push(new_issue(
-                &reference.file,
-                Some(&reference.header),
-                Some(&reference.key),
-                Some(&reference.value),
-                message,
-            ));
+            self.errors.push(reference.issue(message));
         }
     }
 }
