@@ -1169,16 +1169,26 @@ async fn catch_up_once_runs_a_slot_missed_while_paused_at_resume() {
 
 #[tokio::test(start_paused = true)]
 async fn random_delay_moves_each_slot_within_its_bound() {
-    let jobs = "[job \"r\"]\nschedule = 0 11 * * *\nrandom_delay = 10m\ncommand = true\n";
-    let h = Harness::new("", jobs);
+    let jobs: String = (0..20)
+        .map(|n| {
+            format!("[job \"r{n}\"]\nschedule = 0 11 * * *\nrandom_delay = 10m\ncommand = true\n")
+        })
+        .collect();
+    let h = Harness::new("", &jobs);
     h.engine.start_timers();
     settle().await;
-    let next = h.next_run("r").expect("a next run");
     let slot: DateTime<Utc> = "2026-01-05T11:00:00Z".parse().expect("time");
-    assert!(
-        next >= slot && next <= slot + Duration::from_secs(600),
-        "{next}"
-    );
+    let mut moved = 0;
+    for n in 0..20 {
+        let next = h.next_run(&format!("r{n}")).expect("a next run");
+        assert!(
+            next >= slot && next <= slot + Duration::from_secs(600),
+            "{next}"
+        );
+        moved += usize::from(next != slot);
+    }
+    // Each delay is one of 600,001 milliseconds: all twenty at zero means none is drawn.
+    assert!(moved > 0, "no slot was moved");
 }
 
 #[test]
