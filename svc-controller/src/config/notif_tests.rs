@@ -3,98 +3,29 @@
 //! key, value), upstream's example sections as they are, and no password or secret in
 //! any problem shown.
 
-use std::collections::HashMap;
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::test_tree::{Tree, only_issue};
 use super::*;
 use crate::config::{Config, ConfigIssue};
 
-/// A configuration tree: `<tmp>/etc/svc/svc.conf` with `dir_base` set to `<tmp>`, loaded
-/// with an environment of the test's own.
-struct Tree {
-    dir: tempfile::TempDir,
-    env: HashMap<String, String>,
-}
-
-impl Tree {
-    /// `main_body` follows the `[svc]` header and the `dir_base` line.
-    fn new(main_body: &str) -> Tree {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let tree = Tree {
-            dir,
-            env: HashMap::new(),
-        };
-        let text = format!(
-            "[svc]\ndir_base = {}\n{main_body}",
-            tree.dir.path().display()
-        );
-        tree.write("etc/svc/svc.conf", &text);
-        tree
-    }
-
-    fn with_env(mut self, name: &str, value: &str) -> Tree {
-        self.env.insert(name.to_string(), value.to_string());
-        self
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn main_file(&self) -> PathBuf {
-        self.path("etc/svc/svc.conf")
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.path(rel);
-        fs::create_dir_all(path.parent().expect("a parent")).expect("create directories");
-        fs::write(&path, text).expect("write file");
-    }
-
-    fn job_file(&self, file: &str, text: &str) -> PathBuf {
-        let rel = format!("etc/svc/job.d/{file}");
-        self.write(&rel, text);
-        self.path(&rel)
-    }
-
-    fn result(&self) -> Result<Config, ConfigError> {
-        let env = |name: &str| self.env.get(name).cloned();
-        load_with_env(&self.main_file(), &env)
-    }
-
-    fn load(&self) -> Config {
-        match self.result() {
-            Ok(config) => config,
-            Err(e) => panic!("configuration should load: {e}"),
-        }
-    }
-
-    fn issues(&self) -> Vec<ConfigIssue> {
-        self.result().expect_err("configuration should fail").issues
-    }
-}
-
-/// The one issue about `key`, checked to name `file`, `section` and `value`, and to say
-/// `message` (a part of it).
+/// The one issue about `key` in `section` (issues of other sections aside), checked to
+/// name `file` and `value`, and to say `message` (a part of it).
 #[track_caller]
-fn issue_about<'a>(
-    issues: &'a [ConfigIssue],
+fn issue_about(
+    issues: &[ConfigIssue],
     file: &Path,
     section: &str,
     key: &str,
     value: Option<&str>,
     message: &str,
-) -> &'a ConfigIssue {
-    let found: Vec<&ConfigIssue> = issues
+) -> ConfigIssue {
+    let in_section: Vec<ConfigIssue> = issues
         .iter()
-        .filter(|i| i.key.as_deref() == Some(key))
+        .filter(|i| i.section.as_deref() == Some(section))
+        .cloned()
         .collect();
-    assert_eq!(found.len(), 1, "one issue about {key}: {issues:#?}");
-    let issue = found[0];
-    assert_eq!(issue.file, file, "{issue}");
-    assert_eq!(issue.section.as_deref(), Some(section), "{issue}");
-    assert_eq!(issue.value.as_deref(), value, "{issue}");
+    let issue = only_issue(&in_section, file, section, key, value).clone();
     assert!(issue.message.contains(message), "{issue}");
     issue
 }
@@ -259,7 +190,7 @@ fn job_keys_take_repeated_and_comma_separated_names() {
          notif_on_success = hook , mail,\nnotif_on_failed = mail,hook\n"
     ));
     // Defined in a later file than the job that names it.
-    tree.job_file(
+    tree.job(
         "z.conf",
         "[notif \"hook\"]\nkind = webhook\nurl = https://h.example.org/\nsecret = s\n\
          [job \"quiet\"]\npath = /q\ncommand = true\n",
@@ -290,13 +221,13 @@ fn upstream_example_sections_load_unchanged() {
     )
     .with_env("SMTP_USER", "ops")
     .with_env("SMTP_PASS", "upstream-pass");
-    tree.job_file(
+    tree.job(
         "notif-email-success.conf",
         "[job \"notif-email-success\"]\ndescription = Send notification when job success.\n\
          path = /notif-email-success\nsecret = s3cret\ncommand = echo \"Test notification\"\n\
          notif_on_success = email-to-shulhan\n",
     );
-    tree.job_file(
+    tree.job(
         "notif.conf",
         "[job \"notif-email-both\"]\ndescription = Send notification when job success.\n\
          path = /notif-email-both\ncommand = echo \"Test email notification\"\n\
@@ -304,7 +235,7 @@ fn upstream_example_sections_load_unchanged() {
          notif_on_success = email-to-ops\n",
     );
     // The test tree names a second notif, which its main file does not define.
-    tree.job_file(
+    tree.job(
         "ops.conf",
         "[notif \"email-to-ops\"]\nkind = email\nsmtp_server = smtps://mail.kilabit.info\n\
          from = ops@kilabit.info\nto = ops@kilabit.info\n",
@@ -531,16 +462,8 @@ fn a_missing_environment_variable_is_named_and_no_value_shown() {
     .with_env("SVC_EMPTY_PASS", "");
     let issues = tree.issues();
     let main = tree.main_file();
-    let of = |section: &str| -> Vec<ConfigIssue> {
-        issues
-            .iter()
-            .filter(|i| i.section.as_deref() == Some(section))
-            .cloned()
-            .collect()
-    };
-    let m = of("notif \"m\"");
     issue_about(
-        &m,
+        &issues,
         &main,
         "notif \"m\"",
         "smtp_user",
@@ -548,16 +471,15 @@ fn a_missing_environment_variable_is_named_and_no_value_shown() {
         "the environment variable SVC_NO_SUCH_USER is not set",
     );
     issue_about(
-        &m,
+        &issues,
         &main,
         "notif \"m\"",
         "smtp_password",
         Some("[redacted]"),
         "the environment variable SVC_EMPTY_PASS is empty",
     );
-    let n = of("notif \"n\"");
     issue_about(
-        &n,
+        &issues,
         &main,
         "notif \"n\"",
         "smtp_user",
@@ -576,16 +498,8 @@ fn keys_of_the_other_kind_and_unknown_keys_are_errors() {
     );
     let issues = tree.issues();
     let main = tree.main_file();
-    let in_section = |section: &str| -> Vec<ConfigIssue> {
-        issues
-            .iter()
-            .filter(|i| i.section.as_deref() == Some(section))
-            .cloned()
-            .collect()
-    };
-    let m = in_section("notif \"m\"");
     issue_about(
-        &m,
+        &issues,
         &main,
         "notif \"m\"",
         "url",
@@ -593,16 +507,15 @@ fn keys_of_the_other_kind_and_unknown_keys_are_errors() {
         "belongs to kind = webhook",
     );
     issue_about(
-        &m,
+        &issues,
         &main,
         "notif \"m\"",
         "secret",
         Some("[redacted]"),
         "belongs to kind = webhook",
     );
-    let w = in_section("notif \"w\"");
     issue_about(
-        &w,
+        &issues,
         &main,
         "notif \"w\"",
         "smtp_server",
@@ -610,7 +523,7 @@ fn keys_of_the_other_kind_and_unknown_keys_are_errors() {
         "belongs to kind = email",
     );
     issue_about(
-        &w,
+        &issues,
         &main,
         "notif \"w\"",
         "to",
@@ -618,7 +531,7 @@ fn keys_of_the_other_kind_and_unknown_keys_are_errors() {
         "belongs to kind = email",
     );
     issue_about(
-        &w,
+        &issues,
         &main,
         "notif \"w\"",
         "frobnicate",
@@ -637,13 +550,8 @@ fn bad_webhook_values() {
     );
     let issues = tree.issues();
     let main = tree.main_file();
-    let a: Vec<ConfigIssue> = issues
-        .iter()
-        .filter(|i| i.section.as_deref() == Some("notif \"a\""))
-        .cloned()
-        .collect();
     issue_about(
-        &a,
+        &issues,
         &main,
         "notif \"a\"",
         "url",
@@ -651,7 +559,7 @@ fn bad_webhook_values() {
         "scheme \"ftp\"",
     );
     let secret = issue_about(
-        &a,
+        &issues,
         &main,
         "notif \"a\"",
         "secret",
@@ -659,32 +567,36 @@ fn bad_webhook_values() {
         "base64",
     );
     assert!(!secret.message.contains("not*base64"), "{secret}");
-    let b: Vec<ConfigIssue> = issues
-        .iter()
-        .filter(|i| i.section.as_deref() == Some("notif \"b\""))
-        .cloned()
-        .collect();
     issue_about(
-        &b,
+        &issues,
         &main,
         "notif \"b\"",
         "secret",
         Some("[redacted]"),
         "the key is empty",
     );
-    let c: Vec<ConfigIssue> = issues
-        .iter()
-        .filter(|i| i.section.as_deref() == Some("notif \"c\""))
-        .cloned()
-        .collect();
-    issue_about(&c, &main, "notif \"c\"", "url", Some(""), "empty value");
-    issue_about(&c, &main, "notif \"c\"", "secret", Some(""), "empty value");
+    issue_about(
+        &issues,
+        &main,
+        "notif \"c\"",
+        "url",
+        Some(""),
+        "empty value",
+    );
+    issue_about(
+        &issues,
+        &main,
+        "notif \"c\"",
+        "secret",
+        Some(""),
+        "empty value",
+    );
 }
 
 #[test]
 fn duplicate_notif_names_across_files() {
     let tree = Tree::new(EMAIL);
-    let file = tree.job_file("dup.conf", EMAIL);
+    let file = tree.job("dup.conf", EMAIL);
     let issues = tree.issues();
     assert_eq!(issues.len(), 1, "{issues:#?}");
     assert_eq!(issues[0].file, file);
@@ -704,7 +616,7 @@ fn duplicate_notif_names_across_files() {
 #[test]
 fn a_job_naming_an_unknown_notif() {
     let tree = Tree::new(EMAIL);
-    let file = tree.job_file(
+    let file = tree.job(
         "j.conf",
         "[job \"j\"]\npath = /j\ncommand = true\nnotif_on_success = mail\n\
          notif_on_failed = mail, nope\n\

@@ -2267,6 +2267,10 @@ pub fn job_id_from_name(name: &str) -> String {
 }
 
 #[cfg(test)]
+#[path = "test_tree.rs"]
+mod test_tree;
+
+#[cfg(test)]
 #[path = "parse_tests.rs"]
 mod tests;
 

@@ -4,87 +4,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::test_tree::{Tree, only_issue};
 use super::*;
-use crate::config::{Config, ConfigIssue};
+use crate::config::ConfigIssue;
 use crate::schedule::{Schedule, Timer};
-
-/// A configuration tree: `<tmp>/etc/svc/svc.conf` with `dir_base` set to `<tmp>`.
-struct Tree {
-    dir: tempfile::TempDir,
-}
-
-impl Tree {
-    /// `main_body` follows the `[svc]` header and the `dir_base` line.
-    fn new(main_body: &str) -> Tree {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let tree = Tree { dir };
-        let text = format!(
-            "[svc]\ndir_base = {}\n{main_body}",
-            tree.dir.path().display()
-        );
-        tree.write("etc/svc/svc.conf", &text);
-        tree
-    }
-
-    fn base(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    fn main_file(&self) -> PathBuf {
-        self.path("etc/svc/svc.conf")
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.path(rel);
-        fs::create_dir_all(path.parent().expect("a parent")).expect("create directories");
-        fs::write(&path, text).expect("write file");
-    }
-
-    fn job(&self, file: &str, text: &str) {
-        self.write(&format!("etc/svc/job.d/{file}"), text);
-    }
-
-    fn http_job(&self, file: &str, text: &str) {
-        self.write(&format!("etc/svc/job_http.d/{file}"), text);
-    }
-
-    fn load(&self) -> Config {
-        match load(&self.main_file()) {
-            Ok(config) => config,
-            Err(e) => panic!("configuration should load: {e}"),
-        }
-    }
-
-    fn issues(&self) -> Vec<ConfigIssue> {
-        load(&self.main_file())
-            .expect_err("configuration should fail")
-            .issues
-    }
-}
-
-/// The single issue about `key`, checked to name `file`, `section` and `value`.
-fn only_issue<'a>(
-    issues: &'a [ConfigIssue],
-    file: &Path,
-    section: &str,
-    key: &str,
-    value: Option<&str>,
-) -> &'a ConfigIssue {
-    let found: Vec<&ConfigIssue> = issues
-        .iter()
-        .filter(|i| i.key.as_deref() == Some(key))
-        .collect();
-    assert_eq!(found.len(), 1, "one issue about {key}: {issues:#?}");
-    let issue = found[0];
-    assert_eq!(issue.file, file, "{issue}");
-    assert_eq!(issue.section.as_deref(), Some(section), "{issue}");
-    assert_eq!(issue.value.as_deref(), value, "{issue}");
-    issue
-}
 
 fn current_user() -> String {
     nix::unistd::User::from_uid(nix::unistd::getuid())

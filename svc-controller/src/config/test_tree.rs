@@ -1,0 +1,104 @@
+//! A configuration tree in a temporary directory, for the tests of [`super::load`]: the
+//! files written as a test needs them, loaded with an environment of the test's own.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::{ConfigError, load_with_env};
+use crate::config::{Config, ConfigIssue};
+
+/// `<tmp>/etc/svc/svc.conf` with `dir_base` set to `<tmp>`, and the `$NAME` values its
+/// load may read (none unless [`Tree::with_env`] gives them).
+pub(super) struct Tree {
+    dir: tempfile::TempDir,
+    env: HashMap<String, String>,
+}
+
+impl Tree {
+    /// `main_body` follows the `[svc]` header and the `dir_base` line.
+    pub fn new(main_body: &str) -> Tree {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let tree = Tree {
+            dir,
+            env: HashMap::new(),
+        };
+        let text = format!(
+            "[svc]\ndir_base = {}\n{main_body}",
+            tree.dir.path().display()
+        );
+        tree.write("etc/svc/svc.conf", &text);
+        tree
+    }
+
+    pub fn with_env(mut self, name: &str, value: &str) -> Tree {
+        self.env.insert(name.to_string(), value.to_string());
+        self
+    }
+
+    pub fn base(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn main_file(&self) -> PathBuf {
+        self.path("etc/svc/svc.conf")
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let path = self.path(rel);
+        fs::create_dir_all(path.parent().expect("a parent")).expect("create directories");
+        fs::write(&path, text).expect("write file");
+    }
+
+    /// Writes `etc/svc/job.d/<file>`; returns its path.
+    pub fn job(&self, file: &str, text: &str) -> PathBuf {
+        let rel = format!("etc/svc/job.d/{file}");
+        self.write(&rel, text);
+        self.path(&rel)
+    }
+
+    pub fn http_job(&self, file: &str, text: &str) {
+        self.write(&format!("etc/svc/job_http.d/{file}"), text);
+    }
+
+    pub fn result(&self) -> Result<Config, ConfigError> {
+        let env = |name: &str| self.env.get(name).cloned();
+        load_with_env(&self.main_file(), &env)
+    }
+
+    pub fn load(&self) -> Config {
+        match self.result() {
+            Ok(config) => config,
+            Err(e) => panic!("configuration should load: {e}"),
+        }
+    }
+
+    pub fn issues(&self) -> Vec<ConfigIssue> {
+        self.result().expect_err("configuration should fail").issues
+    }
+}
+
+/// The single issue about `key`, checked to name `file`, `section` and `value`.
+#[track_caller]
+pub(super) fn only_issue<'a>(
+    issues: &'a [ConfigIssue],
+    file: &Path,
+    section: &str,
+    key: &str,
+    value: Option<&str>,
+) -> &'a ConfigIssue {
+    let found: Vec<&ConfigIssue> = issues
+        .iter()
+        .filter(|i| i.key.as_deref() == Some(key))
+        .collect();
+    assert_eq!(found.len(), 1, "one issue about {key}: {issues:#?}");
+    let issue = found[0];
+    assert_eq!(issue.file, file, "{issue}");
+    assert_eq!(issue.section.as_deref(), Some(section), "{issue}");
+    assert_eq!(issue.value.as_deref(), value, "{issue}");
+    issue
+}
