@@ -318,6 +318,26 @@ fn folded(id: &str) -> String {
         .collect()
 }
 
+/// The last part of `path`, as text.
+fn name_of(path: &Path) -> String {
+    path.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The configured ID of the job that `path` (a job's log directory or state file) is
+/// of; `None`, with the reason in the report, when there is none.
+fn job_of<'a>(path: &Path, ids: &'a [String], report: &mut Report) -> Option<&'a str> {
+    match id_for(&name_of(path), ids) {
+        Ok(id) => Some(id),
+        Err(why) => {
+            report.skip(path, why);
+            None
+        }
+    }
+}
+
 /// The configured ID that the directory `name` belongs to, or why none.
 fn id_for<'a>(name: &str, ids: &'a [String]) -> Result<&'a str, &'static str> {
     let key = folded(name);
@@ -360,24 +380,12 @@ fn take_logs(
     report: &mut Report,
 ) -> Result<(), MigrateError> {
     for dir in sorted_dirs(src)? {
-        let name = dir
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        let id = match id_for(&name, ids) {
-            Ok(id) => id,
-            Err(why) => {
-                report.skip(&dir, why);
-                continue;
-            }
+        let Some(id) = job_of(&dir, ids, report) else {
+            continue;
         };
+        let dir_name = name_of(&dir);
         for file in sorted_entries(&dir)? {
-            let file_name = file
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
+            let file_name = name_of(&file);
             let (counter, status) = match log_name(&file_name) {
                 Ok(parsed) => parsed,
                 Err(why) => {
@@ -387,7 +395,7 @@ fn take_logs(
             };
             let target = dest.join(id).join(format!("{id}.{counter}.{status}"));
             if copy_new(&file, &target, None, report)? {
-                let verb = if file_name == format!("{id}.{counter}.{status}") && name == id {
+                let verb = if file_name == format!("{id}.{counter}.{status}") && dir_name == id {
                     "copied"
                 } else {
                     "renamed"
@@ -433,17 +441,8 @@ fn take_states(
     report: &mut Report,
 ) -> Result<(), MigrateError> {
     for file in sorted_entries(src)?.into_iter().filter(|p| p.is_file()) {
-        let name = file
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        let id = match id_for(&name, ids) {
-            Ok(id) => id,
-            Err(why) => {
-                report.skip(&file, why);
-                continue;
-            }
+        let Some(id) = job_of(&file, ids, report) else {
+            continue;
         };
         let text = fs::read_to_string(&file).map_err(io_error(&file))?;
         let mut state = match parse_state(&text, &file.display().to_string()) {
