@@ -43,6 +43,15 @@ impl LogFile {
             .unwrap_or_default()
     }
 
+    /// The first line (the run's header: who or what started it), without its newline.
+    pub fn first_line(&self) -> String {
+        self.content()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// The lines of the file with their timestamps split off.
     pub fn lines(&self) -> Vec<LogLine> {
         parse_log_lines(&self.content())

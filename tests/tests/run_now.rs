@@ -42,7 +42,7 @@ async fn any_job_runs_now_and_its_log_says_by_whom() {
     assert_eq!(answer.data()["id"], "nightly");
     let log = svc.wait_run_finished("nightly", 1, WAIT).await;
     log.assert_status("success");
-    let first = log.content().lines().next().unwrap_or_default().to_string();
+    let first = log.first_line();
     assert!(
         first.ends_with("=== run 1 of job nightly started by hand (run now, a signed request)"),
         "{first}"
@@ -61,12 +61,7 @@ async fn any_job_runs_now_and_its_log_says_by_whom() {
     .await
     .assert_status(200);
     let hook = svc.wait_run_finished("hook", 1, WAIT).await;
-    let first = hook
-        .content()
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let first = hook.first_line();
     assert!(
         first.ends_with("started by webhook (event deploy)"),
         "{first}"
@@ -175,12 +170,7 @@ async fn chains_start_the_next_jobs_by_the_result() {
         .assert_status("success");
     let deploy = svc.wait_run_finished("Deploy", 1, WAIT).await;
     deploy.assert_status("success");
-    let first = deploy
-        .content()
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let first = deploy.first_line();
     assert!(
         first.ends_with("started by chain, after run 1 of job build, success"),
         "{first}"
@@ -196,10 +186,7 @@ async fn chains_start_the_next_jobs_by_the_result() {
     alert.assert_status("success");
     assert!(
         alert
-            .content()
-            .lines()
-            .next()
-            .unwrap_or_default()
+            .first_line()
             .ends_with("after run 2 of job build, fail"),
         "{}",
         alert.content()
