@@ -33,26 +33,22 @@ fn issue_about(
 const EMAIL: &str = "[notif \"mail\"]\nkind = email\nsmtp_server = smtps://mail.example.org\n\
                      from = svc@example.org\nto = ops@example.org\n";
 
+/// The notif `name` of `config`, which must be there.
+fn notif_kind(config: &Config, name: &str) -> NotifKind {
+    let notif = config.notifs.iter().find(|n| n.name == name);
+    notif.expect("the notif").kind.clone()
+}
+
 fn email(config: &Config, name: &str) -> EmailNotif {
-    let notif = config
-        .notifs
-        .iter()
-        .find(|n| n.name == name)
-        .expect("the notif");
-    match &notif.kind {
-        NotifKind::Email(email) => email.clone(),
+    match notif_kind(config, name) {
+        NotifKind::Email(email) => email,
         other => panic!("not an email notif: {other:?}"),
     }
 }
 
 fn webhook(config: &Config, name: &str) -> WebhookNotif {
-    let notif = config
-        .notifs
-        .iter()
-        .find(|n| n.name == name)
-        .expect("the notif");
-    match &notif.kind {
-        NotifKind::Webhook(webhook) => webhook.clone(),
+    match notif_kind(config, name) {
+        NotifKind::Webhook(webhook) => webhook,
         other => panic!("not a webhook notif: {other:?}"),
     }
 }
