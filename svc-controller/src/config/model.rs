@@ -114,15 +114,15 @@ pub struct MainConfig {
     pub max_connections: Option<usize>,
 }
 
-/// How a webhook trigger is authenticated: by the code host that sends it.
+/// How a webhook trigger is authenticated: by the code host that sends it. Each kind is
+/// one scheme; the names it may be configured by are [`AuthKind::parse`]'s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AuthKind {
     /// HMAC-SHA-256 of the body in `header_sign`.
     #[default]
     HmacSha256,
-    /// `codehost`: the spec's name of [`AuthKind::Github`], kept as configured.
-    Codehost,
-    /// GitHub: `X-Hub-Signature-256` / `X-Hub-Signature`, `X-GitHub-Delivery`.
+    /// GitHub (`github`, or the spec's `codehost`): `X-Hub-Signature-256` /
+    /// `X-Hub-Signature`, `X-GitHub-Delivery`.
     Github,
     /// GitLab: `X-Gitlab-Token` (the secret itself), `Idempotency-Key` or
     /// `X-Gitlab-Event-UUID`.
@@ -134,36 +134,42 @@ pub enum AuthKind {
     Bitbucket,
     /// Standard Webhooks v1: `webhook-id`, `webhook-timestamp`, `webhook-signature`.
     Standard,
-    /// `patchhost`: the spec's name of [`AuthKind::Sourcehut`], kept as configured.
-    Patchhost,
-    /// sourcehut: Ed25519 `X-Payload-Signature` + `X-Payload-Nonce`.
+    /// sourcehut (`sourcehut`, or the spec's `patchhost`): Ed25519 `X-Payload-Signature`
+    /// + `X-Payload-Nonce`.
     Sourcehut,
 }
 
 impl AuthKind {
-    /// The configuration and API spelling, as configured.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthKind::HmacSha256 => "hmac-sha256",
-            AuthKind::Codehost => "codehost",
-            AuthKind::Github => "github",
-            AuthKind::Gitlab => "gitlab",
-            AuthKind::Gitea => "gitea",
-            AuthKind::Bitbucket => "bitbucket",
-            AuthKind::Standard => "standard",
-            AuthKind::Patchhost => "patchhost",
-            AuthKind::Sourcehut => "sourcehut",
-        }
+    /// Every name `auth_kind` takes, lower-case, with its kind: `codehost` and
+    /// `patchhost` are the spec's names of GitHub's and sourcehut's schemes, and Forgejo
+    /// (Gitea's fork) signs as Gitea does.
+    const NAMES: [(&'static str, AuthKind); 10] = [
+        ("hmac-sha256", AuthKind::HmacSha256),
+        ("github", AuthKind::Github),
+        ("gitlab", AuthKind::Gitlab),
+        ("gitea", AuthKind::Gitea),
+        ("bitbucket", AuthKind::Bitbucket),
+        ("standard", AuthKind::Standard),
+        ("sourcehut", AuthKind::Sourcehut),
+        ("codehost", AuthKind::Github),
+        ("patchhost", AuthKind::Sourcehut),
+        ("forgejo", AuthKind::Gitea),
+    ];
+
+    /// The kind `name` (in any case) configures, and the name in lower case.
+    pub fn parse(name: &str) -> Option<(AuthKind, &'static str)> {
+        AuthKind::NAMES
+            .into_iter()
+            .find(|(known, _)| known.eq_ignore_ascii_case(name))
+            .map(|(known, kind)| (kind, known))
     }
 
-    /// The scheme behind a name: the spec's `codehost` and `patchhost` are GitHub's and
-    /// sourcehut's.
-    pub fn scheme(self) -> AuthKind {
-        match self {
-            AuthKind::Codehost => AuthKind::Github,
-            AuthKind::Patchhost => AuthKind::Sourcehut,
-            other => other,
-        }
+    /// The kind's own name (the first of [`AuthKind::parse`]'s).
+    pub fn as_str(self) -> &'static str {
+        AuthKind::NAMES
+            .into_iter()
+            .find(|(_, kind)| *kind == self)
+            .map_or("", |(name, _)| name)
     }
 }
 
@@ -192,6 +198,8 @@ pub struct JobConfig {
     pub path: Option<String>,
     /// `auth_kind`, default `hmac-sha256`.
     pub auth_kind: AuthKind,
+    /// The name `auth_kind` was configured by, in lower case (the API shows it).
+    pub auth_kind_name: &'static str,
     /// `header_sign`, lower-cased, default [`DEFAULT_HEADER_SIGN`].
     pub header_sign: String,
     /// `secret`, repeated during a rotation (a delivery signed with any of them is

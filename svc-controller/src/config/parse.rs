@@ -605,32 +605,14 @@ fn check_header_name(name: &str) -> Result<String, String> {
     Ok(name.to_ascii_lowercase())
 }
 
-fn parse_auth_kind(value: &str) -> Result<AuthKind, String> {
-    let kinds = [
-        AuthKind::HmacSha256,
-        AuthKind::Github,
-        AuthKind::Gitlab,
-        AuthKind::Gitea,
-        AuthKind::Bitbucket,
-        AuthKind::Standard,
-        AuthKind::Sourcehut,
-        AuthKind::Codehost,
-        AuthKind::Patchhost,
-    ];
-    let value = value.to_ascii_lowercase();
-    match value.as_str() {
-        // Forgejo is Gitea's fork and signs the same way.
-        "forgejo" => Ok(AuthKind::Gitea),
-        _ => kinds
-            .into_iter()
-            .find(|k| k.as_str() == value)
-            .ok_or_else(|| {
-                "unknown auth_kind (expected hmac-sha256, github, gitlab, gitea, bitbucket, \
-             standard or sourcehut; codehost and patchhost are the older names of github \
-             and sourcehut)"
-                    .into()
-            }),
-    }
+/// `auth_kind`: the kind, and the name it was given by.
+fn parse_auth_kind(value: &str) -> Result<(AuthKind, &'static str), String> {
+    AuthKind::parse(value).ok_or_else(|| {
+        "unknown auth_kind (expected hmac-sha256, github, gitlab, gitea, bitbucket, \
+         standard or sourcehut; codehost and patchhost are the older names of github and \
+         sourcehut, forgejo signs as gitea)"
+            .into()
+    })
 }
 
 /// `on_busy`: `queue`, `skip` or `replace`.
@@ -1378,10 +1360,12 @@ impl<'m> Loader<'m> {
         let timezone = r.zone(main);
         let timer = r.timer(&timezone);
         let path = r.parsed("path", normalize_path);
-        let auth_kind = r.parsed("auth_kind", parse_auth_kind).unwrap_or_default();
+        let (auth_kind, auth_kind_name) = r
+            .parsed("auth_kind", parse_auth_kind)
+            .unwrap_or((AuthKind::HmacSha256, AuthKind::HmacSha256.as_str()));
         // An empty `secret =` means the main secret, as before; a repeated key holds
         // the secrets of a rotation.
-        let secrets = r.non_empty_texts("secret", |value| match auth_kind.scheme() {
+        let secrets = r.non_empty_texts("secret", |value| match auth_kind {
             AuthKind::Standard => check_standard_secret(value),
             _ => Ok(()),
         });
@@ -1531,7 +1515,7 @@ impl<'m> Loader<'m> {
         if self.errors.len() != before {
             return;
         }
-        if path.is_some() && secrets.is_empty() && auth_kind.scheme() != AuthKind::Sourcehut {
+        if path.is_some() && secrets.is_empty() && auth_kind != AuthKind::Sourcehut {
             // Its webhooks are signed with the main secret, the one that also signs the
             // control requests: whoever can trigger it can sign those too.
             self.warnings.push(new_issue(
@@ -1553,6 +1537,7 @@ impl<'m> Loader<'m> {
             timezone,
             path,
             auth_kind,
+            auth_kind_name,
             header_sign,
             secrets,
             filter_event,

@@ -364,25 +364,27 @@ fn job_user_and_group_defaults() {
 
 #[test]
 fn job_auth_kinds_and_timeouts() {
-    for (value, kind) in [
-        ("hmac-sha256", AuthKind::HmacSha256),
-        ("HMAC-SHA256", AuthKind::HmacSha256),
-        ("codehost", AuthKind::Codehost),
-        ("github", AuthKind::Github),
-        ("GitLab", AuthKind::Gitlab),
-        ("gitea", AuthKind::Gitea),
-        ("forgejo", AuthKind::Gitea),
-        ("bitbucket", AuthKind::Bitbucket),
-        ("standard", AuthKind::Standard),
-        ("patchhost", AuthKind::Patchhost),
-        ("sourcehut", AuthKind::Sourcehut),
+    for (value, kind, name) in [
+        ("hmac-sha256", AuthKind::HmacSha256, "hmac-sha256"),
+        ("HMAC-SHA256", AuthKind::HmacSha256, "hmac-sha256"),
+        ("codehost", AuthKind::Github, "codehost"),
+        ("github", AuthKind::Github, "github"),
+        ("GitLab", AuthKind::Gitlab, "gitlab"),
+        ("gitea", AuthKind::Gitea, "gitea"),
+        ("forgejo", AuthKind::Gitea, "forgejo"),
+        ("bitbucket", AuthKind::Bitbucket, "bitbucket"),
+        ("standard", AuthKind::Standard, "standard"),
+        ("patchhost", AuthKind::Sourcehut, "patchhost"),
+        ("sourcehut", AuthKind::Sourcehut, "sourcehut"),
     ] {
         let tree = Tree::new("");
         tree.job(
             "a.conf",
             &format!("[job \"a\"]\npath = /a\ncommand = true\nauth_kind = {value}\n"),
         );
-        assert_eq!(tree.load().jobs[0].auth_kind, kind, "{value}");
+        let job = &tree.load().jobs[0];
+        assert_eq!(job.auth_kind, kind, "{value}");
+        assert_eq!(job.auth_kind_name, name, "as configured: {value}");
     }
     for (value, timeout) in [
         ("0", None),

@@ -367,6 +367,7 @@ mod tests {
             timezone: Default::default(),
             path: Some("/deploy".into()),
             auth_kind: Default::default(),
+            auth_kind_name: "hmac-sha256",
             header_sign: "x-svc-sign".into(),
             secrets: Vec::new(),
             filter_event: Vec::new(),

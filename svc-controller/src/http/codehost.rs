@@ -12,7 +12,7 @@ use crate::delivery::{DeliveryFacts, clean};
 
 /// Headers that carry a host's delivery ID, first found wins.
 fn delivery_headers(kind: AuthKind) -> &'static [&'static str] {
-    match kind.scheme() {
+    match kind {
         AuthKind::Github => &["x-github-delivery"],
         // `Idempotency-Key` stays the same across GitLab's retries of one delivery; the
         // event UUID of older releases too.
@@ -31,7 +31,7 @@ fn delivery_headers(kind: AuthKind) -> &'static [&'static str] {
 
 /// Headers that carry the event, first found wins.
 fn event_headers(kind: AuthKind) -> &'static [&'static str] {
-    match kind.scheme() {
+    match kind {
         AuthKind::Gitlab => &["x-gitlab-event"],
         AuthKind::Gitea => &["x-forgejo-event", "x-gitea-event", "x-github-event"],
         AuthKind::Bitbucket => &["x-event-key"],
@@ -66,10 +66,10 @@ pub fn facts(kind: AuthKind, headers: &HeaderMap, body: &[u8]) -> DeliveryFacts 
             .find_map(|value| clean(&String::from_utf8_lossy(value.as_bytes())))
     };
     let known = matches!(
-        kind.scheme(),
+        kind,
         AuthKind::Github | AuthKind::Gitlab | AuthKind::Gitea | AuthKind::Bitbucket
     );
-    let payload = if known || kind.scheme() == AuthKind::Standard {
+    let payload = if known || kind == AuthKind::Standard {
         Payload::read(body)
     } else {
         None
@@ -78,7 +78,7 @@ pub fn facts(kind: AuthKind, headers: &HeaderMap, body: &[u8]) -> DeliveryFacts 
         (Some(payload), true) => payload.push(kind),
         _ => (None, None),
     };
-    let event = match kind.scheme() {
+    let event = match kind {
         // A Standard Webhooks payload names its event type in the body.
         AuthKind::Standard => payload
             .as_ref()
@@ -166,7 +166,7 @@ impl Payload {
 
     /// The ref and commit of a push, as `kind`'s payload tells them.
     fn push(&self, kind: AuthKind) -> (Option<String>, Option<String>) {
-        match kind.scheme() {
+        match kind {
             AuthKind::Bitbucket => {
                 let cloud = self
                     .push
@@ -257,7 +257,7 @@ mod tests {
             )
             .into_bytes(),
         ] {
-            let facts = facts(AuthKind::Codehost, &h, &body);
+            let facts = facts(AuthKind::Github, &h, &body);
             assert_eq!(facts.event.as_deref(), Some("push"));
             assert_eq!(
                 facts.id.as_deref(),

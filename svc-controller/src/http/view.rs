@@ -234,7 +234,7 @@ fn entry_view(look: &JobSnapshot) -> EntryView<'_> {
                 },
             ),
             path: job.path.as_deref().unwrap_or_default(),
-            auth_kind: job.auth_kind.as_str(),
+            auth_kind: job.auth_kind_name,
             header_sign: &job.header_sign,
             commands: &job.commands,
             timeout: job.timeout.map_or(0, nanos),

@@ -146,14 +146,14 @@ fn body_epoch(body: &[u8]) -> Option<String> {
 
 /// The auth header a delivery for `job` lacks, if any: checked before the body is read.
 fn missing_auth_header(job: &JobConfig, headers: &HeaderMap) -> Option<String> {
-    let scheme = match job.auth_kind.scheme() {
+    let scheme = match job.auth_kind {
         AuthKind::HmacSha256 => auth::Scheme::HmacSha256(&job.header_sign),
         AuthKind::Gitlab => auth::Scheme::Gitlab,
         AuthKind::Gitea => auth::Scheme::Gitea,
         AuthKind::Bitbucket => auth::Scheme::Bitbucket,
         AuthKind::Standard => auth::Scheme::Standard,
-        AuthKind::Sourcehut | AuthKind::Patchhost => auth::Scheme::Patchhost,
-        AuthKind::Github | AuthKind::Codehost => auth::Scheme::Codehost,
+        AuthKind::Sourcehut => auth::Scheme::Patchhost,
+        AuthKind::Github => auth::Scheme::Codehost,
     };
     auth::missing_header(scheme, |name| header_bytes(headers, name)).map(str::to_string)
 }
@@ -166,14 +166,14 @@ fn verify(
     body: &[u8],
 ) -> Result<(), AuthError> {
     let text = |name: &str| header_text(headers, name);
-    match job.auth_kind.scheme() {
+    match job.auth_kind {
         AuthKind::HmacSha256 => auth::verify_hmac_sha256(
             secrets,
             body,
             &job.header_sign,
             text(&job.header_sign).as_deref(),
         ),
-        AuthKind::Github | AuthKind::Codehost => auth::verify_codehost(
+        AuthKind::Github => auth::verify_codehost(
             secrets,
             body,
             text(auth::CODEHOST_SHA256_HEADER).as_deref(),
@@ -202,7 +202,7 @@ fn verify(
             header_bytes(headers, auth::STANDARD_SIGNATURE_HEADER),
             chrono::Utc::now().timestamp(),
         ),
-        AuthKind::Sourcehut | AuthKind::Patchhost => auth::verify_patchhost(
+        AuthKind::Sourcehut => auth::verify_patchhost(
             &job.public_key,
             body,
             header_bytes(headers, auth::PATCHHOST_SIGNATURE_HEADER),
@@ -315,8 +315,8 @@ pub(super) async fn trigger(
     // delivery ID (Standard Webhooks' is signed), else the HMAC of the body (the
     // signature in its canonical spelling), and for sourcehut the SHA-256 of what its
     // signature covers, body then nonce.
-    let replay = match job.auth_kind.scheme() {
-        AuthKind::Sourcehut | AuthKind::Patchhost => {
+    let replay = match job.auth_kind {
+        AuthKind::Sourcehut => {
             // Verified above: present and not empty.
             let nonce = header_bytes(&headers, auth::PATCHHOST_NONCE_HEADER).unwrap_or_default();
             if nonce.len() > MAX_VALUE_LEN {
