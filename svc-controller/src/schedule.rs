@@ -96,6 +96,10 @@ impl CronExpr {
 
     /// The first wall-clock time strictly after `civil` the expression matches.
     fn next_civil_after(&self, civil: NaiveDateTime) -> Option<NaiveDateTime> {
+        // croner keeps the fraction of a second it is given: a slot after 00:07:00.5
+        // would be 00:15:00.5. Its search starts a second on, so whole seconds are
+        // still strictly after.
+        let civil = civil.with_nanosecond(0)?;
         self.cron
             .find_next_occurrence(&civil.and_utc(), false)
             .ok()
@@ -744,6 +748,49 @@ mod tests {
         Utc.with_ymd_and_hms(y, mo, d, h, mi, s)
             .single()
             .expect("valid test time")
+    }
+
+    /// Slots are whole seconds, whatever fraction of a second the time asked after has
+    /// (the engine asks with the clock's time, to the nanosecond).
+    #[test]
+    fn slots_are_whole_seconds_after_a_fractional_time() {
+        let half = |t: DateTime<Utc>| t + chrono::Duration::milliseconds(500);
+        // Berlin is an hour ahead in January.
+        let berlin = Zone::parse("Europe/Berlin").expect("a known zone");
+        for (text, after, slot) in [
+            (
+                "*/15 * * * *",
+                at(2026, 1, 5, 0, 7, 0),
+                at(2026, 1, 5, 0, 15, 0),
+            ),
+            (
+                "*/15 * * * *",
+                at(2026, 1, 5, 0, 15, 0),
+                at(2026, 1, 5, 0, 30, 0),
+            ),
+            (
+                "*/10 * * * * *",
+                at(2026, 1, 5, 0, 7, 5),
+                at(2026, 1, 5, 0, 7, 10),
+            ),
+            (
+                "daily@00:15",
+                at(2026, 1, 5, 0, 7, 0),
+                at(2026, 1, 5, 0, 15, 0),
+            ),
+        ] {
+            assert_eq!(
+                sched(text).next_in(half(after), &Zone::utc()),
+                slot,
+                "{text}"
+            );
+            let hour = chrono::Duration::hours(1);
+            assert_eq!(
+                sched(text).next_in(half(after - hour), &berlin),
+                slot - hour,
+                "{text} in Berlin"
+            );
+        }
     }
 
     fn sched(text: &str) -> Schedule {
