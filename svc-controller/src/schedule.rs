@@ -60,6 +60,15 @@ impl PartialEq for CronExpr {
 
 impl Eq for CronExpr {}
 
+/// Where a cron expression is searched from to see that it matches at all.
+const NEVER_BEFORE: DateTime<Utc> = DateTime::<Utc>::from_naive_utc_and_offset(
+    match chrono::NaiveDate::from_ymd_opt(2000, 1, 1) {
+        Some(date) => date.and_time(chrono::NaiveTime::MIN),
+        None => chrono::NaiveDateTime::MIN,
+    },
+    Utc,
+);
+
 /// The field names of a cron expression, in order, for messages.
 const CRON_FIELDS: [&str; 6] = [
     "second",
@@ -82,6 +91,13 @@ impl CronExpr {
     pub fn parse(text: &str) -> Result<CronExpr, ScheduleError> {
         let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         match cron_parser().parse(&text) {
+            // Each field is checked alone: `0 0 30 2 *` parses, and no date has it. There
+            // is no year field, so what matches no date from 2000 on never matches.
+            Ok(cron) if cron.find_next_occurrence(&NEVER_BEFORE, false).is_err() => {
+                Err(ScheduleError(format!(
+                    "{text:?} matches no date: no month it names has its day of month"
+                )))
+            }
             Ok(cron) => {
                 let fixed_time = cron.determine_job_type() == croner::JobType::FixedTime;
                 Ok(CronExpr {
@@ -1009,6 +1025,24 @@ mod tests {
         assert!(err("* * * * * * *").contains("has 7"));
         assert!(err("@sometimes").contains("unknown nickname"));
         assert!(err("yearly").contains("unknown schedule \"yearly\""));
+    }
+
+    /// Each field is valid alone and no date has them all: refused at load, rather than
+    /// a job that never runs (and a timer far in the future).
+    #[test]
+    fn a_cron_expression_that_matches_no_date_is_an_error() {
+        for text in ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 0 31 2 *"] {
+            assert!(
+                err(text).contains("matches no date"),
+                "{text}: {}",
+                err(text)
+            );
+        }
+        // The 29th of February comes, every four years.
+        assert_eq!(
+            sched("0 0 29 2 *").next_in(at(2026, 1, 5, 0, 0, 0), &Zone::utc()),
+            at(2028, 2, 29, 0, 0, 0)
+        );
     }
 
     /// New York, 2026: spring forward on March 8 at 02:00 EST (07:00 UTC), fall back on

@@ -35,7 +35,7 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
     loop {
         // `random_delay`: this slot starts up to that much later; the next slot is
         // still counted from `due`, so the delays do not add up.
-        let fire = due + jitter(random_delay);
+        let fire = due.checked_add_signed(jitter(random_delay)).unwrap_or(due);
         if !set_next_run(&engine, kind, &id, fire) {
             return;
         }
