@@ -42,7 +42,7 @@ pub enum Timer {
 pub struct CronExpr {
     text: String,
     cron: croner::Cron,
-    /// Fixed seconds, minute and hour (a time of day): see [`crate::timezone`].
+    /// Its slots are times of day ([`names_times_of_day`]): see [`crate::timezone`].
     fixed_time: bool,
 }
 
@@ -99,7 +99,7 @@ impl CronExpr {
                 )))
             }
             Ok(cron) => {
-                let fixed_time = cron.determine_job_type() == croner::JobType::FixedTime;
+                let fixed_time = names_times_of_day(&text);
                 Ok(CronExpr {
                     text,
                     cron,
@@ -121,6 +121,22 @@ impl CronExpr {
             .ok()
             .map(|t| t.naive_utc())
     }
+}
+
+/// Whether a cron expression names times of day, as Vixie cron decides for daylight-saving
+/// changes: neither its minute nor its hour is a wildcard (`*`, `*/N`). `30 2 * * *`,
+/// `30 2,14 * * *` and `0 8-17 * * 1-5` do; `*/15 * * * *`, `0 * * * *` and `@hourly`
+/// do not. `text` has been parsed already.
+fn names_times_of_day(text: &str) -> bool {
+    if text.starts_with('@') {
+        return !text.eq_ignore_ascii_case("@hourly");
+    }
+    let fields: Vec<&str> = text.split(' ').collect();
+    let (minute, hour) = match fields.as_slice() {
+        [_, minute, hour, _, _, _] | [minute, hour, _, _, _] => (*minute, *hour),
+        _ => return false,
+    };
+    !minute.starts_with('*') && !hour.starts_with('*')
 }
 
 /// Which field of `text` is at fault: each field is tried alone among wildcards.
@@ -511,8 +527,8 @@ const SEARCH_DAYS: u32 = 800;
 
 impl Schedule {
     /// Whether its slots are fixed times of day (see [`crate::timezone`]): upstream's
-    /// `daily`, `weekly` and `monthly`, and cron expressions with a single second, minute
-    /// and hour.
+    /// `daily`, `weekly` and `monthly`, and cron expressions whose minute and hour are not
+    /// wildcards.
     pub fn is_fixed_time(&self) -> bool {
         match self {
             Schedule::Cron(cron) => cron.fixed_time,
@@ -1104,6 +1120,49 @@ mod tests {
             ),
             [at(2026, 3, 8, 6, 30, 0), at(2026, 3, 8, 7, 0, 0)]
         );
+    }
+
+    /// Several hours or minutes are times of day too, as one: `30 2,14 * * *` keeps its
+    /// 02:30 through the spring gap, and runs 01:30 once in the fall overlap, like
+    /// `daily@02:30,14:30`.
+    #[test]
+    fn lists_and_ranges_of_hours_are_times_of_day() {
+        for text in ["30 2,14 * * *", "daily@02:30,14:30"] {
+            assert_eq!(
+                slots(text, "America/New_York", at(2026, 3, 7, 20, 0, 0), 3),
+                [
+                    at(2026, 3, 8, 7, 0, 0),
+                    at(2026, 3, 8, 18, 30, 0),
+                    at(2026, 3, 9, 6, 30, 0)
+                ],
+                "{text}"
+            );
+        }
+        assert_eq!(
+            slots(
+                "30 1-2 * * *",
+                "America/New_York",
+                at(2026, 10, 31, 20, 0, 0),
+                3
+            ),
+            [
+                at(2026, 11, 1, 5, 30, 0),
+                at(2026, 11, 1, 7, 30, 0),
+                at(2026, 11, 2, 6, 30, 0)
+            ],
+            "01:30 EDT once, then 02:30 EST"
+        );
+        assert!(sched("0 8-17 * * 1-5").is_fixed_time());
+        assert!(sched("@daily").is_fixed_time());
+        for text in [
+            "*/15 * * * *",
+            "0 * * * *",
+            "30 */2 * * *",
+            "@hourly",
+            "hourly",
+        ] {
+            assert!(!sched(text).is_fixed_time(), "{text}");
+        }
     }
 
     /// Berlin, 2026: March 29 02:00 CET -> 03:00 CEST (01:00 UTC); October 25 03:00 CEST

@@ -2,11 +2,12 @@
 //! schedule's wall-clock slots into instants across daylight-saving changes:
 //!
 //! - a slot whose wall-clock time does not exist (a spring-forward gap) runs once, at the
-//!   first instant after the gap, when it is a fixed time of day; a slot of an expression
-//!   that runs every hour or more often is skipped there (its next slot follows);
+//!   first instant after the gap, when it is a fixed time of day (as Vixie cron decides:
+//!   neither minute nor hour is a wildcard); a slot of an expression with a wildcard
+//!   minute or hour is skipped there (its next slot follows);
 //! - a wall-clock time that happens twice (a fall-back overlap) runs once, at its first
-//!   occurrence, when it is a fixed time of day; an every-hour-or-more-often expression
-//!   follows the wall clock through both passes;
+//!   occurrence, when it is a fixed time of day; an expression with a wildcard minute or
+//!   hour follows the wall clock through both passes;
 //! - intervals count real elapsed time and never look at a zone.
 //!
 //! Schedules compute wall-clock slots as plain civil times ([`NaiveDateTime`]); this

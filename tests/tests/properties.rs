@@ -425,10 +425,9 @@ fn reference_matches(fields: &[String; 5], civil: chrono::NaiveDateTime) -> bool
         && day
 }
 
-/// A time of day: a single minute and a single hour.
+/// Times of day, as Vixie cron decides: neither the minute nor the hour a wildcard.
 fn reference_fixed(fields: &[String; 5]) -> bool {
-    let single = |f: &str| f.parse::<u32>().is_ok();
-    single(&fields[0]) && single(&fields[1])
+    !fields[0].starts_with('*') && !fields[1].starts_with('*')
 }
 
 /// The first slot after `after` found by walking real time minute by minute, applying
