@@ -18,8 +18,8 @@ use std::fmt;
 use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use jiff::tz::{AmbiguousOffset, TimeZone};
 
-/// The longest shift of a zone's offset at one transition that the search below allows
-/// for; real transitions shift by 30 minutes to 2 hours.
+/// How far ahead of now the search below looks for offset changes: farther than any
+/// slot that an overlap or a gap can move (today's zones shift by 30 minutes to 2 hours).
 const MAX_SHIFT_HOURS: i64 = 3;
 
 /// How many wall-clock slots a search looks at before it gives up (an expression that
@@ -143,15 +143,18 @@ impl Zone {
         }
     }
 
-    /// Whether the zone changes its offset at some instant in `(from, to]`.
-    fn changes_between(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
-        let (Some(from), Some(to)) = (to_timestamp(from), to_timestamp(to)) else {
-            return false;
-        };
-        self.tz
-            .following(from)
-            .next()
-            .is_some_and(|transition| transition.timestamp() <= to)
+    /// The smallest and the largest offset in force from `from` to `to`, in seconds.
+    fn offsets_between(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> (i32, i32) {
+        let first = self.offset_seconds(from);
+        let (mut low, mut high) = (first, first);
+        if let (Some(from), Some(to)) = (to_timestamp(from), to_timestamp(to)) {
+            let changes = self.tz.following(from);
+            for change in changes.take_while(|change| change.timestamp() <= to) {
+                let offset = change.offset().seconds();
+                (low, high) = (low.min(offset), high.max(offset));
+            }
+        }
+        (low, high)
     }
 
     /// The first slot strictly after `after`: `next_civil(c)` gives the first wall-clock
@@ -164,39 +167,34 @@ impl Zone {
         fixed_time: bool,
         next_civil: impl Fn(NaiveDateTime) -> Option<NaiveDateTime>,
     ) -> Option<DateTime<Utc>> {
-        let shift = TimeDelta::hours(MAX_SHIFT_HOURS);
-        // Within a few hours of a transition, the second pass of an overlap may hold
-        // slots whose wall-clock time is earlier than now's: start the search before.
-        let near_change = self.changes_between(after - shift, after + shift);
-        let mut civil = if near_change {
-            self.civil(after - shift)
-        } else {
-            self.civil(after)
-        };
-        let mut best: Option<DateTime<Utc>> = None;
+        // Around an offset change, wall clock and instants are out of step by up to the
+        // spread of the offsets in force from now on: a slot whose wall-clock time reads
+        // earlier than now's may lie ahead (the second pass of an overlap), so the search
+        // starts at now read with the smallest of them; and a slot that reads later than
+        // the best found may come before it, by at most the spread. Without a change,
+        // both are nothing: the first slot found is the one.
+        let (low, high) = self.offsets_between(after, after + TimeDelta::hours(MAX_SHIFT_HOURS));
+        let mut civil = after.naive_utc() + TimeDelta::seconds(low.into());
+        let spread = TimeDelta::seconds((high - low).into());
+        // The best instant so far, and its wall-clock time.
+        let mut best: Option<(DateTime<Utc>, NaiveDateTime)> = None;
         for _ in 0..MAX_SLOTS {
-            civil = next_civil(civil)?;
-            if let Some(best) = best {
-                // Past the best's wall-clock time by more than any shift: no later
-                // slot can come earlier.
-                if civil > self.civil(best) + shift {
-                    break;
-                }
+            let Some(next) = next_civil(civil) else {
+                break;
+            };
+            civil = next;
+            if let Some((_, best_civil)) = best
+                && civil > best_civil + spread
+            {
+                break;
             }
             for instant in self.instants(civil, fixed_time) {
-                if instant > after && best.is_none_or(|b| instant < b) {
-                    best = Some(instant);
-                }
-            }
-            if let Some(found) = best {
-                // Without an offset change up to it, wall clock and instants run in
-                // step: nothing later can come earlier.
-                if !near_change && !self.changes_between(after, found + shift) {
-                    break;
+                if instant > after && best.is_none_or(|(b, _)| instant < b) {
+                    best = Some((instant, self.civil(instant)));
                 }
             }
         }
-        best
+        best.map(|(instant, _)| instant)
     }
 }
 
@@ -235,7 +233,7 @@ fn from_civil(dt: jiff::civil::DateTime) -> Option<NaiveDateTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone as _;
+    use chrono::{TimeZone as _, Timelike as _};
 
     fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(y, mo, d, h, mi, 0)
@@ -259,6 +257,31 @@ mod tests {
             err.contains("Mars/Olympus") && err.contains("IANA"),
             "{err}"
         );
+    }
+
+    /// Every second, from half an hour before New York falls back (06:00 UTC on
+    /// 2026-11-01): the next second, found by looking at no more than the two hours of
+    /// wall-clock seconds the overlap can reorder, and two slots away from a change.
+    #[test]
+    fn the_search_looks_only_as_far_as_an_offset_change_can_reorder() {
+        let zone = Zone::parse("America/New_York").expect("a known zone");
+        for (after, most) in [
+            (utc(2026, 11, 1, 5, 30), 2 * 3600 + 2),
+            (utc(2026, 7, 1, 12, 0), 2),
+        ] {
+            let looked = std::cell::Cell::new(0);
+            let every_second = |c: NaiveDateTime| {
+                looked.set(looked.get() + 1);
+                Some(c.with_nanosecond(0)? + TimeDelta::seconds(1))
+            };
+            let next = zone.next_slot(after, false, every_second);
+            assert_eq!(next, Some(after + TimeDelta::seconds(1)));
+            assert!(
+                looked.get() <= most,
+                "{} slots looked at after {after}",
+                looked.get()
+            );
+        }
     }
 
     /// New York, 2026-03-08: 02:00 EST jumps to 03:00 EDT (07:00 UTC).
