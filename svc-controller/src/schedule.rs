@@ -724,18 +724,24 @@ impl Timer {
             return None;
         };
         let window = TimeDelta::from_std(window).ok()?;
-        let mut from = last_run?.max(now - window);
-        let mut latest = None;
-        // Bounded: a slot every second for a day is 86,400.
-        for _ in 0..100_000 {
-            let slot = schedule.next_in(from, zone);
-            if slot > now {
-                break;
-            }
-            latest = Some(slot);
-            from = slot;
+        let from = last_run?.max(now.checked_sub_signed(window)?);
+        if schedule.next_in(from, zone) > now {
+            return None;
         }
-        latest
+        // Bisection rather than a walk from slot to slot, which would cost one search per
+        // slot (86,400 for a job due every second over a day's window): whether the next
+        // slot after an instant is still at or before `now` turns from yes to no exactly
+        // at the latest such slot. Kept: next_in(low) <= now < next_in(high).
+        let (mut low, mut high) = (from, now);
+        while high - low > TimeDelta::nanoseconds(1) {
+            let middle = low + (high - low) / 2;
+            if schedule.next_in(middle, zone) <= now {
+                low = middle;
+            } else {
+                high = middle;
+            }
+        }
+        Some(schedule.next_in(low, zone))
     }
 
     /// The interval, for an interval timer.

@@ -984,7 +984,7 @@ impl Engine {
     }
 
     fn set_paused(&self, kind: Kind, id: &str, paused: bool) -> Result<(), EngineError> {
-        let mut catch_up = None;
+        let mut missed = None;
         let id = {
             let mut registry = self.lock();
             let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
@@ -994,12 +994,12 @@ impl Engine {
             if kind == Kind::Http && was_paused && !paused {
                 entry.resumed = true;
             }
-            // A slot missed while paused runs once, with `catch_up = once`.
+            // A slot missed while paused runs once, with `catch_up = once`; it is looked
+            // for once the registry is unlocked.
             if was_paused && !paused {
                 let (window, _) = entry.def.timing();
                 if let (Some(window), Some(timer)) = (window, entry.def.timer()) {
-                    let now = self.inner.clock.now();
-                    catch_up = timer.missed_slot(entry.state.last_run, now, window);
+                    missed = Some((timer.clone(), entry.state.last_run, window));
                 }
             }
             // A trigger accepted before the pause runs now.
@@ -1012,7 +1012,9 @@ impl Engine {
         };
         self.persist(kind, &id, Durability::Durable);
         self.changed();
-        if let Some(slot) = catch_up {
+        if let Some((timer, last_run, window)) = missed
+            && let Some(slot) = timer.missed_slot(last_run, self.inner.clock.now(), window)
+        {
             self.catch_up(kind, &id, slot);
         }
         Ok(())

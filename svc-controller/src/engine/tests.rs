@@ -1215,4 +1215,22 @@ fn missed_slots_are_found_within_the_window() {
     );
     let interval = Timer::Interval(Duration::from_secs(60));
     assert_eq!(interval.missed_slot(Some(now - day), now, day), None);
+    // A slot every second, thirty days missed: 2.6 million slots, the latest one found.
+    let every_second = Timer::Schedule(
+        "* * * * * *".parse::<Schedule>().expect("cron"),
+        Zone::utc(),
+    );
+    let now = at("2026-01-06T00:00:00.250Z");
+    assert_eq!(
+        every_second.missed_slot(Some(now - 30 * day), now, 30 * day),
+        Some(at("2026-01-06T00:00:00Z"))
+    );
+    // In a zone, across New York's fall-back (06:00 UTC): the latest is still the latest.
+    let new_york = Zone::parse("America/New_York").expect("a known zone");
+    let hourly = Timer::Schedule("0 * * * *".parse::<Schedule>().expect("cron"), new_york);
+    let now = at("2026-11-01T06:30:00Z");
+    assert_eq!(
+        hourly.missed_slot(Some(now - day), now, day),
+        Some(at("2026-11-01T06:00:00Z"))
+    );
 }
