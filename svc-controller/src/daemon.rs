@@ -130,7 +130,7 @@ pub fn main_with_args(cli: Cli) -> ExitCode {
             }
             Err(crate::migrate::MigrateError::Config(err)) => {
                 eprintln!("error: the migrated configuration does not load; fix it and run again");
-                eprintln!("{err}");
+                report_config_error(&err);
                 ExitCode::from(EXIT_CONFIG)
             }
             Err(err) => {
@@ -177,17 +177,18 @@ fn next_runs(config_file: &Path, job: Option<&str>, count: usize, from: Option<&
         );
         return ExitCode::FAILURE;
     }
+    // One job asked for and found once: its slots alone. Otherwise (every job, or a Job
+    // and a JobHttp sharing the ID) each job's slots under a line naming it.
+    let headed = job.is_none() || selected.len() > 1;
     for entry in selected {
         let Some(timer) = entry.timer else {
-            if job.is_none() {
-                println!(
-                    "# {} {}: no timer (runs when started by hand or by a webhook)",
-                    entry.kind, entry.id
-                );
-            }
+            println!(
+                "# {} {}: no timer (runs when started by hand or by a webhook)",
+                entry.kind, entry.id
+            );
             continue;
         };
-        if job.is_none() {
+        if headed {
             println!("# {} {}: {}", entry.kind, entry.id, timer.describe());
         }
         let slots = crate::preview::upcoming(timer, from, count);

@@ -36,14 +36,13 @@ pub fn job_timers(config: &Config) -> Vec<JobTimer<'_>> {
     jobs.chain(http).collect()
 }
 
-/// The next `count` slots of `timer` after `from`. An interval counts from `from`, as
-/// for a job that never ran; a schedule's slots follow its zone's wall clock.
+/// The next `count` slots of `timer` strictly after `from`. An interval's are `from`
+/// plus whole intervals (a running job's grid starts at its last run instead); a
+/// schedule's follow its zone's wall clock. Grown as found: `count` is what a person
+/// typed, and may be far more than there are slots.
 pub fn upcoming(timer: &Timer, from: DateTime<Utc>, count: usize) -> Vec<DateTime<Utc>> {
-    let mut out = Vec::with_capacity(count);
-    let mut due = match timer {
-        Timer::Interval(_) => timer.next_due(from, from),
-        Timer::Schedule(..) => timer.first_due(from, None),
-    };
+    let mut out = Vec::new();
+    let mut due = timer.next_due(from, from);
     while out.len() < count && due != DateTime::<Utc>::MAX_UTC {
         out.push(due);
         due = timer.next_due(due, due);

@@ -43,6 +43,11 @@ fn tree() -> TestService {
             "hook",
             job_section("hook", &["path = /hook", "command = true"]),
         )
+        // A JobHttp with a Job's ID: `--job report` names both.
+        .job_http_file(
+            "report",
+            "[job.http \"report\"]\ninterval = 1h\nhttp_url = http://127.0.0.1:9/report\n",
+        )
         .build()
 }
 
@@ -98,6 +103,38 @@ fn next_runs_prints_each_slot_in_the_zone_and_in_utc() {
         "{all}"
     );
     assert!(all.contains("# job hook: no timer"), "{all}");
+    // One job without a timer says so rather than print nothing.
+    let (code, out, err) = run(svc.config_path(), &["next-runs", "--job", "hook"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "# job hook: no timer (runs when started by hand or by a webhook)\n"
+    );
+    // A Job and a JobHttp sharing the ID: each under its header, so neither is taken for
+    // the other; the interval counts whole hours from --from.
+    let (code, out, err) = run(
+        svc.config_path(),
+        &[
+            "next-runs",
+            "--job",
+            "report",
+            "--count",
+            "1",
+            "--from",
+            "2026-07-03T00:00:00Z",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "# job report: 0 9 * * MON-FRI (America/New_York)",
+            "2026-07-03T09:00:00-04:00  2026-07-03T13:00:00Z",
+            "# job_http report: every 1h",
+            "2026-07-02T21:00:00-04:00  2026-07-03T01:00:00Z",
+        ],
+        "{out}"
+    );
     // Errors.
     let (code, _, err) = run(svc.config_path(), &["next-runs", "--job", "nope"]);
     assert_eq!(code, 1);
