@@ -7,7 +7,7 @@ use chrono::{DateTime, FixedOffset, SecondsFormat, Utc};
 
 use crate::config::Config;
 use crate::schedule::Timer;
-use crate::timezone::Zone;
+use crate::timezone::{Zone, utc_text};
 
 /// One job's timer, as the preview needs it.
 #[derive(Debug)]
@@ -58,10 +58,6 @@ pub fn local_text(t: DateTime<Utc>, zone: &Zone) -> String {
             .to_rfc3339_opts(SecondsFormat::Secs, false),
         None => utc_text(t),
     }
-}
-
-fn utc_text(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 fn offset_text(seconds: i32) -> String {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 
 use crate::delivery::DeliveryFacts;
 use crate::fsutil;
@@ -118,7 +118,7 @@ impl JobState {
         let mut text = String::new();
         let last_run = self
             .last_run
-            .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+            .map(crate::timezone::utc_text)
             .unwrap_or_default();
         let _ = writeln!(text, "last_run = {last_run}");
         let _ = writeln!(text, "status = {}", self.status_text());

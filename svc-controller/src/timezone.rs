@@ -26,6 +26,12 @@ const MAX_SHIFT_HOURS: i64 = 3;
 /// matches only in a far year, or a zone whose every candidate falls in gaps).
 const MAX_SLOTS: usize = 100_000;
 
+/// How an instant is written wherever svc writes one (state files, the API, logs,
+/// notifications, previews): RFC 3339 in UTC, whole seconds, `Z`, as upstream does.
+pub fn utc_text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// A time zone by its IANA name (`Europe/Berlin`), or UTC.
 #[derive(Clone)]
 pub struct Zone {

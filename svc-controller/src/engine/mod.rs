@@ -1072,10 +1072,7 @@ impl Engine {
     /// Runs a slot missed by `catch_up = once`, as a trigger of its own, without waiting.
     fn catch_up(&self, kind: Kind, id: &str, slot: DateTime<Utc>) {
         let mut trigger = Trigger::new(TriggerSource::CatchUp);
-        trigger.cause = Some(format!(
-            "missed slot {}",
-            slot.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        ));
+        trigger.cause = Some(format!("missed slot {}", crate::timezone::utc_text(slot)));
         self.trigger_later(kind, id.to_string(), trigger, Duration::ZERO);
     }
 

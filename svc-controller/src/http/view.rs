@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
 
 use crate::config::MainConfig;
@@ -30,10 +30,7 @@ pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 pub use proto::redact::{REDACTED, redact_header, redact_url};
 
 fn time(t: Option<DateTime<Utc>>) -> String {
-    t.map_or_else(
-        || ZERO_TIME.to_string(),
-        |t| t.to_rfc3339_opts(SecondsFormat::Secs, true),
-    )
+    t.map_or_else(|| ZERO_TIME.to_string(), crate::timezone::utc_text)
 }
 
 fn nanos(d: Duration) -> u64 {

@@ -4,7 +4,7 @@
 
 use std::io;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use crate::timezone::utc_text;
 
 use crate::engine::RunEnded;
 use crate::logstore::LogStatus;
@@ -105,8 +105,8 @@ impl Report {
             id = self.run.job_id,
             counter = self.run.counter,
             status = self.status(),
-            started = rfc3339(self.run.started_at),
-            ended = rfc3339(self.run.ended_at),
+            started = utc_text(self.run.started_at),
+            ended = utc_text(self.run.ended_at),
         );
         match &self.log_missing {
             Some(why) => text.push_str(&format!("The run's log is not shown: {why}.\n")),
@@ -134,11 +134,6 @@ fn rounded(took: std::time::Duration) -> std::time::Duration {
     }
 }
 
-/// A time as the API writes it: RFC 3339 in UTC, whole seconds.
-pub fn rfc3339(time: DateTime<Utc>) -> String {
-    time.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
 /// The last `count` lines of `bytes` (invalid UTF-8 replaced), without their newlines;
 /// `cut`: the bytes start in the middle of the log, so their first line may be a part of
 /// one and is left out.
@@ -155,6 +150,8 @@ fn last_lines(bytes: &[u8], cut: bool, count: usize) -> Vec<String> {
 #[cfg(test)]
 pub(super) mod tests {
     use std::time::Duration;
+
+    use chrono::{DateTime, Utc};
 
     use super::*;
     use crate::engine::Kind;

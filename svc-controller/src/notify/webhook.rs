@@ -7,9 +7,10 @@ use bytes::Bytes;
 use rand::Rng as _;
 
 use super::error::NotifyError;
-use super::message::{Report, rfc3339};
+use super::message::Report;
 use crate::auth::standard_signature;
 use crate::config::WebhookNotif;
+use crate::timezone::utc_text;
 
 /// The `type` of a run's end: `run.success` or `run.failed`.
 fn event_type(report: &Report) -> String {
@@ -26,8 +27,8 @@ pub fn payload(report: &Report) -> Bytes {
         "job_name": report.run.job_name,
         "counter": report.run.counter,
         "status": report.status(),
-        "started_at": rfc3339(report.run.started_at),
-        "ended_at": rfc3339(report.run.ended_at),
+        "started_at": utc_text(report.run.started_at),
+        "ended_at": utc_text(report.run.ended_at),
         "log": report.log,
     });
     Bytes::from(body.to_string())
