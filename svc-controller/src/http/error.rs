@@ -12,10 +12,6 @@ use super::response::named_wrapper;
 use crate::auth::AuthError;
 use crate::engine::EngineError;
 
-/// Message of the 404 answer to a webhook path no job has (one of the [`COMMON`]
-/// refusals).
-pub(super) const UNKNOWN_PATH: &str = "no job has this path";
-
 /// Machine-readable error names, sent as `name`: upstream's where upstream has one (so
 /// its clients can match them), in the same style otherwise.
 pub mod names {
@@ -82,6 +78,14 @@ impl ApiError {
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, message)
     }
+    /// 404 to a webhook path no job has (one of the [`COMMON`] refusals).
+    pub fn unknown_path() -> ApiError {
+        ApiError::not_found("no job has this path").named(names::JOB_NOT_FOUND)
+    }
+    /// 404 to a log counter the job has no log for (any more).
+    pub fn log_not_found() -> ApiError {
+        ApiError::not_found("log not found").named(names::LOG_NOT_FOUND)
+    }
     /// A failure inside the service: logged in full, answered with a generic message.
     pub fn internal(context: &str, detail: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %detail, "{context}");
@@ -91,18 +95,18 @@ impl ApiError {
 
 impl From<EngineError> for ApiError {
     fn from(err: EngineError) -> ApiError {
-        let (status, name) = match err {
-            EngineError::NotFound => (StatusCode::NOT_FOUND, Some(names::JOB_NOT_FOUND)),
-            EngineError::Paused => (StatusCode::PRECONDITION_FAILED, Some(names::JOB_PAUSED)),
-            EngineError::Busy => (StatusCode::TOO_MANY_REQUESTS, Some(names::JOB_ALREADY_RUN)),
-            EngineError::ShuttingDown | EngineError::NotSaved => {
-                (StatusCode::SERVICE_UNAVAILABLE, None)
+        let message = err.to_string();
+        match err {
+            EngineError::NotFound => ApiError::not_found(message).named(names::JOB_NOT_FOUND),
+            EngineError::Paused => {
+                ApiError::new(StatusCode::PRECONDITION_FAILED, message).named(names::JOB_PAUSED)
             }
-        };
-        let error = ApiError::new(status, err.to_string());
-        match name {
-            Some(name) => error.named(name),
-            None => error,
+            EngineError::Busy => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, message).named(names::JOB_ALREADY_RUN)
+            }
+            EngineError::ShuttingDown | EngineError::NotSaved => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+            }
         }
     }
 }
@@ -142,7 +146,7 @@ static COMMON: LazyLock<Vec<Common>> = LazyLock::new(|| {
         ApiError::unauthorized(AuthError::Mismatch.to_string()),
         ApiError::from(EngineError::Busy),
         ApiError::from(EngineError::Paused),
-        ApiError::not_found(UNKNOWN_PATH).named(names::JOB_NOT_FOUND),
+        ApiError::unknown_path(),
     ]
     .into_iter()
     .filter_map(

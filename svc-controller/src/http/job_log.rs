@@ -49,9 +49,7 @@ pub(super) async fn log_of(
         })
         .await??
     };
-    let (log, len) = opened.ok_or_else(|| {
-        ApiError::not_found("log not found").named(super::error::names::LOG_NOT_FOUND)
-    })?;
+    let (log, len) = opened.ok_or_else(ApiError::log_not_found)?;
     Ok(streamed(&id, counter, log, len))
 }
 

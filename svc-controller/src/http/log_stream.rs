@@ -225,7 +225,7 @@ pub(super) async fn stream(
             .unwrap_or(false)
     };
     if !exists {
-        return Err(ApiError::not_found("log not found").named(super::error::names::LOG_NOT_FOUND));
+        return Err(ApiError::log_not_found());
     }
     let mut pending = VecDeque::new();
     let meta = json!({ "job_id": id, "counter": counter });

@@ -31,7 +31,6 @@ use axum::response::Response;
 
 use sha2::{Digest as _, Sha256};
 
-use super::error::UNKNOWN_PATH;
 use super::{ApiError, AppState, codehost, signed, wrapper};
 use crate::auth::{self, AuthError};
 use crate::config::{AuthKind, JobConfig};
@@ -277,7 +276,7 @@ pub(super) async fn trigger(
     let path = format!("/{}", path.trim_start_matches('/'));
     let unknown = || {
         crate::metrics::webhook_rejected("unknown_path");
-        ApiError::not_found(UNKNOWN_PATH).named(super::error::names::JOB_NOT_FOUND)
+        ApiError::unknown_path()
     };
     let job = state.engine.job_for_path(&path).ok_or_else(unknown)?;
     let id: &str = &job.id;
