@@ -592,10 +592,11 @@
           ["Timeout", duration(job.http_timeout) || "default"],
           ["Insecure TLS", job.http_insecure ? "accepted" : "no"],
         ]), h("h2", null, "Actions"), actions, hint, message.el);
-        buttons.run.disabled = !!runNowBlocker(job);
+        var blocker = runNowBlocker(job);
+        buttons.run.disabled = !!blocker;
         buttons.pause.disabled = job.status === "paused";
         buttons.resume.disabled = job.status !== "paused";
-        hint.textContent = runNowBlocker(job) ||
+        hint.textContent = blocker ||
           "Run now, pause and resume are signed with the main secret.";
       }
       logsBox.replaceChildren(logLinks(kind, job, viewer ? viewer.counter : 0));
