@@ -202,8 +202,14 @@ const scenarios = {
   // Run now works for every job: a patchhost job, a job without a path (its log says it
   // was started by hand), and a JobHttp.
   async "run-now-everywhere"(page) {
+    // A job whose webhooks come from sourcehut (no shared secret to sign with) runs by
+    // hand all the same.
     await openJob(page, "patch");
     assert.ok(await page.getByRole("button", { name: "Run now" }).isEnabled());
+    await typeSecret(page, SECRET);
+    await page.getByRole("button", { name: "Run now" }).click();
+    await page.waitForURL(/#\/job\/patch\/log\/\d+$/, STEP);
+    await waitForText(page, "#log", /started by hand/, "the patchhost job's log says who started it");
     await openJob(page, "tick");
     // The next run, also as a time in the viewer's zone.
     await waitForText(page, "#next-run-local", /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d your time/, "next run, local");
