@@ -201,6 +201,7 @@ mod tests {
             RunnerMessage::Finished {
                 success: false,
                 summary: "timed out".into(),
+                timed_out: true,
             },
             RunnerMessage::Error {
                 message: "setuid: EPERM".into(),

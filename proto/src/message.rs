@@ -58,8 +58,14 @@ pub enum RunnerMessage {
         /// True when the body was longer than `max_body_bytes` and was cut.
         truncated: bool,
     },
-    /// The work is over. Last message of a run that got started.
-    Finished { success: bool, summary: String },
+    /// The work is over. Last message of a run that got started. `timed_out`: it ended
+    /// because its time limit ran out (absent from older runners: false).
+    Finished {
+        success: bool,
+        summary: String,
+        #[serde(default)]
+        timed_out: bool,
+    },
     /// The work could not be done at all (bad credentials, unusable request ...).
     Error { message: String },
 }

@@ -33,6 +33,7 @@ use crate::fsutil;
 use crate::logstore::OutputKind;
 use crate::sandboxes::Sandboxes;
 use crate::spawner::{Spawner, runner_command};
+use crate::state::RunStatus;
 
 /// How long a spawned runner has to connect and say hello.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,13 +59,45 @@ pub enum RunEvent<'a> {
 pub struct Outcome {
     pub success: bool,
     pub summary: String,
+    /// What the runner reported of the end, beyond success.
+    pub detail: EndDetail,
+}
+
+/// The facts of a run's end that its history keeps: why it failed, and the exit of its
+/// last command or the status of its HTTP call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndDetail {
+    /// Ended because the controller cancelled it.
+    pub canceled: bool,
+    /// Ended because its time limit ran out.
+    pub timed_out: bool,
+    /// Exit code of the last command that ran, when it exited by itself.
+    pub exit_code: Option<i32>,
+    /// Signal that ended the last command that ran.
+    pub signal: Option<i32>,
+    /// Status of a JobHttp's response.
+    pub http_status: Option<u16>,
 }
 
 impl Outcome {
-    fn fail(summary: impl Into<String>) -> Outcome {
+    pub fn fail(summary: impl Into<String>) -> Outcome {
         Outcome {
             success: false,
             summary: summary.into(),
+            detail: EndDetail::default(),
+        }
+    }
+
+    /// The end as a status: a failure told apart as a cancellation or a time limit.
+    pub fn status(&self) -> RunStatus {
+        if self.success {
+            RunStatus::Success
+        } else if self.detail.timed_out {
+            RunStatus::Timeout
+        } else if self.detail.canceled {
+            RunStatus::Canceled
+        } else {
+            RunStatus::Fail
         }
     }
 }
@@ -562,7 +595,9 @@ impl LaunchedRunner {
             }
             _ = cancelled(cancel) => {
                 kill_runner(&mut child).await;
-                return Outcome::fail(format!("cancelled before the runner started: {}", reason(cancel)));
+                let mut outcome = Outcome::fail(format!("cancelled before the runner started: {}", reason(cancel)));
+                outcome.detail.canceled = true;
+                return outcome;
             }
         };
         let mut framed = accepted.framed;
@@ -612,6 +647,7 @@ impl LaunchedRunner {
         }
 
         let mut outcome = None;
+        let mut detail = EndDetail::default();
         let mut cancel_sent = false;
         // Process group of the command running now, to end it if the runner cannot.
         let mut command_group: Option<u32> = None;
@@ -619,7 +655,7 @@ impl LaunchedRunner {
             tokio::select! {
                 frame = framed.next() => match frame {
                     Some(Ok(message)) => {
-                        if let Some(end) = handle_message(message, sink, &mut command_group) {
+                        if let Some(end) = handle_message(message, sink, &mut command_group, &mut detail) {
                             outcome = Some(end);
                         }
                     }
@@ -645,7 +681,11 @@ impl LaunchedRunner {
             }
         }
 
-        if let Some(outcome) = outcome {
+        if let Some(mut outcome) = outcome {
+            // A cancellation the runner carried out before any command ended (or
+            // after the last) is one all the same.
+            detail.canceled |= cancel_sent && !outcome.success;
+            outcome.detail = detail;
             // The runner reported the end after it ended whatever the commands left
             // behind; all it has left to do is exit. The run does not wait for that:
             // the runner is reaped (or killed, if it lingers) in the background.
@@ -699,6 +739,7 @@ fn handle_message(
     message: RunnerMessage,
     sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
     command_group: &mut Option<u32>,
+    detail: &mut EndDetail,
 ) -> Option<Outcome> {
     match message {
         RunnerMessage::Log { line } => sink(RunEvent::Line(format!("--- {line}"))),
@@ -716,6 +757,10 @@ fn handle_message(
         }
         RunnerMessage::CommandExited { exit, .. } => {
             *command_group = None;
+            detail.exit_code = exit.code;
+            detail.signal = exit.signal;
+            detail.timed_out |= exit.timed_out;
+            detail.canceled |= exit.cancelled;
             let seconds = exit.duration_ms as f64 / 1000.0;
             let how = match (exit.code, exit.signal) {
                 (Some(code), _) => format!("exit code {code}"),
@@ -738,6 +783,7 @@ fn handle_message(
             body_bytes,
             truncated,
         } => {
+            detail.http_status = Some(status);
             sink(RunEvent::HttpStatus(status));
             if truncated {
                 sink(RunEvent::Line(format!(
@@ -745,7 +791,18 @@ fn handle_message(
                 )));
             }
         }
-        RunnerMessage::Finished { success, summary } => return Some(Outcome { success, summary }),
+        RunnerMessage::Finished {
+            success,
+            summary,
+            timed_out,
+        } => {
+            detail.timed_out |= timed_out;
+            return Some(Outcome {
+                success,
+                summary,
+                detail: EndDetail::default(),
+            });
+        }
         RunnerMessage::Error { message } => {
             return Some(Outcome::fail(format!(
                 "the runner could not do the work: {message}"

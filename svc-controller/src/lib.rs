@@ -13,6 +13,7 @@ pub mod exec;
 pub mod fdlimit;
 pub mod forkserver;
 pub mod fsutil;
+pub mod history;
 pub mod html;
 pub mod http;
 pub mod login;

@@ -40,6 +40,49 @@ impl RunResult {
     }
 }
 
+/// How a run ended, finer than its [`RunResult`]: `fail` splits into a failure of the
+/// work itself, a cancellation, a time limit reached, and a run the controller's death
+/// interrupted. The log file name keeps the [`RunResult`] (the interface's `fail`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Success,
+    Fail,
+    Canceled,
+    Timeout,
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Every status, in the order metrics and the UI list them.
+    pub const ALL: [RunStatus; 5] = [
+        RunStatus::Success,
+        RunStatus::Fail,
+        RunStatus::Canceled,
+        RunStatus::Timeout,
+        RunStatus::Interrupted,
+    ];
+
+    /// Its name in the API, the history and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Success => "success",
+            RunStatus::Fail => "fail",
+            RunStatus::Canceled => "canceled",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    /// The result it is recorded as in log names and the job's status.
+    pub fn result(self) -> RunResult {
+        match self {
+            RunStatus::Success => RunResult::Success,
+            _ => RunResult::Fail,
+        }
+    }
+}
+
 /// What survives a restart of the controller.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobState {

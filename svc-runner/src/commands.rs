@@ -56,7 +56,7 @@ pub async fn run_commands(
             })
             .await;
         match ended {
-            Some(Ended::TimedOut) => return Finish::fail(timed_out_summary(work.timeout_ms)),
+            Some(Ended::TimedOut) => return Finish::timed_out(timed_out_summary(work.timeout_ms)),
             Some(Ended::Stopped(stop)) => return Finish::fail(cancelled_summary(&stop.reason())),
             None => {}
         }
@@ -67,6 +67,7 @@ pub async fn run_commands(
     Finish {
         success: true,
         summary: success_summary(commands.len()),
+        timed_out: false,
     }
 }
 
@@ -79,7 +80,7 @@ fn ended_before_start(work: &Work<'_>) -> Option<Finish> {
         .deadline
         .is_some_and(|deadline| Instant::now() >= deadline)
     {
-        return Some(Finish::fail(timed_out_summary(work.timeout_ms)));
+        return Some(Finish::timed_out(timed_out_summary(work.timeout_ms)));
     }
     None
 }

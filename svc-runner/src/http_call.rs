@@ -288,20 +288,20 @@ async fn exchange(
     // reqwest's errors end with "for url (...)", the full URL with its query, which may
     // carry a token: it goes, since the request line logged before shows the URL with
     // sensitive values hidden.
-    let failed = |err: reqwest::Error, what: &str| -> (String, String) {
+    let failed = |err: reqwest::Error, what: &str| -> (String, Finish) {
         let err = err.without_url();
         let chain = error_chain(&err);
-        let summary = if err.is_timeout() {
-            format!(
+        let finish = if err.is_timeout() {
+            Finish::timed_out(format!(
                 "timed out after {}",
                 format_secs(timeout_ms.unwrap_or_default())
-            )
+            ))
         } else if err.is_connect() {
-            format!("connection failed: {chain}")
+            Finish::fail(format!("connection failed: {chain}"))
         } else {
-            format!("{what} failed: {chain}")
+            Finish::fail(format!("{what} failed: {chain}"))
         };
-        (format!("{what} failed: {chain}"), summary)
+        (format!("{what} failed: {chain}"), finish)
     };
 
     work.reporter
@@ -314,9 +314,9 @@ async fn exchange(
     let mut response = match request.send().await {
         Ok(response) => response,
         Err(err) => {
-            let (line, summary) = failed(err, "request");
+            let (line, finish) = failed(err, "request");
             work.reporter.log(line).await;
-            return Finish::fail(summary);
+            return finish;
         }
     };
     let status = response.status();
@@ -386,9 +386,9 @@ async fn exchange(
         })
         .await;
     if let Some(err) = body_error {
-        let (line, summary) = failed(err, "reading the response body");
+        let (line, finish) = failed(err, "reading the response body");
         work.reporter.log(line).await;
-        return Finish::fail(summary);
+        return finish;
     }
     if let Some((_, summary)) = redirect {
         return Finish::fail(summary);
@@ -403,6 +403,7 @@ async fn exchange(
     Finish {
         success: status.is_success(),
         summary,
+        timed_out: false,
     }
 }
 

@@ -127,6 +127,8 @@ pub struct Finish {
     pub success: bool,
     /// One line for the log and the UI.
     pub summary: String,
+    /// True when the work ended because its time limit ran out.
+    pub timed_out: bool,
 }
 
 impl Finish {
@@ -135,6 +137,15 @@ impl Finish {
         Self {
             success: false,
             summary: summary.into(),
+            timed_out: false,
+        }
+    }
+
+    /// The end of work whose time limit ran out.
+    pub fn timed_out(summary: impl Into<String>) -> Self {
+        Self {
+            timed_out: true,
+            ..Self::fail(summary)
         }
     }
 }
@@ -348,6 +359,7 @@ async fn serve(
         .send(RunnerMessage::Finished {
             success: finish.success,
             summary: finish.summary,
+            timed_out: finish.timed_out,
         })
         .await;
     reporter.close().await;

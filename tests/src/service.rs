@@ -692,6 +692,17 @@ impl TestService {
         self.job_exec("trigger", id).await
     }
 
+    /// `POST /svc/api/job_exec/cancel` for job `id`, signed with the main secret.
+    pub async fn cancel(&self, id: &str) -> ApiResponse {
+        self.job_exec("cancel", id).await
+    }
+
+    /// `GET /svc/api/job_exec/runs?id=<id>` and `query` (`&limit=2`): the run history.
+    pub async fn runs(&self, id: &str, query: &str) -> ApiResponse {
+        self.get(&format!("/svc/api/job_exec/runs?id={id}{query}"))
+            .await
+    }
+
     async fn job_exec(&self, action: &str, id: &str) -> ApiResponse {
         let (body, signature) = self.job_exec_form(id);
         self.post(

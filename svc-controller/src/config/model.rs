@@ -673,6 +673,11 @@ impl MainConfig {
     pub fn dir_job_http_logs(&self) -> PathBuf {
         self.dir_base.join("var/log/svc/job_http")
     }
+    /// `$dir_base/var/log/svc/history/job` (and `.../job_http`): the run history of
+    /// each job, kept beside the logs and beyond their retention.
+    pub fn dir_history(&self, kind: &str) -> PathBuf {
+        self.dir_base.join("var/log/svc/history").join(kind)
+    }
     /// `dir_state`: job state, replay stores, the generated secret, the lock.
     pub fn dir_state(&self) -> PathBuf {
         self.dir_state.clone()

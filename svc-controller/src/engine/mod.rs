@@ -36,9 +36,10 @@ use tokio::task::AbortHandle;
 use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig, OnBusy};
 pub use crate::delivery::DeliveryFacts;
 use crate::fsutil::Durability;
+use crate::history::{HistoryFile, RunRecord};
 use crate::logstore::{LogDir, LogMeta, LogStatus};
 use crate::schedule::Timer;
-use crate::state::{JobState, QueuedTrigger, RunResult};
+use crate::state::{JobState, QueuedTrigger, RunResult, RunStatus};
 use clock::Clock;
 use executor::{Executor, Runner};
 
@@ -582,12 +583,19 @@ impl Engine {
         });
         match log_dir.recover_interrupted(&mut logs) {
             Ok(repaired) => {
+                let mut lines = String::new();
                 for counter in repaired {
                     tracing::warn!(
                         job = id,
                         counter,
                         "run was interrupted by a stop of the controller; recorded as failed"
                     );
+                    lines.push_str(&self.interrupted_record(&log_dir, counter).to_line());
+                }
+                if !lines.is_empty()
+                    && let Err(err) = self.history_file(kind, id).append(&lines)
+                {
+                    tracing::error!(job = id, error = %err, "cannot add to the run history");
                 }
             }
             Err(err) => tracing::error!(job = id, error = %err, "cannot repair interrupted logs"),
@@ -1265,6 +1273,53 @@ impl Engine {
             tracing::error!(job = id, counter, error = %err, "cannot read a log");
             Ok(None)
         })
+    }
+
+    /// The history's record of run `counter`, which the controller's death interrupted:
+    /// begun at its log's first line, ended now, as its log was just finished.
+    fn interrupted_record(&self, log_dir: &LogDir, counter: u64) -> RunRecord {
+        let now = self.inner.clock.now();
+        let started_at = log_dir
+            .first_line_time(counter, LogStatus::Finished(RunResult::Fail))
+            .unwrap_or(now);
+        RunRecord {
+            counter,
+            status: RunStatus::Interrupted,
+            trigger: "unknown".into(),
+            delivery: None,
+            cause: None,
+            attempt: 1,
+            started_at,
+            ended_at: now,
+            duration_ms: u64::try_from((now - started_at).num_milliseconds()).unwrap_or(0),
+            exit_code: None,
+            signal: None,
+            http_status: None,
+            summary: "interrupted, the controller stopped before the run ended".into(),
+        }
+    }
+
+    /// Where the history of job `id` (its configured ID) is kept.
+    fn history_file(&self, kind: Kind, id: &str) -> HistoryFile {
+        HistoryFile::new(&self.inner.main.dir_history(kind.as_str()), id)
+    }
+
+    /// A page of a job's run history, newest first: at most `limit` runs, those before
+    /// counter `before` when given ([`HistoryFile::page`]). Blocking.
+    pub fn run_history(
+        &self,
+        kind: Kind,
+        id: &str,
+        limit: usize,
+        before: Option<u64>,
+    ) -> Result<Vec<RunRecord>, EngineError> {
+        let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
+        self.history_file(kind, &id)
+            .page(limit, before)
+            .or_else(|err| {
+                tracing::error!(job = %id, error = %err, "cannot read the run history");
+                Ok(Vec::new())
+            })
     }
 
     fn log_dir(&self, kind: Kind, id: &str) -> Result<LogDir, EngineError> {

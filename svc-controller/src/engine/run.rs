@@ -12,6 +12,7 @@ use super::request::{self, RequestData};
 use super::{Def, Engine, Kind, Trigger, TriggerSource};
 use crate::exec::{Outcome, RunEvent};
 use crate::fsutil::Durability;
+use crate::history::RunRecord;
 use crate::logstore::{LogDir, RunLog};
 use crate::state::RunResult;
 
@@ -91,6 +92,7 @@ pub(super) async fn run_task(
             tests::maybe_panic(&id);
             let started = std::time::Instant::now();
             let counter = begun.context.counter;
+            let started_at = begun.context.started_at;
             // Retries and chains follow the definition the run began with, as its log
             // and notifications do.
             let def = begun.context.def.clone();
@@ -98,11 +100,16 @@ pub(super) async fn run_task(
             let announce = Announce::new(&engine, kind, &begun.context);
             let (outcome, log) = Box::pin(perform(begun, &mut cancel)).await;
             let duration = started.elapsed();
-            let result = if outcome.success {
-                RunResult::Success
-            } else {
-                RunResult::Fail
-            };
+            let status = outcome.status();
+            let result = status.result();
+            let record = history_record(
+                &trigger,
+                counter,
+                &outcome,
+                started_at,
+                engine.inner.clock.now(),
+                duration,
+            );
             // With a trigger in the queue and no other run waiting for a permit, this
             // run's end and the next run's begin are one piece of file work, done on
             // this thread ([`on_disk_in_place`]), and the permit is kept: on the way
@@ -118,7 +125,7 @@ pub(super) async fn run_task(
             let after = {
                 let (engine, id) = (engine.clone(), id.clone());
                 on_disk_in_place(move || {
-                    engine.end_run(kind, &id, result, log, files);
+                    engine.end_run(kind, &id, record, log, files);
                     let Some(runner) = next_runner else {
                         return AfterEnd::Separate;
                     };
@@ -561,6 +568,33 @@ fn run_header(def: &Def, counter: u64, trigger: &Trigger) -> String {
     format!("=== run {counter} of {kind_word} {id} started by {by}")
 }
 
+/// What the history keeps of a run that ended.
+fn history_record(
+    trigger: &Trigger,
+    counter: u64,
+    outcome: &Outcome,
+    started_at: chrono::DateTime<chrono::Utc>,
+    ended_at: chrono::DateTime<chrono::Utc>,
+    duration: std::time::Duration,
+) -> RunRecord {
+    RunRecord {
+        counter,
+        status: outcome.status(),
+        trigger: trigger.source.as_str().to_string(),
+        delivery: trigger.facts.id.clone(),
+        cause: trigger.cause.clone(),
+        attempt: trigger.attempt,
+        started_at,
+        ended_at,
+        duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        exit_code: outcome.detail.exit_code,
+        signal: outcome.detail.signal,
+        http_status: outcome.detail.http_status,
+        summary: String::new(),
+    }
+    .with_summary(&outcome.summary)
+}
+
 /// Does the run in its runner and writes its log; returns how it ended and the log,
 /// still to be finished.
 async fn perform(
@@ -597,10 +631,7 @@ async fn perform(
     };
 
     let outcome = match request {
-        Err(error) => Outcome {
-            success: false,
-            summary: error,
-        },
+        Err(error) => Outcome::fail(error),
         Ok(Work {
             request: exec_request,
             ruleset,
@@ -626,6 +657,7 @@ async fn perform(
         outcome = Outcome {
             success: false,
             summary: error,
+            ..outcome
         };
     }
     let end = if outcome.success {
@@ -828,12 +860,16 @@ impl Engine {
         &self,
         kind: Kind,
         id: &str,
-        result: RunResult,
+        record: RunRecord,
         log: Option<RunLog>,
         files: RunFiles,
     ) {
+        let result = record.status.result();
         let had_log = log.is_some();
-        let mut synced = super::syncer::RunEnd::default();
+        let mut synced = super::syncer::RunEnd {
+            history: Some((self.history_file(kind, id), record.to_line())),
+            ..Default::default()
+        };
         if files.body_file.is_some() || files.tmp_dir.is_some() {
             synced.cleanup = Some(Box::new(move || files.remove()));
         }

@@ -14,11 +14,13 @@
 //! are renamed whole, the state file is replaced atomically, and the counters come from
 //! reserved blocks written before they are used.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use crate::history::HistoryFile;
 
 /// A state file write, done once per job and round; the key names the job.
 pub(super) type Persist = Box<dyn FnOnce() + Send>;
@@ -34,6 +36,9 @@ pub(super) struct RunEnd {
     pub state: Option<(String, Persist)>,
     /// Clears the files the run used (see `run.rs`); done first in the round.
     pub cleanup: Option<Persist>,
+    /// The run's line for its job's history: appended, with the other lines of the
+    /// round for the same job, in one write and one sync.
+    pub history: Option<(HistoryFile, String)>,
 }
 
 /// Counts the work queued and not yet done, so that [`Syncer::flush`] can wait for it.
@@ -124,10 +129,12 @@ fn run(rx: &Receiver<RunEnd>, outstanding: &Outstanding) {
     }
 }
 
-/// Syncs each log file, then each directory once, then writes each job's state once
-/// (the last write queued for it: each writes the state as it is when it runs).
+/// Syncs each log file, then each directory once, then appends to each job's history
+/// once, then writes each job's state once (the last write queued for it: each writes
+/// the state as it is when it runs).
 fn do_round(mut round: Vec<RunEnd>) {
     let mut dirs = BTreeSet::new();
+    let mut histories: BTreeMap<PathBuf, (HistoryFile, String)> = BTreeMap::new();
     let mut states: Vec<(String, Persist)> = Vec::new();
     for end in &mut round {
         if let Some(cleanup) = end.cleanup.take() {
@@ -141,6 +148,13 @@ fn do_round(mut round: Vec<RunEnd>) {
             tracing::error!(error = %err, "cannot sync a finished log");
         }
         dirs.extend(end.dir);
+        if let Some((file, line)) = end.history {
+            histories
+                .entry(file.path().to_path_buf())
+                .or_insert_with(|| (file, String::new()))
+                .1
+                .push_str(&line);
+        }
         if let Some((key, persist)) = end.state {
             match states.iter_mut().find(|(queued, _)| *queued == key) {
                 Some(slot) => slot.1 = persist,
@@ -151,6 +165,11 @@ fn do_round(mut round: Vec<RunEnd>) {
     for dir in dirs {
         if let Err(err) = crate::fsutil::sync_dir(&dir) {
             tracing::error!(dir = %dir.display(), error = %err, "cannot sync a log directory");
+        }
+    }
+    for (file, lines) in histories.into_values() {
+        if let Err(err) = file.append(&lines) {
+            tracing::error!(file = %file.path().display(), error = %err, "cannot add to a run history");
         }
     }
     for (_, persist) in states {
@@ -177,6 +196,7 @@ mod tests {
         {
             let (entered, gate) = (entered.clone(), gate.clone());
             syncer.run_end(RunEnd {
+                history: None,
                 state: Some((
                     "first".into(),
                     Box::new(move || {
@@ -203,9 +223,12 @@ mod tests {
         // Four ends of runs of one job, each with its log and directory, queued while
         // the thread is held.
         let cleanups = Arc::new(AtomicUsize::new(0));
-        for _ in 0..4 {
+        let history = HistoryFile::new(&dir.path().join("history"), "job");
+        for counter in 1..=4u64 {
             let (writes, cleanups) = (writes.clone(), cleanups.clone());
+            let line = format!("{{\"counter\":{counter}}}\n");
             syncer.run_end(RunEnd {
+                history: Some((history.clone(), line)),
                 log_file: Some(File::open(&path).expect("open")),
                 dir: Some(dir.path().to_path_buf()),
                 state: Some((
@@ -231,6 +254,12 @@ mod tests {
         assert_eq!(writes.load(Ordering::SeqCst), 1);
         // Each run's files were cleared, and before the flush returned.
         assert_eq!(cleanups.load(Ordering::SeqCst), 4);
+        // Each run's history line is there, in order.
+        let text = std::fs::read_to_string(history.path()).expect("history");
+        assert_eq!(
+            text,
+            "{\"counter\":1}\n{\"counter\":2}\n{\"counter\":3}\n{\"counter\":4}\n"
+        );
     }
 
     #[test]

@@ -234,10 +234,7 @@ impl Runner for FakeRunner {
                 steps: steps_tx,
             };
             if self.shared.runs.send(run).is_err() {
-                return Outcome {
-                    success: false,
-                    summary: "no test plays the runs".into(),
-                };
+                return Outcome::fail("no test plays the runs");
             }
             let mut cancel_seen = false;
             loop {
@@ -247,20 +244,16 @@ impl Runner for FakeRunner {
                         Some(Step::Output(data)) => sink(RunEvent::Output(OutputKind::Stdout, &data)),
                         Some(Step::End(outcome)) => return outcome,
                         None => {
-                            return Outcome {
-                                success: false,
-                                summary: "the test dropped the run".into(),
-                            };
+                            return Outcome::fail("the test dropped the run");
                         }
                     },
                     reason = cancelled(cancel), if !cancel_seen => {
                         cancel_seen = true;
                         self.shared.seen().cancelled.push((job.clone(), counter, reason.clone()));
                         if self.shared.end_on_cancel.load(Ordering::SeqCst) {
-                            return Outcome {
-                                success: false,
-                                summary: format!("cancelled: {reason}"),
-                            };
+                            let mut outcome = Outcome::fail(format!("cancelled: {reason}"));
+                            outcome.detail.canceled = true;
+                            return outcome;
                         }
                     }
                 }
@@ -322,6 +315,7 @@ impl FakeRun {
         let _ = self.steps.send(Step::End(Outcome {
             success,
             summary: summary.into(),
+            detail: crate::exec::EndDetail::default(),
         }));
     }
 }

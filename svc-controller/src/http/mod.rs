@@ -15,6 +15,7 @@ mod public;
 mod query;
 mod read_timeout;
 mod response;
+mod runs;
 pub mod server;
 mod signed;
 mod ui;
@@ -170,6 +171,8 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
         .route("/svc/api/job/log", get(job_exec::log))
         .route("/svc/api/job_http/log", get(job_http::log))
         .route("/svc/api/job_http/logs", get(job_http::recent_logs))
+        .route("/svc/api/job_exec/runs", get(runs::job_runs))
+        .route("/svc/api/job_http/runs", get(runs::job_http_runs))
         .layer(
             CompressionLayer::new()
                 .gzip(true)

@@ -223,7 +223,9 @@ pub fn logs(messages: &[RunnerMessage]) -> Vec<String> {
 
 pub fn finished(messages: &[RunnerMessage]) -> (bool, String) {
     match messages.last() {
-        Some(RunnerMessage::Finished { success, summary }) => (*success, summary.clone()),
+        Some(RunnerMessage::Finished {
+            success, summary, ..
+        }) => (*success, summary.clone()),
         other => panic!("last message is not Finished: {other:?}\nall: {messages:?}"),
     }
 }
