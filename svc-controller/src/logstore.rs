@@ -284,10 +284,7 @@ impl LogDir {
     pub fn recover_interrupted(&self, logs: &mut [LogMeta]) -> io::Result<Vec<u64>> {
         let mut repaired = Vec::new();
         for log in logs.iter_mut().filter(|l| l.status == LogStatus::Started) {
-            log.status = self.fail_started(
-                log.counter,
-                "interrupted, the controller stopped before the run ended",
-            )?;
+            log.status = self.fail_started(log.counter, INTERRUPTED)?;
             repaired.push(log.counter);
         }
         Ok(repaired)
@@ -347,6 +344,9 @@ impl LogDir {
             .map(|t| t.and_utc())
     }
 }
+
+/// Why the log of a run the controller's death interrupted ends as a failure.
+pub const INTERRUPTED: &str = "interrupted, the controller stopped before the run ended";
 
 /// `YYYY-MM-DD HH:MM:SS text\n`.
 pub fn format_line(time: DateTime<Utc>, text: &str) -> String {

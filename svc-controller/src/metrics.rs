@@ -8,6 +8,10 @@
 //! | metric | type | labels |
 //! |---|---|---|
 //! | `svc_runs_total` | counter | `kind` (`job`, `job_http`), `job`, `result` (`success`, `fail`) |
+//! | `svc_job_runs_total` | counter | `kind`, `job`, `status` (`success`, `fail`, `canceled`, `timeout`, `interrupted`) |
+//! | `svc_job_last_success_timestamp_seconds` | gauge | `kind`, `job` |
+//! | `svc_job_last_run_duration_seconds` | gauge | `kind`, `job` |
+//! | `svc_triggers_refused_total` | counter | `reason` (`not_found`, `paused`, `busy`, `shutting_down`, `not_saved`) |
 //! | `svc_run_duration_seconds` | histogram | `kind` |
 //! | `svc_run_queue_length` | gauge | |
 //! | `svc_timer_lateness_seconds` | histogram | |
@@ -21,12 +25,15 @@ use std::sync::LazyLock;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use chrono::{DateTime, Utc};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
+
+use crate::state::RunStatus;
 
 /// Upper bounds (seconds) of the run duration buckets: from 10 ms to one hour.
 const RUN_DURATION_BUCKETS: [f64; 12] = [
@@ -47,6 +54,24 @@ struct RunLabels {
     job: String,
     result: &'static str,
 }
+
+/// Labels of `svc_job_runs_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct JobStatusLabels {
+    kind: &'static str,
+    job: String,
+    status: &'static str,
+}
+
+/// Labels of the per-job gauges.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct JobLabels {
+    kind: &'static str,
+    job: String,
+}
+
+/// A gauge of seconds, fractional.
+type SecondsGauge = Gauge<f64, AtomicU64>;
 
 /// Labels of `svc_run_duration_seconds`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -82,6 +107,10 @@ fn run_duration_histogram() -> Histogram {
 struct Metrics {
     registry: Registry,
     runs: Family<RunLabels, Counter>,
+    job_runs: Family<JobStatusLabels, Counter>,
+    job_last_success: Family<JobLabels, SecondsGauge>,
+    job_last_duration: Family<JobLabels, SecondsGauge>,
+    triggers_refused: Family<ReasonLabels, Counter>,
     run_duration: Family<KindLabels, Histogram, fn() -> Histogram>,
     queue_length: Gauge,
     timer_lateness: Histogram,
@@ -102,6 +131,35 @@ impl Metrics {
             "runs",
             "Finished runs by kind (job, job_http), job ID and result (success, fail)",
             runs.clone(),
+        );
+        let job_runs = Family::<JobStatusLabels, Counter>::default();
+        registry.register(
+            "job_runs",
+            "Finished runs by kind, job ID and how they ended (success, fail, canceled, \
+             timeout, interrupted)",
+            job_runs.clone(),
+        );
+        let job_last_success = Family::<JobLabels, SecondsGauge>::default();
+        registry.register_with_unit(
+            "job_last_success_timestamp",
+            "Unix time the last successful run of each job ended (after a restart, when \
+             the job's last run, which succeeded, began; absent while it has not \
+             succeeded since the start)",
+            Unit::Seconds,
+            job_last_success.clone(),
+        );
+        let job_last_duration = Family::<JobLabels, SecondsGauge>::default();
+        registry.register_with_unit(
+            "job_last_run_duration",
+            "Duration of the last finished run of each job",
+            Unit::Seconds,
+            job_last_duration.clone(),
+        );
+        let triggers_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "triggers_refused",
+            "Triggers the engine refused (webhook, run now, chains, retries), by reason",
+            triggers_refused.clone(),
         );
         let run_duration = Family::<KindLabels, Histogram, fn() -> Histogram>::new_with_constructor(
             run_duration_histogram,
@@ -182,6 +240,10 @@ impl Metrics {
         Self {
             registry,
             runs,
+            job_runs,
+            job_last_success,
+            job_last_duration,
+            triggers_refused,
             run_duration,
             queue_length,
             timer_lateness,
@@ -193,8 +255,14 @@ impl Metrics {
         }
     }
 
-    fn run_finished(&self, kind: &str, job_id: &str, success: bool, duration: Duration) {
+    fn run_finished(&self, kind: &str, job_id: &str, end: RunEnd) {
         let kind = kind_label(kind);
+        let RunEnd {
+            status,
+            duration,
+            ended_at,
+        } = end;
+        let success = status == RunStatus::Success;
         self.runs
             .get_or_create(&RunLabels {
                 kind,
@@ -202,9 +270,41 @@ impl Metrics {
                 result: if success { "success" } else { "fail" },
             })
             .inc();
+        self.job_runs
+            .get_or_create(&JobStatusLabels {
+                kind,
+                job: job_id.to_owned(),
+                status: status.as_str(),
+            })
+            .inc();
+        let job = JobLabels {
+            kind,
+            job: job_id.to_owned(),
+        };
+        self.job_last_duration
+            .get_or_create(&job)
+            .set(duration.as_secs_f64());
+        if success {
+            self.set_last_success(kind, job_id, ended_at);
+        }
         self.run_duration
             .get_or_create(&KindLabels { kind })
             .observe(duration.as_secs_f64());
+    }
+
+    fn set_last_success(&self, kind: &str, job_id: &str, at: DateTime<Utc>) {
+        self.job_last_success
+            .get_or_create(&JobLabels {
+                kind: kind_label(kind),
+                job: job_id.to_owned(),
+            })
+            .set(unix_seconds(at));
+    }
+
+    fn trigger_refused(&self, reason: &'static str) {
+        self.triggers_refused
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
     }
 
     fn set_queue_length(&self, waiting: usize) {
@@ -286,9 +386,33 @@ pub fn init() {
     LazyLock::force(&METRICS);
 }
 
+/// How a run ended, for [`run_finished`].
+#[derive(Debug, Clone, Copy)]
+pub struct RunEnd {
+    pub status: RunStatus,
+    /// From the start of the work to its end.
+    pub duration: Duration,
+    pub ended_at: DateTime<Utc>,
+}
+
+fn unix_seconds(t: DateTime<Utc>) -> f64 {
+    t.timestamp() as f64 + f64::from(t.timestamp_subsec_micros()) / 1e6
+}
+
 /// A finished run of a Job (`kind` = `job`) or JobHttp (`job_http`).
-pub fn run_finished(kind: &str, job_id: &str, success: bool, duration: Duration) {
-    METRICS.run_finished(kind, job_id, success, duration);
+pub fn run_finished(kind: &str, job_id: &str, end: RunEnd) {
+    METRICS.run_finished(kind, job_id, end);
+}
+
+/// The last success of a job as its state tells at start (`last_run`, when its last run
+/// succeeded), so that `svc_job_last_success_timestamp_seconds` survives a restart.
+pub fn job_last_success(kind: &str, job_id: &str, at: DateTime<Utc>) {
+    METRICS.set_last_success(kind, job_id, at);
+}
+
+/// The engine refused a trigger (see `svc_triggers_refused_total`).
+pub fn trigger_refused(reason: &'static str) {
+    METRICS.trigger_refused(reason);
 }
 
 /// Number of runs waiting (queued triggers plus runs waiting for a permit) changed.
@@ -371,6 +495,54 @@ pub fn render() -> String {
 mod tests {
     use super::*;
 
+    /// The end of a run that succeeded or failed after `duration`, at 2026-11-26T10:00:00.5Z.
+    fn end(success: bool, duration: Duration) -> RunEnd {
+        RunEnd {
+            status: if success {
+                RunStatus::Success
+            } else {
+                RunStatus::Fail
+            },
+            duration,
+            ended_at: DateTime::from_timestamp(1_795_687_200, 500_000_000).unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn each_job_has_its_runs_by_status_its_last_success_and_last_duration() {
+        let m = fresh();
+        m.run_finished("job", "a", end(true, Duration::from_millis(20)));
+        for status in [RunStatus::Timeout, RunStatus::Canceled, RunStatus::Timeout] {
+            m.run_finished(
+                "job",
+                "a",
+                RunEnd {
+                    status,
+                    ..end(false, Duration::from_millis(1500))
+                },
+            );
+        }
+        let earlier = DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default();
+        m.set_last_success("job", "b", earlier);
+        m.trigger_refused("busy");
+        let text = m.render();
+        for line in [
+            "# TYPE svc_job_runs counter\n",
+            "svc_job_runs_total{kind=\"job\",job=\"a\",status=\"success\"} 1\n",
+            "svc_job_runs_total{kind=\"job\",job=\"a\",status=\"timeout\"} 2\n",
+            "svc_job_runs_total{kind=\"job\",job=\"a\",status=\"canceled\"} 1\n",
+            "# TYPE svc_job_last_success_timestamp_seconds gauge\n",
+            // The failures after it leave the last success as it was.
+            "svc_job_last_success_timestamp_seconds{kind=\"job\",job=\"a\"} 1795687200.5\n",
+            "svc_job_last_success_timestamp_seconds{kind=\"job\",job=\"b\"} 1700000000.0\n",
+            "# TYPE svc_job_last_run_duration_seconds gauge\n",
+            "svc_job_last_run_duration_seconds{kind=\"job\",job=\"a\"} 1.5\n",
+            "svc_triggers_refused_total{reason=\"busy\"} 1\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+
     /// A private registry, so that assertions do not depend on other tests.
     fn fresh() -> Metrics {
         Metrics::new(1_700_000_000.5)
@@ -379,10 +551,10 @@ mod tests {
     #[test]
     fn runs_are_counted_by_kind_job_and_result() {
         let m = fresh();
-        m.run_finished("job", "a", true, Duration::from_millis(20));
-        m.run_finished("job", "a", true, Duration::from_millis(20));
-        m.run_finished("job", "a", false, Duration::from_secs(2));
-        m.run_finished("job_http", "h", true, Duration::from_secs(7200));
+        m.run_finished("job", "a", end(true, Duration::from_millis(20)));
+        m.run_finished("job", "a", end(true, Duration::from_millis(20)));
+        m.run_finished("job", "a", end(false, Duration::from_secs(2)));
+        m.run_finished("job_http", "h", end(true, Duration::from_secs(7200)));
         let text = m.render();
         assert!(text.contains("# TYPE svc_runs counter\n"), "{text}");
         for line in [
@@ -397,9 +569,9 @@ mod tests {
     #[test]
     fn durations_fall_into_the_job_buckets() {
         let m = fresh();
-        m.run_finished("job", "a", true, Duration::from_millis(20));
-        m.run_finished("job", "a", false, Duration::from_secs(2));
-        m.run_finished("job_http", "h", true, Duration::from_secs(7200));
+        m.run_finished("job", "a", end(true, Duration::from_millis(20)));
+        m.run_finished("job", "a", end(false, Duration::from_secs(2)));
+        m.run_finished("job_http", "h", end(true, Duration::from_secs(7200)));
         let text = m.render();
         assert!(
             text.contains("# TYPE svc_run_duration_seconds histogram\n"),
@@ -425,7 +597,7 @@ mod tests {
     #[test]
     fn unknown_kind_is_labelled_other() {
         let m = fresh();
-        m.run_finished("surprise", "x", true, Duration::ZERO);
+        m.run_finished("surprise", "x", end(true, Duration::ZERO));
         let text = m.render();
         assert!(
             text.contains("svc_runs_total{kind=\"other\",job=\"x\",result=\"success\"} 1\n"),
@@ -545,7 +717,7 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         let m = fresh();
-        m.run_finished("job", "we\"ird\\id\nx", false, Duration::ZERO);
+        m.run_finished("job", "we\"ird\\id\nx", end(false, Duration::ZERO));
         m.http_request("/a\"b", 500);
         let text = m.render();
         assert!(
@@ -576,8 +748,16 @@ mod tests {
     #[test]
     fn facade_records_into_the_process_registry() {
         init();
-        run_finished("job", "unit_test_runs_1", true, Duration::from_millis(5));
-        run_finished("job", "unit_test_runs_1", false, Duration::from_millis(5));
+        run_finished(
+            "job",
+            "unit_test_runs_1",
+            end(true, Duration::from_millis(5)),
+        );
+        run_finished(
+            "job",
+            "unit_test_runs_1",
+            end(false, Duration::from_millis(5)),
+        );
         http_request("/unit_test/route/{x}", 418);
         webhook_rejected("unit_test_reason");
         set_queue_length(0);

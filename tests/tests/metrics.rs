@@ -69,6 +69,9 @@ async fn metrics_count_runs_rejections_and_requests() {
         .trigger("/m", b"{}", &[("x-svc-sign", &"0".repeat(64))])
         .await;
     assert_eq!(bad.status, 401, "badly signed trigger: {}", bad.raw);
+    // A trigger of a paused job is refused by the engine, and counted by reason.
+    svc.pause("m_fail").await.assert_status(200);
+    svc.trigger("/m_fail", b"{}", &[]).await.assert_status(412);
 
     let ok_series = r#"svc_runs_total{kind="job",job="m_ok",result="success"}"#;
     let fail_series = r#"svc_runs_total{kind="job",job="m_fail",result="fail"}"#;
@@ -111,6 +114,48 @@ async fn metrics_count_runs_rejections_and_requests() {
         sample(&text, r#"svc_webhook_rejections_total{reason="signature"}"#),
         Some(1.0),
         "one refused signature:\n{text}"
+    );
+    // Per job: runs by how they ended, the last success, the last duration.
+    for (series, want) in [
+        (
+            r#"svc_job_runs_total{kind="job",job="m_ok",status="success"}"#,
+            1.0,
+        ),
+        (
+            r#"svc_job_runs_total{kind="job",job="m_fail",status="fail"}"#,
+            1.0,
+        ),
+        (r#"svc_triggers_refused_total{reason="paused"}"#, 1.0),
+    ] {
+        assert_eq!(sample(&text, series), Some(want), "{series}:\n{text}");
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let last_success = sample(
+        &text,
+        r#"svc_job_last_success_timestamp_seconds{kind="job",job="m_ok"}"#,
+    )
+    .unwrap_or_default();
+    assert!(
+        (now - 600.0..=now + 1.0).contains(&last_success),
+        "last success {last_success}, now {now}:\n{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"svc_job_last_success_timestamp_seconds{kind="job",job="m_fail"}"#
+        ),
+        None,
+        "a job that never succeeded has no last success:\n{text}"
+    );
+    let duration = sample(
+        &text,
+        r#"svc_job_last_run_duration_seconds{kind="job",job="m_fail"}"#,
+    );
+    assert!(
+        duration.is_some_and(|d| (0.0..60.0).contains(&d)),
+        "last run duration {duration:?}:\n{text}"
     );
     let triggers = sample(
         &text,

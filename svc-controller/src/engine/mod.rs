@@ -188,6 +188,19 @@ pub enum EngineError {
     NotSaved,
 }
 
+impl EngineError {
+    /// Its name in metrics (`svc_triggers_refused_total`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            EngineError::NotFound => "not_found",
+            EngineError::Paused => "paused",
+            EngineError::Busy => "busy",
+            EngineError::ShuttingDown => "shutting_down",
+            EngineError::NotSaved => "not_saved",
+        }
+    }
+}
+
 /// The definition of an entry.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Def {
@@ -590,7 +603,13 @@ impl Engine {
                         counter,
                         "run was interrupted by a stop of the controller; recorded as failed"
                     );
-                    lines.push_str(&self.interrupted_record(&log_dir, counter).to_line());
+                    let record = self.lost_run_record(
+                        &log_dir,
+                        counter,
+                        RunStatus::Interrupted,
+                        crate::logstore::INTERRUPTED,
+                    );
+                    lines.push_str(&record.to_line());
                 }
                 if !lines.is_empty()
                     && let Err(err) = self.history_file(kind, id).append(&lines)
@@ -659,6 +678,11 @@ impl Engine {
                     tracing::error!(job = id, path = %taken.display(), error = %err, "cannot read the take record");
                 }
             }
+        }
+        if state.last_result == Some(RunResult::Success)
+            && let Some(last_run) = state.last_run
+        {
+            crate::metrics::job_last_success(kind.as_str(), id, last_run);
         }
         // Counters reserved before a crash and never used are skipped, not reused; a
         // clean stop has given them back already.
@@ -781,7 +805,9 @@ impl Engine {
         id: &str,
         trigger: Trigger,
     ) -> Result<Accepted, EngineError> {
-        let (id, accepted) = self.accept_trigger(kind, id, trigger)?;
+        let (id, accepted) = self
+            .accept_trigger(kind, id, trigger)
+            .inspect_err(|err| crate::metrics::trigger_refused(err.reason()))?;
         let id = &id;
         if accepted == Accepted::Queued {
             let saved = {
@@ -800,6 +826,7 @@ impl Engine {
             };
             if !matches!(saved, Ok(Ok(Ok(())))) {
                 tracing::error!(job = id, "cannot save a queued trigger: refused");
+                crate::metrics::trigger_refused(EngineError::NotSaved.reason());
                 // Not accepted, so not kept: the caller answers with an error.
                 let mut registry = self.lock();
                 if let Some(entry) = registry.get(kind, id) {
@@ -1275,16 +1302,23 @@ impl Engine {
         })
     }
 
-    /// The history's record of run `counter`, which the controller's death interrupted:
-    /// begun at its log's first line, ended now, as its log was just finished.
-    fn interrupted_record(&self, log_dir: &LogDir, counter: u64) -> RunRecord {
+    /// The history's record of run `counter`, whose end its runner never reported (the
+    /// controller died, or the run's task ended first): begun at its log's first line,
+    /// ended now, as its log was just finished.
+    fn lost_run_record(
+        &self,
+        log_dir: &LogDir,
+        counter: u64,
+        status: RunStatus,
+        summary: &str,
+    ) -> RunRecord {
         let now = self.inner.clock.now();
         let started_at = log_dir
             .first_line_time(counter, LogStatus::Finished(RunResult::Fail))
             .unwrap_or(now);
         RunRecord {
             counter,
-            status: RunStatus::Interrupted,
+            status,
             trigger: "unknown".into(),
             delivery: None,
             cause: None,
@@ -1295,8 +1329,9 @@ impl Engine {
             exit_code: None,
             signal: None,
             http_status: None,
-            summary: "interrupted, the controller stopped before the run ended".into(),
+            summary: String::new(),
         }
+        .with_summary(summary)
     }
 
     /// Where the history of job `id` (its configured ID) is kept.

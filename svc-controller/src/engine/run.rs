@@ -14,7 +14,7 @@ use crate::exec::{Outcome, RunEvent};
 use crate::fsutil::Durability;
 use crate::history::RunRecord;
 use crate::logstore::{LogDir, RunLog};
-use crate::state::RunResult;
+use crate::state::{RunResult, RunStatus};
 
 /// What a run needs, copied out of the registry when it begins.
 #[derive(Clone)]
@@ -110,6 +110,7 @@ pub(super) async fn run_task(
                 engine.inner.clock.now(),
                 duration,
             );
+            let ended_at = record.ended_at;
             // With a trigger in the queue and no other run waiting for a permit, this
             // run's end and the next run's begin are one piece of file work, done on
             // this thread ([`on_disk_in_place`]), and the permit is kept: on the way
@@ -147,7 +148,15 @@ pub(super) async fn run_task(
             };
             // Counted and reported once the log has its final name and the state is saved,
             // so whoever sees the end of a run here also finds it on disk.
-            crate::metrics::run_finished(kind.as_str(), &id, outcome.success, duration);
+            crate::metrics::run_finished(
+                kind.as_str(),
+                &id,
+                crate::metrics::RunEnd {
+                    status,
+                    duration,
+                    ended_at,
+                },
+            );
             // A failed attempt with a retry left is not the outcome: its notifications
             // and chains wait for the last attempt.
             if engine.retry_or_chain(&def, counter, result, trigger.attempt)
@@ -998,7 +1007,19 @@ impl Engine {
                 }
             }
             self.persist(kind, id, Durability::Atomic);
-            crate::metrics::run_finished(kind.as_str(), id, false, std::time::Duration::ZERO);
+            let record = self.lost_run_record(&log_dir, counter, RunStatus::Fail, ABANDONED);
+            if let Err(err) = self.history_file(kind, id).append(&record.to_line()) {
+                tracing::error!(job = id, error = %err, "cannot add to the run history");
+            }
+            crate::metrics::run_finished(
+                kind.as_str(),
+                id,
+                crate::metrics::RunEnd {
+                    status: RunStatus::Fail,
+                    duration: std::time::Duration::from_millis(record.duration_ms),
+                    ended_at: record.ended_at,
+                },
+            );
         }
         if let Some((trigger, cancel)) = self.take_next(kind, id) {
             match tokio::runtime::Handle::try_current() {

@@ -748,6 +748,18 @@ async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
         "the max_job_running permit is back"
     );
     assert_eq!(h.state_file(PANIC_PREFIX).counter, 1);
+    let history = h
+        .engine
+        .run_history(Kind::Job, PANIC_PREFIX, 10, None)
+        .expect("the job's history");
+    assert_eq!(
+        history
+            .iter()
+            .map(|run| (run.counter, run.status))
+            .collect::<Vec<_>>(),
+        [(1, crate::state::RunStatus::Fail)],
+        "the abandoned run is in the history"
+    );
     let seen = h.seen();
     assert_eq!((seen.taken, seen.unused), (1, 1), "its runner was ended");
 
