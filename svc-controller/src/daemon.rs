@@ -81,8 +81,9 @@ pub enum Command {
     },
     /// Print the upcoming slots of the timers of the configuration named by --config, one
     /// per line: the time in the job's zone and in UTC (RFC 3339), marking
-    /// daylight-saving changes. With --job, only that job's lines; otherwise each job's
-    /// slots follow a `# job ID: TIMER` line.
+    /// daylight-saving changes. With --job, only that job's lines (under a header when a
+    /// Job and a JobHttp share the ID); otherwise each job's slots follow a
+    /// `# job ID: TIMER` line.
     #[command(name = "next-runs")]
     NextRuns {
         /// One Job or JobHttp, by ID (any case).
@@ -102,6 +103,9 @@ pub fn main_with_args(cli: Cli) -> ExitCode {
     if cli.check && cli.command.is_some() {
         eprintln!("error: --check checks the service's configuration; it takes no subcommand");
         return ExitCode::from(2);
+    }
+    if cli.check || cli.command.is_some() {
+        end_quietly_when_stdout_closes();
     }
     match cli.command {
         Some(Command::HashPassword) => match crate::password::hash_password_from_stdin() {
@@ -197,6 +201,18 @@ fn next_runs(config_file: &Path, job: Option<&str>, count: usize, from: Option<&
         }
     }
     ExitCode::SUCCESS
+}
+
+/// For the tools (`--check`, `next-runs`, ...), whose output goes to a person or a pipe:
+/// a reader that stops early (`| head`, `| grep -q`) ends the process as it ends any
+/// Unix tool, by SIGPIPE, instead of a panic of `println!` on the broken pipe. Rust
+/// ignores SIGPIPE by default; the service keeps it ignored (its sockets report EPIPE).
+fn end_quietly_when_stdout_closes() {
+    // SAFETY: restoring a signal's default disposition touches no memory, and the tools
+    // run it before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 /// Keeps glibc's malloc from handing memory back to the kernel after every request.

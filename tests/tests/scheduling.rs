@@ -199,3 +199,37 @@ async fn the_environment_shows_each_jobs_zone() {
     let next = chrono::DateTime::parse_from_rfc3339(next).expect("next_run is RFC 3339");
     assert!(next > chrono::Utc::now(), "{next}");
 }
+
+/// A reader that stops early (`| head`) ends the tool as it ends any Unix tool, by
+/// SIGPIPE, without a panic on standard error.
+#[test]
+fn next_runs_ends_quietly_when_its_reader_stops() {
+    use std::io::{BufRead as _, BufReader, Read as _};
+    use std::os::unix::process::ExitStatusExt as _;
+    let svc = tree();
+    let mut child = Command::new(&binaries().controller)
+        .arg("--config")
+        .arg(svc.config_path())
+        .args(["next-runs", "--count", "20000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run svc-controller");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("a first line");
+    // The pipe is closed here, long before the megabytes of 20,000 slots a job are
+    // written (far more than a pipe holds).
+    assert!(first.starts_with("# job"), "{first}");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
