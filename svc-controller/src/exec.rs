@@ -63,12 +63,11 @@ pub struct Outcome {
     pub detail: EndDetail,
 }
 
-/// The facts of a run's end that its history keeps: why it failed, and the exit of its
-/// last command or the status of its HTTP call.
+/// The facts of a run's end that its history keeps: whether its time ran out, and the
+/// exit of its last command or the status of its HTTP call. (Whether it was cancelled
+/// is the engine's to say: it asked.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndDetail {
-    /// Ended because the controller cancelled it.
-    pub canceled: bool,
     /// Ended because its time limit ran out.
     pub timed_out: bool,
     /// Exit code of the last command that ran, when it exited by itself.
@@ -88,13 +87,14 @@ impl Outcome {
         }
     }
 
-    /// The end as a status: a failure told apart as a cancellation or a time limit.
-    pub fn status(&self) -> RunStatus {
+    /// The end as a status: a failure told apart as a time limit, or as a cancellation
+    /// when the engine asked for one (`cancel_asked`: cancel, replace, shutdown).
+    pub fn status(&self, cancel_asked: bool) -> RunStatus {
         if self.success {
             RunStatus::Success
         } else if self.detail.timed_out {
             RunStatus::Timeout
-        } else if self.detail.canceled {
+        } else if cancel_asked {
             RunStatus::Canceled
         } else {
             RunStatus::Fail
@@ -595,9 +595,7 @@ impl LaunchedRunner {
             }
             _ = cancelled(cancel) => {
                 kill_runner(&mut child).await;
-                let mut outcome = Outcome::fail(format!("cancelled before the runner started: {}", reason(cancel)));
-                outcome.detail.canceled = true;
-                return outcome;
+                return Outcome::fail(format!("cancelled before the runner started: {}", reason(cancel)));
             }
         };
         let mut framed = accepted.framed;
@@ -662,7 +660,10 @@ impl LaunchedRunner {
                     Some(Err(err)) => {
                         kill_runner(&mut child).await;
                         end_orphaned_commands(command_group);
-                        return Outcome::fail(format!("the runner sent an invalid frame: {err}"));
+                        return Outcome {
+                            detail,
+                            ..Outcome::fail(format!("the runner sent an invalid frame: {err}"))
+                        };
                     }
                     None => break,
                 },
@@ -676,15 +677,16 @@ impl LaunchedRunner {
                 _ = sleep_until(backstop) => {
                     kill_runner(&mut child).await;
                     end_orphaned_commands(command_group);
-                    return Outcome::fail("the runner did not end the work in time and was killed");
+                    detail.timed_out = true;
+                    return Outcome {
+                        detail,
+                        ..Outcome::fail("the runner did not end the work in time and was killed")
+                    };
                 }
             }
         }
 
         if let Some(mut outcome) = outcome {
-            // A cancellation the runner carried out before any command ended (or
-            // after the last) is one all the same.
-            detail.canceled |= cancel_sent && !outcome.success;
             outcome.detail = detail;
             // The runner reported the end after it ended whatever the commands left
             // behind; all it has left to do is exit. The run does not wait for that:
@@ -706,9 +708,12 @@ impl LaunchedRunner {
         };
         // The runner died without reporting the end: its commands may live on.
         end_orphaned_commands(command_group);
-        Outcome::fail(format!(
-            "the runner died before reporting the end of the run ({status})"
-        ))
+        Outcome {
+            detail,
+            ..Outcome::fail(format!(
+                "the runner died before reporting the end of the run ({status})"
+            ))
+        }
     }
 }
 
@@ -760,7 +765,6 @@ fn handle_message(
             detail.exit_code = exit.code;
             detail.signal = exit.signal;
             detail.timed_out |= exit.timed_out;
-            detail.canceled |= exit.cancelled;
             let seconds = exit.duration_ms as f64 / 1000.0;
             let how = match (exit.code, exit.signal) {
                 (Some(code), _) => format!("exit code {code}"),

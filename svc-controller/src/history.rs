@@ -64,6 +64,33 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The record of run `counter`, whose end its runner never reported (the controller
+    /// died, or the run's task ended first): what started it and how its commands
+    /// ended are not known.
+    pub fn lost(
+        counter: u64,
+        status: RunStatus,
+        (started_at, ended_at): (DateTime<Utc>, DateTime<Utc>),
+        summary: &str,
+    ) -> RunRecord {
+        RunRecord {
+            counter,
+            status,
+            trigger: "unknown".into(),
+            delivery: None,
+            cause: None,
+            attempt: 1,
+            started_at,
+            ended_at,
+            duration_ms: u64::try_from((ended_at - started_at).num_milliseconds()).unwrap_or(0),
+            exit_code: None,
+            signal: None,
+            http_status: None,
+            summary: String::new(),
+        }
+        .with_summary(summary)
+    }
+
     /// Cuts the summary to [`MAX_SUMMARY`] bytes.
     pub fn with_summary(mut self, summary: &str) -> RunRecord {
         let mut end = summary.len().min(MAX_SUMMARY);
@@ -104,14 +131,12 @@ impl HistoryFile {
     /// the file back to its last [`KEEP`] runs once it is over [`COMPACT_AT_BYTES`].
     /// Blocking.
     pub fn append(&self, lines: &str) -> io::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .read(true)
-            .open(&self.path)?;
+        let (mut file, created) = match OpenOptions::new().append(true).read(true).open(&self.path)
+        {
+            Ok(file) => (file, false),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => (self.create()?, true),
+            Err(err) => return Err(err),
+        };
         // After a write cut short by a crash, the next line starts on a line of its own.
         let mut text = String::with_capacity(lines.len() + 1);
         let len = file.metadata()?.len();
@@ -126,10 +151,26 @@ impl HistoryFile {
         text.push_str(lines);
         file.write_all(text.as_bytes())?;
         file.sync_data()?;
+        if created && let Some(dir) = self.path.parent() {
+            // The new name, too, must survive a power failure.
+            fsutil::sync_dir(dir)?;
+        }
         if len + text.len() as u64 > COMPACT_AT_BYTES {
             self.compact()?;
         }
         Ok(())
+    }
+
+    /// Creates the file (and its directory, the first time a job of its kind ends).
+    fn create(&self) -> io::Result<File> {
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true)
+            .open(&self.path)
     }
 
     /// Rewrites the file with its last [`KEEP`] records (temp file, sync, rename).

@@ -333,6 +333,16 @@ impl LogDir {
         Ok(status)
     }
 
+    /// When the `.started` log of run `counter` was begun (its first line) and last
+    /// written to (its modification time): the span of a run that was interrupted.
+    pub fn written_between(&self, counter: u64) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let first = self.first_line_time(counter, LogStatus::Started)?;
+        let modified = std::fs::metadata(self.path(counter, LogStatus::Started))
+            .and_then(|meta| meta.modified())
+            .ok()?;
+        Some((first, DateTime::<Utc>::from(modified).max(first)))
+    }
+
     /// Time of the first line of a log, used to rebuild `last_run` from logs.
     pub fn first_line_time(&self, counter: u64, status: LogStatus) -> Option<DateTime<Utc>> {
         let mut head = [0u8; 19];

@@ -33,6 +33,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::history::RunRecord;
 use crate::state::RunStatus;
 
 /// Upper bounds (seconds) of the run duration buckets: from 10 ms to one hour.
@@ -255,41 +256,37 @@ impl Metrics {
         }
     }
 
-    fn run_finished(&self, kind: &str, job_id: &str, end: RunEnd) {
+    fn run_finished(&self, kind: &str, job_id: &str, run: &RunRecord) {
         let kind = kind_label(kind);
-        let RunEnd {
-            status,
-            duration,
-            ended_at,
-        } = end;
-        let success = status == RunStatus::Success;
+        let success = run.status == RunStatus::Success;
+        let seconds = Duration::from_millis(run.duration_ms).as_secs_f64();
+        let job = JobLabels {
+            kind,
+            job: job_id.to_owned(),
+        };
         self.runs
             .get_or_create(&RunLabels {
                 kind,
-                job: job_id.to_owned(),
-                result: if success { "success" } else { "fail" },
+                job: job.job.clone(),
+                result: run.status.result().log_status(),
             })
             .inc();
         self.job_runs
             .get_or_create(&JobStatusLabels {
                 kind,
-                job: job_id.to_owned(),
-                status: status.as_str(),
+                job: job.job.clone(),
+                status: run.status.as_str(),
             })
             .inc();
-        let job = JobLabels {
-            kind,
-            job: job_id.to_owned(),
-        };
-        self.job_last_duration
-            .get_or_create(&job)
-            .set(duration.as_secs_f64());
+        self.job_last_duration.get_or_create(&job).set(seconds);
         if success {
-            self.set_last_success(kind, job_id, ended_at);
+            self.job_last_success
+                .get_or_create(&job)
+                .set(unix_seconds(run.ended_at));
         }
         self.run_duration
             .get_or_create(&KindLabels { kind })
-            .observe(duration.as_secs_f64());
+            .observe(seconds);
     }
 
     fn set_last_success(&self, kind: &str, job_id: &str, at: DateTime<Utc>) {
@@ -386,22 +383,14 @@ pub fn init() {
     LazyLock::force(&METRICS);
 }
 
-/// How a run ended, for [`run_finished`].
-#[derive(Debug, Clone, Copy)]
-pub struct RunEnd {
-    pub status: RunStatus,
-    /// From the start of the work to its end.
-    pub duration: Duration,
-    pub ended_at: DateTime<Utc>,
-}
-
 fn unix_seconds(t: DateTime<Utc>) -> f64 {
     t.timestamp() as f64 + f64::from(t.timestamp_subsec_micros()) / 1e6
 }
 
-/// A finished run of a Job (`kind` = `job`) or JobHttp (`job_http`).
-pub fn run_finished(kind: &str, job_id: &str, end: RunEnd) {
-    METRICS.run_finished(kind, job_id, end);
+/// A finished run of a Job (`kind` = `job`) or JobHttp (`job_http`), as its history
+/// records it.
+pub fn run_finished(kind: &str, job_id: &str, run: &RunRecord) {
+    METRICS.run_finished(kind, job_id, run);
 }
 
 /// The last success of a job as its state tells at start (`last_run`, when its last run
@@ -495,28 +484,40 @@ pub fn render() -> String {
 mod tests {
     use super::*;
 
-    /// The end of a run that succeeded or failed after `duration`, at 2026-11-26T10:00:00.5Z.
-    fn end(success: bool, duration: Duration) -> RunEnd {
-        RunEnd {
+    /// The record of a run that succeeded or failed after `duration`, ended at
+    /// 2026-11-26T10:00:00.5Z.
+    fn end(success: bool, duration: Duration) -> RunRecord {
+        let ended_at = DateTime::from_timestamp(1_795_687_200, 500_000_000).unwrap_or_default();
+        RunRecord {
+            counter: 1,
             status: if success {
                 RunStatus::Success
             } else {
                 RunStatus::Fail
             },
-            duration,
-            ended_at: DateTime::from_timestamp(1_795_687_200, 500_000_000).unwrap_or_default(),
+            trigger: "timer".into(),
+            delivery: None,
+            cause: None,
+            attempt: 1,
+            started_at: ended_at,
+            ended_at,
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            exit_code: None,
+            signal: None,
+            http_status: None,
+            summary: String::new(),
         }
     }
 
     #[test]
     fn each_job_has_its_runs_by_status_its_last_success_and_last_duration() {
         let m = fresh();
-        m.run_finished("job", "a", end(true, Duration::from_millis(20)));
+        m.run_finished("job", "a", &end(true, Duration::from_millis(20)));
         for status in [RunStatus::Timeout, RunStatus::Canceled, RunStatus::Timeout] {
             m.run_finished(
                 "job",
                 "a",
-                RunEnd {
+                &RunRecord {
                     status,
                     ..end(false, Duration::from_millis(1500))
                 },
@@ -551,10 +552,10 @@ mod tests {
     #[test]
     fn runs_are_counted_by_kind_job_and_result() {
         let m = fresh();
-        m.run_finished("job", "a", end(true, Duration::from_millis(20)));
-        m.run_finished("job", "a", end(true, Duration::from_millis(20)));
-        m.run_finished("job", "a", end(false, Duration::from_secs(2)));
-        m.run_finished("job_http", "h", end(true, Duration::from_secs(7200)));
+        m.run_finished("job", "a", &end(true, Duration::from_millis(20)));
+        m.run_finished("job", "a", &end(true, Duration::from_millis(20)));
+        m.run_finished("job", "a", &end(false, Duration::from_secs(2)));
+        m.run_finished("job_http", "h", &end(true, Duration::from_secs(7200)));
         let text = m.render();
         assert!(text.contains("# TYPE svc_runs counter\n"), "{text}");
         for line in [
@@ -569,9 +570,9 @@ mod tests {
     #[test]
     fn durations_fall_into_the_job_buckets() {
         let m = fresh();
-        m.run_finished("job", "a", end(true, Duration::from_millis(20)));
-        m.run_finished("job", "a", end(false, Duration::from_secs(2)));
-        m.run_finished("job_http", "h", end(true, Duration::from_secs(7200)));
+        m.run_finished("job", "a", &end(true, Duration::from_millis(20)));
+        m.run_finished("job", "a", &end(false, Duration::from_secs(2)));
+        m.run_finished("job_http", "h", &end(true, Duration::from_secs(7200)));
         let text = m.render();
         assert!(
             text.contains("# TYPE svc_run_duration_seconds histogram\n"),
@@ -597,7 +598,7 @@ mod tests {
     #[test]
     fn unknown_kind_is_labelled_other() {
         let m = fresh();
-        m.run_finished("surprise", "x", end(true, Duration::ZERO));
+        m.run_finished("surprise", "x", &end(true, Duration::ZERO));
         let text = m.render();
         assert!(
             text.contains("svc_runs_total{kind=\"other\",job=\"x\",result=\"success\"} 1\n"),
@@ -717,7 +718,7 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         let m = fresh();
-        m.run_finished("job", "we\"ird\\id\nx", end(false, Duration::ZERO));
+        m.run_finished("job", "we\"ird\\id\nx", &end(false, Duration::ZERO));
         m.http_request("/a\"b", 500);
         let text = m.render();
         assert!(
@@ -751,12 +752,12 @@ mod tests {
         run_finished(
             "job",
             "unit_test_runs_1",
-            end(true, Duration::from_millis(5)),
+            &end(true, Duration::from_millis(5)),
         );
         run_finished(
             "job",
             "unit_test_runs_1",
-            end(false, Duration::from_millis(5)),
+            &end(false, Duration::from_millis(5)),
         );
         http_request("/unit_test/route/{x}", 418);
         webhook_rejected("unit_test_reason");

@@ -54,15 +54,6 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    /// Every status, in the order metrics and the UI list them.
-    pub const ALL: [RunStatus; 5] = [
-        RunStatus::Success,
-        RunStatus::Fail,
-        RunStatus::Canceled,
-        RunStatus::Timeout,
-        RunStatus::Interrupted,
-    ];
-
     /// Its name in the API, the history and metrics.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -692,14 +692,27 @@ impl TestService {
         self.job_exec("trigger", id).await
     }
 
+    /// `POST /svc/api/job_http/trigger?<query>` (run now of a JobHttp), the query
+    /// signed with the main secret.
+    pub async fn job_http_trigger(&self, query: &str) -> ApiResponse {
+        let signature = hmac_sha256_hex(self.secret(), query);
+        self.post(
+            &format!("/svc/api/job_http/trigger?{query}"),
+            b"",
+            &[("X-Svc-Sign", signature.as_str())],
+        )
+        .await
+    }
+
     /// `POST /svc/api/job_exec/cancel` for job `id`, signed with the main secret.
     pub async fn cancel(&self, id: &str) -> ApiResponse {
         self.job_exec("cancel", id).await
     }
 
-    /// `GET /svc/api/job_exec/runs?id=<id>` and `query` (`&limit=2`): the run history.
-    pub async fn runs(&self, id: &str, query: &str) -> ApiResponse {
-        self.get(&format!("/svc/api/job_exec/runs?id={id}{query}"))
+    /// `GET /svc/api/<kind>/runs?id=<id>` and `query` (`&limit=2`): the run history of
+    /// a Job (`kind` = `job_exec`) or JobHttp (`job_http`).
+    pub async fn runs(&self, kind: &str, id: &str, query: &str) -> ApiResponse {
+        self.get(&format!("/svc/api/{kind}/runs?id={id}{query}"))
             .await
     }
 

@@ -4,10 +4,24 @@
 //! `GET /svc/api/job_exec/runs?id=&limit=&before=`.
 
 use serde_json::Value;
-use svc_tests::{TestService, WAIT, job_section};
+use svc_tests::{TestService, WAIT, fresh_epoch, job_section, wait_for};
 
-fn service() -> TestService {
+/// `hang_port`: where nothing ever answers (a listener that never accepts).
+fn service(hang_port: u16) -> TestService {
     TestService::builder()
+        // A JobHttp whose call gets 404 from the service itself (a relative URL goes to
+        // listen_address), and one whose call never gets an answer.
+        .job_http_file(
+            "missing",
+            "[job.http \"missing\"]\nhttp_url = /svc/api/nothing-here\n",
+        )
+        .job_http_file(
+            "hang",
+            format!(
+                "[job.http \"hang\"]\nhttp_url = http://127.0.0.1:{hang_port}/\n\
+                 http_timeout = 1s\n"
+            ),
+        )
         .job_file(
             "ok",
             job_section("ok", &["path = /ok", "command = true", "log_retention = 1"]),
@@ -30,9 +44,14 @@ fn service() -> TestService {
         .build()
 }
 
-/// The runs of `id`'s history page for `query`, newest first.
+/// The runs of Job `id`'s history page for `query`, newest first.
 async fn runs(svc: &TestService, id: &str, query: &str) -> Vec<Value> {
-    let answer = svc.runs(id, query).await;
+    runs_of(svc, "job_exec", id, query).await
+}
+
+/// The same for a Job (`kind` = `job_exec`) or a JobHttp (`job_http`).
+async fn runs_of(svc: &TestService, kind: &str, id: &str, query: &str) -> Vec<Value> {
+    let answer = svc.runs(kind, id, query).await;
     answer.assert_status(200);
     answer
         .data()
@@ -49,7 +68,8 @@ fn counters(runs: &[Value]) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_end_is_told_apart_and_kept_beyond_its_log() {
-    let mut svc = service();
+    let hang = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    let mut svc = service(hang.local_addr().expect("its address").port());
     svc.start().await;
 
     // Three successes, one log kept: three runs in the history.
@@ -84,10 +104,11 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
         Vec::<u64>::new()
     );
     for bad in ["&limit=0", "&limit=1001", "&limit=x", "&before=-1"] {
-        svc.runs("ok", bad).await.assert_status(400);
+        svc.runs("job_exec", "ok", bad).await.assert_status(400);
     }
-    svc.runs("nope", "").await.assert_status(404);
-    svc.runs("", "").await.assert_status(400);
+    svc.runs("job_exec", "nope", "").await.assert_status(404);
+    svc.runs("job_exec", "", "").await.assert_status(400);
+    svc.runs("job_http", "ok", "").await.assert_status(404);
 
     // A failure with its exit code, started by hand.
     svc.run_now("bad").await.assert_status(200);
@@ -129,4 +150,48 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     assert_eq!(long[0]["status"], "interrupted", "{long:?}");
     // And the history of the others survived the restart.
     assert_eq!(counters(&runs(&svc, "ok", "").await), [3, 2, 1]);
+    // The interrupted run is counted in the metrics too.
+    let metrics = svc.get("/svc/api/metrics").await.raw;
+    assert!(
+        metrics
+            .contains("svc_job_runs_total{kind=\"job\",job=\"long\",status=\"interrupted\"} 1\n"),
+        "{metrics}"
+    );
+
+    // JobHttp runs: a response status that fails the run, and a call cut by its time
+    // limit.
+    for id in ["missing", "hang"] {
+        svc.job_http_trigger(&format!("id={id}&_svc_epoch={}", fresh_epoch()))
+            .await
+            .assert_status(200);
+    }
+    let missing = wait_for(
+        WAIT,
+        "the JobHttp run that got 404 in its history",
+        async || runs_of(&svc, "job_http", "missing", "").await.pop(),
+    )
+    .await;
+    assert_eq!(
+        (
+            &missing["status"],
+            &missing["http_status"],
+            &missing["trigger"]
+        ),
+        (
+            &Value::from("fail"),
+            &Value::from(404),
+            &Value::from("manual")
+        ),
+        "{missing}"
+    );
+    let hung = wait_for(
+        WAIT,
+        "the JobHttp run that timed out in its history",
+        async || runs_of(&svc, "job_http", "hang", "").await.pop(),
+    )
+    .await;
+    assert_eq!(hung["status"], "timeout", "{hung}");
+    assert_eq!(hung["http_status"], Value::Null, "{hung}");
+    // Kept listening, never accepting, until here.
+    drop(hang);
 }

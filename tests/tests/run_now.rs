@@ -23,16 +23,6 @@ fn service() -> svc_tests::TestServiceBuilder {
         )
 }
 
-async fn job_http_trigger(svc: &TestService, query: &str) -> svc_tests::ApiResponse {
-    let signature = hmac_sha256_hex(svc.secret(), query);
-    svc.post(
-        &format!("/svc/api/job_http/trigger?{query}"),
-        b"",
-        &[("X-Svc-Sign", signature.as_str())],
-    )
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_job_runs_now_and_its_log_says_by_whom() {
     let svc = service().start().await;
@@ -107,7 +97,9 @@ async fn any_job_http_runs_now() {
         "no timer: no run"
     );
 
-    let answer = job_http_trigger(&svc, &format!("id=ping&_svc_epoch={}", fresh_epoch())).await;
+    let answer = svc
+        .job_http_trigger(&format!("id=ping&_svc_epoch={}", fresh_epoch()))
+        .await;
     answer.assert_status(200);
     assert_eq!(answer.data()["id"], "ping");
     svc_tests::wait_until(WAIT, "the JobHttp call ran", async || {
@@ -118,8 +110,10 @@ async fn any_job_http_runs_now() {
     .await;
 
     // The epoch is required, the ID must exist (400, as on the other JobHttp endpoints).
-    job_http_trigger(&svc, "id=ping").await.assert_status(401);
-    let unknown = job_http_trigger(&svc, &format!("id=nope&_svc_epoch={}", fresh_epoch())).await;
+    svc.job_http_trigger("id=ping").await.assert_status(401);
+    let unknown = svc
+        .job_http_trigger(&format!("id=nope&_svc_epoch={}", fresh_epoch()))
+        .await;
     unknown.assert_status(400);
     assert_eq!(unknown.name(), "ERR_INVALID_JOB_ID");
     let unsigned = svc

@@ -186,6 +186,9 @@ pub enum EngineError {
     /// The queued trigger could not be saved, so it was not accepted.
     #[error("cannot save the queued trigger; try again later")]
     NotSaved,
+    /// A job's stored records (its run history) could not be read; the cause is logged.
+    #[error("cannot read the job's records")]
+    Unreadable,
 }
 
 impl EngineError {
@@ -197,6 +200,7 @@ impl EngineError {
             EngineError::Busy => "busy",
             EngineError::ShuttingDown => "shutting_down",
             EngineError::NotSaved => "not_saved",
+            EngineError::Unreadable => "unreadable",
         }
     }
 }
@@ -594,6 +598,13 @@ impl Engine {
             tracing::error!(job = id, error = %err, "cannot list the logs");
             Vec::new()
         });
+        // When each interrupted run began and was last heard of, read before the repair
+        // writes to its log.
+        let interrupted: Vec<_> = logs
+            .iter()
+            .filter(|log| log.status == LogStatus::Started)
+            .map(|log| (log.counter, log_dir.written_between(log.counter)))
+            .collect();
         match log_dir.recover_interrupted(&mut logs) {
             Ok(repaired) => {
                 let mut lines = String::new();
@@ -603,18 +614,26 @@ impl Engine {
                         counter,
                         "run was interrupted by a stop of the controller; recorded as failed"
                     );
-                    let record = self.lost_run_record(
-                        &log_dir,
+                    let now = self.inner.clock.now();
+                    let times = interrupted
+                        .iter()
+                        .find(|(c, _)| *c == counter)
+                        .and_then(|(_, times)| *times)
+                        .unwrap_or((now, now));
+                    let record = RunRecord::lost(
                         counter,
                         RunStatus::Interrupted,
+                        times,
                         crate::logstore::INTERRUPTED,
                     );
+                    crate::metrics::run_finished(kind.as_str(), id, &record);
                     lines.push_str(&record.to_line());
                 }
-                if !lines.is_empty()
-                    && let Err(err) = self.history_file(kind, id).append(&lines)
-                {
-                    tracing::error!(job = id, error = %err, "cannot add to the run history");
+                if !lines.is_empty() {
+                    self.inner.syncer.run_end(syncer::RunEnd {
+                        history: Some((self.history_file(kind, id), lines)),
+                        ..Default::default()
+                    });
                 }
             }
             Err(err) => tracing::error!(job = id, error = %err, "cannot repair interrupted logs"),
@@ -1302,38 +1321,6 @@ impl Engine {
         })
     }
 
-    /// The history's record of run `counter`, whose end its runner never reported (the
-    /// controller died, or the run's task ended first): begun at its log's first line,
-    /// ended now, as its log was just finished.
-    fn lost_run_record(
-        &self,
-        log_dir: &LogDir,
-        counter: u64,
-        status: RunStatus,
-        summary: &str,
-    ) -> RunRecord {
-        let now = self.inner.clock.now();
-        let started_at = log_dir
-            .first_line_time(counter, LogStatus::Finished(RunResult::Fail))
-            .unwrap_or(now);
-        RunRecord {
-            counter,
-            status,
-            trigger: "unknown".into(),
-            delivery: None,
-            cause: None,
-            attempt: 1,
-            started_at,
-            ended_at: now,
-            duration_ms: u64::try_from((now - started_at).num_milliseconds()).unwrap_or(0),
-            exit_code: None,
-            signal: None,
-            http_status: None,
-            summary: String::new(),
-        }
-        .with_summary(summary)
-    }
-
     /// Where the history of job `id` (its configured ID) is kept.
     fn history_file(&self, kind: Kind, id: &str) -> HistoryFile {
         HistoryFile::new(&self.inner.main.dir_history(kind.as_str()), id)
@@ -1349,11 +1336,14 @@ impl Engine {
         before: Option<u64>,
     ) -> Result<Vec<RunRecord>, EngineError> {
         let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
+        // A run whose end is recorded (its log renamed, its job's status set) has its
+        // history line queued at the syncer: written before the page is read.
+        self.inner.syncer.flush();
         self.history_file(kind, &id)
             .page(limit, before)
-            .or_else(|err| {
+            .map_err(|err| {
                 tracing::error!(job = %id, error = %err, "cannot read the run history");
-                Ok(Vec::new())
+                EngineError::Unreadable
             })
     }
 

@@ -100,14 +100,16 @@ pub(super) async fn run_task(
             let announce = Announce::new(&engine, kind, &begun.context);
             let (outcome, log) = Box::pin(perform(begun, &mut cancel)).await;
             let duration = started.elapsed();
-            let status = outcome.status();
+            // Cancelled, whatever the runner saw of it, when the engine asked (cancel,
+            // `on_busy = replace`, shutdown) and the run did not succeed anyway.
+            let status = outcome.status(cancel.borrow().is_some());
             let result = status.result();
             let record = history_record(
                 &trigger,
                 counter,
                 &outcome,
-                started_at,
-                engine.inner.clock.now(),
+                status,
+                (started_at, engine.inner.clock.now()),
                 duration,
             );
             let ended_at = record.ended_at;
@@ -146,23 +148,12 @@ pub(super) async fn run_task(
                 })
                 .await
             };
-            // Counted and reported once the log has its final name and the state is saved,
-            // so whoever sees the end of a run here also finds it on disk.
-            crate::metrics::run_finished(
-                kind.as_str(),
-                &id,
-                crate::metrics::RunEnd {
-                    status,
-                    duration,
-                    ended_at,
-                },
-            );
             // A failed attempt with a retry left is not the outcome: its notifications
             // and chains wait for the last attempt.
             if engine.retry_or_chain(&def, counter, result, trigger.attempt)
                 && let Some(announce) = announce
             {
-                announce.send(&engine, result);
+                announce.send(&engine, result, ended_at);
             }
             if outcome.success {
                 tracing::info!(job = id, counter, "run succeeded");
@@ -232,7 +223,7 @@ impl Announce {
 
     /// Hands the end over, without waiting; nothing when the job lists no notification
     /// for `result`.
-    fn send(self, engine: &Engine, result: RunResult) {
+    fn send(self, engine: &Engine, result: RunResult, ended_at: chrono::DateTime<chrono::Utc>) {
         let notifs = self.def.notifs_for(result);
         if notifs.is_empty() {
             return;
@@ -248,7 +239,7 @@ impl Announce {
             counter: self.counter,
             result,
             started_at: self.started_at,
-            ended_at: engine.inner.clock.now(),
+            ended_at,
             notifs: notifs.to_vec(),
             log_dir: self.log_dir,
         });
@@ -577,18 +568,19 @@ fn run_header(def: &Def, counter: u64, trigger: &Trigger) -> String {
     format!("=== run {counter} of {kind_word} {id} started by {by}")
 }
 
-/// What the history keeps of a run that ended.
+/// What the history keeps of a run that ended `status` between `started_at` and
+/// `ended_at`.
 fn history_record(
     trigger: &Trigger,
     counter: u64,
     outcome: &Outcome,
-    started_at: chrono::DateTime<chrono::Utc>,
-    ended_at: chrono::DateTime<chrono::Utc>,
+    status: RunStatus,
+    (started_at, ended_at): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
     duration: std::time::Duration,
 ) -> RunRecord {
     RunRecord {
         counter,
-        status: outcome.status(),
+        status,
         trigger: trigger.source.as_str().to_string(),
         delivery: trigger.facts.id.clone(),
         cause: trigger.cause.clone(),
@@ -901,6 +893,7 @@ impl Engine {
                 // The job is gone: its log and files are still the syncer's to finish.
                 drop(registry);
                 self.inner.syncer.run_end(synced);
+                crate::metrics::run_finished(kind.as_str(), id, &record);
                 return;
             };
             entry.state.started = false;
@@ -933,6 +926,9 @@ impl Engine {
         ));
         self.inner.syncer.run_end(synced);
         self.changed();
+        // Counted once the log has its final name and the job its result, so whoever
+        // sees the end of a run in the metrics also finds it in the log and the status.
+        crate::metrics::run_finished(kind.as_str(), id, &record);
     }
 
     /// Puts back into the queue the trigger of a run that could not begin because its
@@ -988,9 +984,10 @@ impl Engine {
                 entry.state.started = false;
                 entry.state.last_result = Some(RunResult::Fail);
             }
-            counter.map(|counter| (counter, entry.log_dir.clone()))
+            let started_at = entry.state.last_run;
+            counter.map(|counter| (counter, entry.log_dir.clone(), started_at))
         };
-        if let Some((counter, log_dir)) = begun {
+        if let Some((counter, log_dir, started_at)) = begun {
             match log_dir.fail_started(counter, ABANDONED) {
                 Ok(status) => {
                     let mut registry = self.lock();
@@ -1007,19 +1004,20 @@ impl Engine {
                 }
             }
             self.persist(kind, id, Durability::Atomic);
-            let record = self.lost_run_record(&log_dir, counter, RunStatus::Fail, ABANDONED);
-            if let Err(err) = self.history_file(kind, id).append(&record.to_line()) {
-                tracing::error!(job = id, error = %err, "cannot add to the run history");
-            }
-            crate::metrics::run_finished(
-                kind.as_str(),
-                id,
-                crate::metrics::RunEnd {
-                    status: RunStatus::Fail,
-                    duration: std::time::Duration::from_millis(record.duration_ms),
-                    ended_at: record.ended_at,
-                },
+            // Begun when the job's `last_run` says (the begin set it), ended now.
+            let ended_at = self.inner.clock.now();
+            let record = RunRecord::lost(
+                counter,
+                RunStatus::Fail,
+                (started_at.unwrap_or(ended_at), ended_at),
+                ABANDONED,
             );
+            crate::metrics::run_finished(kind.as_str(), id, &record);
+            // Through the syncer, as every other end: it alone appends to histories.
+            self.inner.syncer.run_end(super::syncer::RunEnd {
+                history: Some((self.history_file(kind, id), record.to_line())),
+                ..Default::default()
+            });
         }
         if let Some((trigger, cancel)) = self.take_next(kind, id) {
             match tokio::runtime::Handle::try_current() {

@@ -41,10 +41,13 @@ pub(super) struct RunEnd {
     pub history: Option<(HistoryFile, String)>,
 }
 
-/// Counts the work queued and not yet done, so that [`Syncer::flush`] can wait for it.
+/// Counts the work queued and the work done (in queue order), so that
+/// [`Syncer::flush`] can wait for what was queued before it, however much is queued
+/// after it.
 #[derive(Default)]
 struct Outstanding {
-    count: Mutex<u64>,
+    /// (queued, done) since the start.
+    count: Mutex<(u64, u64)>,
     done: Condvar,
 }
 
@@ -83,7 +86,7 @@ impl Syncer {
 
     /// Queues what a run's end must make durable.
     pub(super) fn run_end(&self, end: RunEnd) {
-        *lock(&self.outstanding.count) += 1;
+        lock(&self.outstanding.count).0 += 1;
         if let Err(mpsc::SendError(end)) = self.queue.send(end) {
             // No thread: do it here, in the caller's (blocking) context.
             do_round(vec![end]);
@@ -91,10 +94,12 @@ impl Syncer {
         }
     }
 
-    /// Waits until everything queued so far is done. Blocking.
+    /// Waits until everything queued so far is done (not what is queued meanwhile).
+    /// Blocking.
     pub(super) fn flush(&self) {
         let mut count = lock(&self.outstanding.count);
-        while *count > 0 {
+        let target = count.0;
+        while count.1 < target {
             count = self
                 .outstanding
                 .done
@@ -106,11 +111,8 @@ impl Syncer {
 
 impl Outstanding {
     fn finished(&self, n: u64) {
-        let mut count = lock(&self.count);
-        *count = count.saturating_sub(n);
-        if *count == 0 {
-            self.done.notify_all();
-        }
+        lock(&self.count).1 += n;
+        self.done.notify_all();
     }
 }
 
@@ -242,14 +244,14 @@ mod tests {
                 })),
             });
         }
-        assert_eq!(*lock(&syncer.outstanding.count), 5);
+        assert_eq!(*lock(&syncer.outstanding.count), (5, 0));
         {
             let (open, cv) = &*gate;
             *lock(open) = true;
             cv.notify_all();
         }
         syncer.flush();
-        assert_eq!(*lock(&syncer.outstanding.count), 0);
+        assert_eq!(*lock(&syncer.outstanding.count), (5, 5));
         // The four state writes of one job were done in one round: one of them ran.
         assert_eq!(writes.load(Ordering::SeqCst), 1);
         // Each run's files were cleared, and before the flush returned.

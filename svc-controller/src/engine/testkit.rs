@@ -251,9 +251,7 @@ impl Runner for FakeRunner {
                         cancel_seen = true;
                         self.shared.seen().cancelled.push((job.clone(), counter, reason.clone()));
                         if self.shared.end_on_cancel.load(Ordering::SeqCst) {
-                            let mut outcome = Outcome::fail(format!("cancelled: {reason}"));
-                            outcome.detail.canceled = true;
-                            return outcome;
+                            return Outcome::fail(format!("cancelled: {reason}"));
                         }
                     }
                 }

@@ -1008,6 +1008,25 @@ async fn on_busy_replace_cancels_the_running_run_and_runs_the_new_one() {
     third.finish(true, "ok");
     assert!(h.runs.none().await);
     assert_eq!(h.state_file("r").queued, None);
+    // The history tells the replaced runs (their fake runner saw a plain failure) from
+    // the one that ran to its end, and what started each.
+    let history = h
+        .engine
+        .run_history(Kind::Job, "r", 10, None)
+        .expect("the job's history");
+    let seen: Vec<_> = history
+        .iter()
+        .map(|run| (run.counter, run.status, run.trigger.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (3, crate::state::RunStatus::Success, "api"),
+            (2, crate::state::RunStatus::Canceled, "api"),
+            (1, crate::state::RunStatus::Canceled, "api"),
+        ]
+    );
+    assert!(history.iter().all(|run| run.started_at <= run.ended_at));
 }
 
 #[tokio::test(start_paused = true)]

@@ -104,6 +104,7 @@ impl From<EngineError> for ApiError {
             EngineError::Busy => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, message).named(names::JOB_ALREADY_RUN)
             }
+            EngineError::Unreadable => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message),
             EngineError::ShuttingDown | EngineError::NotSaved => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
             }
