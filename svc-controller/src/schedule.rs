@@ -172,7 +172,7 @@ fn explain_cron_error(text: &str, message: &str) -> String {
     format!("invalid cron expression {text:?}: {message}")
 }
 
-/// A time of day, UTC.
+/// A time of day on the wall clock of the job's zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TimeOfDay {
     /// 0-23.
@@ -201,7 +201,8 @@ impl fmt::Display for TimeOfDay {
     }
 }
 
-/// A calendar schedule, UTC (see the module documentation for the grammar).
+/// A calendar schedule, on the wall clock of the job's zone (see the module
+/// documentation for the grammar).
 ///
 /// Values built by [`Schedule::from_str`] hold non-empty lists, sorted, without
 /// duplicates and in range. [`Schedule::next_after`] also copes with values built by hand:
