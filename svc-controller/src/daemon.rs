@@ -188,12 +188,18 @@ fn next_runs(config_file: &Path, job: Option<&str>, count: usize, from: Option<&
         let Some(timer) = entry.timer else {
             println!(
                 "# {} {}: no timer (runs when started by hand or by a webhook)",
-                entry.kind, entry.id
+                entry.kind.as_str(),
+                entry.id
             );
             continue;
         };
         if headed {
-            println!("# {} {}: {}", entry.kind, entry.id, timer.describe());
+            println!(
+                "# {} {}: {}",
+                entry.kind.as_str(),
+                entry.id,
+                timer.describe()
+            );
         }
         let slots = crate::preview::upcoming(timer, from, count);
         for line in crate::preview::slot_lines(&slots, entry.zone, from) {
@@ -329,7 +335,7 @@ fn serve_or_check(cli: Cli) -> ExitCode {
                 .collect();
             println!(
                 "  {} {}: {}: next {}",
-                entry.kind,
+                entry.kind.as_str(),
                 entry.id,
                 timer.describe(),
                 next.join(", ")

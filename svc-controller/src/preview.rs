@@ -1,19 +1,19 @@
-//! Upcoming slots of the configured timers, for people: `svc-controller next-runs` and
-//! the three next slots `--check` shows for each schedule. Each slot is written in the
-//! job's zone and in UTC (RFC 3339 with offset), and a slot whose offset differs from the
-//! one before it is marked as a daylight-saving change.
+//! Upcoming slots of the configured timers, for people: `svc-controller next-runs`, which
+//! writes each slot in the job's zone and in UTC (RFC 3339 with offset) and marks a slot
+//! whose offset differs from the one before it as a daylight-saving change, and the
+//! three next slots `--check` shows for each schedule, in the job's zone.
 
-use chrono::{DateTime, FixedOffset, SecondsFormat, Utc};
+use chrono::{DateTime, FixedOffset, Offset as _, SecondsFormat, Utc};
 
 use crate::config::Config;
+use crate::engine::Kind;
 use crate::schedule::Timer;
 use crate::timezone::{Zone, utc_text};
 
 /// One job's timer, as the preview needs it.
 #[derive(Debug)]
 pub struct JobTimer<'a> {
-    /// `job` or `job_http`.
-    pub kind: &'static str,
+    pub kind: Kind,
     pub id: &'a str,
     pub timer: Option<&'a Timer>,
     pub zone: &'a Zone,
@@ -22,13 +22,13 @@ pub struct JobTimer<'a> {
 /// Every job and JobHttp of `config` with its timer, Jobs first, each in file order.
 pub fn job_timers(config: &Config) -> Vec<JobTimer<'_>> {
     let jobs = config.jobs.iter().map(|job| JobTimer {
-        kind: "job",
+        kind: Kind::Job,
         id: &job.id,
         timer: job.timer.as_ref(),
         zone: &job.timezone,
     });
     let http = config.http_jobs.iter().map(|job| JobTimer {
-        kind: "job_http",
+        kind: Kind::Http,
         id: &job.id,
         timer: job.timer.as_ref(),
         zone: &job.timezone,
@@ -50,36 +50,33 @@ pub fn upcoming(timer: &Timer, from: DateTime<Utc>, count: usize) -> Vec<DateTim
     out
 }
 
+/// The offset of `zone` at `t` (UTC's, for an offset chrono cannot hold).
+fn offset_at(zone: &Zone, t: DateTime<Utc>) -> FixedOffset {
+    FixedOffset::east_opt(zone.offset_seconds(t)).unwrap_or_else(|| Utc.fix())
+}
+
 /// `t` in `zone`, RFC 3339 with the zone's offset at that instant.
 pub fn local_text(t: DateTime<Utc>, zone: &Zone) -> String {
-    match FixedOffset::east_opt(zone.offset_seconds(t)) {
-        Some(offset) => t
-            .with_timezone(&offset)
-            .to_rfc3339_opts(SecondsFormat::Secs, false),
-        None => utc_text(t),
-    }
+    t.with_timezone(&offset_at(zone, t))
+        .to_rfc3339_opts(SecondsFormat::Secs, false)
 }
 
-fn offset_text(seconds: i32) -> String {
-    let sign = if seconds < 0 { '-' } else { '+' };
-    let minutes = seconds.unsigned_abs() / 60;
-    format!("{sign}{:02}:{:02}", minutes / 60, minutes % 60)
-}
-
-/// The lines of `slots`: `<local> <UTC>`, and ` (offset changes A -> B)` on a slot whose
-/// offset differs from that of the instant before it (`from` for the first).
+/// The lines of `slots`: `<local>  <UTC>`, and `  (daylight-saving change: A -> B)` on
+/// a slot whose offset differs from that of the instant before it (`from` for the
+/// first).
 pub fn slot_lines(slots: &[DateTime<Utc>], zone: &Zone, from: DateTime<Utc>) -> Vec<String> {
-    let mut previous = zone.offset_seconds(from);
+    let mut previous = offset_at(zone, from);
     slots
         .iter()
         .map(|t| {
-            let offset = zone.offset_seconds(*t);
-            let mut line = format!("{}  {}", local_text(*t, zone), utc_text(*t));
+            let offset = offset_at(zone, *t);
+            let local = t
+                .with_timezone(&offset)
+                .to_rfc3339_opts(SecondsFormat::Secs, false);
+            let mut line = format!("{local}  {}", utc_text(*t));
             if offset != previous {
                 line.push_str(&format!(
-                    "  (daylight-saving change: {} -> {})",
-                    offset_text(previous),
-                    offset_text(offset)
+                    "  (daylight-saving change: {previous} -> {offset})"
                 ));
             }
             previous = offset;
@@ -133,8 +130,9 @@ mod tests {
 
     #[test]
     fn offsets_are_written_with_sign_hours_and_minutes() {
-        assert_eq!(offset_text(37_800), "+10:30");
-        assert_eq!(offset_text(-18_000), "-05:00");
-        assert_eq!(offset_text(0), "+00:00");
+        let text = |seconds| FixedOffset::east_opt(seconds).map(|o| o.to_string());
+        assert_eq!(text(37_800).as_deref(), Some("+10:30"));
+        assert_eq!(text(-18_000).as_deref(), Some("-05:00"));
+        assert_eq!(text(0).as_deref(), Some("+00:00"));
     }
 }
