@@ -732,9 +732,11 @@ impl Timer {
         // Bisection rather than a walk from slot to slot, which would cost one search per
         // slot (86,400 for a job due every second over a day's window): whether the next
         // slot after an instant is still at or before `now` turns from yes to no exactly
-        // at the latest such slot. Kept: next_in(low) <= now < next_in(high).
+        // at the latest such slot. Kept: next_in(low) <= now < next_in(high). Slots are
+        // whole seconds apart, so once `low` and `high` are a second or less apart, one
+        // slot at most lies after `low` up to `high`: the one sought.
         let (mut low, mut high) = (from, now);
-        while high - low > TimeDelta::nanoseconds(1) {
+        while high - low > TimeDelta::seconds(1) {
             let middle = low + (high - low) / 2;
             if schedule.next_in(middle, zone) <= now {
                 low = middle;

@@ -1066,10 +1066,8 @@ impl Engine {
         };
         self.persist(kind, &id, Durability::Durable);
         self.changed();
-        if let Some((timer, last_run, window)) = missed
-            && let Some(slot) = timer.missed_slot(last_run, self.inner.clock.now(), window)
-        {
-            self.catch_up(kind, &id, slot);
+        if let Some((timer, last_run, window)) = missed {
+            self.catch_up(kind, &id, &timer, last_run, window);
         }
         Ok(())
     }
@@ -1123,8 +1121,20 @@ impl Engine {
         true
     }
 
-    /// Runs a slot missed by `catch_up = once`, as a trigger of its own, without waiting.
-    fn catch_up(&self, kind: Kind, id: &str, slot: DateTime<Utc>) {
+    /// `catch_up = once`: runs the latest slot of `timer` missed since `last_run` within
+    /// `window` (while the service was down or the job paused), if any, as a trigger of
+    /// its own, without waiting.
+    fn catch_up(
+        &self,
+        kind: Kind,
+        id: &str,
+        timer: &Timer,
+        last_run: Option<DateTime<Utc>>,
+        window: Duration,
+    ) {
+        let Some(slot) = timer.missed_slot(last_run, self.inner.clock.now(), window) else {
+            return;
+        };
         let mut trigger = Trigger::new(TriggerSource::CatchUp);
         trigger.cause = Some(format!("missed slot {}", crate::timezone::utc_text(slot)));
         self.trigger_later(kind, id.to_string(), trigger, Duration::ZERO);

@@ -27,9 +27,8 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
     // `catch_up = once`: a slot missed while the service was down runs once, now.
     if let Some(window) = catch_up
         && !paused
-        && let Some(slot) = timer.missed_slot(last_run, clock.now(), window)
     {
-        engine.catch_up(kind, &id, slot);
+        engine.catch_up(kind, &id, &timer, last_run, window);
     }
     let mut due = timer.first_due(clock.now(), last_run);
     loop {
