@@ -32,6 +32,8 @@ use crate::timezone::Zone;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Timer {
     /// Every `interval` (at least one second; a shorter one is treated as one second).
+    /// It holds no zone: an interval counts real elapsed time, whatever the wall clock
+    /// does.
     Interval(Duration),
     /// On the calendar, on the wall clock of the zone.
     Schedule(Schedule, Zone),
@@ -747,22 +749,6 @@ impl Timer {
         Some(schedule.next_in(low, zone))
     }
 
-    /// The interval, for an interval timer.
-    pub fn interval(&self) -> Option<Duration> {
-        match self {
-            Timer::Interval(iv) => Some(*iv),
-            Timer::Schedule(..) => None,
-        }
-    }
-
-    /// The schedule, for a calendar timer.
-    pub fn schedule(&self) -> Option<&Schedule> {
-        match self {
-            Timer::Interval(_) => None,
-            Timer::Schedule(schedule, _) => Some(schedule),
-        }
-    }
-
     /// Text for people: `every 5m`, or the schedule's canonical form.
     pub fn describe(&self) -> String {
         match self {
@@ -1235,14 +1221,6 @@ mod tests {
     }
 
     #[test]
-    fn intervals_count_real_time_across_a_change() {
-        let timer = Timer::Interval(Duration::from_secs(3600));
-        // 05:00 UTC is 01:00 EDT on November 1; an hour later is 01:00 EST.
-        let due = timer.next_due(at(2026, 11, 1, 5, 0, 0), at(2026, 11, 1, 5, 0, 0));
-        assert_eq!(due, at(2026, 11, 1, 6, 0, 0));
-    }
-
-    #[test]
     fn a_timer_describes_its_zone() {
         let timer = Timer::Schedule(sched("0 9 * * *"), zone("Europe/Berlin"));
         assert_eq!(timer.describe(), "0 9 * * * (Europe/Berlin)");
@@ -1564,18 +1542,14 @@ mod tests {
     }
 
     #[test]
-    fn accessors_and_describe() {
+    fn timers_describe_themselves() {
         let iv = Timer::Interval(Duration::from_secs(300));
-        assert_eq!(iv.interval(), Some(Duration::from_secs(300)));
-        assert_eq!(iv.schedule(), None);
         assert_eq!(iv.describe(), "every 5m");
         assert_eq!(
             Timer::Interval(Duration::from_secs(5400)).to_string(),
             "every 1h30m"
         );
         let s = Timer::Schedule(sched("weekly@mon@9:00"), Zone::utc());
-        assert_eq!(s.interval(), None);
-        assert_eq!(s.schedule(), Some(&sched("weekly@monday@09:00")));
         assert_eq!(s.describe(), "weekly@monday@09:00");
     }
 }
