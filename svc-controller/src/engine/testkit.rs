@@ -368,6 +368,17 @@ impl Drop for Harness {
 }
 
 impl Harness {
+    /// A trigger of Job `id` as upstream's trigger call makes it (`api`).
+    pub async fn trigger_api(&self, id: &str) -> Result<super::Accepted, super::EngineError> {
+        self.engine
+            .trigger(
+                Kind::Job,
+                id,
+                super::Trigger::new(super::TriggerSource::Api),
+            )
+            .await
+    }
+
     /// `svc` holds extra lines of the `[svc]` section, `jobs` the job sections.
     pub fn new(svc: &str, jobs: &str) -> Harness {
         Harness::new_after(svc, jobs, |_| {})

@@ -20,10 +20,6 @@ fn at(text: &str) -> DateTime<Utc> {
     text.parse().expect("a valid time")
 }
 
-fn api() -> Trigger {
-    Trigger::new(TriggerSource::Api)
-}
-
 fn pairs(list: &[(&str, u64)]) -> Vec<(String, u64)> {
     list.iter().map(|(id, n)| (id.to_string(), *n)).collect()
 }
@@ -182,10 +178,7 @@ async fn calendar_schedules_fire_at_their_next_matching_times() {
 #[tokio::test(start_paused = true)]
 async fn the_state_at_a_runs_end_is_not_written_again_once_a_later_one_was() {
     let mut h = Harness::new("", &webhook_jobs(&["hook"]));
-    h.engine
-        .trigger(Kind::Job, "hook", api())
-        .await
-        .expect("a run starts");
+    h.trigger_api("hook").await.expect("a run starts");
     h.runs.next().await.finish(true, "ok");
     settle().await;
     assert_eq!(h.state_file("hook").last_result, Some(RunResult::Success));
@@ -265,8 +258,7 @@ async fn a_queued_trigger_with_no_record_of_its_taking_runs_after_a_crash() {
 async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
     let mut h = Harness::new("", &webhook_jobs(&["hook"]));
 
-    h.engine
-        .trigger(Kind::Job, "hook", api())
+    h.trigger_api("hook")
         .await
         .expect("the first trigger starts a run");
     let first = h.runs.next().await;
@@ -310,10 +302,7 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
             id: None,
         }
     );
-    assert_eq!(
-        h.engine.trigger(Kind::Job, "hook", api()).await,
-        Err(EngineError::Busy)
-    );
+    assert_eq!(h.trigger_api("hook").await, Err(EngineError::Busy));
     assert!(h.runs.none().await, "the queued trigger waits for the run");
 
     first.finish(true, "ok");
@@ -342,8 +331,7 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
     assert_eq!(h.status("hook"), JobStatus::Started);
 
     // The slot is free again while the second run goes on.
-    h.engine
-        .trigger(Kind::Job, "hook", api())
+    h.trigger_api("hook")
         .await
         .expect("queued behind the second run");
     second.finish(false, "exit code 2");
@@ -381,10 +369,7 @@ async fn pause_refuses_triggers_and_skips_the_timer_until_resume() {
     h.engine.pause(Kind::Job, "p").expect("pause");
     assert_eq!(h.status("p"), JobStatus::Paused);
     assert!(h.state_file("p").paused, "the pause is saved");
-    assert_eq!(
-        h.engine.trigger(Kind::Job, "p", api()).await,
-        Err(EngineError::Paused)
-    );
+    assert_eq!(h.trigger_api("p").await, Err(EngineError::Paused));
 
     // The due time passes: no runner is even started, and the timer moves on.
     h.clock.set(t0() + HOUR);
@@ -395,16 +380,10 @@ async fn pause_refuses_triggers_and_skips_the_timer_until_resume() {
 
     h.engine.resume(Kind::Job, "p").expect("resume");
     assert!(!h.state_file("p").paused);
-    h.engine
-        .trigger(Kind::Job, "p", api())
-        .await
-        .expect("triggers are taken again");
+    h.trigger_api("p").await.expect("triggers are taken again");
     let run = h.runs.next().await;
     assert_eq!(run.id(), ("p", 1));
-    h.engine
-        .trigger(Kind::Job, "p", api())
-        .await
-        .expect("queued");
+    h.trigger_api("p").await.expect("queued");
 
     // Paused while running: the run goes on, the queued trigger waits for the resume.
     h.engine.pause(Kind::Job, "p").expect("pause while running");
@@ -439,13 +418,10 @@ async fn cancel_delivers_its_reason_to_the_executor_and_drops_the_queued_trigger
         Err(EngineError::NotFound)
     );
 
-    h.engine.trigger(Kind::Job, "c", api()).await.expect("run");
+    h.trigger_api("c").await.expect("run");
     let run = h.runs.next().await;
     run.line("--- working");
-    h.engine
-        .trigger(Kind::Job, "c", api())
-        .await
-        .expect("queued");
+    h.trigger_api("c").await.expect("queued");
     settle().await;
 
     assert_eq!(
@@ -482,10 +458,7 @@ async fn max_job_running_permits_serialise_runs_of_different_jobs_in_arrival_ord
     let mut h = Harness::new("max_job_running = 2", &webhook_jobs(&["a", "b", "c", "d"]));
     // Arrival order: d, b, c, a (not the order of the IDs).
     for id in ["d", "b", "c", "a"] {
-        h.engine
-            .trigger(Kind::Job, id, api())
-            .await
-            .expect("accepted");
+        h.trigger_api(id).await.expect("accepted");
         settle().await;
     }
     let d = h.runs.next().await;
@@ -500,10 +473,7 @@ async fn max_job_running_permits_serialise_runs_of_different_jobs_in_arrival_ord
     assert!(!h.idle("c") && !h.idle("a"));
 
     // A trigger of a waiting job takes its queue slot.
-    h.engine
-        .trigger(Kind::Job, "c", api())
-        .await
-        .expect("queued while waiting");
+    h.trigger_api("c").await.expect("queued while waiting");
 
     b.finish(true, "ok");
     let c = h.runs.next().await;
@@ -531,26 +501,17 @@ async fn max_job_running_permits_serialise_runs_of_different_jobs_in_arrival_ord
 #[tokio::test(start_paused = true)]
 async fn a_queued_run_follows_at_once_unless_another_job_waits_for_the_permit() {
     let mut h = Harness::new("max_job_running = 1", &webhook_jobs(&["x", "y"]));
-    h.engine.trigger(Kind::Job, "x", api()).await.expect("run");
+    h.trigger_api("x").await.expect("run");
     let x1 = h.runs.next().await;
-    h.engine
-        .trigger(Kind::Job, "x", api())
-        .await
-        .expect("queued");
-    h.engine
-        .trigger(Kind::Job, "y", api())
-        .await
-        .expect("waits");
+    h.trigger_api("x").await.expect("queued");
+    h.trigger_api("y").await.expect("waits");
     settle().await;
     // y waits for the permit: x hands it back and its queued run waits behind y.
     x1.finish(true, "ok");
     let y1 = h.runs.next().await;
     assert_eq!(y1.id(), ("y", 1), "the job that waited first goes first");
     assert!(h.runs.none().await);
-    h.engine
-        .trigger(Kind::Job, "y", api())
-        .await
-        .expect("queued");
+    h.trigger_api("y").await.expect("queued");
     y1.finish(true, "ok");
     let x2 = h.runs.next().await;
     assert_eq!(x2.id(), ("x", 2));
@@ -558,10 +519,7 @@ async fn a_queued_run_follows_at_once_unless_another_job_waits_for_the_permit() 
     let y2 = h.runs.next().await;
     assert_eq!(y2.id(), ("y", 2));
     // Nobody waits now: y's next queued run follows at once, on the same permit.
-    h.engine
-        .trigger(Kind::Job, "y", api())
-        .await
-        .expect("queued");
+    h.trigger_api("y").await.expect("queued");
     y2.finish(true, "ok");
     let y3 = h.runs.next().await;
     assert_eq!(y3.id(), ("y", 3));
@@ -591,7 +549,7 @@ async fn log_retention_keeps_the_newest_logs() {
         "[job \"r\"]\npath = /r\ncommand = true\nlog_retention = 2\n",
     );
     for n in 1..=4u64 {
-        h.engine.trigger(Kind::Job, "r", api()).await.expect("run");
+        h.trigger_api("r").await.expect("run");
         let run = h.runs.next().await;
         assert_eq!(run.id(), ("r", n));
         run.output(format!("output of run {n}\n").as_bytes());
@@ -617,16 +575,10 @@ async fn log_retention_keeps_the_newest_logs() {
 #[tokio::test(start_paused = true)]
 async fn shutdown_ends_runs_and_keeps_accepted_triggers() {
     let mut h = Harness::new("", &webhook_jobs(&["a", "b"]));
-    h.engine.trigger(Kind::Job, "a", api()).await.expect("run");
+    h.trigger_api("a").await.expect("run");
     let run = h.runs.next().await;
-    h.engine
-        .trigger(Kind::Job, "a", api())
-        .await
-        .expect("queued");
-    h.engine
-        .trigger(Kind::Job, "b", api())
-        .await
-        .expect("waits for the permit");
+    h.trigger_api("a").await.expect("queued");
+    h.trigger_api("b").await.expect("waits for the permit");
     settle().await;
     // The run's counter left the reservation: the next 99 are reserved.
     assert_eq!(h.state_file("a").counter_reserved, 100);
@@ -659,10 +611,7 @@ async fn shutdown_ends_runs_and_keeps_accepted_triggers() {
     // reserves nothing beyond the counter).
     let state = h.state_file("a");
     assert_eq!((state.counter, state.counter_reserved), (1, 0));
-    assert_eq!(
-        h.engine.trigger(Kind::Job, "a", api()).await,
-        Err(EngineError::ShuttingDown)
-    );
+    assert_eq!(h.trigger_api("a").await, Err(EngineError::ShuttingDown));
     drop(run);
 }
 
@@ -670,14 +619,8 @@ async fn shutdown_ends_runs_and_keeps_accepted_triggers() {
 async fn shutdown_waits_for_runs_up_to_its_limit() {
     let mut h = Harness::new("max_job_running = 2", &webhook_jobs(&["late", "stuck"]));
     h.fake.ignore_cancel();
-    h.engine
-        .trigger(Kind::Job, "late", api())
-        .await
-        .expect("run");
-    h.engine
-        .trigger(Kind::Job, "stuck", api())
-        .await
-        .expect("run");
+    h.trigger_api("late").await.expect("run");
+    h.trigger_api("stuck").await.expect("run");
     // Both begin at once, in no set order.
     let mut runs = [h.runs.next().await, h.runs.next().await];
     runs.sort_by(|a, b| a.id().cmp(&b.id()));
@@ -727,8 +670,7 @@ async fn a_stale_runner_started_ahead_is_replaced_and_ended() {
 async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
     let mut h = Harness::new("", &webhook_jobs(&[PANIC_PREFIX]));
 
-    h.engine
-        .trigger(Kind::Job, PANIC_PREFIX, api())
+    h.trigger_api(PANIC_PREFIX)
         .await
         .expect("the first trigger is accepted");
     assert!(h.runs.none().await, "the task panicked before executing");
@@ -765,14 +707,10 @@ async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
 
     // The job takes triggers again: one while the next run is going on is queued, and
     // both run (and panic, and are recorded) in turn.
-    h.engine
-        .trigger(Kind::Job, PANIC_PREFIX, api())
+    h.trigger_api(PANIC_PREFIX)
         .await
         .expect("the job takes a new trigger");
-    h.engine
-        .trigger(Kind::Job, PANIC_PREFIX, api())
-        .await
-        .expect("queued");
+    h.trigger_api(PANIC_PREFIX).await.expect("queued");
     assert!(h.runs.none().await);
     assert!(h.idle(PANIC_PREFIX));
     assert_eq!(
@@ -792,8 +730,7 @@ async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
 async fn a_trigger_paused_and_resumed_before_its_start_still_runs() {
     let mut h = Harness::new("", &webhook_jobs(&[PAUSE_RACE_PREFIX]));
 
-    h.engine
-        .trigger(Kind::Job, PAUSE_RACE_PREFIX, api())
+    h.trigger_api(PAUSE_RACE_PREFIX)
         .await
         .expect("the trigger is accepted");
     let run = h.runs.next().await;
@@ -831,10 +768,7 @@ async fn the_end_of_a_run_is_announced_with_its_notifications() {
     let (tx, mut ends) = tokio::sync::mpsc::channel(8);
     h.engine.announce_run_ends_to(tx);
 
-    h.engine
-        .trigger(Kind::Job, "told", api())
-        .await
-        .expect("run");
+    h.trigger_api("told").await.expect("run");
     let run = h.runs.next().await;
     h.clock.advance(Duration::from_secs(90));
     run.output(b"built\n");
@@ -858,10 +792,7 @@ async fn the_end_of_a_run_is_announced_with_its_notifications() {
     assert!(String::from_utf8_lossy(&log).contains("built"));
     assert_eq!(h.log_files("told"), vec!["told.1.success"]);
 
-    h.engine
-        .trigger(Kind::Job, "told", api())
-        .await
-        .expect("run");
+    h.trigger_api("told").await.expect("run");
     h.runs.next().await.finish(false, "exit code 1");
     settle().await;
     let ended = ends.try_recv().expect("announced");
@@ -869,22 +800,13 @@ async fn the_end_of_a_run_is_announced_with_its_notifications() {
     assert_eq!(ended.notifs, vec!["bad", "ok"]);
 
     // Nothing for a job without notifications, nor for a result its job does not list.
-    h.engine
-        .trigger(Kind::Job, "quiet", api())
-        .await
-        .expect("run");
+    h.trigger_api("quiet").await.expect("run");
     h.runs.next().await.finish(false, "exit code 1");
-    h.engine
-        .trigger(Kind::Job, "failures", api())
-        .await
-        .expect("run");
+    h.trigger_api("failures").await.expect("run");
     h.runs.next().await.finish(true, "ok");
     settle().await;
     assert!(ends.try_recv().is_err());
-    h.engine
-        .trigger(Kind::Job, "failures", api())
-        .await
-        .expect("run");
+    h.trigger_api("failures").await.expect("run");
     h.runs.next().await.finish(false, "exit code 2");
     settle().await;
     let ended = ends.try_recv().expect("announced");
@@ -898,10 +820,7 @@ async fn a_full_announcement_channel_never_holds_a_run_back() {
     let (tx, mut ends) = tokio::sync::mpsc::channel(1);
     h.engine.announce_run_ends_to(tx);
     for counter in 1..=3 {
-        h.engine
-            .trigger(Kind::Job, "told", api())
-            .await
-            .expect("run");
+        h.trigger_api("told").await.expect("run");
         let run = h.runs.next().await;
         assert_eq!(run.id(), ("told", counter));
         run.finish(true, "ok");
@@ -916,20 +835,14 @@ async fn a_full_announcement_channel_never_holds_a_run_back() {
 #[tokio::test(start_paused = true)]
 async fn without_a_listener_nothing_is_announced_or_kept() {
     let mut h = Harness::new("", &announcing_jobs());
-    h.engine
-        .trigger(Kind::Job, "told", api())
-        .await
-        .expect("run");
+    h.trigger_api("told").await.expect("run");
     h.runs.next().await.finish(true, "ok");
     settle().await;
     assert_eq!(h.status("told"), JobStatus::Finished(RunResult::Success));
     // Set later: runs from then on are announced.
     let (tx, mut ends) = tokio::sync::mpsc::channel(4);
     h.engine.announce_run_ends_to(tx);
-    h.engine
-        .trigger(Kind::Job, "told", api())
-        .await
-        .expect("run");
+    h.trigger_api("told").await.expect("run");
     h.runs.next().await.finish(true, "ok");
     settle().await;
     assert_eq!(ends.try_recv().expect("announced").counter, 2);
@@ -946,10 +859,7 @@ async fn on_busy_skip_drops_what_finds_the_job_running() {
     assert_eq!(run.id(), ("s", 1));
     settle().await;
     // A trigger while it runs: dropped, nothing queued, no 429.
-    assert_eq!(
-        h.engine.trigger(Kind::Job, "s", api()).await,
-        Ok(super::Accepted::Skipped)
-    );
+    assert_eq!(h.trigger_api("s").await, Ok(super::Accepted::Skipped));
     assert_eq!(h.state_file("s").queued, None);
     // The next timer slot while it still runs: dropped too.
     h.clock.set(t0() + HOUR);
@@ -965,16 +875,13 @@ async fn on_busy_replace_cancels_the_running_run_and_runs_the_new_one() {
         "",
         "[job \"r\"]\npath = /r\non_busy = replace\ncommand = true\n",
     );
-    h.engine.trigger(Kind::Job, "r", api()).await.expect("run");
+    h.trigger_api("r").await.expect("run");
     let first = h.runs.next().await;
     assert_eq!(first.id(), ("r", 1));
     settle().await;
     // A trigger while it runs: the running run is cancelled, the new one queued (and
     // saved), never 429.
-    assert_eq!(
-        h.engine.trigger(Kind::Job, "r", api()).await,
-        Ok(super::Accepted::Queued)
-    );
+    assert_eq!(h.trigger_api("r").await, Ok(super::Accepted::Queued));
     let second = h.runs.next().await;
     assert_eq!(
         second.id(),
@@ -991,10 +898,7 @@ async fn on_busy_replace_cancels_the_running_run_and_runs_the_new_one() {
     drop(first);
     settle().await;
     // And again, while the second runs.
-    assert_eq!(
-        h.engine.trigger(Kind::Job, "r", api()).await,
-        Ok(super::Accepted::Queued)
-    );
+    assert_eq!(h.trigger_api("r").await, Ok(super::Accepted::Queued));
     let third = h.runs.next().await;
     assert_eq!(third.id(), ("r", 3));
     assert_eq!(
@@ -1035,10 +939,7 @@ async fn a_failed_run_is_retried_with_doubling_waits_until_the_attempts_run_out(
         "",
         "[job \"flaky\"]\npath = /f\nretry = 2\nretry_delay = 10s\ncommand = false\n",
     );
-    h.engine
-        .trigger(Kind::Job, "flaky", api())
-        .await
-        .expect("run");
+    h.trigger_api("flaky").await.expect("run");
     let first = h.runs.next().await;
     assert_eq!(first.id(), ("flaky", 1));
     let started = tokio::time::Instant::now();
@@ -1070,10 +971,7 @@ async fn a_retry_that_succeeds_ends_the_attempts() {
         "",
         "[job \"flaky\"]\npath = /f\nretry = 5\nretry_delay = 1s\ncommand = false\n",
     );
-    h.engine
-        .trigger(Kind::Job, "flaky", api())
-        .await
-        .expect("run");
+    h.trigger_api("flaky").await.expect("run");
     h.runs.next().await.finish(false, "exit code 1");
     h.runs.next().await.finish(true, "ok");
     assert!(h.runs.none().await, "a success is the outcome");
@@ -1118,10 +1016,7 @@ async fn notifications_wait_for_the_last_attempt() {
     );
     let (tx, mut ends) = tokio::sync::mpsc::channel(8);
     h.engine.announce_run_ends_to(tx);
-    h.engine
-        .trigger(Kind::Job, "flaky", api())
-        .await
-        .expect("run");
+    h.trigger_api("flaky").await.expect("run");
     h.runs.next().await.finish(false, "exit code 1");
     settle().await;
     assert!(
