@@ -62,15 +62,6 @@ impl PartialEq for CronExpr {
 
 impl Eq for CronExpr {}
 
-/// Where a cron expression is searched from to see that it matches at all.
-const NEVER_BEFORE: DateTime<Utc> = DateTime::<Utc>::from_naive_utc_and_offset(
-    match chrono::NaiveDate::from_ymd_opt(2000, 1, 1) {
-        Some(date) => date.and_time(chrono::NaiveTime::MIN),
-        None => chrono::NaiveDateTime::MIN,
-    },
-    Utc,
-);
-
 /// The field names of a cron expression, in order, for messages.
 const CRON_FIELDS: [&str; 6] = [
     "second",
@@ -94,8 +85,8 @@ impl CronExpr {
         let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         match cron_parser().parse(&text) {
             // Each field is checked alone: `0 0 30 2 *` parses, and no date has it. There
-            // is no year field, so what matches no date from 2000 on never matches.
-            Ok(cron) if cron.find_next_occurrence(&NEVER_BEFORE, false).is_err() => {
+            // is no year field, so what matches no date from 1970 on never matches.
+            Ok(cron) if cron.find_next_occurrence(&DateTime::UNIX_EPOCH, false).is_err() => {
                 Err(ScheduleError(format!(
                     "{text:?} matches no date: no month it names has its day of month"
                 )))
