@@ -2,9 +2,10 @@
 //! directory DIR) into svc's layout, reading DIR only.
 //!
 //! - Configuration: the main file (`etc/karajo/karajo.conf` with its `[karajo]` section,
-//!   or an `etc/svc/svc.conf`), `job.d`, `job_http.d` and `user.conf` are copied to the
-//!   destination named by `--config`; the main section is renamed `[svc]` and `dir_base`
-//!   set to the destination's base. An existing destination configuration is kept.
+//!   or an `etc/svc/svc.conf`), the files of `job.d` and `job_http.d` that loading reads
+//!   (`*.conf`, not hidden) and `user.conf` are copied to the destination named by
+//!   `--config`; the main section is renamed `[svc]` and `dir_base` set to the
+//!   destination's base. An existing destination configuration is kept.
 //! - Logs: every file `<id>.<counter>[.<status>]` below `var/log/<word>/job*/<dir>/`,
 //!   whatever the case of the directory and the status (`success`, `fail`, `failed`,
 //!   `canceled`, `started`, none), becomes `<ID>.<counter>.<status>` of the job whose ID
@@ -214,6 +215,13 @@ fn take_configuration(
     for sub in ["job.d", "job_http.d"] {
         let dir = source.etc().join(sub);
         for file in sorted_entries(&dir)? {
+            if !config::is_conf_file(&file) {
+                report.skip(
+                    &file,
+                    "the configuration reads only files named *.conf, not hidden ones",
+                );
+                continue;
+            }
             let dest = dest_etc
                 .join(sub)
                 .join(file.file_name().unwrap_or_default());
@@ -232,7 +240,8 @@ fn take_configuration(
     Ok(())
 }
 
-/// Regular files of `dir`, sorted; none when it does not exist.
+/// Every entry of `dir` (files, directories, links), sorted; none when it does not
+/// exist.
 fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, MigrateError> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -385,6 +394,10 @@ fn take_logs(
         };
         let dir_name = name_of(&dir);
         for file in sorted_entries(&dir)? {
+            if !file.is_file() {
+                report.skip(&file, "not a regular file");
+                continue;
+            }
             let file_name = name_of(&file);
             let (counter, status) = match log_name(&file_name) {
                 Ok(parsed) => parsed,
@@ -580,6 +593,55 @@ mod tests {
             no_section.ends_with("[svc]\ndir_base = /n\n"),
             "{no_section}"
         );
+    }
+
+    #[test]
+    fn only_the_files_loading_reads_are_taken_from_job_d() {
+        let old = tempfile::tempdir().expect("tempdir");
+        let new = tempfile::tempdir().expect("tempdir");
+        let write = |rel: &str, text: &str| {
+            let path = old.path().join(rel);
+            fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+            fs::write(&path, text).expect("write");
+        };
+        write("etc/karajo/karajo.conf", "[karajo]\nname = old\n");
+        write(
+            "etc/karajo/job.d/a.conf",
+            "[job \"a\"]\npath = /a\ncommand = true\n",
+        );
+        write("etc/karajo/job.d/.a.conf.swp", "an editor's swap file");
+        write(
+            "etc/karajo/job.d/.hidden.conf",
+            "[job \"h\"]\npath = /h\ncommand = true\n",
+        );
+        write(
+            "etc/karajo/job.d/old.conf/b.conf",
+            "[job \"b\"]\npath = /b\ncommand = true\n",
+        );
+        let config_file = new.path().join("etc/svc/svc.conf");
+        let report = migrate(old.path(), &config_file).expect("the migration goes on");
+        let job_d = new.path().join("etc/svc/job.d");
+        let mut names: Vec<String> = fs::read_dir(&job_d)
+            .expect("the new job.d")
+            .map(|e| {
+                e.expect("an entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a.conf"]);
+        for name in [".a.conf.swp", ".hidden.conf", "old.conf"] {
+            let path = old.path().join("etc/karajo/job.d").join(name);
+            let line = format!("not taken: {}: ", path.display());
+            assert!(
+                report.lines.iter().any(|l| l.starts_with(&line)),
+                "{line:?} in {:#?}",
+                report.lines
+            );
+        }
+        assert_eq!(report.skipped, 3, "{:#?}", report.lines);
     }
 
     #[test]

@@ -27,5 +27,6 @@ pub use model::{
     NotifConfig, NotifKind, OnBusy, ResourceLimits, SmtpCredentials, SmtpSecurity, SmtpServer,
     UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
+pub(crate) use parse::is_conf_file;
 pub use parse::{job_id_from_name, known_keys, load};
 pub use syntax::quote_value;

@@ -1990,21 +1990,28 @@ fn conf_files(dir: &Path, errors: &mut Vec<ConfigIssue>) -> Vec<PathBuf> {
                 continue;
             }
         };
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with('.') || !name.ends_with(".conf") {
-            continue;
-        }
         let path = entry.path();
-        match fs::metadata(&path) {
-            Ok(meta) if meta.is_file() => files.push(path),
-            Ok(_) => {}
-            // A dangling link or an unreadable entry: reading it reports the problem.
-            Err(_) => files.push(path),
+        if is_conf_file(&path) {
+            files.push(path);
         }
     }
     files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
     files
+}
+
+/// Whether `path`, an entry of `job.d` or `job_http.d`, is a file that [`load`] reads: a
+/// name ending in `.conf` and not starting with `.`, and a regular file (symbolic links
+/// followed) or an entry that cannot be looked at (a dangling link, an unreadable one),
+/// whose reading then reports the problem.
+pub(crate) fn is_conf_file(path: &Path) -> bool {
+    let Some(name) = path.file_name() else {
+        return false;
+    };
+    let name = name.to_string_lossy();
+    if name.starts_with('.') || !name.ends_with(".conf") {
+        return false;
+    }
+    fs::metadata(path).map_or(true, |meta| meta.is_file())
 }
 
 /// Loads and validates the main file at `path` and the `job.d` / `job_http.d` files below
