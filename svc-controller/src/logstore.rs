@@ -122,6 +122,17 @@ impl LogDir {
     /// by the state file alone), and one pass over the directory is all a start pays per
     /// job.
     pub fn scan(&self) -> io::Result<Vec<LogMeta>> {
+        self.list_logs(true)
+    }
+
+    /// This job's logs as [`LogDir::scan`] lists them, the directory left as it is (a
+    /// `.creating` file is passed over, not removed): for a reader other than the
+    /// controller, which may be creating a log there at that moment.
+    pub fn list(&self) -> io::Result<Vec<LogMeta>> {
+        self.list_logs(false)
+    }
+
+    fn list_logs(&self, remove_cut_short: bool) -> io::Result<Vec<LogMeta>> {
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -140,6 +151,9 @@ impl LogDir {
                 continue;
             };
             if status == "creating" {
+                if !remove_cut_short {
+                    continue;
+                }
                 if let Err(err) = fs::remove_file(entry.path()) {
                     tracing::warn!(file = %entry.path().display(), error = %err, "cannot remove a log creation cut short");
                 }
@@ -647,6 +661,9 @@ mod tests {
         let mut log = logs.create(5, "=== run 5 started").expect("create");
         log.output(OutputKind::Stdout, b"out\n").expect("out");
         drop(log);
+        let listed = logs.list().expect("list");
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert!(logs.creating_path(4).exists(), "a listing leaves it");
         let mut list = logs.scan().expect("scan");
         assert_eq!(list.len(), 1, "{list:?}");
         assert!(!logs.creating_path(4).exists(), "the scan removed it");

@@ -26,6 +26,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::{self, Config};
 use crate::fsutil;
+use crate::logstore::{LogDir, LogStatus};
 use crate::state::{JobState, RunResult};
 
 /// Why a migration could not go on.
@@ -359,7 +360,7 @@ fn id_for<'a>(name: &str, ids: &'a [String]) -> Result<&'a str, &'static str> {
 }
 
 /// `<anything>.<counter>[.<status>]` → (counter, svc's status), or why not.
-fn log_name(name: &str) -> Result<(u64, &'static str), String> {
+fn log_name(name: &str) -> Result<(u64, LogStatus), String> {
     let parts: Vec<&str> = name.split('.').collect();
     let counter_at = parts
         .iter()
@@ -369,12 +370,13 @@ fn log_name(name: &str) -> Result<(u64, &'static str), String> {
     let counter: u64 = parts[counter_at]
         .parse()
         .map_err(|_| "counter out of range".to_string())?;
+    let fail = LogStatus::Finished(RunResult::Fail);
     let status = match parts.get(counter_at + 1).map(|s| s.to_ascii_lowercase()) {
-        None => "fail",
+        None => fail,
         Some(status) => match status.as_str() {
-            "success" => "success",
-            "fail" | "failed" | "canceled" | "cancelled" | "timeout" | "paused" => "fail",
-            "started" | "running" => "started",
+            "success" => LogStatus::Finished(RunResult::Success),
+            "fail" | "failed" | "canceled" | "cancelled" | "timeout" | "paused" => fail,
+            "started" | "running" => LogStatus::Started,
             other => return Err(format!("unknown status {other:?}")),
         },
     };
@@ -393,6 +395,7 @@ fn take_logs(
             continue;
         };
         let dir_name = name_of(&dir);
+        let logs = LogDir::new(dest.join(id), id);
         for file in sorted_entries(&dir)? {
             if !file.is_file() {
                 report.skip(&file, "not a regular file");
@@ -406,9 +409,9 @@ fn take_logs(
                     continue;
                 }
             };
-            let target = dest.join(id).join(format!("{id}.{counter}.{status}"));
+            let target = logs.path(counter, status);
             if copy_new(&file, &target, None, report)? {
-                let verb = if file_name == format!("{id}.{counter}.{status}") && dir_name == id {
+                let verb = if file_name == logs.file_name(counter, status) && dir_name == id {
                     "copied"
                 } else {
                     "renamed"
@@ -470,7 +473,7 @@ fn take_states(
         };
         state.started = false;
         state.queued = None;
-        state.counter = state.counter.max(newest_counter(&logs.join(id))?);
+        state.counter = state.counter.max(newest_counter(&logs.join(id), id)?);
         let target = dest.join(id);
         if copy_new(&file, &target, Some(state.to_text().as_bytes()), report)? {
             report.did(format!(
@@ -483,14 +486,13 @@ fn take_states(
     Ok(())
 }
 
-/// The highest counter among the logs in `dir` (0 when none).
-fn newest_counter(dir: &Path) -> Result<u64, MigrateError> {
-    Ok(sorted_entries(dir)?
-        .iter()
-        .filter_map(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_string))
-        .filter_map(|name| log_name(&name).ok().map(|(counter, _)| counter))
-        .max()
-        .unwrap_or(0))
+/// The highest counter among the logs of job `id` in `dir` (0 when none), the directory
+/// left as it is (a controller may be running on it).
+fn newest_counter(dir: &Path, id: &str) -> Result<u64, MigrateError> {
+    let logs = LogDir::new(dir.to_path_buf(), id)
+        .list()
+        .map_err(io_error(dir))?;
+    Ok(logs.last().map_or(0, |log| log.counter))
 }
 
 /// Working directories are left where they are: they may be large, and the jobs that
@@ -514,13 +516,15 @@ mod tests {
 
     #[test]
     fn log_names_of_every_release() {
-        assert_eq!(log_name("deploy.12.success"), Ok((12, "success")));
-        assert_eq!(log_name("deploy.3.failed"), Ok((3, "fail")));
-        assert_eq!(log_name("deploy.3.fail"), Ok((3, "fail")));
-        assert_eq!(log_name("deploy.4.canceled"), Ok((4, "fail")));
-        assert_eq!(log_name("deploy.5"), Ok((5, "fail")));
-        assert_eq!(log_name("deploy.6.started"), Ok((6, "started")));
-        assert_eq!(log_name("my.job.7.success"), Ok((7, "success")));
+        const SUCCESS: LogStatus = LogStatus::Finished(RunResult::Success);
+        const FAIL: LogStatus = LogStatus::Finished(RunResult::Fail);
+        assert_eq!(log_name("deploy.12.success"), Ok((12, SUCCESS)));
+        assert_eq!(log_name("deploy.3.failed"), Ok((3, FAIL)));
+        assert_eq!(log_name("deploy.3.fail"), Ok((3, FAIL)));
+        assert_eq!(log_name("deploy.4.canceled"), Ok((4, FAIL)));
+        assert_eq!(log_name("deploy.5"), Ok((5, FAIL)));
+        assert_eq!(log_name("deploy.6.started"), Ok((6, LogStatus::Started)));
+        assert_eq!(log_name("my.job.7.success"), Ok((7, SUCCESS)));
         assert!(log_name("deploy").is_err());
         assert!(log_name("deploy.x.success").is_err());
         assert!(log_name("deploy.2.weird").is_err());
