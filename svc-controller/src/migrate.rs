@@ -267,49 +267,67 @@ fn sorted_dirs(dir: &Path) -> Result<Vec<PathBuf>, MigrateError> {
 }
 
 /// Upstream's main file as svc's: `[<word>]` becomes `[svc]` and `dir_base` in it names
-/// the new base (the old line kept as a comment).
+/// the new base (the old lines kept as comments). Sections and keys are found by the
+/// configuration's own parser, so a key on the header's line and a value continued with
+/// `\` are rewritten as loading reads them.
 fn rewrite_main(text: &str, word: &str, dest_base: &Path, origin: &Path) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Migrated from {}.", origin.display());
-    let mut in_main = false;
-    let mut wrote_base = false;
     let dir_base_line = format!(
         "dir_base = {}",
         crate::config::quote_value(&dest_base.display().to_string())
     );
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with('[') {
-            if in_main && !wrote_base {
-                let _ = writeln!(out, "{dir_base_line}");
-                wrote_base = true;
-            }
-            let header = trimmed
-                .split([';', '#'])
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase();
-            in_main = header == format!("[{word}]") || header == "[svc]";
-            if in_main {
-                let _ = writeln!(out, "[svc]");
-                continue;
-            }
-        } else if in_main {
-            let key = trimmed.split('=').next().unwrap_or_default().trim();
-            if key.eq_ignore_ascii_case("dir_base") {
-                let _ = writeln!(out, "# {trimmed} (before the migration)");
-                let _ = writeln!(out, "{dir_base_line}");
-                wrote_base = true;
-                continue;
-            }
-        }
-        let _ = writeln!(out, "{line}");
-    }
-    if !wrote_base {
-        if !in_main {
+    let sections = config::main_sections(text, word);
+    let old_dir_base = |at: usize| {
+        sections
+            .iter()
+            .flat_map(|s| &s.dir_base)
+            .find(|(first, last)| (*first..=*last).contains(&at))
+            .copied()
+    };
+    // When no main section sets dir_base: the line after which it goes, the end of the
+    // first one.
+    let mut add_after = sections
+        .first()
+        .map(|s| s.end)
+        .filter(|_| sections.iter().all(|s| s.dir_base.is_empty()));
+    for (at, line) in (1..).zip(text.lines()) {
+        let mut body = line;
+        if sections.iter().any(|s| s.header == at) {
             let _ = writeln!(out, "[svc]");
+            if add_after == Some(at) {
+                let _ = writeln!(out, "{dir_base_line}");
+                add_after = None;
+            }
+            // The parser read `[<word>]` here, so the first `]` after the `[` closes it;
+            // what follows (a key, a comment) goes on a line of its own.
+            body = line
+                .find('[')
+                .and_then(|open| line[open..].find(']').map(|close| open + close + 1))
+                .map_or("", |after| line[after..].trim_start());
+            if body.is_empty() {
+                continue;
+            }
         }
+        match old_dir_base(at) {
+            Some((_, last)) if last == at => {
+                let _ = writeln!(out, "# {} (before the migration)", body.trim());
+                let _ = writeln!(out, "{dir_base_line}");
+            }
+            Some(_) => {
+                let _ = writeln!(out, "# {}", body.trim());
+            }
+            None => {
+                let _ = writeln!(out, "{body}");
+            }
+        }
+        if add_after == Some(at) {
+            let _ = writeln!(out, "{dir_base_line}");
+            add_after = None;
+        }
+    }
+    if sections.is_empty() {
+        let _ = writeln!(out, "[svc]");
         let _ = writeln!(out, "{dir_base_line}");
     }
     out
@@ -596,6 +614,54 @@ mod tests {
         assert!(
             no_section.ends_with("[svc]\ndir_base = /n\n"),
             "{no_section}"
+        );
+    }
+
+    #[test]
+    fn the_rewrite_reads_the_main_file_as_the_parser_does() {
+        let text = "[karajo] name = x\nlisten_address = 127.0.0.1:1\n\
+                    dir_base = /srv/\\\n  old\n[job \"a\"]\ncommand = true\n";
+        let out = rewrite_main(text, "karajo", Path::new("/new"), Path::new("f"));
+        assert!(
+            out.contains(
+                "[svc]\nname = x\nlisten_address = 127.0.0.1:1\n# dir_base = /srv/\\\n\
+                 # old (before the migration)\ndir_base = /new\n[job \"a\"]\ncommand = true\n"
+            ),
+            "{out}"
+        );
+        // Read back: one main section, whose only dir_base is the new one.
+        let sections = config::main_sections(&out, "svc");
+        assert_eq!(sections.len(), 1, "{out}");
+        let lines: Vec<&str> = out.lines().collect();
+        let dir_bases: Vec<&str> = sections[0]
+            .dir_base
+            .iter()
+            .flat_map(|&(first, last)| &lines[first - 1..last])
+            .copied()
+            .collect();
+        assert_eq!(dir_bases, ["dir_base = /new"], "{out}");
+
+        // dir_base on the header's line, and a main section with nothing but its header
+        // on the same line as the next one.
+        let on_header = rewrite_main(
+            "[Karajo] dir_base = /old\n",
+            "karajo",
+            Path::new("/n"),
+            Path::new("f"),
+        );
+        assert!(
+            on_header.ends_with("[svc]\n# dir_base = /old (before the migration)\ndir_base = /n\n"),
+            "{on_header}"
+        );
+        let bare = rewrite_main(
+            "[karajo] [job \"a\"]\n",
+            "karajo",
+            Path::new("/n"),
+            Path::new("f"),
+        );
+        assert!(
+            bare.ends_with("[svc]\ndir_base = /n\n[job \"a\"]\n"),
+            "{bare}"
         );
     }
 

@@ -29,4 +29,5 @@ pub use model::{
 };
 pub(crate) use parse::is_conf_file;
 pub use parse::{job_id_from_name, known_keys, load};
+pub(crate) use syntax::main_sections;
 pub use syntax::quote_value;

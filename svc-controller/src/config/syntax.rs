@@ -61,6 +61,8 @@ pub(super) struct Entry {
     pub value: Option<String>,
     /// 1-based line of the key.
     pub line: usize,
+    /// 1-based line the value ends on: `line`, or a later one when it is continued.
+    pub last_line: usize,
 }
 
 /// A line that does not parse, or (as a warning) one that parses but likely not as meant.
@@ -87,9 +89,15 @@ pub(super) struct Parsed {
 /// its line; the entries of a section whose header is invalid are skipped without further
 /// errors.
 pub(super) fn parse(text: &str) -> Parsed {
+    parse_with_main_word(text, "svc")
+}
+
+/// [`parse`], reading a section `[main_word]` (lower-case) as the main section too.
+fn parse_with_main_word(text: &str, main_word: &str) -> Parsed {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut parser = Parser {
         text: text.as_bytes(),
+        main_word,
         pos: 0,
         line: 1,
         parsed: Parsed::default(),
@@ -98,6 +106,42 @@ pub(super) fn parse(text: &str) -> Parsed {
     };
     parser.run();
     parser.parsed
+}
+
+/// Where a main section is in a file, by 1-based lines, as [`main_sections`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MainSection {
+    /// The line of the header, which may hold a key after the `]`.
+    pub header: usize,
+    /// The last line of its last entry; `header` when it has none.
+    pub end: usize,
+    /// The first and last line of each of its `dir_base` entries.
+    pub dir_base: Vec<(usize, usize)>,
+}
+
+/// The main sections of `text` as the configuration reads them, with upstream's
+/// `[word]` (lower-case) taken as `[svc]` too: for rewriting a main file line by line
+/// (`migrate`) where the parser sees its sections and keys, keys on a header's line and
+/// continued values included.
+pub(crate) fn main_sections(text: &str, word: &str) -> Vec<MainSection> {
+    parse_with_main_word(text, word)
+        .sections
+        .into_iter()
+        .filter(|section| section.kind == SectionKind::Main)
+        .map(|section| MainSection {
+            header: section.line,
+            end: section
+                .entries
+                .last()
+                .map_or(section.line, |entry| entry.last_line),
+            dir_base: section
+                .entries
+                .iter()
+                .filter(|entry| entry.key == "dir_base")
+                .map(|entry| (entry.line, entry.last_line))
+                .collect(),
+        })
+        .collect()
 }
 
 /// `value` written so that [`parse`] (and git-config) reads it back exactly: as it is
@@ -145,6 +189,8 @@ enum ValueError {
 
 struct Parser<'a> {
     text: &'a [u8],
+    /// The word of the main section besides `svc`.
+    main_word: &'a str,
     pos: usize,
     /// 1-based line of `pos`.
     line: usize,
@@ -234,7 +280,8 @@ impl Parser<'_> {
         match self.header_parts() {
             Ok((header, word, name)) => {
                 self.current_header = Some(header.clone());
-                match section_kind(&header, &word, name.as_deref()) {
+                let word = if word == self.main_word { "svc" } else { &word };
+                match section_kind(&header, word, name.as_deref()) {
                     Ok(kind) => {
                         self.in_valid_section = true;
                         self.parsed.sections.push(Section {
@@ -364,7 +411,12 @@ impl Parser<'_> {
                 return;
             }
         };
-        let entry = Entry { key, value, line };
+        let entry = Entry {
+            key,
+            value,
+            line,
+            last_line: self.line,
+        };
         match self.parsed.sections.last_mut() {
             Some(section) if self.in_valid_section => section.entries.push(entry),
             Some(_) => {}
@@ -696,6 +748,8 @@ mod tests {
         assert_eq!(entries[0].value.as_deref(), Some("one   twothree"));
         assert_eq!(entries[0].line, 2);
         assert_eq!(entries[1].line, 5, "lines after a continuation are counted");
+        assert_eq!(entries[0].last_line, 4, "the value ends on its third line");
+        assert_eq!(entries[1].last_line, 5);
         assert_eq!(entries[2].value.as_deref(), Some("end"));
         // Inside quotes too.
         assert_eq!(
