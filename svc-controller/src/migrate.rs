@@ -17,6 +17,7 @@
 //! It prints each file it wrote, each rename, and each thing it did not take, with why.
 //! Nothing is overwritten, so it can be run again after fixing a problem.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs;
 use std::io;
@@ -59,6 +60,8 @@ pub struct Report {
     pub lines: Vec<String>,
     /// Things not taken.
     pub skipped: usize,
+    /// Directories given new names, synced once each at the end.
+    written_dirs: BTreeSet<PathBuf>,
 }
 
 impl Report {
@@ -141,6 +144,9 @@ pub fn migrate(from: &Path, config_file: &Path) -> Result<Report, MigrateError> 
         take_states(&source.states(kind), &ids, &states, &logs, &mut report)?;
     }
     note_work_dirs(&source, &config, &mut report);
+    for dir in std::mem::take(&mut report.written_dirs) {
+        fsutil::sync_dir(&dir).map_err(io_error(&dir))?;
+    }
     Ok(report)
 }
 
@@ -170,7 +176,8 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> MigrateError + '_ {
     move |err| MigrateError::Io(path.to_path_buf(), err)
 }
 
-/// Copies `src` to `dest` (new, written whole, then renamed) unless `dest` exists.
+/// Copies `src` to `dest` (new, written whole and synced, then renamed) unless `dest`
+/// exists. The directory is synced once, at the end of the migration.
 fn copy_new(
     src: &Path,
     dest: &Path,
@@ -183,12 +190,13 @@ fn copy_new(
     }
     if let Some(dir) = dest.parent() {
         fs::create_dir_all(dir).map_err(io_error(dir))?;
+        report.written_dirs.insert(dir.to_path_buf());
     }
     let bytes = match contents {
         Some(bytes) => bytes.to_vec(),
         None => fs::read(src).map_err(io_error(src))?,
     };
-    fsutil::atomic_write(dest, &bytes).map_err(io_error(dest))?;
+    fsutil::replace_file(dest, &bytes).map_err(io_error(dest))?;
     Ok(true)
 }
 
