@@ -1737,7 +1737,6 @@ impl<'m> Loader<'m> {
         }
     }
 
-    /// Every notif name a job lists must be a `[notif]` section of some file.
     /// `on_success` and `on_failure`: each name must be a Job's ID (in any case; kept
     /// as configured), and no chain may lead back to a job it started from.
     fn check_chains(&mut self) {
@@ -1822,6 +1821,7 @@ impl<'m> Loader<'m> {
         }
     }
 
+    /// Every notif name a job lists must be a `[notif]` section of some file.
     fn check_notif_refs(&mut self) {
         for reference in &self.notif_refs {
             if self.notif_names.contains_key(&reference.named.name) {

@@ -147,7 +147,7 @@ pub(crate) fn main_sections(text: &str, word: &str) -> Vec<MainSection> {
 /// `value` written so that [`parse`] (and git-config) reads it back exactly: as it is
 /// when it can be, else in double quotes with `"`, `\`, newlines and tabs escaped (a `;`
 /// or `#` outside quotes would start a comment, outer blanks would be dropped, and quotes
-/// and backslashes would be taken as syntax). For files svc writes (`--migrate`) and
+/// and backslashes would be taken as syntax). For files svc writes (`migrate`) and
 /// tests.
 pub fn quote_value(value: &str) -> String {
     let plain = !value.contains(['"', '\\', ';', '#', '\n', '\t']) && value.trim() == value;
