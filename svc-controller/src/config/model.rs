@@ -302,16 +302,6 @@ pub enum OnBusy {
     Replace,
 }
 
-impl OnBusy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnBusy::Queue => "queue",
-            OnBusy::Skip => "skip",
-            OnBusy::Replace => "replace",
-        }
-    }
-}
-
 /// Per-command resource limits (`setrlimit`, soft and hard alike); `None` leaves the
 /// limit inherited from the service.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
