@@ -170,12 +170,7 @@ async fn an_upstream_installation_is_taken_over_and_runs() {
     );
     assert_eq!(snapshot(old), before);
 
-    let check = Command::new(&binaries().controller)
-        .arg("--config")
-        .arg(&config)
-        .arg("--check")
-        .output()
-        .expect("run --check");
+    let check = svc.check().await;
     assert!(check.status.success(), "{check:?}");
 
     svc.start().await;
