@@ -3,32 +3,9 @@
 //! key, value), upstream's example sections as they are, and no password or secret in
 //! any problem shown.
 
-use std::path::Path;
-
-use super::test_tree::{Tree, only_issue};
+use super::test_tree::{Tree, issue_about};
 use super::*;
-use crate::config::{Config, ConfigIssue};
-
-/// The one issue about `key` in `section` (issues of other sections aside), checked to
-/// name `file` and `value`, and to say `message` (a part of it).
-#[track_caller]
-fn issue_about(
-    issues: &[ConfigIssue],
-    file: &Path,
-    section: &str,
-    key: &str,
-    value: Option<&str>,
-    message: &str,
-) -> ConfigIssue {
-    let in_section: Vec<ConfigIssue> = issues
-        .iter()
-        .filter(|i| i.section.as_deref() == Some(section))
-        .cloned()
-        .collect();
-    let issue = only_issue(&in_section, file, section, key, value).clone();
-    assert!(issue.message.contains(message), "{issue}");
-    issue
-}
+use crate::config::Config;
 
 const EMAIL: &str = "[notif \"mail\"]\nkind = email\nsmtp_server = smtps://mail.example.org\n\
                      from = svc@example.org\nto = ops@example.org\n";

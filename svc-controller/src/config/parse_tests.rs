@@ -4,7 +4,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::test_tree::{Tree, only_issue};
+use super::test_tree::{Tree, issue_about, only_issue};
 use super::*;
 use crate::config::ConfigIssue;
 use crate::schedule::{Schedule, Timer};
@@ -854,28 +854,23 @@ fn chains_name_jobs_in_any_case_and_form_no_cycle() {
     let file = tree.path("etc/svc/job.d/a.conf");
     let issues = tree.issues();
     assert_eq!(issues.len(), 3, "{issues:#?}");
-    let in_section = |section: &str| -> Vec<ConfigIssue> {
-        issues
-            .iter()
-            .filter(|i| i.section.as_deref() == Some(section))
-            .cloned()
-            .collect()
-    };
-    let c = in_section("job \"c\"");
-    let cycle = only_issue(&c, &file, "job \"c\"", "on_success", Some("A"));
-    assert!(
-        cycle
-            .message
-            .contains("the chain a -> b -> c -> a leads back"),
-        "{cycle}"
+    issue_about(
+        &issues,
+        &file,
+        "job \"c\"",
+        "on_success",
+        Some("A"),
+        "the chain a -> b -> c -> a leads back",
     );
     let own = only_issue(&issues, &file, "job \"self\"", "on_failure", Some("self"));
     assert!(own.message.contains("self -> self"), "{own}");
-    let x = in_section("job \"x\"");
-    let unknown = only_issue(&x, &file, "job \"x\"", "on_success", Some("nobody"));
-    assert!(
-        unknown.message.contains("no job has the ID \"nobody\""),
-        "{unknown}"
+    issue_about(
+        &issues,
+        &file,
+        "job \"x\"",
+        "on_success",
+        Some("nobody"),
+        "no job has the ID \"nobody\"",
     );
 }
 

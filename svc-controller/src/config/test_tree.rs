@@ -102,3 +102,24 @@ pub(super) fn only_issue<'a>(
     assert_eq!(issue.value.as_deref(), value, "{issue}");
     issue
 }
+
+/// The one issue about `key` in `section` (issues of other sections aside), checked to
+/// name `file` and `value`, and to say `message` (a part of it).
+#[track_caller]
+pub(super) fn issue_about(
+    issues: &[ConfigIssue],
+    file: &Path,
+    section: &str,
+    key: &str,
+    value: Option<&str>,
+    message: &str,
+) -> ConfigIssue {
+    let in_section: Vec<ConfigIssue> = issues
+        .iter()
+        .filter(|i| i.section.as_deref() == Some(section))
+        .cloned()
+        .collect();
+    let issue = only_issue(&in_section, file, section, key, value).clone();
+    assert!(issue.message.contains(message), "{issue}");
+    issue
+}
