@@ -1512,6 +1512,21 @@ impl<'m> Loader<'m> {
                 );
             }
         }
+        if path.is_some() && secrets.is_empty() && auth_kind == AuthKind::Gitlab {
+            // GitLab sends the secret itself in every delivery's X-Gitlab-Token: the main
+            // secret would travel in the clear to GitLab and through every proxy and log
+            // on the way, and whoever reads it there signs pause, resume, cancel and run
+            // now.
+            self.errors.push(new_issue(
+                file,
+                Some(&section.header),
+                Some("secret"),
+                None,
+                "auth_kind = gitlab needs a secret of its own: GitLab sends the secret \
+                 itself in X-Gitlab-Token, and the main secret, which would be used \
+                 instead, also signs pause, resume, cancel and run now",
+            ));
+        }
         if self.errors.len() != before {
             return;
         }

@@ -380,7 +380,7 @@ fn job_auth_kinds_and_timeouts() {
         let tree = Tree::new("");
         tree.job(
             "a.conf",
-            &format!("[job \"a\"]\npath = /a\ncommand = true\nauth_kind = {value}\n"),
+            &format!("[job \"a\"]\npath = /a\ncommand = true\nauth_kind = {value}\nsecret = s\n"),
         );
         let job = &tree.load().jobs[0];
         assert_eq!(job.auth_kind, kind, "{value}");
@@ -1309,6 +1309,36 @@ fn webhook_jobs_without_their_own_secret_are_warned_about() {
     assert_eq!(warning.section.as_deref(), Some("job \"shared\""));
     assert_eq!(warning.key.as_deref(), Some("secret"));
     assert!(warning.message.contains("main secret"), "{warning}");
+}
+
+/// GitLab sends the secret itself: a `gitlab` webhook job without a secret of its own
+/// would hand out the main secret, which signs the control requests. An error, not a
+/// warning; an empty `secret =` (the main secret) counts as none.
+#[test]
+fn a_gitlab_webhook_job_needs_its_own_secret() {
+    for own in ["", "secret =\n"] {
+        let tree = Tree::new("secret = main-secret\n");
+        let file = tree.job(
+            "a.conf",
+            &format!("[job \"lab\"]\npath = /lab\nauth_kind = gitlab\n{own}command = true\n"),
+        );
+        let issues = tree.issues();
+        let issue = only_issue(&issues, &file, "job \"lab\"", "secret", None);
+        assert!(issue.message.contains("X-Gitlab-Token"), "{issue}");
+        assert!(issue.message.contains("main secret"), "{issue}");
+        assert!(!issue.to_string().contains("main-secret"), "{issue}");
+    }
+    // With its own secret it loads, without a warning; without a path it receives no
+    // deliveries, and loads too.
+    let tree = Tree::new("secret = main-secret\n");
+    tree.job(
+        "a.conf",
+        "[job \"lab\"]\npath = /lab\nauth_kind = gitlab\nsecret = own\ncommand = true\n\
+         [job \"timer\"]\ninterval = 1h\nauth_kind = gitlab\ncommand = true\n",
+    );
+    let config = tree.load();
+    assert_eq!(config.jobs.len(), 2);
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
 }
 
 #[test]
