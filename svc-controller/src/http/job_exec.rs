@@ -5,7 +5,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::query::{job_id, param, params};
+use super::query::{job_id, param};
 use super::{ApiError, AppState, signed};
 use crate::engine::{Accepted, Kind, Trigger, TriggerSource};
 
@@ -58,21 +58,15 @@ pub(super) async fn log(
     super::job_log::log_of(&state, Kind::Job, query).await
 }
 
-/// Checks the `X-Svc-Sign` signature of a form body and its `_svc_epoch`, and spends
-/// the signature; returns the form pairs.
-pub(super) async fn signed_form(
+/// Checks a signed form body (its `_svc_epoch` required) and spends its signature;
+/// returns the form pairs.
+async fn signed_form(
     state: &AppState,
     action: signed::Action,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Vec<(String, String)>, ApiError> {
-    signed::verify(state, headers, body)?;
-    let pairs = params(body);
-    let epoch = signed::parse_epoch(param(&pairs, "_svc_epoch").unwrap_or_default())?;
-    signed::check_epoch(epoch)?;
-    let key = signed::key(state.secret.as_bytes(), body);
-    signed::spend(&state.replay, action, key).await?;
-    Ok(pairs)
+    signed::check(state, action, signed::Epoch::Required, headers, body).await
 }
 
 /// A signed action on a Job named by the form's `id`.

@@ -95,32 +95,17 @@ pub(super) async fn log(
 }
 
 /// Checks `X-Svc-Sign` over the raw query string with the main secret, and its
-/// `_svc_epoch` when there is one, whose signature is then spent (one-time). Upstream
-/// clients send none: such a request is always the same one, so it cannot be one-time
-/// without refusing every later pause of that JobHttp; `require_epoch` refuses it
-/// instead. Returns the JobHttp ID.
+/// `_svc_epoch` when there is one, whose signature is then spent (one-time); see
+/// [`signed::Epoch::Optional`]. Returns the JobHttp ID.
 async fn signed_query(
     state: &AppState,
     action: signed::Action,
+    epoch: signed::Epoch,
     headers: &HeaderMap,
     query: &Option<String>,
 ) -> Result<String, ApiError> {
     let raw = query.as_deref().unwrap_or_default();
-    signed::verify(state, headers, raw.as_bytes())?;
-    let pairs = params(raw.as_bytes());
-    match param(&pairs, "_svc_epoch") {
-        Some(epoch) => {
-            signed::check_epoch(signed::parse_epoch(epoch)?)?;
-            let key = signed::key(state.secret.as_bytes(), raw.as_bytes());
-            signed::spend(&state.replay, action, key).await?;
-        }
-        None if state.engine.main().require_epoch => {
-            return Err(ApiError::unauthorized(
-                "missing _svc_epoch (require_epoch is set)",
-            ));
-        }
-        None => {}
-    }
+    signed::check(state, action, epoch, headers, raw.as_bytes()).await?;
     query_id(query)
 }
 
@@ -132,14 +117,14 @@ pub(super) async fn trigger(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let raw = query.as_deref().unwrap_or_default();
-    signed::verify(&state, &headers, raw.as_bytes())?;
-    let pairs = params(raw.as_bytes());
-    let epoch = signed::parse_epoch(param(&pairs, "_svc_epoch").unwrap_or_default())?;
-    signed::check_epoch(epoch)?;
-    let id = query_id(&query)?;
-    let key = signed::key(state.secret.as_bytes(), raw.as_bytes());
-    signed::spend(&state.replay, signed::Action::HttpTrigger, key).await?;
+    let id = signed_query(
+        &state,
+        signed::Action::HttpTrigger,
+        signed::Epoch::Required,
+        &headers,
+        &query,
+    )
+    .await?;
     let run = Trigger::new(TriggerSource::Manual);
     state
         .engine
@@ -154,7 +139,14 @@ pub(super) async fn pause(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let id = signed_query(&state, signed::Action::HttpPause, &headers, &query).await?;
+    let id = signed_query(
+        &state,
+        signed::Action::HttpPause,
+        signed::Epoch::Optional,
+        &headers,
+        &query,
+    )
+    .await?;
     let engine = state.engine.clone();
     super::blocking(move || {
         engine
@@ -170,7 +162,14 @@ pub(super) async fn resume(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let id = signed_query(&state, signed::Action::HttpResume, &headers, &query).await?;
+    let id = signed_query(
+        &state,
+        signed::Action::HttpResume,
+        signed::Epoch::Optional,
+        &headers,
+        &query,
+    )
+    .await?;
     let engine = state.engine.clone();
     super::blocking(move || {
         engine

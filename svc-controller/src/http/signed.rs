@@ -18,6 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::HeaderMap;
 
+use super::query::{param, params};
 use super::{ApiError, AppState};
 use crate::auth;
 use crate::replay::{ReplayStores, Seen};
@@ -83,14 +84,55 @@ pub(super) fn check_epoch(epoch: u64) -> Result<(), ApiError> {
 
 /// Parses an `_svc_epoch` value; a present but unreadable one is refused.
 pub(super) fn parse_epoch(value: &str) -> Result<u64, ApiError> {
-    value
-        .trim()
-        .parse()
-        .map_err(|_| ApiError::unauthorized("missing or invalid _svc_epoch"))
+    value.trim().parse().map_err(|_| missing_epoch())
+}
+
+/// Whether a signed control request must carry `_svc_epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Epoch {
+    /// Always: refused without one (the Job actions, run now of any job).
+    Required,
+    /// Only when `require_epoch` is set (JobHttp pause and resume). Upstream clients
+    /// send none: such a request is always the same one, so it cannot be one-time
+    /// without refusing every later one; it is accepted without being spent.
+    Optional,
+}
+
+/// The check of a signed control request: `X-Svc-Sign` over `signed` (a form body, or
+/// the raw query string) with the main secret, then its `_svc_epoch` within
+/// [`EPOCH_WINDOW_SECS`] of the server clock, and its signature spent for `action`
+/// (one-time). Returns the pairs of `signed`.
+pub(super) async fn check(
+    state: &AppState,
+    action: Action,
+    epoch: Epoch,
+    headers: &HeaderMap,
+    signed: &[u8],
+) -> Result<Vec<(String, String)>, ApiError> {
+    verify(state, headers, signed)?;
+    let pairs = params(signed);
+    match (param(&pairs, "_svc_epoch"), epoch) {
+        (Some(value), _) => {
+            check_epoch(parse_epoch(value)?)?;
+            spend(&state.replay, action, key(state.secret.as_bytes(), signed)).await?;
+        }
+        (None, Epoch::Required) => return Err(missing_epoch()),
+        (None, Epoch::Optional) if state.engine.main().require_epoch => {
+            return Err(ApiError::unauthorized(
+                "missing _svc_epoch (require_epoch is set)",
+            ));
+        }
+        (None, Epoch::Optional) => {}
+    }
+    Ok(pairs)
+}
+
+fn missing_epoch() -> ApiError {
+    ApiError::unauthorized("missing or invalid _svc_epoch")
 }
 
 /// Checks `X-Svc-Sign` over `signed` with the main secret.
-pub(super) fn verify(state: &AppState, headers: &HeaderMap, signed: &[u8]) -> Result<(), ApiError> {
+fn verify(state: &AppState, headers: &HeaderMap, signed: &[u8]) -> Result<(), ApiError> {
     let signature = headers.get("x-svc-sign").and_then(|v| v.to_str().ok());
     auth::verify_hmac_sha256(&[state.secret.as_bytes()], signed, "x-svc-sign", signature)
         .map_err(|e| ApiError::unauthorized(e.to_string()))
