@@ -25,6 +25,7 @@
 //! These are wire types: the controller converts them to and from its own domain types.
 
 pub mod codec;
+pub mod error_chain;
 pub mod fdpass;
 pub mod fork;
 mod message;

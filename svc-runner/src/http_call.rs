@@ -158,21 +158,6 @@ pub fn build_headers(call: &HttpCall, prepared: &Prepared) -> Result<HeaderMap, 
     Ok(headers)
 }
 
-/// An error with its chain of causes, `: `-joined.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// Current Unix time in whole seconds.
 pub fn unix_epoch() -> u64 {
     std::time::SystemTime::now()
@@ -290,7 +275,7 @@ async fn exchange(
     // sensitive values hidden.
     let failed = |err: reqwest::Error, what: &str| -> (String, Finish) {
         let err = err.without_url();
-        let chain = error_chain(&err);
+        let chain = proto::error_chain::describe(&err);
         let finish = if err.is_timeout() {
             Finish::timed_out(format!(
                 "timed out after {}",

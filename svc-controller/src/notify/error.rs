@@ -1,4 +1,5 @@
-//! What can go wrong when a notification is sent, and how it is told in the log.
+//! What can go wrong when a notification is sent. The log tells it with its causes by
+//! [`proto::error_chain::describe`], the rule the runner tells its errors by too.
 
 /// Why a notification could not be sent (one attempt, or all of them).
 #[derive(Debug, thiserror::Error)]
@@ -32,46 +33,15 @@ pub enum NotifyError {
     Unknown(String),
 }
 
-/// `err` and its sources, each said once.
-pub fn describe(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("cannot connect")]
-    struct Silent(#[source] std::io::Error);
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("cannot connect: {0}")]
-    struct Says(#[source] std::io::Error);
+    use proto::error_chain::describe;
 
     #[test]
-    fn errors_are_described_with_their_causes_once() {
-        let refused = || std::io::Error::other("connection refused");
-        assert_eq!(describe(&refused()), "connection refused");
-        assert_eq!(
-            describe(&Silent(refused())),
-            "cannot connect: connection refused"
-        );
-        assert_eq!(
-            describe(&Says(refused())),
-            "cannot connect: connection refused",
-            "a cause already told is not told again"
-        );
+    fn notify_errors_are_described_as_they_read() {
+        let refused = NotifyError::Internal("the task was cancelled".into());
+        assert_eq!(describe(&refused), "internal error: the task was cancelled");
         assert_eq!(
             describe(&NotifyError::Unknown("mail".into())),
             "no [notif \"mail\"] section any more"

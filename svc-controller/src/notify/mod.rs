@@ -28,10 +28,11 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
+use proto::error_chain::describe;
+
 use crate::config::{NotifConfig, NotifKind};
 use crate::engine::RunEnded;
 pub use error::NotifyError;
-use error::describe;
 use message::Report;
 
 /// Run ends the engine may hand over before the sender takes them; beyond, the engine
