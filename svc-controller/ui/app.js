@@ -478,7 +478,10 @@
       message.set("", name + "…");
       buttons[name].disabled = true;
       fn(job).then(function (result) {
-        if (result.ok) {
+        if (result.ok && result.data && result.data.skipped) {
+          // 200, but nothing started (on_busy = skip): say why, and stay.
+          message.set("notice", "Not run: " + (result.data.reason || result.message) + ".");
+        } else if (result.ok) {
           message.set("ok", success(job, result));
         } else {
           message.set("error", explain(result));

@@ -199,6 +199,32 @@ const scenarios = {
     assert.match(await logText(page), /cancel/i);
   },
 
+  // Run now on a running job with on_busy = skip: the service answers 200 saying it
+  // started nothing; the page says so and stays on the running log (no run to follow),
+  // then cancels the run.
+  async "busy-skip"(page) {
+    await openJob(page, "solo");
+    await typeSecret(page, SECRET);
+    const run = page.getByRole("button", { name: "Run now" });
+    const first = Date.now();
+    await run.click();
+    await page.waitForURL(/#\/job\/solo\/log\/1$/, STEP);
+    await waitForText(page, "#log", /\$ sleep 30/, "the first run started");
+    await waitForText(page, "#action-message", /Run accepted: following log #1/, "the first run");
+    // The request signs its second (_svc_epoch) and is one-time: a click within the same
+    // second would repeat the first request, refused as such.
+    await page.waitForTimeout(Math.max(0, 1100 - (Date.now() - first)));
+    await run.click();
+    await waitForText(page, "#action-message", /^Not run: .*on_busy = skip/, "the second is skipped");
+    assert.doesNotMatch(await statusText(page, "#action-message"), /following/);
+    assert.match(page.url(), /#\/job\/solo\/log\/1$/, "still on the running log");
+    assert.equal(await page.locator('.logs a[data-counter="2"]').count(), 0, "no log #2 listed");
+    await waitForText(page, "#viewer-status", /running|started/, "the first run goes on");
+    await page.waitForFunction(() => !document.querySelector("#action-cancel").disabled, null, STEP);
+    await page.getByRole("button", { name: "Cancel run" }).click();
+    await waitForText(page, "#viewer-status", /failed/, "the run is cancelled");
+  },
+
   // Run now works for every job: a patchhost job, a job without a path (its log says it
   // was started by hand), and a JobHttp.
   async "run-now-everywhere"(page) {

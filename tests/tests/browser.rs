@@ -1,7 +1,8 @@
 //! End-to-end tests of the web UI in headless Chromium.
 //!
 //! The test starts the real service (a main secret, an interval job, a webhook job that
-//! prints five lines slowly, a long job, a patchhost job and a JobHttp) and runs the
+//! prints five lines slowly, a long job, a long job with `on_busy = skip`, a patchhost
+//! job and a JobHttp) and runs the
 //! playwright-core scenarios of `tests/browser/ui.mjs` against it, in phases: between
 //! phases the test itself checks, with the harness's own signing, what the UI did
 //! (a trigger of the job the UI paused gets 412; after the UI resumed it, 200).
@@ -154,6 +155,10 @@ async fn start_service() -> TestService {
         ),
         job_section("long", &["path = /long", "command = sleep 30"]),
         job_section(
+            "solo",
+            &["path = /solo", "on_busy = skip", "command = sleep 30"],
+        ),
+        job_section(
             "patch",
             &["path = /patch", "auth_kind = patchhost", "command = true"],
         ),
@@ -192,9 +197,16 @@ async fn web_ui_end_to_end_in_chromium() {
             "wrong-secret",
             "run",
             "pause",
+            "busy-skip",
         ],
     )
     .await;
+    // The UI's second run now of `solo` started nothing: one run, the one it cancelled.
+    service
+        .wait_run_finished("solo", 1, WAIT)
+        .await
+        .assert_status("fail");
+    assert_eq!(service.job_logs("solo").len(), 1);
     // The run the UI started ended as success, with all its lines.
     let log = service.wait_run_finished("build", 1, WAIT).await;
     log.assert_status("success");
