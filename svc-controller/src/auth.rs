@@ -289,9 +289,10 @@ pub fn standard_signature(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> 
 /// space-separated `v1,<base64>` values, any of which may be the HMAC-SHA-256 of
 /// `<webhook-id>.<webhook-timestamp>.<body>`; the timestamp must be within
 /// [`TIMESTAMP_WINDOW_SECS`] of `now` (Unix seconds). Values of other versions are
-/// ignored.
+/// ignored. `keys` are the secrets as [`standard_key`] decodes them, once, when the
+/// configuration is loaded.
 pub fn verify_standard(
-    secrets: &[&[u8]],
+    keys: &[&[u8]],
     body: &[u8],
     id: Option<&[u8]>,
     timestamp: Option<&[u8]>,
@@ -321,9 +322,8 @@ pub fn verify_standard(
     if given.is_empty() {
         return Err(AuthError::Malformed(STANDARD_SIGNATURE_HEADER.into()));
     }
-    with_any_secret(secrets, |secret| {
-        let key = standard_key(secret).ok_or(AuthError::Mismatch)?;
-        let expected = standard_mac(&key, id, timestamp, body);
+    with_any_secret(keys, |key| {
+        let expected = standard_mac(key, id, timestamp, body);
         let mut matched = false;
         for candidate in &given {
             matched |= bool::from(candidate.as_slice().ct_eq(&expected[..]));
@@ -658,9 +658,10 @@ mod tests {
     #[test]
     fn standard_webhooks_reference_vector() {
         let ts = STANDARD_TIMESTAMP.to_string();
+        let key = standard_key(STANDARD_SECRET).expect("base64 after whsec_");
         let check = |signatures: &[u8], body: &[u8], now: i64| {
             verify_standard(
-                &[STANDARD_SECRET],
+                &[&key],
                 body,
                 Some(STANDARD_ID),
                 Some(ts.as_bytes()),
@@ -699,9 +700,21 @@ mod tests {
         // The ID is signed: another one does not match.
         assert_eq!(
             verify_standard(
-                &[STANDARD_SECRET],
+                &[&key],
                 STANDARD_BODY,
                 Some(b"msg_other"),
+                Some(ts.as_bytes()),
+                Some(STANDARD_SIGNATURE),
+                STANDARD_TIMESTAMP
+            ),
+            Err(AuthError::Mismatch)
+        );
+        // The key is the decoded bytes: the secret's text is not.
+        assert_eq!(
+            verify_standard(
+                &[STANDARD_SECRET],
+                STANDARD_BODY,
+                Some(STANDARD_ID),
                 Some(ts.as_bytes()),
                 Some(STANDARD_SIGNATURE),
                 STANDARD_TIMESTAMP

@@ -487,14 +487,13 @@ pub async fn run(
     // configuration would be a second copy of every job (5 MB with 10,000 of them)
     // kept for nothing.
     drop(config);
-    let app = http::router(AppState {
-        engine: engine.clone(),
+    let app = http::router(AppState::new(
+        engine.clone(),
         secret,
         replay,
-        login: login.clone(),
-        body_budget: http::BodyBudget::new(main.max_body_in_flight),
-        environment: Arc::default(),
-    });
+        login.clone(),
+        http::BodyBudget::new(main.max_body_in_flight),
+    ));
     println!(
         "svc: {} listening on http://{address}; UI at http://{address}/svc",
         main.name

@@ -86,7 +86,11 @@ impl CronExpr {
         match cron_parser().parse(&text) {
             // Each field is checked alone: `0 0 30 2 *` parses, and no date has it. There
             // is no year field, so what matches no date from 1970 on never matches.
-            Ok(cron) if cron.find_next_occurrence(&DateTime::UNIX_EPOCH, false).is_err() => {
+            Ok(cron)
+                if cron
+                    .find_next_occurrence(&DateTime::UNIX_EPOCH, false)
+                    .is_err() =>
+            {
                 Err(ScheduleError(format!(
                     "{text:?} matches no date: no month it names has its day of month"
                 )))

@@ -211,6 +211,74 @@ async fn standard_webhooks_refuse_a_stale_timestamp() {
     assert!(svc.job_logs("standard").is_empty());
 }
 
+/// A `whsec_<base64>` secret is a Standard Webhooks key: deliveries are signed with the
+/// bytes it decodes to, not with its text. So is the main secret, for a `standard` job
+/// without a secret of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standard_webhooks_sign_with_the_decoded_whsec_key() {
+    use base64::Engine as _;
+    const OWN: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const MAIN: &str = "whsec_c3ZjIG1haW4gc2VjcmV0IGZvciB0ZXN0cw==";
+    let decoded = |secret: &str| {
+        base64::engine::general_purpose::STANDARD
+            .decode(secret.trim_start_matches("whsec_"))
+            .expect("base64")
+    };
+    let svc = TestService::builder()
+        .svc(format!("secret = {MAIN}"))
+        .job_file(
+            "own",
+            job_section(
+                "own",
+                &[
+                    "path = /own",
+                    "auth_kind = standard",
+                    &format!("secret = {OWN}"),
+                    "command = true",
+                ],
+            ),
+        )
+        .job_file(
+            "main",
+            job_section(
+                "main",
+                &["path = /main", "auth_kind = standard", "command = true"],
+            ),
+        )
+        .start()
+        .await;
+    let body = br#"{"type":"x"}"#;
+    let deliver = async |path: &str, key: &[u8], id: &str| {
+        let timestamp = now();
+        let signature = standard_signature(key, id, timestamp, body);
+        let timestamp = timestamp.to_string();
+        svc.trigger_unsigned(
+            path,
+            body,
+            &[
+                ("webhook-id", id),
+                ("webhook-timestamp", timestamp.as_str()),
+                ("webhook-signature", signature.as_str()),
+            ],
+        )
+        .await
+    };
+    for (path, secret) in [("/own", OWN), ("/main", MAIN)] {
+        deliver(path, secret.as_bytes(), "msg_text")
+            .await
+            .assert_status(401);
+        deliver(path, &decoded(secret), "msg_key")
+            .await
+            .assert_status(200);
+    }
+    svc.wait_run_finished("own", 1, WAIT)
+        .await
+        .assert_status("success");
+    svc.wait_run_finished("main", 1, WAIT)
+        .await
+        .assert_status("success");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filters_skip_what_does_not_match_and_skipped_deliveries_may_come_again() {
     let rules = ["filter_event = push", "filter_ref = refs/heads/release/*"];

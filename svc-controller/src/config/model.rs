@@ -203,8 +203,10 @@ pub struct JobConfig {
     /// `header_sign`, lower-cased, default [`DEFAULT_HEADER_SIGN`].
     pub header_sign: String,
     /// `secret`, repeated during a rotation (a delivery signed with any of them is
-    /// accepted); empty = use the main secret.
-    pub secrets: Vec<String>,
+    /// accepted), as the keys deliveries are checked with: decoded at load for
+    /// `standard` (`whsec_<base64>`), any other as its own bytes; empty = use the main
+    /// secret. Never shown in `Debug`.
+    pub secrets: Vec<WebhookKey>,
     /// `filter_event`, repeated, lower-cased: a delivery whose event is none of these
     /// starts nothing (empty = any event).
     pub filter_event: Vec<String>,
@@ -538,8 +540,10 @@ pub struct WebhookNotif {
     pub key: WebhookKey,
 }
 
-/// The signing key of a webhook notification: the bytes a `whsec_<base64>` secret
-/// decodes to, or any other secret's own bytes. Never shown in `Debug`.
+/// A webhook key: of a notification (what its messages are signed with) or of a job
+/// (what its deliveries are checked with). The bytes a `whsec_<base64>` secret decodes
+/// to where Standard Webhooks are spoken, or a secret's own bytes. Never shown in
+/// `Debug`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct WebhookKey(Vec<u8>);
 

@@ -305,12 +305,13 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Every non-empty value of a list key, in order, each first checked by `check`.
-    fn non_empty_texts(
+    /// Every non-empty value of a list key through `parse`, in order; empty values are
+    /// left out.
+    fn non_empty_list<T>(
         &mut self,
         key: &str,
-        check: impl Fn(&str) -> Result<(), String>,
-    ) -> Vec<String> {
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Vec<T> {
         let entries = self.values.get(key).cloned().unwrap_or_default();
         let mut out = Vec::new();
         for entry in entries {
@@ -318,8 +319,8 @@ impl<'a> Reader<'a> {
             if value.is_empty() {
                 continue;
             }
-            match check(value) {
-                Ok(()) => out.push(value.to_string()),
+            match parse(value) {
+                Ok(v) => out.push(v),
                 Err(message) => self.fail(entry, &message),
             }
         }
@@ -630,9 +631,14 @@ fn parse_ref_glob(value: &str) -> Result<glob::Pattern, String> {
     glob::Pattern::new(value).map_err(|e| format!("not a glob: {e}"))
 }
 
-/// A `secret` of a `standard` job: `whsec_<base64>` must decode.
-fn check_standard_secret(value: &str) -> Result<(), String> {
-    standard_key(value).map(|_| ())
+/// A job's `secret` as the key its deliveries are checked with: for `standard`, a
+/// `whsec_<base64>` secret decoded (it must decode), decoded here once rather than for
+/// every delivery; for any other scheme the secret's own bytes.
+fn job_key(kind: AuthKind, value: &str) -> Result<WebhookKey, String> {
+    match kind {
+        AuthKind::Standard => standard_key(value).map(WebhookKey::new),
+        _ => Ok(WebhookKey::new(value.as_bytes().to_vec())),
+    }
 }
 
 /// The HMAC key of a Standard Webhooks secret ([`crate::auth::standard_key`]), or why it
@@ -1365,10 +1371,7 @@ impl<'m> Loader<'m> {
             .unwrap_or((AuthKind::HmacSha256, AuthKind::HmacSha256.as_str()));
         // An empty `secret =` means the main secret, as before; a repeated key holds
         // the secrets of a rotation.
-        let secrets = r.non_empty_texts("secret", |value| match auth_kind {
-            AuthKind::Standard => check_standard_secret(value),
-            _ => Ok(()),
-        });
+        let secrets = r.non_empty_list("secret", |value| job_key(auth_kind, value));
         let filter_event = r.list("filter_event", |v| Ok(v.to_ascii_lowercase()));
         let filter_ref = r.list("filter_ref", parse_ref_glob);
         let header_sign = r
@@ -1525,6 +1528,26 @@ impl<'m> Loader<'m> {
                 "auth_kind = gitlab needs a secret of its own: GitLab sends the secret \
                  itself in X-Gitlab-Token, and the main secret, which would be used \
                  instead, also signs pause, resume, cancel and run now",
+            ));
+        }
+        if path.is_some()
+            && secrets.is_empty()
+            && auth_kind == AuthKind::Standard
+            && let Some(main_secret) = &main.secret
+            && let Err(reason) = standard_key(main_secret)
+        {
+            // Its deliveries would be checked with the main secret, which could never
+            // match: refused here rather than every delivery as a mismatch.
+            self.errors.push(new_issue(
+                file,
+                Some(&section.header),
+                Some("secret"),
+                None,
+                format!(
+                    "this standard job has no secret of its own, and the main secret \
+                     (secret in {}) cannot be its key: {reason}",
+                    main.file.display()
+                ),
             ));
         }
         if self.errors.len() != before {

@@ -4,6 +4,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use base64::Engine as _;
+
 use super::test_tree::{Tree, issue_about, only_issue};
 use super::*;
 use crate::config::ConfigIssue;
@@ -280,7 +282,7 @@ fn job_values() {
     assert_eq!(job.name, "Deploy Site");
     assert_eq!(job.file, tree.path("etc/svc/job.d/deploy.conf"));
     assert_eq!(job.description, "<b>deploy</b>");
-    assert_eq!(job.secrets, ["abc"]);
+    assert_eq!(job.secrets, [WebhookKey::new(b"abc".to_vec())]);
     assert_eq!(
         job.timer,
         Some(Timer::Schedule(
@@ -884,9 +886,16 @@ fn secrets_rotate_and_filters_are_lists() {
          filter_event = Push\nfilter_event = tag_push\nfilter_ref = refs/heads/*\n",
     );
     let job = &tree.load().jobs[0];
+    // A standard job's whsec_ secret is decoded at load; another is its own bytes.
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        .expect("base64");
     assert_eq!(
         job.secrets,
-        ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "raw-old"]
+        [
+            WebhookKey::new(decoded),
+            WebhookKey::new(b"raw-old".to_vec())
+        ]
     );
     assert_eq!(job.filter_event, ["push", "tag_push"]);
     let globs: Vec<&str> = job.filter_ref.iter().map(glob::Pattern::as_str).collect();
@@ -909,7 +918,46 @@ fn secrets_rotate_and_filters_are_lists() {
         "a.conf",
         "[job \"a\"]\npath = /a\ncommand = true\nauth_kind = gitea\nsecret = whsec_!!\n",
     );
-    assert_eq!(tree.load().jobs[0].secrets, ["whsec_!!"]);
+    assert_eq!(
+        tree.load().jobs[0].secrets,
+        [WebhookKey::new(b"whsec_!!".to_vec())]
+    );
+}
+
+/// A `standard` webhook job without a secret of its own is checked with the main
+/// secret: one that starts with `whsec_` must then decode, or no delivery could ever
+/// match. Refused at load, naming the job; jobs that do not use it load.
+#[test]
+fn a_standard_job_on_the_main_secret_needs_it_to_decode() {
+    let job = "[job \"std\"]\npath = /std\nauth_kind = standard\ncommand = true\n";
+    let tree = Tree::new("secret = whsec_!!\n");
+    let file = tree.job("a.conf", job);
+    let issues = tree.issues();
+    let issue = only_issue(&issues, &file, "job \"std\"", "secret", None);
+    assert!(issue.message.contains("main secret"), "{issue}");
+    assert!(issue.message.contains("base64"), "{issue}");
+    assert!(
+        issue
+            .message
+            .contains(&tree.main_file().display().to_string()),
+        "{issue}"
+    );
+    assert!(!issue.to_string().contains("whsec_!!"), "{issue}");
+
+    // Its own secret, or another scheme, or no path: the main secret is not its key.
+    let tree = Tree::new("secret = whsec_!!\n");
+    tree.job(
+        "a.conf",
+        "[job \"std\"]\npath = /std\nauth_kind = standard\nsecret = own\ncommand = true\n\
+         [job \"mac\"]\npath = /mac\ncommand = true\n\
+         [job \"timer\"]\ninterval = 1h\nauth_kind = standard\ncommand = true\n",
+    );
+    assert_eq!(tree.load().jobs.len(), 3);
+
+    // A main secret that decodes is the key.
+    let tree = Tree::new("secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n");
+    tree.job("a.conf", job);
+    assert!(tree.load().jobs[0].secrets.is_empty(), "the main secret's");
 }
 
 #[test]

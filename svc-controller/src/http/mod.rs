@@ -68,6 +68,10 @@ pub struct AppState {
     pub engine: Engine,
     /// The main secret, for signed API calls and jobs without their own.
     pub secret: Arc<str>,
+    /// The main secret as the key of a `standard` job without its own secret, decoded
+    /// once ([`crate::auth::standard_key`]); `None` when it starts with `whsec_` and is
+    /// not base64 after it (refused at load when configured; see [`AppState::new`]).
+    pub standard_key: Option<Arc<crate::config::WebhookKey>>,
     /// Deliveries and nonces already accepted.
     pub replay: Arc<crate::replay::ReplayStores>,
     /// Users and sessions of the optional login (disabled without users).
@@ -76,6 +80,38 @@ pub struct AppState {
     pub body_budget: BodyBudget,
     /// The Environment answer, built once per change of the engine.
     pub environment: Arc<view::EnvironmentCache>,
+}
+
+impl AppState {
+    /// The state of the HTTP front, with `secret`, the main secret in use (configured, or
+    /// kept in the state directory), decoded once for `standard` jobs.
+    pub fn new(
+        engine: Engine,
+        secret: Arc<str>,
+        replay: Arc<crate::replay::ReplayStores>,
+        login: Arc<crate::login::Login>,
+        body_budget: BodyBudget,
+    ) -> AppState {
+        let standard_key = crate::auth::standard_key(secret.as_bytes())
+            .map(|bytes| Arc::new(crate::config::WebhookKey::new(bytes)));
+        if standard_key.is_none() {
+            // Only a secret kept in the state directory gets here (a configured one is
+            // checked at load): say it once, not with every refused delivery.
+            tracing::warn!(
+                "the main secret starts with whsec_ and is not base64 after it: standard \
+                 webhook jobs without a secret of their own refuse every delivery"
+            );
+        }
+        AppState {
+            engine,
+            secret,
+            standard_key,
+            replay,
+            login,
+            body_budget,
+            environment: Arc::default(),
+        }
+    }
 }
 
 /// The 200 answer carrying a job's view, after an action on it succeeded (`null` when

@@ -33,7 +33,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::{ApiError, AppState, codehost, signed, wrapper};
 use crate::auth::{self, AuthError};
-use crate::config::{AuthKind, JobConfig};
+use crate::config::{AuthKind, JobConfig, WebhookKey};
 use crate::delivery::DeliveryFacts;
 use crate::engine::{Accepted, EngineError, Kind, Trigger, TriggerSource};
 use crate::replay::{MAX_VALUE_LEN, ReplayStores, Seen};
@@ -300,10 +300,20 @@ pub(super) async fn trigger(
     };
     let body = Bytes::from_request(request, &state).await?;
 
-    let secrets: Vec<&[u8]> = if job.secrets.is_empty() {
-        vec![state.secret.as_bytes()]
-    } else {
-        job.secrets.iter().map(|s| s.as_bytes()).collect()
+    // The job's keys (decoded at load), else the main secret's.
+    let secrets: Vec<&[u8]> = match (job.secrets.as_slice(), job.auth_kind) {
+        ([], AuthKind::Standard) => match &state.standard_key {
+            Some(key) => vec![key.bytes()],
+            None => {
+                crate::metrics::webhook_rejected("other");
+                return Err(ApiError::internal(
+                    "webhook: the main secret is not a Standard Webhooks key",
+                    id,
+                ));
+            }
+        },
+        ([], _) => vec![state.secret.as_bytes()],
+        (keys, _) => keys.iter().map(WebhookKey::bytes).collect(),
     };
     // The first secret names a delivery that has no ID of its own (below); during a
     // rotation the new one goes first.
