@@ -28,8 +28,9 @@ pub enum AuthError {
     OutOfWindow(String),
 }
 
-/// How far a signed timestamp may be from the server's clock (Standard Webhooks).
-pub const TIMESTAMP_WINDOW_SECS: i64 = 5 * 60;
+/// How far a signed timestamp may be from the server's clock: Standard Webhooks'
+/// `webhook-timestamp`, and the `_svc_epoch` of signed control requests.
+pub const TIMESTAMP_WINDOW_SECS: u64 = 5 * 60;
 
 /// Runs `check` with every secret (all of them, so that the time taken does not tell
 /// which one matched): accepted when one is; else the first secret's refusal.
@@ -227,13 +228,18 @@ pub fn verify_gitea(
     }
 }
 
+/// A header's value, trimmed, or [`AuthError::Missing`].
+fn sent_value<'v>(value: Option<&'v [u8]>, name: &str) -> Result<&'v [u8], AuthError> {
+    value
+        .filter(|v| is_sent(Some(v)))
+        .map(<[u8]>::trim_ascii)
+        .ok_or_else(|| AuthError::Missing(name.to_string()))
+}
+
 /// `gitlab`: `X-Gitlab-Token` is the secret itself. Compared as SHA-256 digests, so the
 /// comparison takes the same time whatever the lengths.
 pub fn verify_gitlab(secrets: &[&[u8]], token: Option<&[u8]>) -> Result<(), AuthError> {
-    let token = token
-        .filter(|v| is_sent(Some(v)))
-        .map(<[u8]>::trim_ascii)
-        .ok_or_else(|| AuthError::Missing(GITLAB_TOKEN_HEADER.into()))?;
+    let token = sent_value(token, GITLAB_TOKEN_HEADER)?;
     let given: [u8; 32] = Sha256::digest(token).into();
     with_any_secret(secrets, |secret| {
         let expected: [u8; 32] = Sha256::digest(secret).into();
@@ -243,14 +249,6 @@ pub fn verify_gitlab(secrets: &[&[u8]], token: Option<&[u8]>) -> Result<(), Auth
             Err(AuthError::Mismatch)
         }
     })
-}
-
-/// A header's value, trimmed, or [`AuthError::Missing`].
-fn sent_value<'v>(value: Option<&'v [u8]>, name: &str) -> Result<&'v [u8], AuthError> {
-    value
-        .filter(|v| is_sent(Some(v)))
-        .map(<[u8]>::trim_ascii)
-        .ok_or_else(|| AuthError::Missing(name.to_string()))
 }
 
 /// The HMAC key of a Standard Webhooks secret: the bytes after `whsec_`, base64-decoded;
@@ -306,7 +304,7 @@ pub fn verify_standard(
         .ok()
         .and_then(|text| text.parse().ok())
         .ok_or_else(|| AuthError::Malformed(STANDARD_TIMESTAMP_HEADER.into()))?;
-    if now.abs_diff(seconds) > TIMESTAMP_WINDOW_SECS.unsigned_abs() {
+    if now.abs_diff(seconds) > TIMESTAMP_WINDOW_SECS {
         return Err(AuthError::OutOfWindow(STANDARD_TIMESTAMP_HEADER.into()));
     }
     let mut given = Vec::new();
@@ -377,10 +375,7 @@ pub fn verify_patchhost(
     signature: Option<&[u8]>,
     nonce: Option<&[u8]>,
 ) -> Result<(), AuthError> {
-    let signature = signature
-        .filter(|v| is_sent(Some(v)))
-        .map(<[u8]>::trim_ascii)
-        .ok_or_else(|| AuthError::Missing(PATCHHOST_SIGNATURE_HEADER.into()))?;
+    let signature = sent_value(signature, PATCHHOST_SIGNATURE_HEADER)?;
     let nonce = nonce
         .filter(|v| !v.is_empty())
         .ok_or_else(|| AuthError::Missing(PATCHHOST_NONCE_HEADER.into()))?;

@@ -23,9 +23,6 @@ use super::{ApiError, AppState};
 use crate::auth;
 use crate::replay::{ReplayStores, Seen};
 
-/// How far `_svc_epoch` may be from the server clock.
-pub const EPOCH_WINDOW_SECS: u64 = 300;
-
 /// What a signed control request does; the replay store keys its signatures on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Action {
@@ -69,12 +66,12 @@ impl Action {
     }
 }
 
-/// Refuses an epoch more than [`EPOCH_WINDOW_SECS`] away from the server clock.
+/// Refuses an epoch more than [`auth::TIMESTAMP_WINDOW_SECS`] away from the server clock.
 pub(super) fn check_epoch(epoch: u64) -> Result<(), ApiError> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    if now.abs_diff(epoch) > EPOCH_WINDOW_SECS {
+    if now.abs_diff(epoch) > auth::TIMESTAMP_WINDOW_SECS {
         return Err(ApiError::unauthorized(
             "_svc_epoch is more than 5 minutes away from the server clock",
         ));
@@ -100,7 +97,7 @@ pub(super) enum Epoch {
 
 /// The check of a signed control request: `X-Svc-Sign` over `signed` (a form body, or
 /// the raw query string) with the main secret, then its `_svc_epoch` within
-/// [`EPOCH_WINDOW_SECS`] of the server clock, and its signature spent for `action`
+/// [`auth::TIMESTAMP_WINDOW_SECS`] of the server clock, and its signature spent for `action`
 /// (one-time). Returns the pairs of `signed`.
 pub(super) async fn check(
     state: &AppState,
@@ -201,4 +198,26 @@ pub(super) async fn refuse_spent(replay: &Arc<ReplayStores>, key: Vec<u8>) -> Re
         return Err(ApiError::unauthorized("signature already used"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `_svc_epoch` has the window of Standard Webhooks' timestamps: one constant.
+    #[test]
+    fn the_epoch_window_is_the_timestamp_window() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let window = auth::TIMESTAMP_WINDOW_SECS;
+        assert_eq!(window, 300);
+        for inside in [now, now - (window - 5), now + (window - 5)] {
+            check_epoch(inside).expect("inside the window");
+        }
+        for outside in [now - (window + 5), now + (window + 5)] {
+            let err = check_epoch(outside).expect_err("outside the window");
+            assert_eq!(err.status, axum::http::StatusCode::UNAUTHORIZED);
+        }
+    }
 }
