@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::schedule::Timer;
@@ -435,8 +436,8 @@ pub struct NotifConfig {
 pub enum NotifKind {
     /// `kind = email`.
     Email(EmailNotif),
-    /// `kind = webhook`.
-    Webhook(WebhookNotif),
+    /// `kind = webhook`; shared with the messages under way, which each hold it.
+    Webhook(Arc<WebhookNotif>),
 }
 
 impl NotifKind {
@@ -531,13 +532,23 @@ impl fmt::Debug for SmtpCredentials {
     }
 }
 
-/// The keys of a `kind = webhook` notification.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The keys of a `kind = webhook` notification. `Debug` shows the URL as
+/// [`proto::redact::redact_url`] does (it may carry a token), never the key.
+#[derive(Clone, PartialEq, Eq)]
 pub struct WebhookNotif {
     /// `url`, required: `http://` or `https://`.
     pub url: String,
     /// `secret`, required: the key messages are signed with (Standard Webhooks).
     pub key: WebhookKey,
+}
+
+impl fmt::Debug for WebhookNotif {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookNotif")
+            .field("url", &proto::redact::redact_url(&self.url))
+            .field("key", &self.key)
+            .finish()
+    }
 }
 
 /// A webhook key: of a notification (what its messages are signed with) or of a job

@@ -3,6 +3,8 @@
 //! key, value), upstream's example sections as they are, and no password or secret in
 //! any problem shown.
 
+use std::sync::Arc;
+
 use super::test_tree::{Tree, issue_about};
 use super::*;
 use crate::config::{Config, ConfigIssue};
@@ -23,7 +25,7 @@ fn email(config: &Config, name: &str) -> EmailNotif {
     }
 }
 
-fn webhook(config: &Config, name: &str) -> WebhookNotif {
+fn webhook(config: &Config, name: &str) -> Arc<WebhookNotif> {
     match notif_kind(config, name) {
         NotifKind::Webhook(webhook) => webhook,
         other => panic!("not a webhook notif: {other:?}"),
@@ -154,6 +156,28 @@ fn webhook_keys_and_standard_webhooks_secrets() {
     let raw = webhook(&config, "raw");
     assert_eq!(raw.url, "http://127.0.0.1:9/x?a=1");
     assert_eq!(raw.key.bytes(), b"plain text", "any other value as it is");
+}
+
+/// A webhook's URL may carry a token: `Debug` (of the notif, and of the configuration
+/// that holds it) shows it redacted, and never the key.
+#[test]
+fn a_webhook_notif_is_shown_without_its_token_or_key() {
+    let tree = Tree::new(
+        "[notif \"hook\"]\nkind = webhook\n\
+         url = https://hooks.example.org/services/T0AB12CD/B3EF45GH/Xy9zAbCdEfGhIjKlMnOpQrSt?token=tok-4e1d&page=1\n\
+         secret = key-9b2c\n",
+    );
+    let config = tree.load();
+    for shown in [
+        format!("{:?}", webhook(&config, "hook")),
+        format!("{:?}", config.notifs),
+    ] {
+        for hidden in ["Xy9zAbCdEfGhIjKlMnOpQrSt", "tok-4e1d", "key-9b2c"] {
+            assert!(!shown.contains(hidden), "{hidden} in {shown}");
+        }
+        assert!(shown.contains("hooks.example.org"), "{shown}");
+        assert!(shown.contains("page=1"), "{shown}");
+    }
 }
 
 #[test]

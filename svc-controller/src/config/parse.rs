@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -1759,7 +1760,9 @@ impl<'m> Loader<'m> {
         }
         let kind = match word {
             Some(NotifWord::Email) => read_email_notif(&mut r, env).map(NotifKind::Email),
-            Some(NotifWord::Webhook) => read_webhook_notif(&mut r).map(NotifKind::Webhook),
+            Some(NotifWord::Webhook) => {
+                read_webhook_notif(&mut r).map(|webhook| NotifKind::Webhook(Arc::new(webhook)))
+            }
             None => None,
         };
         drop(r);

@@ -3,6 +3,8 @@
 //! over `{id}.{timestamp}.{body}`), so that a receiver checks it with any of that
 //! specification's libraries. Any answer but a 2xx is a failed attempt.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use rand::Rng as _;
 
@@ -46,17 +48,31 @@ pub fn message_id() -> String {
 }
 
 /// Sends one message to one webhook notification.
-#[derive(Debug)]
 pub struct WebhookSender {
     client: reqwest::Client,
-    config: WebhookNotif,
+    /// The notif's, shared by every message to it.
+    config: Arc<WebhookNotif>,
     id: String,
     body: Bytes,
 }
 
+/// The URL as [`proto::redact::redact_url`] shows it: it may carry a token.
+impl std::fmt::Debug for WebhookSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookSender")
+            .field("url", &proto::redact::redact_url(&self.config.url))
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
 impl WebhookSender {
     /// The message of `report` for `config`, with a new ID.
-    pub fn new(client: reqwest::Client, config: &WebhookNotif, report: &Report) -> WebhookSender {
+    pub fn new(
+        client: reqwest::Client,
+        config: &Arc<WebhookNotif>,
+        report: &Report,
+    ) -> WebhookSender {
         WebhookSender {
             client,
             config: config.clone(),
@@ -103,6 +119,32 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.starts_with("msg_") && a.len() == 28, "{a}");
         assert!(a[4..].bytes().all(|b| b.is_ascii_alphanumeric()), "{a}");
+    }
+
+    /// The sender of a message shows its URL without the token it may carry.
+    #[test]
+    fn a_sender_is_shown_without_the_urls_token() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let report = Report {
+            service: "svc".into(),
+            run: ended(dir.path(), RunResult::Success),
+            log: Vec::new(),
+            log_missing: None,
+        };
+        let config = Arc::new(WebhookNotif {
+            url: "https://hooks.example.org/services/T0AB12CD/B3EF45GH/Xy9zAbCdEfGhIjKlMnOpQrSt\
+                  ?token=tok-4e1d"
+                .into(),
+            key: crate::config::WebhookKey::new(b"key-9b2c".to_vec()),
+        });
+        let client = super::super::make_http_client().expect("the HTTP client");
+        let sender = WebhookSender::new(client, &config, &report);
+        let shown = format!("{sender:?}");
+        for hidden in ["Xy9zAbCdEfGhIjKlMnOpQrSt", "tok-4e1d", "key-9b2c"] {
+            assert!(!shown.contains(hidden), "{hidden} in {shown}");
+        }
+        assert!(shown.contains("hooks.example.org"), "{shown}");
+        assert!(Arc::ptr_eq(&sender.config, &config), "shared, not copied");
     }
 
     #[test]
