@@ -511,6 +511,20 @@ fn tail(file: &mut File, max: u64) -> io::Result<Vec<u8>> {
     Ok(tail)
 }
 
+/// The last `count` lines of `tail`, the end of a log as [`LogDir::read_end`] or
+/// [`LogDir::read_tail`] read it with `max`: oldest first, without their newlines,
+/// invalid UTF-8 replaced. A tail of `max` bytes may start in the middle of the log, so
+/// its first line, likely a part of one, is left out.
+pub fn last_lines(tail: &[u8], max: u64, count: usize) -> Vec<String> {
+    let text = String::from_utf8_lossy(tail);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if tail.len() as u64 >= max && !lines.is_empty() {
+        lines.remove(0);
+    }
+    let skip = lines.len().saturating_sub(count);
+    lines[skip..].iter().map(|line| line.to_string()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,6 +535,22 @@ mod tests {
         let mut content = Vec::new();
         file.read_to_end(&mut content).expect("read");
         (status, content)
+    }
+
+    #[test]
+    fn the_last_lines_and_a_cut_first_line() {
+        let bytes = b"a\nb\nc\nd\n";
+        assert_eq!(last_lines(bytes, 1024, 50), vec!["a", "b", "c", "d"]);
+        assert_eq!(last_lines(bytes, 1024, 2), vec!["c", "d"]);
+        // As long as what was asked for: it may start in the middle of a line.
+        assert_eq!(last_lines(b"rt of a line\nb\n", 15, 50), vec!["b"]);
+        assert_eq!(last_lines(bytes, 8, 50), vec!["b", "c", "d"]);
+        assert_eq!(last_lines(b"no newline", 1024, 50), vec!["no newline"]);
+        assert_eq!(last_lines(b"", 0, 50), Vec::<String>::new());
+        assert_eq!(
+            last_lines(b"bad \xff byte\n", 1024, 50),
+            vec!["bad \u{fffd} byte"]
+        );
     }
 
     fn lines(bytes: &[u8]) -> Vec<String> {

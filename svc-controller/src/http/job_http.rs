@@ -58,7 +58,8 @@ pub(super) async fn recent_logs(
 }
 
 /// The last [`RECENT_LINES`] lines of the newest logs, from the end of each (a log's
-/// last [`RECENT_BYTES`]). Blocking.
+/// last [`RECENT_BYTES`], a cut first line left out: [`crate::logstore::last_lines`]).
+/// Blocking.
 fn recent_lines(
     engine: &crate::engine::Engine,
     id: &str,
@@ -72,13 +73,8 @@ fn recent_lines(
         let Some(content) = engine.read_log_end(Kind::Http, id, *counter, RECENT_BYTES)? else {
             continue;
         };
-        // Read from the middle of a long log: its first line is likely cut, leave it.
-        let content = match content.iter().position(|&b| b == b'\n') {
-            Some(newline) if content.len() as u64 >= RECENT_BYTES => &content[newline + 1..],
-            _ => &content[..],
-        };
-        let text = String::from_utf8_lossy(content);
-        let mut log_lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let wanted = RECENT_LINES - lines.len();
+        let mut log_lines = crate::logstore::last_lines(&content, RECENT_BYTES, wanted);
         log_lines.reverse();
         lines.extend(log_lines);
     }

@@ -7,7 +7,7 @@ use std::io;
 use crate::timezone::utc_text;
 
 use crate::engine::RunEnded;
-use crate::logstore::LogStatus;
+use crate::logstore::{LogStatus, last_lines};
 
 /// Lines of the run's log a notification carries, the last ones.
 pub const LOG_LINES: usize = 50;
@@ -50,10 +50,7 @@ impl Report {
     /// The report of `run`, with what [`read_log_tail`] found.
     pub fn new(service: &str, run: RunEnded, tail: io::Result<Option<Vec<u8>>>) -> Report {
         let (log, log_missing) = match tail {
-            Ok(Some(bytes)) => {
-                let cut = bytes.len() as u64 >= LOG_TAIL_BYTES;
-                (last_lines(&bytes, cut, LOG_LINES), None)
-            }
+            Ok(Some(bytes)) => (last_lines(&bytes, LOG_TAIL_BYTES, LOG_LINES), None),
             Ok(None) => (
                 Vec::new(),
                 Some("it was removed (log_retention)".to_string()),
@@ -134,19 +131,6 @@ fn rounded(took: std::time::Duration) -> std::time::Duration {
     }
 }
 
-/// The last `count` lines of `bytes` (invalid UTF-8 replaced), without their newlines;
-/// `cut`: the bytes start in the middle of the log, so their first line may be a part of
-/// one and is left out.
-fn last_lines(bytes: &[u8], cut: bool, count: usize) -> Vec<String> {
-    let text = String::from_utf8_lossy(bytes);
-    let mut lines: Vec<&str> = text.lines().collect();
-    if cut && !lines.is_empty() {
-        lines.remove(0);
-    }
-    let skip = lines.len().saturating_sub(count);
-    lines[skip..].iter().map(|line| line.to_string()).collect()
-}
-
 #[cfg(test)]
 pub(super) mod tests {
     use std::time::Duration;
@@ -176,20 +160,6 @@ pub(super) mod tests {
             log_dir: LogDir::new(dir.to_path_buf(), "deploy_site"),
             notifs: vec!["mail".into()],
         }
-    }
-
-    #[test]
-    fn the_last_lines_and_a_cut_first_line() {
-        let bytes = b"a\nb\nc\nd\n";
-        assert_eq!(last_lines(bytes, false, 50), vec!["a", "b", "c", "d"]);
-        assert_eq!(last_lines(bytes, false, 2), vec!["c", "d"]);
-        assert_eq!(last_lines(b"rt of a line\nb\n", true, 50), vec!["b"]);
-        assert_eq!(last_lines(b"no newline", false, 50), vec!["no newline"]);
-        assert_eq!(last_lines(b"", true, 50), Vec::<String>::new());
-        assert_eq!(
-            last_lines(b"bad \xff byte\n", false, 50),
-            vec!["bad \u{fffd} byte"]
-        );
     }
 
     #[test]
