@@ -27,6 +27,7 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use proto::error_chain::describe;
 
@@ -339,16 +340,29 @@ fn make_http_client() -> Result<reqwest::Client, NotifyError> {
         .map_err(NotifyError::Client)
 }
 
-/// Sends `report` to one notification, with retries, logging each attempt.
+/// Sends `report` to one notification, with retries, logging each attempt. Every line
+/// it logs names the notif, its kind, the job and the run: the fields of its span.
 async fn deliver(shared: &Shared, prepared: Prepared, report: &Report) {
-    let Prepared { name, kind, sender } = prepared;
-    let name = name.as_str();
-    let job = report.run.job_id.as_str();
-    let counter = report.run.counter;
+    // At the level of the most severe line in it: a span below the log level is left
+    // out, and with it the fields that say which notification failed.
+    let span = tracing::error_span!(
+        "notification",
+        notif = prepared.name.as_str(),
+        kind = prepared.kind,
+        job = report.run.job_id.as_str(),
+        counter = report.run.counter,
+    );
+    deliver_in_span(shared, prepared.sender)
+        .instrument(span)
+        .await;
+}
+
+/// The attempts of [`deliver`], in its span.
+async fn deliver_in_span(shared: &Shared, sender: Result<Sender, NotifyError>) {
     let sender = match sender {
         Ok(sender) => sender,
         Err(err) => {
-            tracing::error!(notif = name, kind, job, counter, error = %describe(&err), "notification not sent");
+            tracing::error!(error = %describe(&err), "notification not sent");
             return;
         }
     };
@@ -360,29 +374,17 @@ async fn deliver(shared: &Shared, prepared: Prepared, report: &Report) {
         let error = describe(err);
         match next {
             Next::RetryIn(wait) => tracing::warn!(
-                notif = name,
-                kind,
-                job,
-                counter,
                 attempt,
                 retry_in_s = wait.as_secs(),
                 error,
                 "notification attempt failed; trying again"
             ),
             Next::Stopping => tracing::warn!(
-                notif = name,
-                kind,
-                job,
-                counter,
                 attempt,
                 error,
                 "notification not sent: the service is stopping"
             ),
             Next::GiveUp => tracing::error!(
-                notif = name,
-                kind,
-                job,
-                counter,
                 attempt,
                 error,
                 "notification not sent: its last attempt failed"
@@ -392,14 +394,7 @@ async fn deliver(shared: &Shared, prepared: Prepared, report: &Report) {
     if let Delivery::Sent { attempts } =
         with_retries(attempt, shared.stop.subscribe(), failed).await
     {
-        tracing::info!(
-            notif = name,
-            kind,
-            job,
-            counter,
-            attempt = attempts,
-            "notification sent"
-        );
+        tracing::info!(attempt = attempts, "notification sent");
     }
 }
 
