@@ -265,7 +265,6 @@ async fn email_over_starttls_with_a_login_carries_the_runs_end_and_log() {
                 "counting",
                 &[
                     "path = /counting",
-                    "secret = counting-secret",
                     "command = seq 1 60",
                     "notif_on_success = mail",
                     "notif_on_failed = mail",
@@ -278,7 +277,6 @@ async fn email_over_starttls_with_a_login_carries_the_runs_end_and_log() {
                 "broken",
                 &[
                     "path = /broken",
-                    "secret = broken-secret",
                     "command = echo about to fail",
                     "command = false",
                     "notif_on_failed = mail",
@@ -288,9 +286,7 @@ async fn email_over_starttls_with_a_login_carries_the_runs_end_and_log() {
         .start()
         .await;
 
-    svc.trigger_with_secret("/counting", b"{}", "counting-secret")
-        .await
-        .assert_status(200);
+    svc.run_now("counting").await.assert_status(200);
     svc.wait_run_finished("counting", 1, WAIT).await;
     let received = smtp.wait_messages(1).await;
     let message = &received[0];
@@ -322,9 +318,7 @@ async fn email_over_starttls_with_a_login_carries_the_runs_end_and_log() {
     assert!(log.iter().any(|line| line.ends_with(" 60")), "{text}");
     assert!(!log.iter().any(|line| line.ends_with(" 5")), "{text}");
 
-    svc.trigger_with_secret("/broken", b"{}", "broken-secret")
-        .await
-        .assert_status(200);
+    svc.run_now("broken").await.assert_status(200);
     svc.wait_run_finished("broken", 1, WAIT).await;
     let received = smtp.wait_messages(2).await;
     let text = message_text(&received[1]);
@@ -357,7 +351,6 @@ async fn email_over_tls_from_the_start() {
                 "hello",
                 &[
                     "path = /hello",
-                    "secret = hello-secret",
                     "command = echo hello over tls",
                     "notif_on_success = mail",
                 ],
@@ -365,9 +358,7 @@ async fn email_over_tls_from_the_start() {
         )
         .start()
         .await;
-    svc.trigger_with_secret("/hello", b"{}", "hello-secret")
-        .await
-        .assert_status(200);
+    svc.run_now("hello").await.assert_status(200);
     let received = smtp.wait_messages(1).await;
     let message = &received[0];
     assert_eq!(message["tls"], true, "{message}");
