@@ -267,8 +267,17 @@
     return true;
   }
 
+  // Signed control requests are one-time, and two with the same body in the same second
+  // are one request: a field of the UI's own, random, makes each click its own request
+  // (the signature covers it; the service ignores it).
+  function nonce() {
+    var bytes = new Uint8Array(8);
+    crypto.getRandomValues(bytes);
+    return Array.prototype.map.call(bytes, function (b) { return (b + 256).toString(16).slice(1); }).join("");
+  }
+
   function signedForm(path, id) {
-    var body = "_svc_epoch=" + nowSecs() + "&id=" + encodeURIComponent(id);
+    var body = "_svc_epoch=" + nowSecs() + "&id=" + encodeURIComponent(id) + "&_svc_nonce=" + nonce();
     return api("POST", path, body, {
       "Content-Type": "application/x-www-form-urlencoded",
       "X-Svc-Sign": SvcHmac.hmacSha256Hex(getSecret(), body),
@@ -277,7 +286,7 @@
 
   function signedQuery(path, id) {
     // With an epoch: the request is one-time and bounded in time (require_epoch).
-    var query = "id=" + encodeURIComponent(id) + "&_svc_epoch=" + nowSecs();
+    var query = "id=" + encodeURIComponent(id) + "&_svc_epoch=" + nowSecs() + "&_svc_nonce=" + nonce();
     return api("POST", path + "?" + query, null, {
       "X-Svc-Sign": SvcHmac.hmacSha256Hex(getSecret(), query),
     });
