@@ -216,7 +216,7 @@ mod tests {
             url: "http://127.0.0.1:1/x".into(),
             request_type: HttpRequestType::Json,
             headers: vec![("Authorization".into(), "Bearer x".into())],
-            secret: Some("s".into()),
+            secret: Some(crate::redact::Secret::new("s")),
             sign_header: "x-my-sign".into(),
             insecure: true,
             follow_redirects: false,

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::redact::{Secret, redact_header, redact_url};
+
 /// Messages sent by the controller to a runner.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -194,8 +196,9 @@ pub enum Action {
     Http(HttpCall),
 }
 
-/// Description of a JobHttp request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Description of a JobHttp request. Its `Debug` hides the secret, the headers' sensitive
+/// values and the URL's tokens, by the one redaction rule ([`crate::redact`]).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HttpCall {
     /// `GET`, `POST`, `PUT` or `DELETE`.
     pub method: String,
@@ -205,7 +208,7 @@ pub struct HttpCall {
     pub headers: Vec<(String, String)>,
     /// When set, the query (for `query`) or body (for `form`/`json`) is signed with
     /// HMAC-SHA-256 and the hex signature sent in `sign_header`.
-    pub secret: Option<String>,
+    pub secret: Option<Secret>,
     /// The header that carries the signature (the JobHttp's `header_sign`).
     #[serde(default = "default_sign_header")]
     pub sign_header: String,
@@ -216,6 +219,27 @@ pub struct HttpCall {
     pub follow_redirects: bool,
     /// At most this many bytes of the response body are sent back.
     pub max_body_bytes: u64,
+}
+
+impl std::fmt::Debug for HttpCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<String> = self
+            .headers
+            .iter()
+            .map(|(name, value)| redact_header(name, value))
+            .collect();
+        f.debug_struct("HttpCall")
+            .field("method", &self.method)
+            .field("url", &redact_url(&self.url))
+            .field("request_type", &self.request_type)
+            .field("headers", &headers)
+            .field("secret", &self.secret)
+            .field("sign_header", &self.sign_header)
+            .field("insecure", &self.insecure)
+            .field("follow_redirects", &self.follow_redirects)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish()
+    }
 }
 
 fn default_sign_header() -> String {
@@ -246,5 +270,42 @@ mod base64_bytes {
         STANDARD
             .decode(text.as_bytes())
             .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HttpCall, HttpRequestType};
+    use crate::redact::Secret;
+
+    #[test]
+    fn an_http_call_debug_shows_no_secret_token_or_credential() {
+        let call = HttpCall {
+            method: "POST".into(),
+            url: "https://user:pa55word@hooks.example/services/T0AB12CD34EF56GH78IJ90?token=tok3n"
+                .into(),
+            request_type: HttpRequestType::Json,
+            headers: vec![
+                ("Authorization".into(), "Bearer b3arer".into()),
+                ("Accept".into(), "text/plain".into()),
+            ],
+            secret: Some(Secret::new("s3cret")),
+            sign_header: "x-svc-sign".into(),
+            insecure: false,
+            follow_redirects: false,
+            max_body_bytes: 1024,
+        };
+        let shown = format!("{call:?}");
+        for hidden in [
+            "pa55word",
+            "T0AB12CD34EF56GH78IJ90",
+            "tok3n",
+            "b3arer",
+            "s3cret",
+        ] {
+            assert!(!shown.contains(hidden), "{hidden} shown in {shown}");
+        }
+        assert!(shown.contains("Accept: text/plain"), "{shown}");
+        assert!(shown.contains("hooks.example"), "{shown}");
     }
 }

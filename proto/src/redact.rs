@@ -7,6 +7,30 @@
 /// What a hidden value is replaced with.
 pub const REDACTED: &str = "[redacted]";
 
+/// A secret value (a signing key, the main secret): it can be used, cloned, compared and
+/// sent to the runner, but its `Debug` shows [`REDACTED`], so no log line or panic message
+/// that prints a configuration or a protocol message can show it.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value itself, for the one place that signs or checks with it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
 /// Words that make a name sensitive wherever they appear in it (`X-Api-Key`,
 /// `client_secret`, `X-Amz-Signature`, `X-Hub-Signature-256`, `Set-Cookie`, ...).
 const SENSITIVE_PARTS: &[&str] = &[
@@ -148,6 +172,21 @@ fn percent_decode(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_secret_debug_shows_nothing_of_it() {
+        let secret = super::Secret::new("hunter2-the-secret");
+        assert_eq!(format!("{secret:?}"), super::REDACTED);
+        assert_eq!(
+            format!("{:?}", Some(&secret)),
+            format!("Some({})", super::REDACTED)
+        );
+        assert_eq!(secret.expose(), "hunter2-the-secret");
+        let json = serde_json::to_string(&secret).expect("serialize");
+        assert_eq!(json, "\"hunter2-the-secret\"");
+        let back: super::Secret = serde_json::from_str(&json).expect("deserialize");
+        assert_eq!(back, secret);
+    }
+
     use super::*;
 
     #[test]

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use proto::redact::Secret;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::config::{self, Config, ConfigError, ConfigIssue, MainConfig};
@@ -539,7 +540,7 @@ pub async fn run(
 struct PreparedState {
     /// Held until the process ends.
     lock: StateDirLock,
-    secret: Arc<str>,
+    secret: Secret,
 }
 
 /// Takes the state directory's lock before anything is written, takes over state from
@@ -562,8 +563,8 @@ fn prepare_state(main: &MainConfig) -> anyhow::Result<PreparedState> {
     for dir in [main.dir_job_state(), main.dir_job_http_state()] {
         crate::fsutil::remove_stale_temp_files(&dir);
     }
-    let secret: Arc<str> = match &main.secret {
-        Some(secret) => Arc::from(secret.as_str()),
+    let secret = match &main.secret {
+        Some(secret) => secret.clone(),
         None => {
             let stored = statedir::load_or_generate_secret(&main.dir_state())?;
             if stored.generated {
@@ -576,7 +577,7 @@ fn prepare_state(main: &MainConfig) -> anyhow::Result<PreparedState> {
             } else {
                 tracing::info!(file = %stored.path.display(), "no secret configured: using the secret stored in the state directory");
             }
-            Arc::from(stored.value.as_str())
+            Secret::new(stored.value)
         }
     };
     Ok(PreparedState { lock, secret })

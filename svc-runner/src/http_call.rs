@@ -90,7 +90,7 @@ pub fn prepare(call: &HttpCall, epoch: u64) -> Result<Prepared, HttpError> {
                 Some((_, bytes)) => bytes,
                 None => url.query().unwrap_or("").as_bytes(),
             };
-            Some(sign(secret.as_bytes(), signed)?)
+            Some(sign(secret.expose().as_bytes(), signed)?)
         }
     };
     Ok(Prepared {
@@ -476,7 +476,7 @@ mod tests {
     #[test]
     fn signature_covers_exactly_the_sent_bytes() {
         let mut c = call("GET", "http://h/x?a=b%2Fc", HttpRequestType::Query);
-        c.secret = Some("k".into());
+        c.secret = Some(proto::redact::Secret::new("k"));
         let p = prepare(&c, 3).expect("ok");
         assert_eq!(
             p.signature.as_deref(),
@@ -496,7 +496,7 @@ mod tests {
     #[test]
     fn headers_are_built_in_order_with_signature() {
         let mut c = call("POST", "http://h/x", HttpRequestType::Form);
-        c.secret = Some("k".into());
+        c.secret = Some(proto::redact::Secret::new("k"));
         c.headers = vec![
             ("X-A".into(), "1".into()),
             ("X-A".into(), "2".into()),

@@ -213,7 +213,7 @@ async fn get_with_signed_query_and_custom_headers() {
         format!("http://{addr}/hook?x=1&y=a%20b"),
         HttpRequestType::Query,
     );
-    c.secret = Some("s3cret".into());
+    c.secret = Some(proto::redact::Secret::new("s3cret"));
     c.headers = vec![("X-Custom".into(), "v1".into())];
     let messages = run(http_request(c)).await;
     let seen = server.await.expect("server");
@@ -262,7 +262,7 @@ async fn post_form_body_is_signed() {
         format!("http://{addr}/f?keep=1"),
         HttpRequestType::Form,
     );
-    c.secret = Some("k".into());
+    c.secret = Some(proto::redact::Secret::new("k"));
     let messages = run(http_request(c)).await;
     let seen = server.await.expect("server");
     assert_eq!(seen.method, "POST");

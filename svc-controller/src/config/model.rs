@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use proto::redact::Secret;
+
 use crate::schedule::Timer;
 use crate::timezone::Zone;
 
@@ -71,8 +73,9 @@ pub struct MainConfig {
     /// are below `dir_base`. Holds job state, the replay stores, the generated secret and
     /// the lock that allows one controller per state directory.
     pub dir_state: PathBuf,
-    /// `secret`; `None` when empty (a new one is generated at each start).
-    pub secret: Option<String>,
+    /// `secret`; `None` when empty (a new one is generated at each start). `Debug` hides
+    /// it.
+    pub secret: Option<Secret>,
     /// `http_timeout`: default timeout of JobHttp requests.
     pub http_timeout: Duration,
     /// `max_job_running` (legacy `max_hook_running`), default 1, at least 1.
@@ -403,8 +406,8 @@ pub struct HttpJobConfig {
     /// `http_follow_redirects`, default false: a 3xx fails the run; when true, redirects
     /// are followed to the same origin only.
     pub http_follow_redirects: bool,
-    /// `secret` used to sign the request; `None` = unsigned.
-    pub secret: Option<String>,
+    /// `secret` used to sign the request; `None` = unsigned. `Debug` hides it.
+    pub secret: Option<Secret>,
     /// `header_sign`: the header that carries the signature, lower-cased, default
     /// [`DEFAULT_HEADER_SIGN`].
     pub header_sign: String,

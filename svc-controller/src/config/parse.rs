@@ -22,6 +22,7 @@ use super::syntax::{self, Entry, Section, SectionKind};
 use crate::duration::parse_duration;
 use crate::schedule::{Schedule, Timer};
 use crate::timezone::Zone;
+use proto::redact::Secret;
 
 /// How a key may appear in a section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1082,7 +1083,10 @@ fn read_main(
     config.dir_state = r
         .parsed("dir_state", |v| Ok(resolve_path(&base, Path::new(v))))
         .unwrap_or_else(|| base.join(DEFAULT_DIR_STATE));
-    config.secret = r.text_or_empty("secret").filter(|s| !s.is_empty());
+    config.secret = r
+        .text_or_empty("secret")
+        .filter(|s| !s.is_empty())
+        .map(Secret::new);
     if let Some(v) = r.parsed("http_timeout", parse_positive_duration) {
         config.http_timeout = v;
     }
@@ -1535,7 +1539,7 @@ impl<'m> Loader<'m> {
             && secrets.is_empty()
             && auth_kind == AuthKind::Standard
             && let Some(main_secret) = &main.secret
-            && let Err(reason) = standard_key(main_secret)
+            && let Err(reason) = standard_key(main_secret.expose())
         {
             // Its deliveries would be checked with the main secret, which could never
             // match: refused here rather than every delivery as a mismatch.
@@ -1626,7 +1630,10 @@ impl<'m> Loader<'m> {
         let mut r = Reader::new(file, section, HTTP_JOB_KEYS, &mut self.errors);
 
         let description = r.text_or_empty("description").unwrap_or_default();
-        let secret = r.text_or_empty("secret").filter(|s| !s.is_empty());
+        let secret = r
+            .text_or_empty("secret")
+            .filter(|s| !s.is_empty())
+            .map(Secret::new);
         let timezone = r.zone(main);
         let timer = r.timer(&timezone);
         let http_method = r

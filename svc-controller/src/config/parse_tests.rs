@@ -90,7 +90,12 @@ fn main_values() {
     assert_eq!(main.name, "prod box");
     assert_eq!(main.listen_address, "0.0.0.0:8080");
     assert_eq!(main.dir_public, Some(tree.path("public")));
-    assert_eq!(main.secret.as_deref(), Some("s3cr3t # kept"));
+    assert_eq!(
+        main.secret.as_ref().map(|s| s.expose()),
+        Some("s3cr3t # kept")
+    );
+    // A configuration printed for debugging never shows the secret.
+    assert!(!format!("{main:?}").contains("s3cr3t"), "{main:?}");
     assert_eq!(main.http_timeout, Duration::from_secs(90));
     assert_eq!(main.max_job_running, 4);
     assert!(main.is_development);
@@ -631,7 +636,7 @@ fn http_job_values() {
     assert_eq!(job.name, "Ping Site");
     assert_eq!(job.file, tree.path("etc/svc/job_http.d/ping.conf"));
     assert_eq!(job.description, "ping");
-    assert_eq!(job.secret.as_deref(), Some("k"));
+    assert_eq!(job.secret.as_ref().map(|s| s.expose()), Some("k"));
     assert_eq!(job.timer, Some(Timer::Interval(Duration::from_secs(10))));
     assert_eq!(job.http_method, HttpMethod::Post);
     assert_eq!(job.http_url, "https://user@example.com:8443/ping?a=1#f");

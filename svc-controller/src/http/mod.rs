@@ -42,6 +42,7 @@ pub use error::ApiError;
 pub use response::{ok, wrapper};
 
 use crate::engine::Engine;
+use proto::redact::Secret;
 use read_timeout::ReadTimeout;
 
 /// Largest request body on the webhook routes.
@@ -67,7 +68,7 @@ pub(super) async fn blocking<T: Send + 'static>(
 pub struct AppState {
     pub engine: Engine,
     /// The main secret, for signed API calls and jobs without their own.
-    pub secret: Arc<str>,
+    pub secret: Arc<Secret>,
     /// The main secret as the key of a `standard` job without its own secret, decoded
     /// once ([`crate::auth::standard_key`]); `None` when it starts with `whsec_` and is
     /// not base64 after it (refused at load when configured; see [`AppState::new`]).
@@ -87,12 +88,12 @@ impl AppState {
     /// kept in the state directory), decoded once for `standard` jobs.
     pub fn new(
         engine: Engine,
-        secret: Arc<str>,
+        secret: Secret,
         replay: Arc<crate::replay::ReplayStores>,
         login: Arc<crate::login::Login>,
         body_budget: BodyBudget,
     ) -> AppState {
-        let standard_key = crate::auth::standard_key(secret.as_bytes())
+        let standard_key = crate::auth::standard_key(secret.expose().as_bytes())
             .map(|bytes| Arc::new(crate::config::WebhookKey::new(bytes)));
         if standard_key.is_none() {
             // Only a secret kept in the state directory gets here (a configured one is
@@ -104,7 +105,7 @@ impl AppState {
         }
         AppState {
             engine,
-            secret,
+            secret: Arc::new(secret),
             standard_key,
             replay,
             login,

@@ -111,7 +111,12 @@ pub(super) async fn check(
     match (param(&pairs, "_svc_epoch"), epoch) {
         (Some(value), _) => {
             check_epoch(parse_epoch(value)?)?;
-            spend(&state.replay, action, key(state.secret.as_bytes(), signed)).await?;
+            spend(
+                &state.replay,
+                action,
+                key(state.secret.expose().as_bytes(), signed),
+            )
+            .await?;
         }
         (None, Epoch::Required) => return Err(missing_epoch()),
         (None, Epoch::Optional) if state.engine.main().require_epoch => {
@@ -131,8 +136,13 @@ fn missing_epoch() -> ApiError {
 /// Checks `X-Svc-Sign` over `signed` with the main secret.
 fn verify(state: &AppState, headers: &HeaderMap, signed: &[u8]) -> Result<(), ApiError> {
     let signature = headers.get("x-svc-sign").and_then(|v| v.to_str().ok());
-    auth::verify_hmac_sha256(&[state.secret.as_bytes()], signed, "x-svc-sign", signature)
-        .map_err(|e| ApiError::unauthorized(e.to_string()))
+    auth::verify_hmac_sha256(
+        &[state.secret.expose().as_bytes()],
+        signed,
+        "x-svc-sign",
+        signature,
+    )
+    .map_err(|e| ApiError::unauthorized(e.to_string()))
 }
 
 /// What the store remembers of a signature: the hex HMAC-SHA-256 of `signed` with

@@ -312,7 +312,7 @@ pub(super) async fn trigger(
                 ));
             }
         },
-        ([], _) => vec![state.secret.as_bytes()],
+        ([], _) => vec![state.secret.expose().as_bytes()],
         (keys, _) => keys.iter().map(WebhookKey::bytes).collect(),
     };
     // The first secret names a delivery that has no ID of its own (below); during a
