@@ -8,6 +8,7 @@
 
 mod ahead;
 pub mod clock;
+pub mod events;
 pub mod executor;
 mod queue_gauge;
 pub mod read;
@@ -479,6 +480,8 @@ struct Inner {
     runtime: tokio::runtime::Handle,
     /// Where the ends of runs that have notifications go, once set.
     run_ends: std::sync::OnceLock<tokio::sync::mpsc::Sender<RunEnded>>,
+    /// Runs started and ended, pauses, resumes, reloads, for live watchers.
+    events: events::EventBus,
 }
 
 /// Handle on the job engine.
@@ -515,6 +518,7 @@ impl Engine {
             syncer: syncer::Syncer::start(),
             runtime: tokio::runtime::Handle::current(),
             run_ends: std::sync::OnceLock::new(),
+            events: events::EventBus::default(),
         });
         let engine = Engine { inner };
         engine.count_queue_when_read();
@@ -567,6 +571,26 @@ impl Engine {
                 "the run's notifications are dropped: the sender has stopped"
             ),
         }
+    }
+
+    /// Follows what happens from now on ([`events::EngineEvent`]), with the sequence
+    /// number of the last event before; refused once the service is stopping, whose
+    /// [`events::EngineEvent::Stopping`] a later subscriber would never see.
+    pub fn subscribe(
+        &self,
+    ) -> Result<(tokio::sync::broadcast::Receiver<events::Published>, u64), EngineError> {
+        let subscribed = self.inner.events.subscribe();
+        // After the subscription: a shutdown that began before it is seen here, one that
+        // begins after it reaches the subscriber as `Stopping`.
+        if self.is_shutting_down() {
+            return Err(EngineError::ShuttingDown);
+        }
+        Ok(subscribed)
+    }
+
+    /// Tells live watchers about `make`'s event, when there are any; never waits.
+    fn publish(&self, make: impl FnOnce() -> events::EngineEvent) {
+        self.inner.events.publish(make);
     }
 
     fn changed(&self) {
@@ -824,6 +848,7 @@ impl Engine {
         id: &str,
         trigger: Trigger,
     ) -> Result<Accepted, EngineError> {
+        let source = trigger.source;
         let (id, accepted) = self
             .accept_trigger(kind, id, trigger)
             .inspect_err(|err| crate::metrics::trigger_refused(err.reason()))?;
@@ -854,6 +879,11 @@ impl Engine {
                 registry.publish_queue_length();
                 return Err(EngineError::NotSaved);
             }
+            self.publish(|| events::EngineEvent::Queued {
+                kind,
+                job_id: id.clone(),
+                trigger: source,
+            });
         }
         Ok(accepted)
     }
@@ -1039,7 +1069,7 @@ impl Engine {
 
     fn set_paused(&self, kind: Kind, id: &str, paused: bool) -> Result<(), EngineError> {
         let mut missed = None;
-        let id = {
+        let (id, was_paused) = {
             let mut registry = self.lock();
             let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
             let entry = registry.get(kind, &id).ok_or(EngineError::NotFound)?;
@@ -1062,10 +1092,23 @@ impl Engine {
                 registry.run_tasks += 1;
                 registry.publish_queue_length();
             }
-            id
+            (id, was_paused)
         };
         self.persist(kind, &id, Durability::Durable);
         self.changed();
+        // A pause of a paused job changes nothing, and tells nothing.
+        if was_paused != paused {
+            self.publish(|| match paused {
+                true => events::EngineEvent::Paused {
+                    kind,
+                    job_id: id.clone(),
+                },
+                false => events::EngineEvent::Resumed {
+                    kind,
+                    job_id: id.clone(),
+                },
+            });
+        }
         if let Some((timer, last_run, window)) = missed {
             self.catch_up(kind, &id, &timer, last_run, window);
         }
@@ -1463,12 +1506,16 @@ impl Engine {
         registry.rebuild_indexes();
         drop(registry);
         self.changed();
+        self.publish(|| events::EngineEvent::Reloaded);
     }
 
     /// Stops timers, ends running executions (recorded as failed) and waits for them,
     /// at most `limit`.
     pub async fn shutdown(&self, limit: Duration) {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
+        // First: live watchers end their streams while the runs stop, so that the HTTP
+        // server's drain does not wait for them.
+        self.publish(|| events::EngineEvent::Stopping);
         {
             let mut registry = self.lock();
             for kind in [Kind::Job, Kind::Http] {

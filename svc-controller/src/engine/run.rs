@@ -444,6 +444,15 @@ fn begin_on_disk(
     let header = run_header(&context.def, context.counter, trigger);
     let mut files = RunFiles::default();
     let log = context.log_dir.create(context.counter, &header);
+    // Once the log exists (when it could be made), so that a watcher can open it.
+    engine.publish(|| super::events::EngineEvent::RunStarted {
+        kind,
+        job_id: id.to_string(),
+        counter: context.counter,
+        trigger: trigger.source,
+        attempt: trigger.attempt,
+        started_at: context.started_at,
+    });
     // After the log exists: a controller killed before this runs the trigger again at
     // its next start (this run, which never started its command, shows as interrupted);
     // killed after it, the run shows as interrupted only.
@@ -566,6 +575,22 @@ fn run_header(def: &Def, counter: u64, trigger: &Trigger) -> String {
         other => other.as_str().to_string(),
     };
     format!("=== run {counter} of {kind_word} {id} started by {by}")
+}
+
+/// The event that tells watchers how run `record` of job `id` ended.
+fn run_ended(kind: Kind, id: &str, record: &RunRecord) -> super::events::EngineEvent {
+    super::events::EngineEvent::RunEnded {
+        kind,
+        job_id: id.to_string(),
+        counter: record.counter,
+        status: record.status,
+        started_at: record.started_at,
+        ended_at: record.ended_at,
+        duration_ms: record.duration_ms,
+        exit_code: record.exit_code,
+        signal: record.signal,
+        http_status: record.http_status,
+    }
 }
 
 /// What the history keeps of a run that ended `status` between `started_at` and
@@ -926,6 +951,7 @@ impl Engine {
         ));
         self.inner.syncer.run_end(synced);
         self.changed();
+        self.publish(|| run_ended(kind, id, &record));
         // Counted once the log has its final name and the job its result, so whoever
         // sees the end of a run in the metrics also finds it in the log and the status.
         crate::metrics::run_finished(kind.as_str(), id, &record);
@@ -1013,6 +1039,7 @@ impl Engine {
                 ABANDONED,
             );
             crate::metrics::run_finished(kind.as_str(), id, &record);
+            self.publish(|| run_ended(kind, id, &record));
             // Through the syncer, as every other end: it alone appends to histories.
             self.inner.syncer.run_end(super::syncer::RunEnd {
                 history: Some((self.history_file(kind, id), record.to_line())),
