@@ -488,13 +488,16 @@ pub async fn run(
     // configuration would be a second copy of every job (5 MB with 10,000 of them)
     // kept for nothing.
     drop(config);
-    let app = http::router(AppState::new(
-        engine.clone(),
-        secret,
-        replay,
-        login.clone(),
-        http::BodyBudget::new(main.max_body_in_flight),
-    ));
+    let app = http::router(
+        AppState::new(
+            engine.clone(),
+            secret,
+            replay,
+            login.clone(),
+            http::BodyBudget::new(main.max_body_in_flight),
+        )
+        .with_event_streams(http::events::stream_limit(connections.limit)),
+    );
     println!(
         "svc: {} listening on http://{address}; UI at http://{address}/svc",
         main.name

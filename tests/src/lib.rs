@@ -11,7 +11,8 @@
 //! - [`wait_until`] / [`wait_for`]: bounded polling, the only way tests wait;
 //! - [`hmac_sha256_hex`] / [`hmac_sha1_hex`]: request signatures;
 //! - [`proc`]: looking for processes by command line, for "nothing is left running" checks;
-//! - [`logs`]: reading log files in the format of `docs/formats.md`.
+//! - [`logs`]: reading log files in the format of `docs/formats.md`;
+//! - [`sse`]: reading server-sent event streams as they come.
 
 mod binaries;
 pub mod logs;
@@ -19,6 +20,7 @@ pub mod proc;
 pub mod raw_http;
 mod service;
 mod sign;
+pub mod sse;
 mod wait;
 
 pub use binaries::{Binaries, binaries};

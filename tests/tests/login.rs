@@ -242,6 +242,7 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
         "/svc/api/job_exec/log?id=hello&counter=1",
         "/svc/api/job/log?id=hello&counter=1",
         "/svc/api/job_exec/log/stream?id=hello&counter=1",
+        "/svc/api/events",
         "/svc/api/job_http?id=ping",
         "/svc/api/job_http/logs?id=ping",
         "/svc/api/metrics",

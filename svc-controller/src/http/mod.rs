@@ -5,6 +5,7 @@
 mod body_budget;
 mod codehost;
 mod error;
+pub mod events;
 mod host;
 mod job_exec;
 mod job_http;
@@ -81,6 +82,8 @@ pub struct AppState {
     pub body_budget: BodyBudget,
     /// The Environment answer, built once per change of the engine.
     pub environment: Arc<view::EnvironmentCache>,
+    /// Room for open event streams (`/svc/api/events`).
+    pub event_streams: events::EventStreams,
 }
 
 impl AppState {
@@ -111,6 +114,16 @@ impl AppState {
             login,
             body_budget,
             environment: Arc::default(),
+            event_streams: events::EventStreams::default(),
+        }
+    }
+
+    /// The same state with room for `limit` event streams at once (see
+    /// [`events::stream_limit`]).
+    pub fn with_event_streams(self, limit: usize) -> AppState {
+        AppState {
+            event_streams: events::EventStreams::new(limit),
+            ..self
         }
     }
 }
@@ -277,6 +290,7 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
         .merge(compressed)
         .route("/svc/api/metrics", get(metrics))
         .route("/svc/api/job_exec/log/stream", get(log_stream::stream))
+        .route("/svc/api/events", get(events::stream))
         .route(open.post("/svc/api/login"), post(login::login))
         // Upstream's path for the same call.
         .route(open.post("/svc/api/auth/login"), post(login::login))
@@ -598,6 +612,7 @@ mod tests {
             "/svc/api/environment",
             "/svc/api/job_exec/log",
             "/svc/api/job_exec/log/stream",
+            "/svc/api/events",
             "/svc/api/job_http",
             "/svc/api/metrics",
             "/svc/api/session",
