@@ -3,7 +3,8 @@
  *
  * Plain JavaScript, no framework, nothing loaded from elsewhere. Routes live in the URL
  * fragment: #/ (dashboard), #/job/<id>[/log/<counter>], #/http/<id>[/log/<counter>].
- * The Environment is fetched again every 10 seconds. A Job log is followed live with
+ * The Environment is fetched again on each event of /svc/api/events (server-sent events;
+ * see initLiveUpdates), and every 10 seconds when that stream is missing. A Job log is followed live with
  * server-sent events (/svc/api/job_exec/log/stream); when that is not possible the log
  * is fetched again every 5 seconds while its status is `started`.
  *
@@ -20,6 +21,8 @@
 
   var ZERO_TIME = "0001-01-01T00:00:00Z";
   var ENV_REFRESH_MS = 10000;
+  // While the event stream is healthy, a poll is only a safety net.
+  var LIVE_REFRESH_MS = 300000;
   var LOG_POLL_MS = 5000;
   var WAIT_FOR_RUN_MS = 60000;
   // Where earlier versions kept the secret (see initSecret).
@@ -322,7 +325,7 @@
       document.getElementById("server-name").textContent = env.name || "svc";
       document.getElementById("server-version").textContent = env.version ? "v" + env.version : "";
       document.getElementById("footer-status").textContent =
-        "Updated " + absTime(new Date().toISOString()) + " · refreshed every 10 seconds" +
+        "Updated " + absTime(new Date().toISOString()) + " · " + refreshNote() +
         (env.is_development ? " · development server" : "");
       if (view) view.update();
     });
@@ -538,13 +541,14 @@
       }, function () { return "Resumed."; });
     }
 
+    var history = historyPanel(kind, id);
     main.replaceChildren(
       h("p", { class: "crumbs" }, h("a", { href: "#/" }, "Dashboard"), " › ",
         kind === "job" ? "Job" : "HTTP job"),
       head, description,
       h("div", { class: "grid" }, info, side),
       h("div", { class: "card panel viewer-logs" }, h("h2", null, "Logs"), logsBox),
-      viewerBox);
+      viewerBox, history.el);
 
     function update() {
       var job = current();
@@ -613,6 +617,7 @@
       }
       logsBox.replaceChildren(logLinks(kind, job, viewer ? viewer.counter : 0));
       if (viewer) viewer.jobUpdated(job);
+      history.jobUpdated(job);
     }
 
     function route(r) {
@@ -635,6 +640,7 @@
       key: kind + ":" + id,
       update: update,
       route: route,
+      onEvent: history.onEvent,
       destroy: function () { if (viewer) viewer.close(); },
     };
   }
@@ -831,6 +837,206 @@
     };
   }
 
+  // ----- run history -----------------------------------------------------------------
+
+  var HISTORY_PAGE = 50;
+  // Each status with a sign of its own, so that the badge does not rely on colour.
+  var RUN_STATUS = {
+    success: { sign: "✓", text: "success" },
+    fail: { sign: "✗", text: "failed" },
+    canceled: { sign: "⊘", text: "canceled" },
+    timeout: { sign: "◔", text: "timeout" },
+    interrupted: { sign: "↯", text: "interrupted" },
+  };
+
+  function runBadge(status) {
+    var known = RUN_STATUS[status] || { sign: "?", text: status };
+    return h("span", { class: "badge run-" + status, "data-status": status },
+      h("span", { "aria-hidden": "true" }, known.sign), known.text);
+  }
+
+  /** A run's length from milliseconds: 850 ms, 4.2 s, 3m 05s. */
+  function runDuration(ms) {
+    if (typeof ms !== "number") return "";
+    if (ms < 1000) return ms + " ms";
+    if (ms < 60000) return (ms / 1000).toFixed(1) + " s";
+    return span(ms / 1000);
+  }
+
+  /** How a run's work ended: exit code, signal or HTTP status. */
+  function runExit(run) {
+    if (typeof run.http_status === "number") return "HTTP " + run.http_status;
+    if (typeof run.signal === "number") return "signal " + run.signal;
+    if (typeof run.exit_code === "number") return "exit " + run.exit_code;
+    return h("span", { class: "muted" }, "—");
+  }
+
+  /** The run history of one job (GET …/runs): newest first, filtered by status on the
+   * client, older pages on demand, the newest page again when one of its runs ends. */
+  function historyPanel(kind, id) {
+    var url = (kind === "job" ? "/svc/api/job_exec/runs" : "/svc/api/job_http/runs") +
+      "?id=" + encodeURIComponent(id) + "&limit=" + HISTORY_PAGE;
+    var runs = [];
+    var more = false;
+    var loading = false;
+    var logs = {};
+    var wanted = "";
+    var note = h("p", { class: "hint", id: "history-note", "aria-live": "polite" });
+    var select = h("select", {
+      id: "history-status",
+      onchange: function () { wanted = select.value; render(); },
+    }, [["", "All"], ["success", "Success"], ["fail", "Failed"], ["canceled", "Canceled"],
+      ["timeout", "Timeout"], ["interrupted", "Interrupted"]].map(function (pair) {
+      return h("option", { value: pair[0] }, pair[1]);
+    }));
+    var older = h("button", { type: "button", class: "small", id: "history-older",
+      onclick: function () { load(true); } }, "Load older runs");
+    var box = h("div", { class: "table-wrap history" });
+    var el = h("section", { class: "card panel history-panel", "aria-labelledby": "history-title" },
+      h("div", { class: "history-head" },
+        h("h2", { id: "history-title" }, "Run history"),
+        h("label", { for: "history-status", class: "inline" }, "Status", select)),
+      box, h("div", { class: "history-foot" }, older, note));
+
+    function row(run) {
+      var started = isNever(run.started_at) ? h("span", { class: "muted" }, "—")
+        : h("time", { datetime: run.started_at, title: run.started_at }, absTime(run.started_at));
+      var log = logs[run.counter]
+        ? h("a", { href: "#/" + kind + "/" + encodeURIComponent(id) + "/log/" + run.counter }, "log #" + run.counter)
+        : h("span", { class: "muted", title: "removed by log_retention" }, "removed");
+      return h("tr", { "data-run": run.counter, "data-status": run.status },
+        cell("Run", "#" + run.counter, "num"),
+        cell("Status", runBadge(run.status)),
+        cell("Trigger", [run.trigger, run.cause ? h("span", { class: "sub" }, run.cause) : null]),
+        cell("Started", started),
+        cell("Duration", runDuration(run.duration_ms), "num"),
+        cell("Exit", runExit(run)),
+        cell("Attempt", String(run.attempt || 1), "num"),
+        cell("Log", log));
+    }
+
+    function render() {
+      var shown = runs.filter(function (run) { return !wanted || run.status === wanted; });
+      if (!runs.length) {
+        box.replaceChildren(empty(loading ? "Loading…" : "No finished runs yet."));
+      } else {
+        box.replaceChildren(table("Run history", ["Run", "Status", "Trigger", "Started (your time)",
+          "Duration", "Exit", "Attempt", "Log"], shown.map(row)));
+      }
+      older.hidden = !more;
+      older.disabled = loading;
+    }
+
+    /** Merges a page into what is loaded, newest first, each counter once. */
+    function merge(page) {
+      var byCounter = {};
+      runs.concat(page).forEach(function (run) { byCounter[run.counter] = run; });
+      runs = Object.keys(byCounter).map(function (c) { return byCounter[c]; })
+        .sort(function (a, b) { return b.counter - a.counter; });
+    }
+
+    function load(olderPage) {
+      if (loading) return;
+      loading = true;
+      render();
+      var before = olderPage && runs.length ? "&before=" + runs[runs.length - 1].counter : "";
+      api("GET", url + before).then(function (result) {
+        loading = false;
+        if (!result.ok) {
+          note.textContent = "Cannot load the run history: " + explain(result);
+          render();
+          return;
+        }
+        note.textContent = "";
+        var page = result.data || [];
+        merge(page);
+        // Only an older page tells whether there are more: the newest page again
+        // (after an event) does not change what lies beyond the oldest loaded run.
+        if (olderPage || runs.length === page.length) more = page.length === HISTORY_PAGE;
+        render();
+      });
+    }
+
+    load(false);
+    return {
+      el: el,
+      jobUpdated: function (job) {
+        var next = {};
+        (job.logs || []).forEach(function (log) { next[log.counter] = true; });
+        logs = next;
+        render();
+      },
+      onEvent: function (name, data) {
+        var sameJob = data && data.job_id === id && data.kind === (kind === "job" ? "job" : "job_http");
+        if ((name === "run_ended" && sameJob) || name === "resync" || name === "ready") load(false);
+      },
+    };
+  }
+
+  // ----- live updates ----------------------------------------------------------------
+
+  // True while the event stream is open and has said `ready`.
+  var live = false;
+  var pollTimer = null;
+  var refreshSoon = null;
+
+  function refreshNote() {
+    return live ? "live updates" : "refreshed every 10 seconds";
+  }
+
+  /** The next fetch of the Environment: soon without the event stream, rarely with it. */
+  function schedulePoll() {
+    if (pollTimer) clearTimeout(pollTimer);
+    pollTimer = setTimeout(function () {
+      refresh().then(schedulePoll, schedulePoll);
+    }, live ? LIVE_REFRESH_MS : ENV_REFRESH_MS);
+  }
+
+  function setLive(on) {
+    if (live === on) return;
+    live = on;
+    document.body.setAttribute("data-live", on ? "events" : "polling");
+    schedulePoll();
+  }
+
+  /** One Environment fetch for a burst of events (a run's end and the next's begin). */
+  function refreshOnEvent() {
+    if (refreshSoon) return;
+    refreshSoon = setTimeout(function () {
+      refreshSoon = null;
+      refresh();
+    }, 150);
+  }
+
+  /** Follows /svc/api/events; the polling of the spec stays the fallback. */
+  function initLiveUpdates() {
+    document.body.setAttribute("data-live", "polling");
+    if (typeof EventSource === "undefined") return;
+    var source = new EventSource("/svc/api/events");
+    function on(name, fn) {
+      source.addEventListener(name, function (ev) {
+        var data = null;
+        try { data = ev.data ? JSON.parse(ev.data) : null; } catch (e) { data = null; }
+        fn(data);
+        if (view && view.onEvent) view.onEvent(name, data);
+      });
+    }
+    on("ready", function () { setLive(true); refreshOnEvent(); });
+    ["run_started", "run_ended", "queued", "paused", "resumed", "reloaded", "resync"]
+      .forEach(function (name) { on(name, refreshOnEvent); });
+    // The stream ends; the browser reconnects by itself and `ready` comes again.
+    on("shutdown", function () { setLive(false); });
+    on("timeout", function () {});
+    source.onerror = function () {
+      setLive(false);
+      if (source.readyState === EventSource.CLOSED) {
+        // Refused (an error status, too many streams): poll, and try again later.
+        source.close();
+        setTimeout(initLiveUpdates, 60000);
+      }
+    };
+  }
+
   // ----- routing ---------------------------------------------------------------------
 
   function parseRoute() {
@@ -864,7 +1070,7 @@
   initSession();
   window.addEventListener("hashchange", onRoute);
   onRoute();
-  refresh();
-  setInterval(refresh, ENV_REFRESH_MS);
+  refresh().then(schedulePoll, schedulePoll);
+  initLiveUpdates();
   setInterval(tick, 1000);
 })();
