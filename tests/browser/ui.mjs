@@ -7,7 +7,7 @@
 //   SVC_BASE_URL     http://127.0.0.1:<port> of the service (required)
 //   SVC_SECRET       the main secret (required)
 //   SVC_NAME         the configured server name (required)
-//   SVC_SCREENSHOTS  directory for dashboard.png and log-viewer.png (optional)
+//   SVC_SCREENSHOTS  directory for the screenshots (optional)
 //   SVC_CHROMIUM     browser binary (default /usr/bin/chromium)
 //   SVC_USER, SVC_PASSWORD  a user of user.conf and its password (the login scenario)
 //
@@ -16,6 +16,7 @@
 // process exits 1 when a scenario failed.
 
 import assert from "node:assert/strict";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -76,10 +77,54 @@ async function waitForText(page, selector, pattern, what) {
   }
 }
 
-async function shoot(page, name) {
+async function shoot(page, name, fullPage = false) {
   if (!SCREENSHOTS) return;
   fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  await page.screenshot({ path: path.join(SCREENSHOTS, name) });
+  await page.screenshot({ path: path.join(SCREENSHOTS, name), fullPage });
+}
+
+// Run now for job `id`, signed with the main secret as the UI signs it (not through the
+// page: the page must learn of the run by itself).
+async function runNowSigned(id) {
+  const body = `_svc_epoch=${Math.floor(Date.now() / 1000)}&id=${encodeURIComponent(id)}` +
+    `&_svc_nonce=${crypto.randomBytes(8).toString("hex")}`;
+  const signature = crypto.createHmac("sha256", SECRET).update(body).digest("hex");
+  const res = await fetch(`${BASE}/svc/api/job_exec/trigger`, {
+    method: "POST",
+    body,
+    headers: { "Content-Type": "application/x-www-form-urlencoded", "X-Svc-Sign": signature },
+  });
+  assert.equal(res.status, 200, `run now of ${id}: ${await res.text()}`);
+}
+
+// Fails unless the page is at most as wide as its window; names what sticks out.
+async function assertFits(page, what) {
+  const found = await page.evaluate(() => {
+    const width = window.innerWidth;
+    const wide = [];
+    for (const el of document.querySelectorAll("body *")) {
+      const box = el.getBoundingClientRect();
+      if (box.right > width + 0.5 && box.width > 0) {
+        wide.push(`${el.tagName.toLowerCase()}${el.id ? "#" + el.id : ""}` +
+          `${el.className && typeof el.className === "string" ? "." + el.className.split(" ").join(".") : ""}` +
+          ` (${Math.round(box.right)} px)`);
+      }
+    }
+    return { scroll: document.documentElement.scrollWidth, width, wide: wide.slice(0, 8) };
+  });
+  assert.ok(found.scroll <= found.width,
+    `${what}: the page is ${found.scroll} px wide in a ${found.width} px window; ` +
+    `sticking out: ${found.wide.join(", ")}`);
+}
+
+// The documentation pages, as the index lists them.
+async function docPages(page) {
+  await page.goto(`${BASE}/svc/doc/`);
+  await page.locator(".doc-nav a").first().waitFor(STEP);
+  const links = await page.locator(".doc-nav a").evaluateAll((as) =>
+    as.map((a) => new URL(a.href).pathname));
+  assert.ok(links.length >= 5, `documentation pages listed: ${links}`);
+  return [...new Set(links)];
 }
 
 const scenarios = {
@@ -306,6 +351,99 @@ const scenarios = {
     await waitForText(page, "#job-status", /paused/, "JobHttp pause");
     await page.getByRole("button", { name: "Resume" }).click();
     await waitForText(page, "#job-status", /running/, "JobHttp resume shows started");
+  },
+
+  // The run history of a job: one row per run with a badge per status (a sign and a word,
+  // not colour alone), its trigger, exit and log; the status filter keeps only the runs
+  // asked for. (The test ran `flaky` to success, failure, timeout and cancel first.)
+  async history(page) {
+    await openJob(page, "flaky");
+    await page.locator("#history-title").waitFor(STEP);
+    await page.locator("tr[data-run]").nth(3).waitFor(STEP);
+    const rows = await page.locator("tr[data-run]").evaluateAll((trs) => trs.map((tr) => ({
+      counter: tr.getAttribute("data-run"),
+      status: tr.getAttribute("data-status"),
+      text: tr.textContent,
+    })));
+    assert.deepEqual(rows.map((r) => [r.counter, r.status]),
+      [["4", "canceled"], ["3", "timeout"], ["2", "fail"], ["1", "success"]], JSON.stringify(rows));
+    assert.match(rows[2].text, /✗\s*failed/, "a failure has its sign and word");
+    assert.match(rows[2].text, /exit 3/, "the failure's exit code");
+    assert.match(rows[3].text, /exit 0/);
+    assert.match(rows[0].text, /⊘\s*canceled/);
+    assert.match(rows[1].text, /◔\s*timeout/);
+    assert.match(rows[3].text, /webhook/, "the trigger");
+    assert.match(rows[3].text, /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/, "the start in the viewer's zone");
+    assert.equal(await page.locator('tr[data-run="1"] a[href$="/log/1"]').count(), 1, "a link to the log");
+
+    await page.locator("#history-status").selectOption("fail");
+    assert.deepEqual(await page.locator("tr[data-run]").evaluateAll((trs) =>
+      trs.map((tr) => tr.getAttribute("data-run"))), ["2"], "the filter keeps the failure");
+    await page.locator("#history-status").selectOption("timeout");
+    assert.deepEqual(await page.locator("tr[data-run]").evaluateAll((trs) =>
+      trs.map((tr) => tr.getAttribute("data-run"))), ["3"]);
+    await page.locator("#history-status").selectOption("");
+    assert.equal(await page.locator("tr[data-run]").count(), 4);
+    assert.ok(await page.locator("#history-older").isHidden(), "no older page to load");
+  },
+
+  // Live: with the event stream open the page polls only every 5 minutes, so a run
+  // started by the API (here, a signed run now sent by this script) can only show within
+  // the step's 20 seconds through the stream; its row in the history shows up too.
+  async live(page) {
+    await page.goto(`${BASE}/svc/`);
+    await page.locator('tr[data-job="tick"]').waitFor(STEP);
+    await page.waitForFunction(() => document.body.getAttribute("data-live") === "events", null, STEP);
+    await waitForText(page, "#footer-status", /live updates/, "the footer says the page is live");
+    const before = await statusText(page, 'tr[data-job="quick"]');
+    assert.match(before, /never/, before);
+    await runNowSigned("quick");
+    await waitForText(page, 'tr[data-job="quick"]', /success/, "the run shows without a reload");
+
+    await openJob(page, "quick");
+    await page.locator('tr[data-run="1"]').waitFor(STEP);
+    await runNowSigned("quick");
+    await page.locator('tr[data-run="2"]').waitFor(STEP);
+    assert.equal(await page.locator("tr[data-run]").count(), 2, "the new run joins the history");
+  },
+
+  // Every page fits a 390 px phone (nothing wider than the window: tables and code
+  // scroll in their own box) and a 1280 px screen; a screenshot of each at both.
+  async layout(page) {
+    const docs = await docPages(page);
+    for (const width of [390, 1280]) {
+      await page.setViewportSize({ width, height: width === 390 ? 844 : 800 });
+      await page.goto(`${BASE}/svc/`);
+      await page.locator('tr[data-job="tick"]').waitFor(STEP);
+      await assertFits(page, `dashboard at ${width} px`);
+      await shoot(page, `dashboard-${width}.png`);
+
+      await page.goto(`${BASE}/svc/#/job/flaky/log/2`);
+      await page.locator("tr[data-run]").first().waitFor(STEP);
+      await waitForText(page, "#viewer-status", /failed/, "the log of run 2");
+      await assertFits(page, `job page at ${width} px`);
+      await shoot(page, `job-${width}.png`, true);
+
+      for (const doc of docs) {
+        await page.goto(`${BASE}${doc}`);
+        await page.locator(".doc-body").waitFor(STEP);
+        await assertFits(page, `${doc} at ${width} px`);
+      }
+      await page.goto(`${BASE}/svc/doc/api`);
+      await page.locator(".doc-body").waitFor(STEP);
+      await shoot(page, `docs-${width}.png`);
+    }
+  },
+
+  // The login page fits a 390 px phone and a 1280 px screen.
+  async "login-layout"(page) {
+    for (const width of [390, 1280]) {
+      await page.setViewportSize({ width, height: width === 390 ? 844 : 800 });
+      await page.goto(`${BASE}/svc/login`);
+      await page.locator("#login-form").waitFor(STEP);
+      await assertFits(page, `login page at ${width} px`);
+      await shoot(page, `login-${width}.png`);
+    }
   },
 };
 

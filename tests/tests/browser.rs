@@ -6,10 +6,11 @@
 //! playwright-core scenarios of `tests/browser/ui.mjs` against it, in phases: between
 //! phases the test itself checks, with the harness's own signing, what the UI did
 //! (a trigger of the job the UI paused gets 412; after the UI resumed it, 200).
-//! The scenarios also take `dashboard.png` and `log-viewer.png`: into the service's
-//! temporary directory, or, only when `SVC_UPDATE_SCREENSHOTS=1` is set (as
-//! `docs/screenshots/update` does), into `docs/screenshots/`. A test run never rewrites
-//! a tracked file.
+//! The scenarios also take `dashboard.png` and `log-viewer.png`, and each page at 390 and
+//! 1280 px (`<page>-<width>.png`): into `<target>/screenshots/`, or, only when
+//! `SVC_UPDATE_SCREENSHOTS=1` is set (as `docs/screenshots/update` does), into
+//! `docs/screenshots/`. A test run never rewrites a tracked file.
+//! A third service runs the run history, live update and layout scenarios.
 //! A second service, with a `user.conf`, runs the login scenario.
 //!
 //! Prerequisites (checked first; a missing one fails with the command that installs it):
@@ -38,11 +39,15 @@ fn browser_dir() -> PathBuf {
 }
 
 /// Where the scenarios put their screenshots: see the module documentation.
-fn screenshots_dir(service: &TestService) -> PathBuf {
+fn screenshots_dir(_service: &TestService) -> PathBuf {
     if std::env::var("SVC_UPDATE_SCREENSHOTS").is_ok_and(|v| v == "1") {
         return Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots");
     }
-    let dir = service.dir_base().join("screenshots");
+    // `<target>/screenshots`: kept after the run for a look, never a tracked file.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")))
+        .join("screenshots");
     std::fs::create_dir_all(&dir).expect("create the screenshots directory");
     dir
 }
@@ -318,4 +323,106 @@ async fn hmac_js_passes_the_fips_and_rfc_4231_vectors() {
     require_prerequisites(false);
     let out = node(&["--test", "hmac.test.cjs"], &[], Duration::from_secs(60)).await;
     assert!(out.contains("# fail 0"), "{out}");
+}
+
+/// A service for the history, live update and layout scenarios: `flaky` runs as its
+/// webhook body says (`ok`, `fail`, `slow`, with a 2 s time limit), `quick` succeeds.
+async fn start_history_service() -> TestService {
+    let jobs = [
+        job_section("tick", &["interval = 1h", "command = echo tick"]),
+        job_section("quick", &["path = /quick", "command = echo quick"]),
+        job_section(
+            "flaky",
+            &[
+                "description = Succeeds, fails or hangs, as its webhook says.",
+                "path = /flaky",
+                "secret = flaky-secret",
+                "timeout = 2s",
+                // No `;`: it would begin a comment.
+                "command = grep -q ok $SVC_REQUEST_BODY && exit 0 || grep -q fail $SVC_REQUEST_BODY \
+                 && echo failing >&2 && exit 3 || sleep 30",
+            ],
+        ),
+    ]
+    .join("\n");
+    TestService::builder()
+        .svc("name = browser-test")
+        .job_file("jobs", jobs)
+        .start()
+        .await
+}
+
+/// Triggers `flaky` with `mode` as its body.
+async fn flaky(service: &TestService, mode: &str) {
+    let body = format!("{mode}\n");
+    let signature = hmac_sha256_hex("flaky-secret", body.as_bytes());
+    service
+        .trigger(
+            "/flaky",
+            body.as_bytes(),
+            &[("x-svc-sign", signature.as_str())],
+        )
+        .await
+        .assert_status(200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn history_live_updates_and_layout_in_chromium() {
+    require_prerequisites(true);
+    let _browser = BROWSER.lock().await;
+    let service = start_history_service().await;
+    service.wait_job_status("tick", "success", WAIT).await;
+    // Four runs of `flaky`, each ending its own way.
+    flaky(&service, "ok").await;
+    service.wait_run_finished("flaky", 1, WAIT).await;
+    flaky(&service, "fail").await;
+    service.wait_run_finished("flaky", 2, WAIT).await;
+    flaky(&service, "slow").await;
+    service.wait_run_finished("flaky", 3, WAIT).await;
+    flaky(&service, "slow").await;
+    service.wait_run_started("flaky", 4, WAIT).await;
+    service.cancel("flaky").await.assert_status(200);
+    service.wait_run_finished("flaky", 4, WAIT).await;
+    let runs = service.runs("job_exec", "flaky", "").await;
+    let statuses: Vec<&str> = runs
+        .data()
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|run| run["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["canceled", "timeout", "fail", "success"]);
+
+    scenarios(&service, &["history", "live", "layout"]).await;
+    let dir = screenshots_dir(&service);
+    for page in ["dashboard", "job", "docs"] {
+        for width in [390, 1280] {
+            assert_screenshot(&dir.join(format!("{page}-{width}.png")));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn login_page_layout_in_chromium() {
+    require_prerequisites(true);
+    let _browser = BROWSER.lock().await;
+    let service = start_service_with_login().await;
+    scenarios(&service, &["login-layout"]).await;
+    let dir = screenshots_dir(&service);
+    for width in [390, 1280] {
+        assert_screenshot(&dir.join(format!("login-{width}.png")));
+    }
+}
+
+/// Panics unless `path` is a PNG of a rendered page.
+fn assert_screenshot(path: &Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    assert!(bytes.starts_with(b"\x89PNG"), "{} is a PNG", path.display());
+    // A blank page compresses to a few hundred bytes; a rendered one does not.
+    assert!(
+        bytes.len() > 5_000,
+        "{} holds only {} bytes",
+        path.display(),
+        bytes.len()
+    );
 }
