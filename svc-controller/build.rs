@@ -59,6 +59,12 @@ const SOURCES: &[Source] = &[
         path: "docs/install.md",
     },
     Source {
+        slug: "operations",
+        title: "Operations",
+        summary: "Running svc day to day: live updates and what the UI falls back to.",
+        path: "docs/operations.md",
+    },
+    Source {
         slug: "performance",
         title: "Performance",
         summary: "The benchmark: method, figures against a peer and the machine, analysis.",
