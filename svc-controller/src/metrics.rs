@@ -5,19 +5,32 @@
 //! HTTP layer call; they only touch atomics and the families' own (non-poisoning) locks, so
 //! they are cheap and never panic. Label values are escaped by the crate's encoder.
 //!
+//! Per-job series are labelled `kind` (`job`, `job_http`) and `job_id` (never `job`,
+//! which Prometheus sets to the scrape job). They exist for configured jobs only, so
+//! their number follows the configuration; a reload that removes a job removes its
+//! series (after its last run, if one is going on).
+//!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `svc_runs_total` | counter | `kind` (`job`, `job_http`), `job`, `result` (`success`, `fail`) |
-//! | `svc_job_runs_total` | counter | `kind`, `job`, `status` (`success`, `fail`, `canceled`, `timeout`, `interrupted`) |
-//! | `svc_job_last_success_timestamp_seconds` | gauge | `kind`, `job` |
-//! | `svc_job_last_run_duration_seconds` | gauge | `kind`, `job` |
+//! | `svc_runs_total` | counter | `kind`, `job_id`, `result` (`success`, `fail`) |
+//! | `svc_job_runs_total` | counter (each status from 0) | `kind`, `job_id`, `status` (`success`, `fail`, `canceled`, `timeout`, `interrupted`) |
+//! | `svc_job_last_success_timestamp_seconds` | gauge | `kind`, `job_id` |
+//! | `svc_job_last_run_duration_seconds` | gauge | `kind`, `job_id` |
+//! | `svc_job_last_run_success` | gauge (0/1) | `kind`, `job_id` |
+//! | `svc_job_interval_seconds` | gauge | `kind`, `job_id` (jobs with a timer) |
+//! | `svc_job_queued` | gauge (0/1) | `kind`, `job_id` |
+//! | `svc_job_running` | gauge (0/1) | `kind`, `job_id` |
 //! | `svc_triggers_refused_total` | counter | `reason` (`not_found`, `paused`, `busy`, `shutting_down`, `not_saved`) |
+//! | `svc_triggers_dropped_total` | counter | `reason` |
 //! | `svc_run_duration_seconds` | histogram | `kind` |
 //! | `svc_run_queue_length` | gauge | |
+//! | `svc_runs_running` | gauge | |
+//! | `svc_max_job_running` | gauge | |
 //! | `svc_timer_lateness_seconds` | histogram | |
 //! | `svc_timer_ticks_skipped_total` | counter | `reason` (`running`, `paused`) |
 //! | `svc_webhook_rejections_total` | counter | `reason` |
 //! | `svc_http_requests_total` | counter | `route` (template or `other`), `status` |
+//! | `svc_http_connections_shed_total` | counter | `reason` (`idle_closed`, `refused`) |
 //! | `svc_build_info` | gauge (always 1) | `version` |
 //! | `svc_start_time_seconds` | gauge | |
 
@@ -34,7 +47,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::history::RunRecord;
-use crate::state::RunStatus;
+use crate::state::{RunResult, RunStatus};
 
 /// Upper bounds (seconds) of the run duration buckets: from 10 ms to one hour.
 const RUN_DURATION_BUCKETS: [f64; 12] = [
@@ -52,7 +65,7 @@ const TIMER_LATENESS_BUCKETS: [f64; 14] = [
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RunLabels {
     kind: &'static str,
-    job: String,
+    job_id: String,
     result: &'static str,
 }
 
@@ -60,15 +73,26 @@ struct RunLabels {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct JobStatusLabels {
     kind: &'static str,
-    job: String,
+    job_id: String,
     status: &'static str,
 }
 
-/// Labels of the per-job gauges.
+/// Labels of the per-job series. The job's ID is `job_id`, not `job`: Prometheus
+/// gives every scraped series the `job` label of its scrape configuration, and would
+/// rename a `job` label of the target to `exported_job`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct JobLabels {
     kind: &'static str,
-    job: String,
+    job_id: String,
+}
+
+impl JobLabels {
+    fn new(kind: &str, job_id: &str) -> Self {
+        Self {
+            kind: kind_label(kind),
+            job_id: job_id.to_owned(),
+        }
+    }
 }
 
 /// A gauge of seconds, fractional.
@@ -111,6 +135,12 @@ struct Metrics {
     job_runs: Family<JobStatusLabels, Counter>,
     job_last_success: Family<JobLabels, SecondsGauge>,
     job_last_duration: Family<JobLabels, SecondsGauge>,
+    job_last_run_success: Family<JobLabels, Gauge>,
+    job_interval: Family<JobLabels, SecondsGauge>,
+    job_queued: Family<JobLabels, Gauge>,
+    job_running: Family<JobLabels, Gauge>,
+    runs_running: Gauge,
+    max_job_running: Gauge,
     triggers_refused: Family<ReasonLabels, Counter>,
     run_duration: Family<KindLabels, Histogram, fn() -> Histogram>,
     queue_length: Gauge,
@@ -155,6 +185,48 @@ impl Metrics {
             "Duration of the last finished run of each job",
             Unit::Seconds,
             job_last_duration.clone(),
+        );
+        let job_last_run_success = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "job_last_run_success",
+            "1 when the last finished run of each job succeeded, 0 when it did not (absent \
+             until the job has a finished run)",
+            job_last_run_success.clone(),
+        );
+        let job_interval = Family::<JobLabels, SecondsGauge>::default();
+        registry.register_with_unit(
+            "job_interval",
+            "Longest gap expected between two timer runs of each job with a timer: its \
+             interval, or the longest gap among the next 64 slots of its schedule, plus its \
+             random_delay",
+            Unit::Seconds,
+            job_interval.clone(),
+        );
+        let job_queued = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "job_queued",
+            "1 when the one-slot queue of each job holds a trigger (a further trigger is \
+             then refused or replaces it), else 0",
+            job_queued.clone(),
+        );
+        let job_running = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "job_running",
+            "1 while a run of each job is going on (it holds a max_job_running permit), \
+             else 0",
+            job_running.clone(),
+        );
+        let runs_running = Gauge::default();
+        registry.register(
+            "runs_running",
+            "Runs going on, each holding one of the max_job_running permits",
+            runs_running.clone(),
+        );
+        let max_job_running = Gauge::default();
+        registry.register(
+            "max_job_running",
+            "The max_job_running setting: how many runs may go on at once",
+            max_job_running.clone(),
         );
         let triggers_refused = Family::<ReasonLabels, Counter>::default();
         registry.register(
@@ -244,6 +316,12 @@ impl Metrics {
             job_runs,
             job_last_success,
             job_last_duration,
+            job_last_run_success,
+            job_interval,
+            job_queued,
+            job_running,
+            runs_running,
+            max_job_running,
             triggers_refused,
             run_duration,
             queue_length,
@@ -257,28 +335,28 @@ impl Metrics {
     }
 
     fn run_finished(&self, kind: &str, job_id: &str, run: &RunRecord) {
-        let kind = kind_label(kind);
+        let job = JobLabels::new(kind, job_id);
+        let kind = job.kind;
         let success = run.status == RunStatus::Success;
         let seconds = Duration::from_millis(run.duration_ms).as_secs_f64();
-        let job = JobLabels {
-            kind,
-            job: job_id.to_owned(),
-        };
         self.runs
             .get_or_create(&RunLabels {
                 kind,
-                job: job.job.clone(),
+                job_id: job.job_id.clone(),
                 result: run.status.result().log_status(),
             })
             .inc();
         self.job_runs
             .get_or_create(&JobStatusLabels {
                 kind,
-                job: job.job.clone(),
+                job_id: job.job_id.clone(),
                 status: run.status.as_str(),
             })
             .inc();
         self.job_last_duration.get_or_create(&job).set(seconds);
+        self.job_last_run_success
+            .get_or_create(&job)
+            .set(i64::from(success));
         if success {
             self.job_last_success
                 .get_or_create(&job)
@@ -289,13 +367,95 @@ impl Metrics {
             .observe(seconds);
     }
 
-    fn set_last_success(&self, kind: &str, job_id: &str, at: DateTime<Utc>) {
-        self.job_last_success
-            .get_or_create(&JobLabels {
-                kind: kind_label(kind),
-                job: job_id.to_owned(),
-            })
-            .set(unix_seconds(at));
+    fn job_loaded(&self, kind: &str, job_id: &str, last: Option<(RunResult, DateTime<Utc>)>) {
+        let job = JobLabels::new(kind, job_id);
+        // Every status from zero: `increase()` then sees a job's first failure, which
+        // a series born at 1 would hide.
+        for status in RunStatus::ALL {
+            // Only creates the series: a reload keeps the counts it has.
+            drop(self.job_runs.get_or_create(&JobStatusLabels {
+                kind: job.kind,
+                job_id: job.job_id.clone(),
+                status: status.as_str(),
+            }));
+        }
+        if let Some((result, began)) = last {
+            let success = result == RunResult::Success;
+            self.job_last_run_success
+                .get_or_create(&job)
+                .set(i64::from(success));
+            if success {
+                self.job_last_success
+                    .get_or_create(&job)
+                    .set(unix_seconds(began));
+            }
+        }
+    }
+
+    fn set_job_interval(&self, kind: &str, job_id: &str, gap: Option<Duration>) {
+        let job = JobLabels::new(kind, job_id);
+        match gap {
+            Some(gap) => {
+                self.job_interval.get_or_create(&job).set(gap.as_secs_f64());
+            }
+            None => {
+                self.job_interval.remove(&job);
+            }
+        }
+    }
+
+    /// Drops every series of a job, so that a job removed from the configuration does
+    /// not stay in the exposition (and in dashboards and alerts) until the restart.
+    fn job_removed(&self, kind: &str, job_id: &str) {
+        let job = JobLabels::new(kind, job_id);
+        for status in RunStatus::ALL {
+            self.job_runs.remove(&JobStatusLabels {
+                kind: job.kind,
+                job_id: job.job_id.clone(),
+                status: status.as_str(),
+            });
+        }
+        for result in ["success", "fail"] {
+            self.runs.remove(&RunLabels {
+                kind: job.kind,
+                job_id: job.job_id.clone(),
+                result,
+            });
+        }
+        for family in [
+            &self.job_last_success,
+            &self.job_last_duration,
+            &self.job_interval,
+        ] {
+            family.remove(&job);
+        }
+        for family in [
+            &self.job_last_run_success,
+            &self.job_queued,
+            &self.job_running,
+        ] {
+            family.remove(&job);
+        }
+    }
+
+    /// Replaces the queue and running gauges with what `snapshot` counted.
+    fn apply_queue_snapshot(&self, snapshot: &QueueSnapshot) {
+        self.set_queue_length(snapshot.waiting);
+        self.runs_running
+            .set(i64::try_from(snapshot.running).unwrap_or(i64::MAX));
+        // Rebuilt from scratch: a job removed since the last count goes with it. The
+        // caller holds the lock that keeps another read from rendering meanwhile.
+        self.job_queued.clear();
+        self.job_running.clear();
+        for job in &snapshot.jobs {
+            let labels = JobLabels::new(job.kind, &job.job_id);
+            self.job_queued
+                .get_or_create(&labels)
+                .set(i64::from(job.queued));
+            self.job_running
+                .get_or_create(&labels)
+                .set(i64::from(job.running));
+        }
     }
 
     fn trigger_refused(&self, reason: &'static str) {
@@ -393,10 +553,29 @@ pub fn run_finished(kind: &str, job_id: &str, run: &RunRecord) {
     METRICS.run_finished(kind, job_id, run);
 }
 
-/// The last success of a job as its state tells at start (`last_run`, when its last run
-/// succeeded), so that `svc_job_last_success_timestamp_seconds` survives a restart.
-pub fn job_last_success(kind: &str, job_id: &str, at: DateTime<Utc>) {
-    METRICS.set_last_success(kind, job_id, at);
+/// A job was loaded (at start, or added by a reload): its runs by status start at zero,
+/// and `last` (how its last run ended and when it began, from its state file) makes
+/// `svc_job_last_run_success` and `svc_job_last_success_timestamp_seconds` survive a
+/// restart.
+pub fn job_loaded(kind: &str, job_id: &str, last: Option<(RunResult, DateTime<Utc>)>) {
+    METRICS.job_loaded(kind, job_id, last);
+}
+
+/// The longest gap expected between two timer runs of a job (`None`: it has no timer).
+pub fn job_interval(kind: &str, job_id: &str, gap: Option<Duration>) {
+    METRICS.set_job_interval(kind, job_id, gap);
+}
+
+/// A job left the configuration (and its last run, if one was going on, ended).
+pub fn job_removed(kind: &str, job_id: &str) {
+    METRICS.job_removed(kind, job_id);
+}
+
+/// The `max_job_running` setting, for alerts on saturation.
+pub fn set_max_job_running(permits: usize) {
+    METRICS
+        .max_job_running
+        .set(i64::try_from(permits).unwrap_or(i64::MAX));
 }
 
 /// The engine refused a trigger (see `svc_triggers_refused_total`).
@@ -423,17 +602,39 @@ pub fn timer_tick_skipped(reason: &'static str) {
         .inc();
 }
 
-/// What [`render`] asks for the number of waiting runs before it renders.
-type QueueLengthSource = Box<dyn Fn() -> Option<usize> + Send + Sync>;
+/// What the engine counts for the queue and running gauges when the metrics are read.
+#[derive(Debug, Default)]
+pub struct QueueSnapshot {
+    /// Queued triggers plus runs waiting for a permit (`svc_run_queue_length`).
+    pub waiting: usize,
+    /// Runs going on (`svc_runs_running`).
+    pub running: usize,
+    /// Each configured job (`svc_job_queued`, `svc_job_running`).
+    pub jobs: Vec<JobQueueState>,
+}
 
-static QUEUE_LENGTH_SOURCE: std::sync::Mutex<Option<QueueLengthSource>> =
-    std::sync::Mutex::new(None);
+/// One job in a [`QueueSnapshot`].
+#[derive(Debug)]
+pub struct JobQueueState {
+    /// `job` or `job_http`.
+    pub kind: &'static str,
+    pub job_id: String,
+    /// Its one-slot queue holds a trigger.
+    pub queued: bool,
+    /// A run of it is going on.
+    pub running: bool,
+}
 
-/// Where `svc_run_queue_length` comes from when the metrics are read: counting the
-/// waiting runs walks every job, too much to do at each change with thousands of them.
-/// `None` from `source` (nothing changed, or its engine is gone) keeps the last value.
-pub fn set_queue_length_source(source: impl Fn() -> Option<usize> + Send + Sync + 'static) {
-    *QUEUE_LENGTH_SOURCE
+/// What [`render`] asks for the queue's state before it renders.
+type QueueSource = Box<dyn Fn() -> Option<QueueSnapshot> + Send + Sync>;
+
+static QUEUE_SOURCE: std::sync::Mutex<Option<QueueSource>> = std::sync::Mutex::new(None);
+
+/// Where the queue and running gauges come from when the metrics are read: counting
+/// walks every job, too much to do at each change with thousands of them. `None` from
+/// `source` (nothing changed, or its engine is gone) keeps the last values.
+pub fn set_queue_source(source: impl Fn() -> Option<QueueSnapshot> + Send + Sync + 'static) {
+    *QUEUE_SOURCE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(source));
 }
@@ -469,13 +670,13 @@ pub fn http_request(route: &str, status: u16) {
 /// The text exposition of every metric (OpenMetrics text, which ends with `# EOF`;
 /// Prometheus's text parser reads it too).
 pub fn render() -> String {
-    let waiting = QUEUE_LENGTH_SOURCE
+    // Held through the rendering: two reads at once must not render the per-job gauges
+    // while the other one rebuilds them.
+    let source = QUEUE_SOURCE
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .as_ref()
-        .and_then(|source| source());
-    if let Some(waiting) = waiting {
-        METRICS.set_queue_length(waiting);
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(snapshot) = source.as_ref().and_then(|source| source()) {
+        METRICS.apply_queue_snapshot(&snapshot);
     }
     METRICS.render()
 }
@@ -524,24 +725,88 @@ mod tests {
             );
         }
         let earlier = DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default();
-        m.set_last_success("job", "b", earlier);
+        m.job_loaded("job", "b", Some((RunResult::Success, earlier)));
         m.trigger_refused("busy");
         let text = m.render();
         for line in [
             "# TYPE svc_job_runs counter\n",
-            "svc_job_runs_total{kind=\"job\",job=\"a\",status=\"success\"} 1\n",
-            "svc_job_runs_total{kind=\"job\",job=\"a\",status=\"timeout\"} 2\n",
-            "svc_job_runs_total{kind=\"job\",job=\"a\",status=\"canceled\"} 1\n",
+            "svc_job_runs_total{kind=\"job\",job_id=\"a\",status=\"success\"} 1\n",
+            "svc_job_runs_total{kind=\"job\",job_id=\"a\",status=\"timeout\"} 2\n",
+            "svc_job_runs_total{kind=\"job\",job_id=\"a\",status=\"canceled\"} 1\n",
             "# TYPE svc_job_last_success_timestamp_seconds gauge\n",
             // The failures after it leave the last success as it was.
-            "svc_job_last_success_timestamp_seconds{kind=\"job\",job=\"a\"} 1795687200.5\n",
-            "svc_job_last_success_timestamp_seconds{kind=\"job\",job=\"b\"} 1700000000.0\n",
+            "svc_job_last_success_timestamp_seconds{kind=\"job\",job_id=\"a\"} 1795687200.5\n",
+            "svc_job_last_success_timestamp_seconds{kind=\"job\",job_id=\"b\"} 1700000000.0\n",
             "# TYPE svc_job_last_run_duration_seconds gauge\n",
-            "svc_job_last_run_duration_seconds{kind=\"job\",job=\"a\"} 1.5\n",
+            "svc_job_last_run_duration_seconds{kind=\"job\",job_id=\"a\"} 1.5\n",
             "svc_triggers_refused_total{reason=\"busy\"} 1\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }
+    }
+
+    /// A job loaded at start shows its runs by status from zero and what its state file
+    /// says of its last run; a reload that removes it takes every series of it away.
+    #[test]
+    fn a_loaded_job_starts_at_zero_and_a_removed_one_leaves_no_series() {
+        let m = fresh();
+        let began = DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default();
+        m.job_loaded("job", "a", Some((RunResult::Fail, began)));
+        let text = m.render();
+        for status in ["success", "fail", "canceled", "timeout", "interrupted"] {
+            let line =
+                format!("svc_job_runs_total{{kind=\"job\",job_id=\"a\",status=\"{status}\"}} 0\n");
+            assert!(text.contains(&line), "missing {line:?} in:\n{text}");
+        }
+        assert!(
+            text.contains("svc_job_last_run_success{kind=\"job\",job_id=\"a\"} 0\n"),
+            "{text}"
+        );
+        assert!(!text.contains("svc_job_last_success_timestamp"), "{text}");
+
+        m.run_finished("job", "a", &end(true, Duration::from_millis(20)));
+        m.set_job_interval("job", "a", Some(Duration::from_secs(90)));
+        m.apply_queue_snapshot(&QueueSnapshot {
+            waiting: 1,
+            running: 1,
+            jobs: vec![JobQueueState {
+                kind: "job",
+                job_id: "a".into(),
+                queued: true,
+                running: true,
+            }],
+        });
+        let text = m.render();
+        for line in [
+            "svc_job_runs_total{kind=\"job\",job_id=\"a\",status=\"success\"} 1\n",
+            "svc_job_last_run_success{kind=\"job\",job_id=\"a\"} 1\n",
+            "svc_job_interval_seconds{kind=\"job\",job_id=\"a\"} 90.0\n",
+            "svc_job_queued{kind=\"job\",job_id=\"a\"} 1\n",
+            "svc_job_running{kind=\"job\",job_id=\"a\"} 1\n",
+            "svc_runs_running 1\n",
+            "svc_run_queue_length 1\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+
+        m.job_removed("job", "a");
+        // The next count no longer lists it either.
+        m.apply_queue_snapshot(&QueueSnapshot::default());
+        let text = m.render();
+        assert!(!text.contains("job_id=\"a\""), "{text}");
+        assert!(text.contains("svc_runs_running 0\n"), "{text}");
+    }
+
+    #[test]
+    fn a_job_without_timer_has_no_interval() {
+        let m = fresh();
+        m.set_job_interval("job_http", "h", Some(Duration::from_millis(1500)));
+        assert!(
+            m.render()
+                .contains("svc_job_interval_seconds{kind=\"job_http\",job_id=\"h\"} 1.5\n")
+        );
+        m.set_job_interval("job_http", "h", None);
+        assert!(!m.render().contains("svc_job_interval_seconds{"));
     }
 
     /// A private registry, so that assertions do not depend on other tests.
@@ -559,9 +824,9 @@ mod tests {
         let text = m.render();
         assert!(text.contains("# TYPE svc_runs counter\n"), "{text}");
         for line in [
-            "svc_runs_total{kind=\"job\",job=\"a\",result=\"success\"} 2\n",
-            "svc_runs_total{kind=\"job\",job=\"a\",result=\"fail\"} 1\n",
-            "svc_runs_total{kind=\"job_http\",job=\"h\",result=\"success\"} 1\n",
+            "svc_runs_total{kind=\"job\",job_id=\"a\",result=\"success\"} 2\n",
+            "svc_runs_total{kind=\"job\",job_id=\"a\",result=\"fail\"} 1\n",
+            "svc_runs_total{kind=\"job_http\",job_id=\"h\",result=\"success\"} 1\n",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }
@@ -601,7 +866,7 @@ mod tests {
         m.run_finished("surprise", "x", &end(true, Duration::ZERO));
         let text = m.render();
         assert!(
-            text.contains("svc_runs_total{kind=\"other\",job=\"x\",result=\"success\"} 1\n"),
+            text.contains("svc_runs_total{kind=\"other\",job_id=\"x\",result=\"success\"} 1\n"),
             "{text}"
         );
     }
@@ -711,7 +976,7 @@ mod tests {
     #[test]
     fn families_without_samples_are_left_out() {
         let text = fresh().render();
-        assert!(!text.contains("svc_runs"), "{text}");
+        assert!(!text.contains("svc_runs_total"), "{text}");
         assert!(!text.contains("svc_webhook_rejections"), "{text}");
     }
 
@@ -723,7 +988,7 @@ mod tests {
         let text = m.render();
         assert!(
             text.contains(
-                "svc_runs_total{kind=\"job\",job=\"we\\\"ird\\\\id\\nx\",result=\"fail\"} 1\n"
+                "svc_runs_total{kind=\"job\",job_id=\"we\\\"ird\\\\id\\nx\",result=\"fail\"} 1\n"
             ),
             "{text}"
         );
@@ -766,8 +1031,8 @@ mod tests {
         timer_tick_skipped("running");
         let text = render();
         for line in [
-            "svc_runs_total{kind=\"job\",job=\"unit_test_runs_1\",result=\"success\"} 1\n",
-            "svc_runs_total{kind=\"job\",job=\"unit_test_runs_1\",result=\"fail\"} 1\n",
+            "svc_runs_total{kind=\"job\",job_id=\"unit_test_runs_1\",result=\"success\"} 1\n",
+            "svc_runs_total{kind=\"job\",job_id=\"unit_test_runs_1\",result=\"fail\"} 1\n",
             "svc_http_requests_total{route=\"/unit_test/route/{x}\",status=\"418\"} 1\n",
             "svc_webhook_rejections_total{reason=\"unit_test_reason\"} 1\n",
             "svc_start_time_seconds ",

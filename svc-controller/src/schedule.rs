@@ -644,6 +644,11 @@ fn next_on_days(
     DateTime::<Utc>::MAX_UTC
 }
 
+/// How many upcoming slots of a schedule [`Timer::longest_gap`] looks at: enough to
+/// cover a day of a schedule every half hour, a week of a daily one, and two months of
+/// a monthly one, for a bounded cost per job.
+pub const GAP_SLOTS: usize = 64;
+
 /// `t + d`, saturating at the end of representable time.
 fn add(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
     TimeDelta::from_std(d)
@@ -656,6 +661,35 @@ impl Timer {
     /// The interval, clamped to at least one second.
     fn effective_interval(iv: Duration) -> Duration {
         iv.max(Duration::from_secs(1))
+    }
+
+    /// The longest gap between two consecutive due times from `now` on: the interval,
+    /// or for a schedule the longest gap among its next [`GAP_SLOTS`] slots (`None` when
+    /// it has fewer than two). It is what `svc_job_interval_seconds` exports, so that an
+    /// alert can say "no success for N intervals" of a cron job too: the longest gap,
+    /// not the usual one, so that the quiet night of an office-hours schedule does not
+    /// read as missed runs. Bounded work (at most [`GAP_SLOTS`] slot searches).
+    pub fn longest_gap(&self, now: DateTime<Utc>) -> Option<Duration> {
+        match self {
+            Timer::Interval(iv) => Some(Self::effective_interval(*iv)),
+            Timer::Schedule(schedule, zone) => {
+                let mut previous = schedule.next_in(now, zone);
+                let mut longest: Option<Duration> = None;
+                for _ in 1..GAP_SLOTS {
+                    if previous == DateTime::<Utc>::MAX_UTC {
+                        break;
+                    }
+                    let next = schedule.next_in(previous, zone);
+                    if next == DateTime::<Utc>::MAX_UTC {
+                        break;
+                    }
+                    let gap = (next - previous).to_std().unwrap_or_default();
+                    longest = Some(longest.map_or(gap, |l| l.max(gap)));
+                    previous = next;
+                }
+                longest
+            }
+        }
     }
 
     /// When the first run is due after a start at `now`, given the last run.
@@ -770,6 +804,51 @@ mod tests {
         Utc.with_ymd_and_hms(y, mo, d, h, mi, s)
             .single()
             .expect("valid test time")
+    }
+
+    fn schedule(text: &str) -> Schedule {
+        text.parse().expect("a valid test schedule")
+    }
+
+    #[test]
+    fn longest_gap_of_an_interval_is_the_interval() {
+        let now = at(2026, 3, 2, 10, 0, 0);
+        let timer = Timer::Interval(Duration::from_secs(90));
+        assert_eq!(timer.longest_gap(now), Some(Duration::from_secs(90)));
+        // Below one second counts as one second, as the timer does.
+        let fast = Timer::Interval(Duration::from_millis(10));
+        assert_eq!(fast.longest_gap(now), Some(Duration::from_secs(1)));
+    }
+
+    /// An office-hours schedule has its quiet night as its longest gap, whatever the
+    /// time of day the gap is computed at.
+    #[test]
+    fn longest_gap_of_a_schedule_covers_its_quiet_hours() {
+        // Every half hour from 09:00 to 17:30, on weekdays: the longest gap within the
+        // next 64 slots is the night, 17:30 to 09:00.
+        let office = Timer::Schedule(schedule("*/30 9-17 * * 1-5"), Zone::utc());
+        let night = Duration::from_secs(15 * 3600 + 30 * 60);
+        for now in [at(2026, 3, 2, 10, 0, 0), at(2026, 3, 2, 23, 0, 0)] {
+            assert_eq!(office.longest_gap(now), Some(night), "from {now}");
+        }
+        let daily = Timer::Schedule(schedule("daily@04:00"), Zone::utc());
+        assert_eq!(
+            daily.longest_gap(at(2026, 3, 2, 10, 0, 0)),
+            Some(Duration::from_secs(86_400))
+        );
+    }
+
+    /// The gap is real time: across a daylight-saving change a daily slot is 23 or
+    /// 25 hours after the one before.
+    #[test]
+    fn longest_gap_follows_the_zone() {
+        let berlin = Zone::parse("Europe/Berlin").expect("a known zone");
+        let daily = Timer::Schedule(schedule("daily@04:00"), berlin);
+        // The autumn change (2026-10-25) lies within the next 64 days.
+        assert_eq!(
+            daily.longest_gap(at(2026, 10, 1, 0, 0, 0)),
+            Some(Duration::from_secs(25 * 3600))
+        );
     }
 
     /// Slots are whole seconds, whatever fraction of a second the time asked after has

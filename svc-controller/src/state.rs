@@ -54,6 +54,15 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every status, for series that start at zero (metrics).
+    pub const ALL: [RunStatus; 5] = [
+        RunStatus::Success,
+        RunStatus::Fail,
+        RunStatus::Canceled,
+        RunStatus::Timeout,
+        RunStatus::Interrupted,
+    ];
+
     /// Its name in the API, the history and metrics.
     pub fn as_str(self) -> &'static str {
         match self {

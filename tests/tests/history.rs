@@ -153,8 +153,9 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     // The interrupted run is counted in the metrics too.
     let metrics = svc.get("/svc/api/metrics").await.raw;
     assert!(
-        metrics
-            .contains("svc_job_runs_total{kind=\"job\",job=\"long\",status=\"interrupted\"} 1\n"),
+        metrics.contains(
+            "svc_job_runs_total{kind=\"job\",job_id=\"long\",status=\"interrupted\"} 1\n"
+        ),
         "{metrics}"
     );
 

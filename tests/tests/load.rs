@@ -40,9 +40,9 @@ fn job_name(index: usize) -> String {
     format!("l{index:02}")
 }
 
-/// The value of `svc_runs_total{kind="job",job="<id>",result="<result>"}`, 0 when absent.
+/// The value of `svc_runs_total{kind="job",job_id="<id>",result="<result>"}`, 0 when absent.
 fn runs_metric(metrics: &str, id: &str, result: &str) -> u64 {
-    let prefix = format!("svc_runs_total{{kind=\"job\",job=\"{id}\",result=\"{result}\"}} ");
+    let prefix = format!("svc_runs_total{{kind=\"job\",job_id=\"{id}\",result=\"{result}\"}} ");
     metrics
         .lines()
         .find_map(|line| line.strip_prefix(&prefix))

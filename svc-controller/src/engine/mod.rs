@@ -722,11 +722,7 @@ impl Engine {
                 }
             }
         }
-        if state.last_result == Some(RunResult::Success)
-            && let Some(last_run) = state.last_run
-        {
-            crate::metrics::job_last_success(kind.as_str(), id, last_run);
-        }
+        crate::metrics::job_loaded(kind.as_str(), id, state.last_result.zip(state.last_run));
         // Counters reserved before a crash and never used are skipped, not reused; a
         // clean stop has given them back already.
         state.counter = state.counter.max(state.counter_reserved);
@@ -810,6 +806,10 @@ impl Engine {
             handle.abort();
         }
         entry.next_run = None;
+        if entry.def.timer().is_none() {
+            // The timer task exports the gap of a timer; a job without one has none.
+            crate::metrics::job_interval(kind.as_str(), id, None);
+        }
         if let Some(timer) = entry.def.timer().cloned() {
             let task = self.inner.runtime.spawn(timer::timer_task(
                 self.clone(),
@@ -1127,6 +1127,7 @@ impl Engine {
         };
         run.cancel.send_replace(Some(reason.to_string()));
         entry.take_queued();
+        registry.publish_queue_length();
         Ok(true)
     }
 
@@ -1470,9 +1471,11 @@ impl Engine {
                     crate::metrics::trigger_dropped("job_removed");
                 }
                 if entry.run.is_some() {
+                    // Its series go when its run ends (see `run.rs`).
                     entry.retired = true;
                 } else {
                     map.remove(&id);
+                    crate::metrics::job_removed(kind.as_str(), &id);
                 }
                 tracing::info!(job = %id, "job removed from the configuration");
             }
@@ -1504,6 +1507,8 @@ impl Engine {
             }
         }
         registry.rebuild_indexes();
+        // Jobs came or went, and queued triggers with them.
+        registry.publish_queue_length();
         drop(registry);
         self.changed();
         self.publish(|| events::EngineEvent::Reloaded);

@@ -1,4 +1,5 @@
-//! The `svc_run_queue_length` gauge, counted when the metrics are read.
+//! The queue and running gauges (`svc_run_queue_length`, `svc_runs_running`,
+//! `svc_job_queued`, `svc_job_running`), counted when the metrics are read.
 //!
 //! Counting the waiting runs walks every job. It used to be done at every trigger, run
 //! start and run end, with the registry locked: with 1,000 jobs due at the same second,
@@ -8,7 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{Engine, Registry};
+use super::{Engine, Kind, Registry};
 
 impl Registry {
     /// Notes that the number of waiting runs (queued triggers plus runs waiting for a
@@ -17,29 +18,52 @@ impl Registry {
         self.queue_counted.store(false, Ordering::Release);
     }
 
-    fn waiting_runs(&self) -> usize {
-        self.jobs
-            .values()
-            .chain(self.http.values())
-            .map(|e| {
-                usize::from(e.queued.is_some())
-                    + usize::from(e.run.as_ref().is_some_and(|r| r.counter.is_none()))
-            })
-            .sum()
+    /// Counts the waiting and running runs, in total and per job.
+    fn queue_snapshot(&self) -> crate::metrics::QueueSnapshot {
+        let mut snapshot = crate::metrics::QueueSnapshot {
+            jobs: Vec::with_capacity(self.jobs.len() + self.http.len()),
+            ..Default::default()
+        };
+        for (kind, map) in [(Kind::Job, &self.jobs), (Kind::Http, &self.http)] {
+            for (id, entry) in map {
+                let queued = entry.queued.is_some();
+                // A run without its counter yet waits for a permit (unless it has ended
+                // and only hands over); with it, it runs.
+                let waiting = entry
+                    .run
+                    .as_ref()
+                    .is_some_and(|r| r.counter.is_none() && !r.ended);
+                let running = entry.run.as_ref().is_some_and(|r| r.counter.is_some());
+                snapshot.waiting += usize::from(queued) + usize::from(waiting);
+                snapshot.running += usize::from(running);
+                // A removed job still running counts in the totals, not by itself.
+                if !entry.retired {
+                    snapshot.jobs.push(crate::metrics::JobQueueState {
+                        kind: kind.as_str(),
+                        job_id: id.clone(),
+                        queued,
+                        running,
+                    });
+                }
+            }
+        }
+        snapshot
     }
 }
 
 impl Engine {
-    /// Makes the metrics count this engine's waiting runs when they are read (and the
-    /// count may have changed since the last read).
+    /// Makes the metrics count this engine's waiting and running runs when they are read
+    /// (and the counts may have changed since the last read).
     pub(super) fn count_queue_when_read(&self) {
+        crate::metrics::set_max_job_running(self.inner.main.max_job_running.max(1));
         let inner = Arc::downgrade(&self.inner);
-        crate::metrics::set_queue_length_source(move || {
+        crate::metrics::set_queue_source(move || {
             let engine = Engine {
                 inner: inner.upgrade()?,
             };
             let registry = engine.lock();
-            (!registry.queue_counted.swap(true, Ordering::AcqRel)).then(|| registry.waiting_runs())
+            (!registry.queue_counted.swap(true, Ordering::AcqRel))
+                .then(|| registry.queue_snapshot())
         });
     }
 }

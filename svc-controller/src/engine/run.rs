@@ -935,7 +935,10 @@ impl Engine {
             if let Err(err) = entry.log_dir.remove_excess(&mut entry.logs, keep) {
                 tracing::error!(job = id, error = %err, "cannot delete old logs");
             }
-            (entry.log_dir.clone(), entry.snapshots)
+            let ended = (entry.log_dir.clone(), entry.snapshots);
+            // The run no longer counts as running in the metrics.
+            registry.publish_queue_length();
+            ended
         };
         if had_log {
             synced.dir = Some(log_dir.dir().to_path_buf());
@@ -1103,6 +1106,8 @@ impl Engine {
                         entry.run = None;
                         if entry.retired {
                             registry.map(kind).remove(id);
+                            // After its last run was counted: none of its series stays.
+                            crate::metrics::job_removed(kind.as_str(), id);
                         }
                         None
                     }

@@ -24,6 +24,20 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         }
     };
     let clock = engine.inner.clock.clone();
+    // Here rather than under the registry's lock: a schedule's gap takes some slot
+    // searches. `random_delay` may push a run that much later.
+    let gap = timer
+        .longest_gap(clock.now())
+        .map(|gap| gap.saturating_add(random_delay));
+    {
+        // Under the lock, as a reload removes a job's series: a job removed meanwhile
+        // does not get its gap back.
+        let mut registry = engine.lock();
+        if registry.get(kind, &id).is_none() {
+            return;
+        }
+        crate::metrics::job_interval(kind.as_str(), &id, gap);
+    }
     // `catch_up = once`: a slot missed while the service was down runs once, now.
     if let Some(window) = catch_up
         && !paused
