@@ -20,6 +20,7 @@
 //! | `svc_job_interval_seconds` | gauge | `kind`, `job_id` (jobs with a timer) |
 //! | `svc_job_queued` | gauge (0/1) | `kind`, `job_id` |
 //! | `svc_job_running` | gauge (0/1) | `kind`, `job_id` |
+//! | `svc_job_paused` | gauge (0/1) | `kind`, `job_id` |
 //! | `svc_triggers_refused_total` | counter | `reason` (`not_found`, `paused`, `busy`, `shutting_down`, `not_saved`) |
 //! | `svc_triggers_dropped_total` | counter | `reason` |
 //! | `svc_run_duration_seconds` | histogram | `kind` |
@@ -139,6 +140,7 @@ struct Metrics {
     job_interval: Family<JobLabels, SecondsGauge>,
     job_queued: Family<JobLabels, Gauge>,
     job_running: Family<JobLabels, Gauge>,
+    job_paused: Family<JobLabels, Gauge>,
     runs_running: Gauge,
     max_job_running: Gauge,
     triggers_refused: Family<ReasonLabels, Counter>,
@@ -215,6 +217,12 @@ impl Metrics {
             "1 while a run of each job is going on (it holds a max_job_running permit), \
              else 0",
             job_running.clone(),
+        );
+        let job_paused = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "job_paused",
+            "1 while each job is paused (its timer and triggers start no run), else 0",
+            job_paused.clone(),
         );
         let runs_running = Gauge::default();
         registry.register(
@@ -320,6 +328,7 @@ impl Metrics {
             job_interval,
             job_queued,
             job_running,
+            job_paused,
             runs_running,
             max_job_running,
             triggers_refused,
@@ -433,6 +442,7 @@ impl Metrics {
             &self.job_last_run_success,
             &self.job_queued,
             &self.job_running,
+            &self.job_paused,
         ] {
             family.remove(&job);
         }
@@ -447,6 +457,7 @@ impl Metrics {
         // caller holds the lock that keeps another read from rendering meanwhile.
         self.job_queued.clear();
         self.job_running.clear();
+        self.job_paused.clear();
         for job in &snapshot.jobs {
             let labels = JobLabels::new(job.kind, &job.job_id);
             self.job_queued
@@ -455,6 +466,9 @@ impl Metrics {
             self.job_running
                 .get_or_create(&labels)
                 .set(i64::from(job.running));
+            self.job_paused
+                .get_or_create(&labels)
+                .set(i64::from(job.paused));
         }
     }
 
@@ -609,7 +623,7 @@ pub struct QueueSnapshot {
     pub waiting: usize,
     /// Runs going on (`svc_runs_running`).
     pub running: usize,
-    /// Each configured job (`svc_job_queued`, `svc_job_running`).
+    /// Each configured job (`svc_job_queued`, `svc_job_running`, `svc_job_paused`).
     pub jobs: Vec<JobQueueState>,
 }
 
@@ -623,6 +637,8 @@ pub struct JobQueueState {
     pub queued: bool,
     /// A run of it is going on.
     pub running: bool,
+    /// It is paused.
+    pub paused: bool,
 }
 
 /// What [`render`] asks for the queue's state before it renders.
@@ -774,6 +790,7 @@ mod tests {
                 job_id: "a".into(),
                 queued: true,
                 running: true,
+                paused: false,
             }],
         });
         let text = m.render();

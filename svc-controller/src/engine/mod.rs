@@ -1090,8 +1090,9 @@ impl Engine {
             let started = !paused && self.start_queued(kind, &id, entry);
             if started {
                 registry.run_tasks += 1;
-                registry.publish_queue_length();
             }
+            // `svc_job_paused` is counted with the queue.
+            registry.publish_queue_length();
             (id, was_paused)
         };
         self.persist(kind, &id, Durability::Durable);
@@ -1126,7 +1127,9 @@ impl Engine {
             return Ok(false);
         };
         run.cancel.send_replace(Some(reason.to_string()));
-        entry.take_queued();
+        if entry.take_queued().is_some() {
+            crate::metrics::trigger_dropped("canceled");
+        }
         registry.publish_queue_length();
         Ok(true)
     }

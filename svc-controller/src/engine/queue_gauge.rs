@@ -1,5 +1,6 @@
 //! The queue and running gauges (`svc_run_queue_length`, `svc_runs_running`,
-//! `svc_job_queued`, `svc_job_running`), counted when the metrics are read.
+//! `svc_job_queued`, `svc_job_running`, and `svc_job_paused` with them), counted when
+//! the metrics are read.
 //!
 //! Counting the waiting runs walks every job. It used to be done at every trigger, run
 //! start and run end, with the registry locked: with 1,000 jobs due at the same second,
@@ -43,6 +44,7 @@ impl Registry {
                         job_id: id.clone(),
                         queued,
                         running,
+                        paused: entry.state.paused,
                     });
                 }
             }
