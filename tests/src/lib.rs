@@ -12,11 +12,13 @@
 //! - [`hmac_sha256_hex`] / [`hmac_sha1_hex`]: request signatures;
 //! - [`proc`]: looking for processes by command line, for "nothing is left running" checks;
 //! - [`logs`]: reading log files in the format of `docs/formats.md`;
-//! - [`sse`]: reading server-sent event streams as they come.
+//! - [`sse`]: reading server-sent event streams as they come;
+//! - [`prom`]: the metrics read with a real OpenMetrics parser, and `promtool`.
 
 mod binaries;
 pub mod logs;
 pub mod proc;
+pub mod prom;
 pub mod raw_http;
 mod service;
 mod sign;
