@@ -683,3 +683,55 @@ fn dashboard_is_valid_and_its_queries_parse() {
     let path = path.to_str().expect("a UTF-8 temporary path");
     run_promtool(&["check", "rules", path]);
 }
+
+/// A reload that removes a job removes its series: the exposition follows the
+/// configuration, and dashboards and alerts stop showing a job that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_job_leaves_no_series() {
+    let svc = TestService::builder()
+        .job_file(
+            "r_keep",
+            job_section("r_keep", &["path = /r_keep", "command = true"]),
+        )
+        .job_file(
+            "r_gone",
+            job_section("r_gone", &["interval = 1h", "command = true"]),
+        )
+        .start()
+        .await;
+    // The interval job runs at start: wait for its success in the metrics.
+    let before = wait_for(WAIT, "r_gone's run in the metrics", async || {
+        let metrics = scrape(&svc).await;
+        (runs_of(&metrics, "r_gone", "success") == Some(1.0)
+            && metrics
+                .value("svc_job_interval_seconds", &job("r_gone"))
+                .is_some())
+        .then_some(metrics)
+    })
+    .await;
+    assert_eq!(
+        before.value("svc_job_interval_seconds", &job("r_gone")),
+        Some(3600.0)
+    );
+
+    let file = svc.job_d().join("r_gone.conf");
+    std::fs::remove_file(&file).unwrap_or_else(|err| panic!("remove {}: {err}", file.display()));
+    svc.sighup();
+    let after = wait_for(WAIT, "r_gone's series gone after the reload", async || {
+        let metrics = scrape(&svc).await;
+        let gone = metrics.families.iter().all(|family| {
+            family
+                .samples
+                .iter()
+                .all(|sample| sample.labels.get("job_id").map(String::as_str) != Some("r_gone"))
+        });
+        gone.then_some(metrics)
+    })
+    .await;
+    assert_eq!(
+        runs_of(&after, "r_keep", "success"),
+        Some(0.0),
+        "the other job's series stay"
+    );
+    assert_eq!(after.value("svc_job_queued", &job("r_keep")), Some(0.0));
+}
