@@ -211,7 +211,7 @@ impl LogDir {
             path,
             log_dir: self.clone(),
             counter,
-            partial: [Vec::new(), Vec::new(), Vec::new()],
+            lines: LineSplitter::default(),
             output_left: self.max_output,
             cut: false,
         })
@@ -385,6 +385,91 @@ pub enum OutputKind {
     Body = 2,
 }
 
+/// What a line of standard error starts with, after its time: `2> `, the shell's name
+/// for that stream. Standard output and a JobHttp's body stay unmarked, as upstream
+/// writes them, so a log reads the same in `less` and to clients that only know the
+/// interface's format; stderr lines stand out without a second file or a framing.
+pub const STDERR_MARKER: &str = "2> ";
+
+impl OutputKind {
+    /// The marker a log line of this output starts with (after its time).
+    fn marker(self) -> &'static [u8] {
+        match self {
+            OutputKind::Stderr => STDERR_MARKER.as_bytes(),
+            OutputKind::Stdout | OutputKind::Body => b"",
+        }
+    }
+}
+
+/// Turns the chunks of each output into whole log lines: a partial line waits, per
+/// output, for its newline, so that a line split over several chunks becomes one log
+/// line with one time and one marker, and a stdout line and a stderr line that arrive
+/// interleaved never merge. A partial line that reaches [`MAX_PARTIAL_LINE`] is written
+/// as a line of its own (its rest starts the next one, marked again), so that output
+/// without newlines is never held in memory for ever. Pure: it writes into buffers, the
+/// caller writes those to the file.
+#[derive(Debug, Default)]
+struct LineSplitter {
+    partial: [Vec<u8>; 3],
+}
+
+impl LineSplitter {
+    /// Appends to `out` the log lines that `data` completes for `kind`, each as
+    /// `<stamp> <marker><text>\n`; keeps the rest for later.
+    fn push(&mut self, kind: OutputKind, mut data: &[u8], stamp: &str, out: &mut Vec<u8>) {
+        while let Some(pos) = data.iter().position(|&b| b == b'\n') {
+            let partial = &mut self.partial[kind as usize];
+            line_start(out, stamp, kind);
+            out.append(partial);
+            out.extend_from_slice(&data[..=pos]);
+            data = &data[pos + 1..];
+        }
+        let partial = &mut self.partial[kind as usize];
+        partial.extend_from_slice(data);
+        if partial.len() >= MAX_PARTIAL_LINE {
+            line_start(out, stamp, kind);
+            out.append(partial);
+            out.push(b'\n');
+        }
+    }
+
+    /// The pending partial lines, each as a whole log line ended with a newline, stdout
+    /// first; none is kept.
+    fn flush(&mut self, stamp: &str) -> Vec<Vec<u8>> {
+        let mut lines = Vec::new();
+        for kind in [OutputKind::Stdout, OutputKind::Stderr, OutputKind::Body] {
+            let partial = &mut self.partial[kind as usize];
+            if partial.is_empty() {
+                continue;
+            }
+            let mut out = Vec::with_capacity(partial.len() + stamp.len() + 8);
+            line_start(&mut out, stamp, kind);
+            out.append(partial);
+            out.push(b'\n');
+            lines.push(out);
+        }
+        lines
+    }
+
+    /// Drops every pending partial line.
+    fn clear(&mut self) {
+        self.partial = Default::default();
+    }
+
+    /// Bytes of the partial line `kind` has waiting.
+    #[cfg(test)]
+    fn pending(&self, kind: OutputKind) -> usize {
+        self.partial[kind as usize].len()
+    }
+}
+
+/// `<stamp> <marker>`: the start of a log line of output `kind`.
+fn line_start(out: &mut Vec<u8>, stamp: &str, kind: OutputKind) {
+    out.extend_from_slice(stamp.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(kind.marker());
+}
+
 /// The log of a run in progress.
 #[derive(Debug)]
 pub struct RunLog {
@@ -392,7 +477,7 @@ pub struct RunLog {
     path: PathBuf,
     log_dir: LogDir,
     counter: u64,
-    partial: [Vec<u8>; 3],
+    lines: LineSplitter,
     /// Bytes of output this log may still take.
     output_left: u64,
     /// Output was cut at the limit: the rest is dropped.
@@ -411,27 +496,13 @@ impl RunLog {
             .write_all(format_line(Utc::now(), text).as_bytes())
     }
 
-    /// Adds command output. Complete lines are written at once with their time; a trailing
-    /// partial line waits for its newline (or for [`RunLog::flush_partial`]).
-    pub fn output(&mut self, kind: OutputKind, mut data: &[u8]) -> io::Result<()> {
-        let now = Utc::now();
+    /// Adds command output. Complete lines are written at once with their time (and
+    /// the stderr marker for standard error); a trailing partial line waits for its
+    /// newline (or for [`RunLog::flush_partial`]).
+    pub fn output(&mut self, kind: OutputKind, data: &[u8]) -> io::Result<()> {
+        let stamp = Utc::now().format(LINE_TIME_FORMAT).to_string();
         let mut out = Vec::with_capacity(data.len() + 32);
-        while let Some(pos) = data.iter().position(|&b| b == b'\n') {
-            let partial = &mut self.partial[kind as usize];
-            out.extend_from_slice(now.format(LINE_TIME_FORMAT).to_string().as_bytes());
-            out.push(b' ');
-            out.append(partial);
-            out.extend_from_slice(&data[..=pos]);
-            data = &data[pos + 1..];
-        }
-        let partial = &mut self.partial[kind as usize];
-        partial.extend_from_slice(data);
-        if partial.len() >= MAX_PARTIAL_LINE {
-            out.extend_from_slice(now.format(LINE_TIME_FORMAT).to_string().as_bytes());
-            out.push(b' ');
-            out.append(partial);
-            out.push(b'\n');
-        }
+        self.lines.push(kind, data, &stamp, &mut out);
         self.write_output(&out)
     }
 
@@ -453,7 +524,7 @@ impl RunLog {
             .map_or(0, |i| i + 1);
         self.file.write_all(&out[..kept])?;
         self.cut = true;
-        self.partial = [Vec::new(), Vec::new(), Vec::new()];
+        self.lines.clear();
         let limit = self.log_dir.max_output;
         self.file.write_all(
             format_line(
@@ -469,18 +540,8 @@ impl RunLog {
 
     /// Writes out pending partial lines, each ended with a newline.
     pub fn flush_partial(&mut self) -> io::Result<()> {
-        let now = Utc::now();
-        let mut pending = Vec::new();
-        for partial in &mut self.partial {
-            if partial.is_empty() {
-                continue;
-            }
-            let mut out = format!("{} ", now.format(LINE_TIME_FORMAT)).into_bytes();
-            out.append(partial);
-            out.push(b'\n');
-            pending.push(out);
-        }
-        for out in pending {
+        let stamp = Utc::now().format(LINE_TIME_FORMAT).to_string();
+        for out in self.lines.flush(&stamp) {
             self.write_output(&out)?;
         }
         Ok(())
@@ -588,13 +649,110 @@ mod tests {
             texts,
             [
                 "=== run 7 started",
-                "oops",
+                "2> oops",
                 "hello",
                 "world",
                 "=== run 7 finished: success"
             ]
         );
         lines.iter().for_each(|l| assert_timestamped(l));
+    }
+
+    /// The log lines `chunks` make, in order, with the stamp `T`, then those a flush
+    /// writes.
+    fn split(chunks: &[(OutputKind, &[u8])]) -> Vec<String> {
+        let mut splitter = LineSplitter::default();
+        let mut out = Vec::new();
+        for (kind, data) in chunks {
+            splitter.push(*kind, data, "T", &mut out);
+        }
+        splitter
+            .flush("T")
+            .into_iter()
+            .for_each(|mut rest| out.append(&mut rest));
+        lines(&out)
+    }
+
+    #[test]
+    fn stderr_lines_are_marked_once_whatever_the_chunks() {
+        use OutputKind::{Body, Stderr, Stdout};
+        assert_eq!(
+            split(&[(Stderr, b"one line\n")]),
+            ["T 2> one line"],
+            "marked after the time"
+        );
+        assert_eq!(
+            split(&[(Stderr, b"sp"), (Stderr, b"li"), (Stderr, b"t\nnext\n")]),
+            ["T 2> split", "T 2> next"],
+            "a line over three chunks is marked once"
+        );
+        assert_eq!(
+            split(&[(Stdout, b"out\n"), (Body, b"{}\n")]),
+            ["T out", "T {}"],
+            "stdout and a body are not marked"
+        );
+        assert_eq!(
+            split(&[(Stderr, b"\n")]),
+            ["T 2> "],
+            "an empty line keeps its marker"
+        );
+    }
+
+    #[test]
+    fn interleaved_outputs_never_merge() {
+        use OutputKind::{Stderr, Stdout};
+        // A stdout line cut by a stderr line: each completes on its own.
+        assert_eq!(
+            split(&[
+                (Stdout, b"hel"),
+                (Stderr, b"warn"),
+                (Stdout, b"lo\n"),
+                (Stderr, b"ing\n"),
+            ]),
+            ["T hello", "T 2> warning"]
+        );
+        // Partial lines left at the end: each flushed as a line of its own, stdout
+        // first, the stderr one marked.
+        assert_eq!(
+            split(&[(Stderr, b"no newline"), (Stdout, b"half")]),
+            ["T half", "T 2> no newline"]
+        );
+        // A 2> in stdout's text is not taken for a marker, nor doubled in stderr's.
+        assert_eq!(
+            split(&[(Stdout, b"2> x\n"), (Stderr, b"2> y\n")]),
+            ["T 2> x", "T 2> 2> y"]
+        );
+    }
+
+    #[test]
+    fn a_long_stderr_line_is_cut_and_each_part_marked() {
+        let mut splitter = LineSplitter::default();
+        let mut out = Vec::new();
+        let long = vec![b'e'; MAX_PARTIAL_LINE + 5];
+        splitter.push(OutputKind::Stderr, &long[..100], "T", &mut out);
+        assert!(out.is_empty(), "a partial line waits");
+        splitter.push(OutputKind::Stderr, &long[100..], "T", &mut out);
+        assert_eq!(splitter.pending(OutputKind::Stderr), 0);
+        splitter.push(OutputKind::Stderr, b"tail\n", "T", &mut out);
+        let got = lines(&out);
+        assert_eq!(got.len(), 2, "the cut part, then the rest");
+        assert_eq!(got[0].len(), "T 2> ".len() + MAX_PARTIAL_LINE + 5);
+        assert!(got[0].starts_with("T 2> eee"));
+        assert_eq!(got[1], "T 2> tail");
+    }
+
+    #[test]
+    fn a_flush_leaves_nothing_and_a_clear_drops_everything() {
+        let mut splitter = LineSplitter::default();
+        let mut out = Vec::new();
+        splitter.push(OutputKind::Stderr, b"a", "T", &mut out);
+        splitter.push(OutputKind::Stdout, b"b", "T", &mut out);
+        splitter.clear();
+        assert!(splitter.flush("T").is_empty());
+        splitter.push(OutputKind::Stderr, b"c", "T", &mut out);
+        assert_eq!(splitter.flush("T"), vec![b"T 2> c\n".to_vec()]);
+        assert!(splitter.flush("T").is_empty(), "flushed once");
+        assert!(out.is_empty());
     }
 
     #[test]
@@ -604,7 +762,7 @@ mod tests {
         let mut log = logs.create(1, "h").expect("create");
         log.output(OutputKind::Stdout, &vec![b'x'; MAX_PARTIAL_LINE + 10])
             .expect("out");
-        assert!(log.partial[0].is_empty());
+        assert_eq!(log.lines.pending(OutputKind::Stdout), 0);
         let content = fs::read(logs.path(1, LogStatus::Started)).expect("read");
         assert_eq!(content.len(), 22 + 20 + MAX_PARTIAL_LINE + 10 + 1);
     }
