@@ -706,6 +706,9 @@
       var text = m ? m[2] : line;
       if (m) frag.appendChild(h("span", { class: "t" }, m[1] + " "));
       var cls = /^(===|\$ |---)/.test(text) ? (/finished: fail|cancel/i.test(text) && /^===/.test(text) ? "svc bad" : "svc") : null;
+      // Standard error: the log marks it with "2> " (docs/formats.md), which stays in
+      // the text, so the colour is not the only sign.
+      if (!cls && text.indexOf("2> ") === 0) cls = "stderr";
       frag.appendChild(cls ? h("span", { class: cls }, text) : document.createTextNode(text));
       frag.appendChild(document.createTextNode("\n"));
       return frag;
