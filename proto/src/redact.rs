@@ -103,7 +103,9 @@ pub fn redact_url(url: &str) -> String {
     let path: Vec<&str> = path
         .split('/')
         .map(|segment| {
-            if looks_like_token(segment) {
+            // Blanks around a token (a URL pasted with a space, which the configuration
+            // then refuses and shows) keep it a token.
+            if looks_like_token(segment.trim()) {
                 REDACTED
             } else {
                 segment
@@ -248,6 +250,10 @@ mod tests {
             (
                 "https://h/page#access_token=abc&state=1",
                 "https://h/page#access_token=[redacted]&state=1",
+            ),
+            (
+                "https://hc-ping.com/ 5bf66975-d4c7-4bf5-bcc8-b8d8a82ea278",
+                "https://hc-ping.com/[redacted]",
             ),
         ];
         for (url, shown) in cases {
