@@ -53,6 +53,12 @@ const SOURCES: &[Source] = &[
         path: "docs/formats.md",
     },
     Source {
+        slug: "operations",
+        title: "Operations",
+        summary: "Running svc day to day: health pings and what else an operator watches.",
+        path: "docs/operations.md",
+    },
+    Source {
         slug: "install",
         title: "Installation",
         summary: "Packages, where every file lives, upgrades, the systemd sandbox.",

@@ -26,8 +26,8 @@ use crate::statedir::{self, StateDirLock};
 pub const EXIT_CONFIG: u8 = 78;
 /// Time the shutdown gives running executions to end (their grace included).
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
-/// Time the shutdown then gives notifications under way, while the HTTP server ends its
-/// connections (at most 2 s): all within the 10 s of a stop.
+/// Time the shutdown then gives notifications and health pings under way, while the HTTP
+/// server ends its connections (at most 2 s): all within the 10 s of a stop.
 const NOTIFY_GRACE: Duration = Duration::from_millis(1500);
 
 /// Command line of `svc-controller`.
@@ -474,6 +474,8 @@ pub async fn run(
     // On this runtime, the HTTP front's: sending notifications waits behind runs.
     let (notifier, run_ends) = crate::notify::Notifier::start(&main.name, &config.notifs);
     engine.announce_run_ends_to(run_ends);
+    let (pinger, pings) = crate::notify::ping::Pinger::start();
+    engine.send_pings_to(pings);
 
     let listener = tokio::net::TcpListener::bind(&main.listen_address)
         .await
@@ -533,7 +535,8 @@ pub async fn run(
     // The runs the stop ended are announced by now.
     let _ = tokio::join!(
         tokio::time::timeout(Duration::from_secs(2), server),
-        notifier.shutdown(NOTIFY_GRACE)
+        notifier.shutdown(NOTIFY_GRACE),
+        pinger.shutdown(NOTIFY_GRACE)
     );
     tracing::info!("stopped");
     Ok(())

@@ -32,6 +32,7 @@
 //! | `svc_webhook_rejections_total` | counter | `reason` |
 //! | `svc_http_requests_total` | counter | `route` (template or `other`), `status` |
 //! | `svc_http_connections_shed_total` | counter | `reason` (`idle_closed`, `refused`) |
+//! | `svc_pings_total` | counter | `result` (`sent`, `failed`, `dropped`) |
 //! | `svc_build_info` | gauge (always 1) | `version` |
 //! | `svc_start_time_seconds` | gauge | |
 
@@ -111,6 +112,12 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+/// Labels of `svc_pings_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
 /// Labels of `svc_http_requests_total`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct HttpLabels {
@@ -152,6 +159,7 @@ struct Metrics {
     triggers_dropped: Family<ReasonLabels, Counter>,
     http_requests: Family<HttpLabels, Counter>,
     connections_shed: Family<ReasonLabels, Counter>,
+    pings: Family<ResultLabels, Counter>,
 }
 
 impl Metrics {
@@ -297,6 +305,14 @@ impl Metrics {
              or the new one answered 503 (refused)",
             connections_shed.clone(),
         );
+        let pings = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "pings",
+            "Health pings (ping_url) by result: sent (the check answered 2xx, retries \
+             included), failed (every attempt failed, or the service stopped first), \
+             dropped (never tried: too many were waiting)",
+            pings.clone(),
+        );
 
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info
@@ -340,6 +356,7 @@ impl Metrics {
             triggers_dropped,
             http_requests,
             connections_shed,
+            pings,
         }
     }
 
@@ -675,6 +692,12 @@ pub fn trigger_dropped(reason: &'static str) {
         .triggers_dropped
         .get_or_create(&ReasonLabels { reason })
         .inc();
+}
+
+/// A health ping was sent, failed for good or was dropped (`result`: `sent`, `failed`,
+/// `dropped`).
+pub fn ping_sent(result: &'static str) {
+    METRICS.pings.get_or_create(&ResultLabels { result }).inc();
 }
 
 /// An HTTP request was answered; `route` is the matched route template (never the raw

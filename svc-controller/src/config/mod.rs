@@ -23,8 +23,8 @@ pub use model::{
     DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS,
     DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME,
     DEFAULT_PATCHHOST_PUBLIC_KEY, EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType,
-    JobConfig, MainConfig, NotifConfig, NotifKind, OnBusy, ResourceLimits, SmtpCredentials,
-    SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
+    JobConfig, MainConfig, NotifConfig, NotifKind, OnBusy, PingUrl, ResourceLimits,
+    SmtpCredentials, SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
 pub(crate) use parse::is_conf_file;
 pub use parse::{job_id_from_name, known_keys, load};

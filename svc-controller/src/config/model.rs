@@ -255,6 +255,8 @@ pub struct JobConfig {
     pub notif_on_success: Vec<String>,
     /// `notif_on_failed`, likewise: those told when a run fails.
     pub notif_on_failed: Vec<String>,
+    /// `ping_url`: the health-check URL told when each run starts and how it ended.
+    pub ping_url: Option<PingUrl>,
     /// `on_success`, repeated or comma-separated: the Jobs started when a run succeeds
     /// (their IDs as configured; checked to exist and to form no cycle).
     pub on_success: Vec<String>,
@@ -421,6 +423,8 @@ pub struct HttpJobConfig {
     pub notif_on_success: Vec<String>,
     /// `notif_on_failed`, as for jobs.
     pub notif_on_failed: Vec<String>,
+    /// `ping_url`, as for jobs.
+    pub ping_url: Option<PingUrl>,
 }
 
 /// A `[notif "NAME"]` section: where the notifications of the jobs that name it go.
@@ -551,6 +555,36 @@ impl fmt::Debug for WebhookNotif {
             .field("url", &proto::redact::redact_url(&self.url))
             .field("key", &self.key)
             .finish()
+    }
+}
+
+/// A job's `ping_url`: an `http://` or `https://` URL of a health-check service
+/// (healthchecks.io style) told when each run starts and how it ended. Such a URL
+/// usually carries the check's secret (a UUID or a ping key), so `Debug` shows it as
+/// [`proto::redact::redact_url`] does, and so must every log line.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PingUrl(String);
+
+impl PingUrl {
+    /// The URL, checked at load to be `http://` or `https://` with a host.
+    pub(crate) fn new(url: String) -> PingUrl {
+        PingUrl(url)
+    }
+
+    /// The URL itself, with its secret: for the request only, never for a log line.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// The URL as it may be shown.
+    pub fn redacted(&self) -> String {
+        proto::redact::redact_url(&self.0)
+    }
+}
+
+impl fmt::Debug for PingUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PingUrl").field(&self.redacted()).finish()
     }
 }
 

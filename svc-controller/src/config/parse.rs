@@ -15,8 +15,8 @@ use super::model::{
     DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION,
     DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY, DEFAULT_RETRY_DELAY,
     EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, MainConfig, NotifConfig,
-    NotifKind, OnBusy, ResourceLimits, SmtpCredentials, SmtpSecurity, SmtpServer, UserConfig,
-    WebhookKey, WebhookNotif, resolve_path,
+    NotifKind, OnBusy, PingUrl, ResourceLimits, SmtpCredentials, SmtpSecurity, SmtpServer,
+    UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
 use super::syntax::{self, Entry, Section, SectionKind};
 use crate::duration::parse_duration;
@@ -98,6 +98,7 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("sandbox", Bool),
     ("notif_on_success", List),
     ("notif_on_failed", List),
+    ("ping_url", Scalar),
 ];
 
 const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -119,6 +120,7 @@ const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
     ("timezone", Scalar),
     ("notif_on_success", List),
     ("notif_on_failed", List),
+    ("ping_url", Scalar),
 ];
 
 const NOTIF_KEYS: &[(&str, KeyKind)] = &[
@@ -161,6 +163,10 @@ const USER_KEYS: &[(&str, KeyKind)] = &[("password", Scalar)];
 /// Keys whose values are secrets: a problem names the key, never the value.
 const SECRET_KEYS: &[&str] = &["secret", "smtp_password", "password"];
 
+/// Keys whose values are URLs that may carry a token: a problem shows the value as
+/// [`proto::redact::redact_url`] does.
+const URL_SECRET_KEYS: &[&str] = &["ping_url"];
+
 fn new_issue(
     file: &Path,
     section: Option<&str>,
@@ -169,6 +175,7 @@ fn new_issue(
     message: impl Into<String>,
 ) -> ConfigIssue {
     let secret = key.is_some_and(|key| SECRET_KEYS.contains(&key));
+    let url_secret = key.is_some_and(|key| URL_SECRET_KEYS.contains(&key));
     ConfigIssue {
         file: file.to_path_buf(),
         section: section.map(str::to_string),
@@ -176,11 +183,12 @@ fn new_issue(
         value: value.map(|v| {
             // An empty value is no secret, and says what is wrong.
             if secret && !v.is_empty() {
-                proto::redact::REDACTED
+                proto::redact::REDACTED.to_string()
+            } else if url_secret {
+                proto::redact::redact_url(v)
             } else {
-                v
+                v.to_string()
             }
-            .to_string()
         }),
         message: message.into(),
     }
@@ -847,6 +855,11 @@ fn check_http_url(value: &str) -> Result<String, String> {
     Ok(value.to_string())
 }
 
+/// `ping_url`: an `http://` or `https://` URL with a host.
+fn parse_ping_url(value: &str) -> Result<PingUrl, String> {
+    check_http_url(value).map(PingUrl::new)
+}
+
 /// The `kind` of a `[notif]` section, before its keys are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum NotifWord {
@@ -1454,6 +1467,7 @@ impl<'m> Loader<'m> {
 
         let notif_on_success = r.notif_names("notif_on_success");
         let notif_on_failed = r.notif_names("notif_on_failed");
+        let ping_url = r.parsed("ping_url", parse_ping_url);
         let on_busy = r.parsed("on_busy", parse_on_busy).unwrap_or_default();
         let retry = r
             .parsed("retry", |v| {
@@ -1599,6 +1613,7 @@ impl<'m> Loader<'m> {
             sandbox,
             notif_on_success,
             notif_on_failed,
+            ping_url,
             // Filled with the IDs they name once every file is read.
             on_success: Vec::new(),
             on_failure: Vec::new(),
@@ -1662,6 +1677,7 @@ impl<'m> Loader<'m> {
         let (user, group) = run_as(&mut r, main);
         let notif_on_success = r.notif_names("notif_on_success");
         let notif_on_failed = r.notif_names("notif_on_failed");
+        let ping_url = r.parsed("ping_url", parse_ping_url);
 
         if !r.has("http_url") {
             r.fail_key("http_url", "a JobHttp needs http_url");
@@ -1699,6 +1715,7 @@ impl<'m> Loader<'m> {
             group,
             notif_on_success,
             notif_on_failed,
+            ping_url,
         });
     }
 
@@ -2317,3 +2334,7 @@ mod tests;
 #[cfg(test)]
 #[path = "notif_tests.rs"]
 mod notif_tests;
+
+#[cfg(test)]
+#[path = "ping_tests.rs"]
+mod ping_tests;

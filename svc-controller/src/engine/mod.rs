@@ -10,6 +10,7 @@ mod ahead;
 pub mod clock;
 pub mod events;
 pub mod executor;
+mod pings;
 mod queue_gauge;
 pub mod read;
 pub mod request;
@@ -43,6 +44,7 @@ use crate::schedule::Timer;
 use crate::state::{JobState, QueuedTrigger, RunResult, RunStatus};
 use clock::Clock;
 use executor::{Executor, Runner};
+pub use pings::{PingEvent, RunPing};
 
 /// One log, open for reading (see [`Engine::open_log`]).
 #[derive(Debug)]
@@ -482,6 +484,8 @@ struct Inner {
     run_ends: std::sync::OnceLock<tokio::sync::mpsc::Sender<RunEnded>>,
     /// Runs started and ended, pauses, resumes, reloads, for live watchers.
     events: events::EventBus,
+    /// Where the health pings of jobs with a `ping_url` go, once set.
+    pings: pings::PingSink,
 }
 
 /// Handle on the job engine.
@@ -519,6 +523,7 @@ impl Engine {
             runtime: tokio::runtime::Handle::current(),
             run_ends: std::sync::OnceLock::new(),
             events: events::EventBus::default(),
+            pings: pings::PingSink::new(),
         });
         let engine = Engine { inner };
         engine.count_queue_when_read();
@@ -549,6 +554,15 @@ impl Engine {
     pub fn announce_run_ends_to(&self, sink: tokio::sync::mpsc::Sender<RunEnded>) {
         if self.inner.run_ends.set(sink).is_err() {
             tracing::warn!("the ends of runs are already announced elsewhere");
+        }
+    }
+
+    /// From now on, hands the start and the end of every run whose job has a
+    /// `ping_url` to `sink` ([`RunPing`]), as [`Engine::announce_run_ends_to`] does: never
+    /// waiting, a full channel drops the ping. Set once; a second call is ignored.
+    pub fn send_pings_to(&self, sink: tokio::sync::mpsc::Sender<RunPing>) {
+        if self.inner.pings.set(sink).is_err() {
+            tracing::warn!("health pings are already sent elsewhere");
         }
     }
 

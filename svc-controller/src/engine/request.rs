@@ -386,6 +386,7 @@ mod tests {
             sandbox: true,
             notif_on_success: Vec::new(),
             notif_on_failed: Vec::new(),
+            ping_url: None,
             on_success: Vec::new(),
             on_failure: Vec::new(),
             on_busy: Default::default(),

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::executor::Runner;
+use super::pings::RunPinger;
 use super::request::{self, RequestData};
 use super::{Def, Engine, Kind, Trigger, TriggerSource};
 use crate::exec::{Outcome, RunEvent};
@@ -98,6 +99,11 @@ pub(super) async fn run_task(
             let def = begun.context.def.clone();
             let files = begun.files.clone();
             let announce = Announce::new(&engine, kind, &begun.context);
+            let context = &begun.context;
+            let ping = RunPinger::new(&engine, kind, &def, counter, &context.log_dir);
+            if let Some(ping) = &ping {
+                ping.start(&engine);
+            }
             let (outcome, log) = Box::pin(perform(begun, &mut cancel)).await;
             let duration = started.elapsed();
             // Cancelled, whatever the runner saw of it, when the engine asked (cancel,
@@ -150,10 +156,13 @@ pub(super) async fn run_task(
             };
             // A failed attempt with a retry left is not the outcome: its notifications
             // and chains wait for the last attempt.
-            if engine.retry_or_chain(&def, counter, result, trigger.attempt)
-                && let Some(announce) = announce
-            {
-                announce.send(&engine, result, ended_at);
+            if engine.retry_or_chain(&def, counter, result, trigger.attempt) {
+                if let Some(announce) = announce {
+                    announce.send(&engine, result, ended_at);
+                }
+                if let Some(ping) = ping {
+                    ping.end(&engine, status, outcome.detail);
+                }
             }
             if outcome.success {
                 tracing::info!(job = id, counter, "run succeeded");

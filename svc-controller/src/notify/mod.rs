@@ -12,11 +12,15 @@
 //! secret, no URL with its token. A run never waits for any of it, and no lock of the
 //! engine is taken. At shutdown what is under way gets a short grace, then is dropped,
 //! and the log says how much.
+//!
+//! `ping.rs`, the health pings of jobs with a `ping_url`, is a sender of its own
+//! ([`ping::Pinger`]) that shares the retries and the lazily made HTTP client's recipe.
 
 mod backoff;
 mod email;
 mod error;
 mod message;
+pub mod ping;
 mod webhook;
 
 use std::collections::HashMap;
