@@ -13,7 +13,9 @@
 //! - [`proc`]: looking for processes by command line, for "nothing is left running" checks;
 //! - [`logs`]: reading log files in the format of `docs/formats.md`;
 //! - [`sse`]: reading server-sent event streams as they come;
-//! - [`prom`]: the metrics read with a real OpenMetrics parser, and `promtool`.
+//! - [`prom`]: the metrics read with a real OpenMetrics parser, and `promtool`;
+//! - [`sink`]: a loopback HTTP receiver of what the controller sends out (webhooks,
+//!   health pings).
 
 mod binaries;
 pub mod logs;
@@ -22,6 +24,7 @@ pub mod prom;
 pub mod raw_http;
 mod service;
 mod sign;
+pub mod sink;
 pub mod sse;
 mod wait;
 
