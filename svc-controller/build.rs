@@ -55,7 +55,7 @@ const SOURCES: &[Source] = &[
     Source {
         slug: "operations",
         title: "Operations",
-        summary: "Running svc day to day: health pings and what else an operator watches.",
+        summary: "Running svc day to day: roles, audit, history, pings, metrics, alerts, live updates.",
         path: "docs/operations.md",
     },
     Source {
@@ -63,12 +63,6 @@ const SOURCES: &[Source] = &[
         title: "Installation",
         summary: "Packages, where every file lives, upgrades, the systemd sandbox.",
         path: "docs/install.md",
-    },
-    Source {
-        slug: "operations",
-        title: "Operations",
-        summary: "Running svc day to day: live updates and what the UI falls back to.",
-        path: "docs/operations.md",
     },
     Source {
         slug: "performance",
