@@ -8,18 +8,18 @@
 //! Every test starts its own controller on its own temporary `dir_base`. `tests/setup`
 //! installs what they need.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::Value;
+use svc_tests::sink::{Received, Sink};
 use svc_tests::{TestService, WAIT, job_section, wait_for, wait_until};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
+use tokio::net::TcpListener;
 
 // ---------------------------------------------------------------------------------------
 // Tools.
@@ -374,113 +374,6 @@ async fn email_over_tls_from_the_start() {
 
 // ---------------------------------------------------------------------------------------
 // Webhooks.
-
-/// One request the sink received.
-#[derive(Debug, Clone)]
-struct Received {
-    path: String,
-    headers: BTreeMap<String, String>,
-    body: Vec<u8>,
-}
-
-/// A loopback HTTP server that records each request and answers 500 to the first
-/// `failures` of them, 200 to the rest. One request per connection.
-struct Sink {
-    port: u16,
-    received: Arc<Mutex<Vec<Received>>>,
-    _task: tokio::task::JoinHandle<()>,
-}
-
-impl Sink {
-    async fn start(failures: usize) -> Sink {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the sink");
-        let port = listener.local_addr().expect("its address").port();
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let served = Arc::new(AtomicUsize::new(0));
-        let task = {
-            let received = received.clone();
-            tokio::spawn(async move {
-                while let Ok((stream, _)) = listener.accept().await {
-                    let (received, served) = (received.clone(), served.clone());
-                    tokio::spawn(async move {
-                        if let Some(request) = read_request(stream, &served, failures).await {
-                            received.lock().expect("the sink's list").push(request);
-                        }
-                    });
-                }
-            })
-        };
-        Sink {
-            port,
-            received,
-            _task: task,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn received(&self) -> Vec<Received> {
-        self.received.lock().expect("the sink's list").clone()
-    }
-
-    async fn wait_requests(&self, count: usize) -> Vec<Received> {
-        wait_for(
-            WAIT,
-            &format!("{count} request(s) at the sink"),
-            async || {
-                let received = self.received();
-                (received.len() >= count).then_some(received)
-            },
-        )
-        .await
-    }
-}
-
-/// Reads one request (head, then a `Content-Length` body) and answers it.
-async fn read_request(
-    stream: TcpStream,
-    served: &AtomicUsize,
-    failures: usize,
-) -> Option<Received> {
-    let mut reader = BufReader::new(stream);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line).await.ok()?;
-    let path = request_line.split_whitespace().nth(1)?.to_string();
-    let mut headers = BTreeMap::new();
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).await.ok()?;
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        let (name, value) = line.split_once(':')?;
-        headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
-    }
-    let length: usize = headers.get("content-length")?.parse().ok()?;
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).await.ok()?;
-    // Recorded before it is answered: once the sender has its answer, the test finds it.
-    let request = Received {
-        path,
-        headers,
-        body,
-    };
-    let status = if served.fetch_add(1, Ordering::SeqCst) < failures {
-        "500 Internal Server Error"
-    } else {
-        "200 OK"
-    };
-    let answer = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-    let mut stream = reader.into_inner();
-    stream.write_all(answer.as_bytes()).await.ok()?;
-    let _ = stream.shutdown().await;
-    Some(request)
-}
 
 /// Checks `request` as a Standard Webhooks receiver does, with `key`; returns its JSON.
 #[track_caller]

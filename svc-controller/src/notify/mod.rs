@@ -126,23 +126,48 @@ impl Notifier {
     /// short: one last attempt each), then drops the rest, saying how much. Returns by
     /// then.
     pub async fn shutdown(&self, grace: Duration) {
-        let deadline = Instant::now() + grace;
-        self.shared.stop.send_replace(Some(deadline));
-        let dispatcher = self
-            .dispatcher
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(dispatcher) = dispatcher {
-            // It ends by the deadline on its own; the margin is for its last steps.
-            let margin = Duration::from_millis(200);
-            if tokio::time::timeout_at(deadline + margin, dispatcher)
-                .await
-                .is_err()
-            {
-                tracing::warn!("the notification sender did not stop in time");
-            }
+        stop_dispatcher(&self.shared.stop, &self.dispatcher, grace, "notification").await;
+    }
+}
+
+/// Ends a sender (notifications, health pings): tells everything that watches `stop`
+/// to be done by `grace` from now, then waits for its dispatcher until then.
+async fn stop_dispatcher(
+    stop: &watch::Sender<Option<Instant>>,
+    dispatcher: &Mutex<Option<JoinHandle<()>>>,
+    grace: Duration,
+    what: &str,
+) {
+    let deadline = Instant::now() + grace;
+    stop.send_replace(Some(deadline));
+    let dispatcher = dispatcher
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(dispatcher) = dispatcher {
+        // It ends by the deadline on its own; the margin is for its last steps.
+        let margin = Duration::from_millis(200);
+        if tokio::time::timeout_at(deadline + margin, dispatcher)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the {what} sender did not stop in time");
         }
+    }
+}
+
+/// Sends one request to a notification or ping URL; a 2xx answer is a success. The URL
+/// may hold a token: errors never show it.
+async fn send_expecting_success(request: reqwest::RequestBuilder) -> Result<(), NotifyError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|err| NotifyError::Http(err.without_url()))?;
+    let status = response.status();
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(NotifyError::Status(status.as_u16()))
     }
 }
 

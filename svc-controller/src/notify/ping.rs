@@ -32,7 +32,10 @@ use tracing::Instrument as _;
 
 use proto::error_chain::describe;
 
-use super::{Delivery, MadeOnce, Next, NotifyError, make_http_client, with_retries};
+use super::{
+    Delivery, MadeOnce, Next, NotifyError, make_http_client, send_expecting_success,
+    stop_dispatcher, with_retries,
+};
 use crate::engine::{Kind, PingEvent, RunPing};
 use crate::logstore::{LogStatus, last_lines};
 use crate::state::RunStatus;
@@ -99,23 +102,7 @@ impl Pinger {
     /// attempts are cut short: one last attempt each), then drops the rest, saying how
     /// much. Returns by then.
     pub async fn shutdown(&self, grace: Duration) {
-        let deadline = Instant::now() + grace;
-        self.shared.stop.send_replace(Some(deadline));
-        let dispatcher = self
-            .dispatcher
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(dispatcher) = dispatcher {
-            // It ends by the deadline on its own; the margin is for its last steps.
-            let margin = Duration::from_millis(200);
-            if tokio::time::timeout_at(deadline + margin, dispatcher)
-                .await
-                .is_err()
-            {
-                tracing::warn!("the health-ping sender did not stop in time");
-            }
-        }
+        stop_dispatcher(&self.shared.stop, &self.dispatcher, grace, "health-ping").await;
     }
 }
 
@@ -374,22 +361,13 @@ async fn send_in_span(shared: &Arc<Shared>, ping: RunPing) {
 
 /// One POST of `request`; a 2xx answer is a success.
 async fn attempt(request: &Request) -> Result<(), NotifyError> {
-    let response = request
+    let post = request
         .client
         .post(&request.url)
         .timeout(PING_TIMEOUT)
         .header(reqwest::header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .body(request.body.clone())
-        .send()
-        .await
-        // The URL holds the check's secret: errors never show it.
-        .map_err(|err| NotifyError::Http(err.without_url()))?;
-    let status = response.status();
-    if status.is_success() {
-        Ok(())
-    } else {
-        Err(NotifyError::Status(status.as_u16()))
-    }
+        .body(request.body.clone());
+    send_expecting_success(post).await
 }
 
 #[cfg(test)]

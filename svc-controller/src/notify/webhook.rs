@@ -10,6 +10,7 @@ use rand::Rng as _;
 
 use super::error::NotifyError;
 use super::message::Report;
+use super::send_expecting_success;
 use crate::auth::standard_signature;
 use crate::config::WebhookNotif;
 use crate::timezone::utc_text;
@@ -85,24 +86,15 @@ impl WebhookSender {
     pub async fn attempt(&self, timestamp: i64) -> Result<(), NotifyError> {
         let signature =
             standard_signature(self.config.key.bytes(), &self.id, timestamp, &self.body);
-        let response = self
+        let request = self
             .client
             .post(&self.config.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header("webhook-id", &self.id)
             .header("webhook-timestamp", timestamp.to_string())
             .header("webhook-signature", signature)
-            .body(self.body.clone())
-            .send()
-            .await
-            // The URL may hold a token: errors never show it.
-            .map_err(|err| NotifyError::Http(err.without_url()))?;
-        let status = response.status();
-        if status.is_success() {
-            Ok(())
-        } else {
-            Err(NotifyError::Status(status.as_u16()))
-        }
+            .body(self.body.clone());
+        send_expecting_success(request).await
     }
 }
 
