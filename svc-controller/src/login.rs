@@ -13,7 +13,11 @@
 //!   everything outside `/svc`, the public directory, is open too) lets through only
 //!   requests that carry a live session cookie. A refused page (`/svc`, `/svc/doc/...`)
 //!   is sent to `/svc/login?next=<path>` (303); a refused API call gets 401 `login
-//!   required` in the JSON wrapper ([`Access`] says which).
+//!   required` in the JSON wrapper ([`Access`] says which). With `public_read`, GET and
+//!   HEAD requests go on without a session too.
+//! - Each account has a role ([`Role`]); the HTTP layer checks it before an action done
+//!   with a session, which must also carry the session's CSRF token ([`SessionInfo::csrf`],
+//!   random per session, compared in constant time by [`SessionInfo::csrf_matches`]).
 //! - `POST /svc/api/login` checks a name and password ([`Login::attempt`]) against the
 //!   argon2 or bcrypt hash of `user.conf` (an unknown name is checked against a dummy
 //!   hash, so both failures take about the same time and say the same thing), then
@@ -47,6 +51,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::UserConfig;
 use crate::password::{hash_password, verify_password};
+use crate::rights::Role;
 
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "svc_session";
@@ -101,8 +106,48 @@ fn token_key(token: &str) -> Option<[u8; 32]> {
 #[derive(Debug)]
 struct Session {
     user: String,
+    /// The CSRF token of the session (hex), handed out by `GET /svc/api/session`.
+    csrf: String,
     expires: Instant,
     seq: u64,
+}
+
+/// A live session as the HTTP layer sees it: whose it is, the account's role now (a
+/// reload that changes the role applies to live sessions at once), and its CSRF token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// The account's name.
+    pub name: String,
+    /// The account's role.
+    pub role: Role,
+    /// The token an action done with this session must carry in `X-Svc-Csrf`.
+    pub csrf: String,
+}
+
+/// Never shows the CSRF token.
+impl fmt::Debug for SessionInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionInfo")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionInfo {
+    /// True when `given` (the `X-Svc-Csrf` header) is this session's token, compared in
+    /// constant time.
+    pub fn csrf_matches(&self, given: Option<&[u8]>) -> bool {
+        use subtle::ConstantTimeEq as _;
+        given.is_some_and(|given| bool::from(given.ct_eq(self.csrf.as_bytes())))
+    }
+}
+
+/// 32 random bytes in hex.
+fn random_hex() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
 }
 
 /// Live sessions by token hash, with their order of creation. The lifetime is fixed, so
@@ -131,9 +176,7 @@ impl Sessions {
 
     fn insert(&mut self, user: &str, now: Instant) -> String {
         self.make_room(now);
-        let mut bytes = [0u8; 32];
-        rand::rng().fill_bytes(&mut bytes);
-        let token = hex::encode(bytes);
+        let token = random_hex();
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -142,6 +185,7 @@ impl Sessions {
             key,
             Session {
                 user: user.to_string(),
+                csrf: random_hex(),
                 expires: now + SESSION_LIFETIME,
                 seq,
             },
@@ -149,14 +193,15 @@ impl Sessions {
         token
     }
 
-    fn get(&mut self, token: &str, now: Instant) -> Option<String> {
+    /// The user and CSRF token of a live session.
+    fn get(&mut self, token: &str, now: Instant) -> Option<(String, String)> {
         let key = token_key(token)?;
         let session = self.by_key.get(&key)?;
         if session.expires <= now {
             self.remove_key(&key);
             return None;
         }
-        Some(session.user.clone())
+        Some((session.user.clone(), session.csrf.clone()))
     }
 
     fn remove_key(&mut self, key: &[u8; 32]) -> Option<Session> {
@@ -391,10 +436,17 @@ impl Throttle {
 // ---------------------------------------------------------------------------------------
 // Login: users, sessions and throttle together.
 
+/// What [`Login`] keeps of a configured user.
+#[derive(Clone)]
+struct UserEntry {
+    hash: Arc<str>,
+    role: Role,
+}
+
 /// Users, live sessions and the failed-login throttle of one service.
 pub struct Login {
-    /// Name to hash.
-    users: RwLock<HashMap<String, Arc<str>>>,
+    /// Name to hash and role.
+    users: RwLock<HashMap<String, UserEntry>>,
     sessions: Mutex<Sessions>,
     throttle: Mutex<Throttle>,
     verifying: tokio::sync::Semaphore,
@@ -474,15 +526,26 @@ impl Login {
     /// Replaces the users (on reload). Sessions of users removed, or whose hash changed,
     /// end.
     pub fn set_users(&self, users: &[UserConfig]) {
-        let new: HashMap<String, Arc<str>> = users
+        let new: HashMap<String, UserEntry> = users
             .iter()
-            .map(|u| (u.name.clone(), Arc::from(u.password_hash.as_str())))
+            .map(|u| {
+                let account = UserEntry {
+                    hash: Arc::from(u.password_hash.as_str()),
+                    role: u.role,
+                };
+                (u.name.clone(), account)
+            })
             .collect();
         if !new.is_empty() {
             LazyLock::force(&DUMMY_HASH);
         }
         let mut current = self.users.write().unwrap_or_else(|e| e.into_inner());
-        let unchanged = |name: &str| current.get(name).is_some_and(|h| new.get(name) == Some(h));
+        // A changed role needs no new login: it is looked up with every request.
+        let unchanged = |name: &str| {
+            current
+                .get(name)
+                .is_some_and(|old| new.get(name).is_some_and(|a| a.hash == old.hash))
+        };
         lock(&self.sessions).retain_users(unchanged);
         *current = new;
     }
@@ -490,7 +553,20 @@ impl Login {
     /// The user of a live session `token`.
     pub fn session_user(&self, token: &str) -> Option<String> {
         let now = (self.clock)();
-        lock(&self.sessions).get(token, now)
+        lock(&self.sessions).get(token, now).map(|(name, _)| name)
+    }
+
+    /// The live session `token`, with its account's current role.
+    pub fn session(&self, token: &str) -> Option<SessionInfo> {
+        let now = (self.clock)();
+        let (name, csrf) = lock(&self.sessions).get(token, now)?;
+        let role = read(&self.users).get(&name)?.role;
+        Some(SessionInfo { name, role, csrf })
+    }
+
+    /// The role of the configured user `name`.
+    pub fn role_of(&self, name: &str) -> Option<Role> {
+        read(&self.users).get(name).map(|a| a.role)
     }
 
     /// Starts a session for `user` and returns its token.
@@ -516,7 +592,12 @@ impl Login {
 
     /// The user of the first live session cookie in `headers`.
     pub fn user_of(&self, headers: &HeaderMap) -> Option<String> {
-        session_cookies(headers).find_map(|token| self.session_user(token))
+        self.session_of(headers).map(|s| s.name)
+    }
+
+    /// The first live session of the cookies in `headers`.
+    pub fn session_of(&self, headers: &HeaderMap) -> Option<SessionInfo> {
+        session_cookies(headers).find_map(|token| self.session(token))
     }
 
     /// Checks `name` and `password`, throttled; see the module documentation. On success
@@ -527,7 +608,7 @@ impl Login {
         name: &str,
         password: &str,
     ) -> Result<(), Refusal> {
-        let stored = read(&self.users).get(name).cloned();
+        let stored = read(&self.users).get(name).map(|a| a.hash.clone());
         let account: Account = stored.as_ref().map(|_| name.to_owned());
         let wait = lock(&self.throttle).admit(client, &account, (self.clock)())?;
         let mut admitted = Admitted {
@@ -619,8 +700,10 @@ fn login_location(path_and_query: &str) -> String {
 pub enum Access {
     /// Login is disabled: the request goes on.
     Open,
-    /// The request carries a live session of this user: it goes on as theirs.
-    User(String),
+    /// The request carries a live session: it goes on as its user's.
+    User(SessionInfo),
+    /// `public_read` lets a GET or HEAD go on without a session.
+    Anonymous,
     /// A page asked for without a session: the browser is sent to `location` (the login
     /// page, with the page to come back to).
     LoginFirst {
@@ -632,19 +715,29 @@ pub enum Access {
 }
 
 /// The access check of the front (`App` in the HTTP layer), for a request to a route that
-/// needs a session: with login enabled, it goes on only with a live session; otherwise
-/// pages (outside `/svc/api/`, GET or HEAD) are sent to the login page and API calls
-/// refused. The HTTP layer turns a refusal into its answer.
-pub fn guard(login: &Login, method: &Method, uri: &Uri, headers: &HeaderMap) -> Access {
+/// needs a session: with login enabled, it goes on only with a live session, or, with
+/// `public_read`, as a GET or HEAD; otherwise pages (outside `/svc/api/`, GET or HEAD)
+/// are sent to the login page and API calls refused. The HTTP layer turns a refusal into
+/// its answer.
+pub fn guard(
+    login: &Login,
+    public_read: bool,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Access {
     if !login.enabled() {
         return Access::Open;
     }
-    if let Some(user) = login.user_of(headers) {
-        return Access::User(user);
+    if let Some(session) = login.session_of(headers) {
+        return Access::User(session);
+    }
+    let reads = *method == Method::GET || *method == Method::HEAD;
+    if public_read && reads {
+        return Access::Anonymous;
     }
     let path = uri.path();
-    let is_page =
-        !path.starts_with("/svc/api/") && (*method == Method::GET || *method == Method::HEAD);
+    let is_page = !path.starts_with("/svc/api/") && reads;
     if is_page {
         let target = uri.path_and_query().map_or(path, |pq| pq.as_str());
         return Access::LoginFirst {

@@ -44,6 +44,7 @@ fn user(name: &str, hash: &str) -> UserConfig {
     UserConfig {
         name: name.to_string(),
         password_hash: hash.to_string(),
+        role: crate::rights::Role::Viewer,
         file: PathBuf::from("/etc/svc/user.conf"),
     }
 }
@@ -378,7 +379,8 @@ fn session_cookie_attributes() {
 
 #[test]
 fn the_session_cookie_is_found_among_others() {
-    let login = Login::default();
+    // A session counts only while its user is configured (its role comes from there).
+    let login = Login::new(&[user("ann", &cheap_argon2(Algorithm::Argon2id, "pw"))]);
     let token = login.create_session("ann");
     let mut headers = HeaderMap::new();
     headers.append(
@@ -403,29 +405,41 @@ fn the_access_check_sends_pages_to_the_login_page_and_refuses_api_calls() {
     // Without users every request goes on.
     let disabled = Login::default();
     assert_eq!(
-        guard(&disabled, &get, &uri("/svc/api/environment"), &no_cookie),
+        guard(
+            &disabled,
+            false,
+            &get,
+            &uri("/svc/api/environment"),
+            &no_cookie
+        ),
         Access::Open
     );
     let login = Login::new(&[user("ann", &cheap_argon2(Algorithm::Argon2id, "pw"))]);
     assert_eq!(
-        guard(&login, &get, &uri("/svc/doc/api?x=1"), &no_cookie),
+        guard(&login, false, &get, &uri("/svc/doc/api?x=1"), &no_cookie),
         Access::LoginFirst {
             location: "/svc/login?next=%2Fsvc%2Fdoc%2Fapi%3Fx%3D1".into()
         }
     );
     assert_eq!(
-        guard(&login, &Method::HEAD, &uri("/svc"), &no_cookie),
+        guard(&login, false, &Method::HEAD, &uri("/svc"), &no_cookie),
         Access::LoginFirst {
             location: "/svc/login?next=%2Fsvc".into()
         }
     );
     // API calls, and pages asked for with another method, are refused.
     assert_eq!(
-        guard(&login, &get, &uri("/svc/api/environment"), &no_cookie),
+        guard(
+            &login,
+            false,
+            &get,
+            &uri("/svc/api/environment"),
+            &no_cookie
+        ),
         Access::Refused
     );
     assert_eq!(
-        guard(&login, &Method::POST, &uri("/svc/doc"), &no_cookie),
+        guard(&login, false, &Method::POST, &uri("/svc/doc"), &no_cookie),
         Access::Refused
     );
     let token = login.create_session("ann");
@@ -434,14 +448,74 @@ fn the_access_check_sends_pages_to_the_login_page_and_refuses_api_calls() {
         header::COOKIE,
         HeaderValue::from_str(&format!("svc_session={token}")).expect("header"),
     );
+    let session = login.session(&token).expect("a live session");
+    assert_eq!(session.name, "ann");
     assert_eq!(
-        guard(&login, &get, &uri("/svc/api/environment"), &cookie),
-        Access::User("ann".into())
+        guard(&login, false, &get, &uri("/svc/api/environment"), &cookie),
+        Access::User(session.clone())
     );
     assert_eq!(
-        guard(&login, &get, &uri("/svc/doc"), &cookie),
-        Access::User("ann".into())
+        guard(&login, false, &get, &uri("/svc/doc"), &cookie),
+        Access::User(session.clone())
     );
+    // public_read: reads go on without a session, nothing else does; a session is
+    // still recognised.
+    for method in [Method::GET, Method::HEAD] {
+        assert_eq!(
+            guard(
+                &login,
+                true,
+                &method,
+                &uri("/svc/api/environment"),
+                &no_cookie
+            ),
+            Access::Anonymous
+        );
+    }
+    assert_eq!(
+        guard(
+            &login,
+            true,
+            &Method::POST,
+            &uri("/svc/api/environment"),
+            &no_cookie
+        ),
+        Access::Refused
+    );
+    assert_eq!(
+        guard(&login, true, &get, &uri("/svc/doc"), &cookie),
+        Access::User(session)
+    );
+}
+
+#[test]
+fn sessions_carry_the_current_role_and_a_csrf_token_of_their_own() {
+    use crate::rights::Role;
+    let hash = cheap_argon2(Algorithm::Argon2id, "pw");
+    let mut ann = user("ann", &hash);
+    ann.role = Role::Operator;
+    let login = Login::new(&[ann.clone()]);
+    let first = login.create_session("ann");
+    let second = login.create_session("ann");
+    let a = login.session(&first).expect("first");
+    let b = login.session(&second).expect("second");
+    assert_eq!(a.role, Role::Operator);
+    assert_eq!(a.csrf.len(), 64);
+    assert_ne!(a.csrf, b.csrf, "one token per session");
+    assert!(a.csrf_matches(Some(a.csrf.as_bytes())));
+    assert!(!a.csrf_matches(Some(b.csrf.as_bytes())));
+    assert!(!a.csrf_matches(Some(&a.csrf.as_bytes()[..63])));
+    assert!(!a.csrf_matches(Some(b"")));
+    assert!(!a.csrf_matches(None));
+    assert!(!format!("{a:?}").contains(&a.csrf), "Debug hides the token");
+    // A reload that changes the role only: the session lives on with the new role.
+    ann.role = Role::Admin;
+    login.set_users(&[ann]);
+    let after = login.session(&first).expect("still live");
+    assert_eq!(after.role, Role::Admin);
+    assert_eq!(after.csrf, a.csrf);
+    assert_eq!(login.role_of("ann"), Some(Role::Admin));
+    assert_eq!(login.role_of("bob"), None);
 }
 
 #[test]

@@ -19,12 +19,13 @@ mod parse;
 mod syntax;
 
 pub use model::{
-    AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN,
-    DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS,
-    DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME,
-    DEFAULT_PATCHHOST_PUBLIC_KEY, EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType,
-    JobConfig, MainConfig, NotifConfig, NotifKind, OnBusy, PingUrl, ResourceLimits,
-    SmtpCredentials, SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
+    AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_AUDIT_MAX_SIZE, DEFAULT_DIR_STATE,
+    DEFAULT_HEADER_SIGN, DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT,
+    DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION,
+    DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY, EmailNotif,
+    HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, MainConfig, NotifConfig, NotifKind,
+    OnBusy, PingUrl, ResourceLimits, SmtpCredentials, SmtpSecurity, SmtpServer, UserConfig,
+    WebhookKey, WebhookNotif, resolve_path,
 };
 pub(crate) use parse::is_conf_file;
 pub use parse::{job_id_from_name, known_keys, load};

@@ -14,6 +14,8 @@ use crate::timezone::Zone;
 
 /// Default of `log_max_size`: 10 MiB.
 pub const DEFAULT_LOG_MAX_SIZE: u64 = 10 * 1024 * 1024;
+/// Default `audit_max_size`: the audit log is rotated past 10 MiB.
+pub const DEFAULT_AUDIT_MAX_SIZE: u64 = 10 * 1024 * 1024;
 
 /// Default of `max_body_in_flight`: 64 MiB.
 pub const DEFAULT_MAX_BODY_IN_FLIGHT: u64 = 64 * 1024 * 1024;
@@ -116,6 +118,16 @@ pub struct MainConfig {
     /// `max_connections`: HTTP connections served at once. `None`: derived from the
     /// open-file limit (read at start; see `http::server::connection_limit`).
     pub max_connections: Option<usize>,
+    /// `public_read`, default false: with users configured, pages and the GET API are
+    /// open without a session too (actions still need a role or a signature). Read at
+    /// start.
+    pub public_read: bool,
+    /// `trusted_proxies`, repeated: addresses and CIDR ranges of reverse proxies whose
+    /// `X-Forwarded-For` and `X-Forwarded-Proto` are believed. Read at start.
+    pub trusted_proxies: Vec<crate::proxies::IpRange>,
+    /// `audit_max_size`, default [`DEFAULT_AUDIT_MAX_SIZE`]: size past which the audit
+    /// log is rotated. Read at start.
+    pub audit_max_size: u64,
 }
 
 /// How a webhook trigger is authenticated: by the code host that sends it. Each kind is
@@ -619,6 +631,8 @@ pub struct UserConfig {
     /// `password`: an argon2 PHC string (`$argon2id$...`, `$argon2i$`, `$argon2d$`) or a
     /// bcrypt hash (`$2a$`, `$2b$`, `$2y$`), validated at load.
     pub password_hash: String,
+    /// `role`, default viewer: what the account may do.
+    pub role: crate::rights::Role,
     /// File the section was read from.
     pub file: PathBuf,
 }

@@ -10,9 +10,9 @@ use base64::Engine as _;
 use lettre::message::Mailbox;
 
 use super::model::{
-    AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_CATCH_UP_WINDOW, DEFAULT_DIR_STATE,
-    DEFAULT_HEADER_SIGN, DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT,
-    DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION,
+    AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_AUDIT_MAX_SIZE, DEFAULT_CATCH_UP_WINDOW,
+    DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN, DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT,
+    DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION,
     DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY, DEFAULT_RETRY_DELAY,
     EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, MainConfig, NotifConfig,
     NotifKind, OnBusy, PingUrl, ResourceLimits, SmtpCredentials, SmtpSecurity, SmtpServer,
@@ -60,6 +60,9 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("http_body_timeout", Scalar),
     ("max_connections", Scalar),
     ("timezone", Scalar),
+    ("public_read", Bool),
+    ("trusted_proxies", List),
+    ("audit_max_size", Scalar),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -144,6 +147,7 @@ pub fn known_keys() -> Vec<(&'static str, Vec<&'static str>)> {
         ("job", names(JOB_KEYS)),
         ("job.http", names(HTTP_JOB_KEYS)),
         ("notif", names(NOTIF_KEYS)),
+        ("user", names(USER_KEYS)),
     ]
 }
 
@@ -158,7 +162,7 @@ const EMAIL_KEYS: &[&str] = &[
 ];
 const WEBHOOK_KEYS: &[&str] = &["url", "secret"];
 
-const USER_KEYS: &[(&str, KeyKind)] = &[("password", Scalar)];
+const USER_KEYS: &[(&str, KeyKind)] = &[("password", Scalar), ("role", Scalar)];
 
 /// Keys whose values are secrets: a problem names the key, never the value.
 const SECRET_KEYS: &[&str] = &["secret", "smtp_password", "password"];
@@ -464,6 +468,25 @@ fn parse_limit(value: &str) -> Result<u64, String> {
 /// A size in bytes: a whole number with an optional binary suffix `K`, `M`, `G` or `T`
 /// (also written `KiB`, `MB` ...; any case), at least 1 MiB so that a shell can start.
 pub(crate) fn parse_bytes(value: &str) -> Result<u64, String> {
+    let bytes = parse_size(value)?;
+    if bytes < 1 << 20 {
+        return Err("must be at least 1M: below that no command can start".into());
+    }
+    Ok(bytes)
+}
+
+/// `audit_max_size`: a size of at least 4K (a few entries per file; tests use small
+/// files to see rotations).
+fn parse_audit_size(value: &str) -> Result<u64, String> {
+    let bytes = parse_size(value)?;
+    if bytes < 4 << 10 {
+        return Err("must be at least 4K".into());
+    }
+    Ok(bytes)
+}
+
+/// A size: a whole number with an optional unit K, M, G or T (powers of 1024).
+fn parse_size(value: &str) -> Result<u64, String> {
     let text = value.trim();
     let digits_end = text
         .find(|c: char| !c.is_ascii_digit())
@@ -480,13 +503,9 @@ pub(crate) fn parse_bytes(value: &str) -> Result<u64, String> {
         "t" | "tb" | "tib" => 40,
         other => return Err(format!("unknown size unit {other:?} (use K, M, G or T)")),
     };
-    let bytes = number
+    number
         .checked_mul(1u64 << shift)
-        .ok_or_else(|| "size too large".to_string())?;
-    if bytes < 1 << 20 {
-        return Err("must be at least 1M: below that no command can start".into());
-    }
-    Ok(bytes)
+        .ok_or_else(|| "size too large".to_string())
 }
 
 /// A timeout: at least 1ms, which catches a bare number meant as seconds (a bare
@@ -1062,6 +1081,9 @@ fn read_main(
         http_body_timeout: DEFAULT_HTTP_BODY_TIMEOUT,
         max_connections: None,
         timezone: Zone::utc(),
+        public_read: false,
+        trusted_proxies: Vec::new(),
+        audit_max_size: DEFAULT_AUDIT_MAX_SIZE,
     };
     let Some(section) = section else {
         return (config, true);
@@ -1149,6 +1171,13 @@ fn read_main(
     config.max_connections = r.parsed("max_connections", parse_count);
     if let Some(zone) = r.parsed("timezone", Zone::parse) {
         config.timezone = zone;
+    }
+    if let Some(v) = r.flag("public_read") {
+        config.public_read = v;
+    }
+    config.trusted_proxies = r.list("trusted_proxies", crate::proxies::IpRange::parse);
+    if let Some(bytes) = r.parsed("audit_max_size", parse_audit_size) {
+        config.audit_max_size = bytes;
     }
     if let Some(message) = shared_main_dir(&config) {
         warnings.push(new_issue(file, None, None, None, message));
@@ -2250,11 +2279,13 @@ fn load_users(
                 "a user needs password = <hash>; make one with svc-controller hash-password",
             );
         }
+        let role = r.parsed("role", crate::rights::Role::parse);
         drop(r);
         if let (Some(password_hash), true) = (hash, issues.len() == before) {
             users.push(UserConfig {
                 name: section.name.clone(),
                 password_hash,
+                role: role.unwrap_or_default(),
                 file: file.clone(),
             });
         }
@@ -2296,8 +2327,10 @@ fn redact_user_issue(mut issue: ConfigIssue) -> ConfigIssue {
              hash)"
         );
     }
+    // A role is no secret, and the wrong one is what the operator needs to see.
+    let shown_as_is = issue.key.as_deref() == Some("role");
     if let Some(value) = &issue.value {
-        if !value.is_empty() {
+        if !value.is_empty() && !shown_as_is {
             let shown = if issue.key.as_deref() == Some("password") {
                 "<hash>"
             } else {

@@ -1488,3 +1488,84 @@ fn a_main_file_beside_what_jobs_read_is_a_warning() {
     );
     assert!(!protected.contains(&PathBuf::from("/")), "{protected:?}");
 }
+
+#[test]
+fn roles_default_to_viewer_and_an_unknown_one_is_named_with_its_key() {
+    use crate::rights::Role;
+    let tree = Tree::new("");
+    let hash = bcrypt_hash();
+    tree.users(
+        &format!(
+            "[user \"ann\"]\npassword = {hash}\n\
+             [user \"bob\"]\npassword = {hash}\nrole = operator\n\
+             [user \"cy\"]\npassword = {hash}\nrole = admin\n"
+        ),
+        0o600,
+    );
+    let roles: Vec<(String, Role)> = tree
+        .load()
+        .users
+        .iter()
+        .map(|u| (u.name.clone(), u.role))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("ann".to_string(), Role::Viewer),
+            ("bob".to_string(), Role::Operator),
+            ("cy".to_string(), Role::Admin)
+        ]
+    );
+    tree.users(
+        &format!("[user \"ann\"]\npassword = {hash}\nrole = root\n"),
+        0o600,
+    );
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 1, "{issues:#?}");
+    let issue = &issues[0];
+    assert_eq!(issue.file, tree.path("etc/svc/user.conf"));
+    assert_eq!(issue.section.as_deref(), Some("user \"ann\""));
+    assert_eq!(issue.key.as_deref(), Some("role"));
+    // Not a secret: shown, so the operator sees the typo.
+    assert_eq!(issue.value.as_deref(), Some("root"));
+    assert!(issue.message.contains("viewer, operator, admin"), "{issue}");
+}
+
+#[test]
+fn public_read_trusted_proxies_and_the_audit_size_are_read() {
+    let config = Tree::new("").load();
+    assert!(!config.main.public_read);
+    assert!(config.main.trusted_proxies.is_empty());
+    assert_eq!(
+        config.main.audit_max_size,
+        crate::config::DEFAULT_AUDIT_MAX_SIZE
+    );
+    let tree = Tree::new(
+        "public_read = true\ntrusted_proxies = 127.0.0.1\ntrusted_proxies = 10.0.0.0/8\n\
+         audit_max_size = 64K\n",
+    );
+    let config = tree.load();
+    assert!(config.main.public_read);
+    let shown: Vec<String> = config
+        .main
+        .trusted_proxies
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(shown, ["127.0.0.1/32", "10.0.0.0/8"]);
+    assert_eq!(config.main.audit_max_size, 64 * 1024);
+    let tree = Tree::new("trusted_proxies = proxy.example\ntrusted_proxies = 10.1.0.0/8\n");
+    let issues = tree.issues();
+    assert_eq!(issues.len(), 2, "{issues:#?}");
+    assert!(
+        issues
+            .iter()
+            .all(|i| i.key.as_deref() == Some("trusted_proxies"))
+    );
+    assert!(
+        issues[0].message.contains("not an IP address"),
+        "{}",
+        issues[0]
+    );
+    assert!(issues[1].message.contains("10.0.0.0/8"), "{}", issues[1]);
+}
