@@ -485,6 +485,16 @@ pub async fn run(
         .context("cannot read the listening address")?;
     engine.start_timers();
     let login = Arc::new(crate::login::Login::new(&config.users));
+    let audit = {
+        let (dir, max_size) = (main.dir_logs(), main.audit_max_size);
+        tokio::task::spawn_blocking(move || crate::audit::AuditLog::start(&dir, max_size))
+            .await
+            .context("starting the audit log failed")?
+            .context("cannot open the audit log")?
+    };
+    // `POST /svc/api/reload` asks the main loop for the reload SIGHUP runs: one reload
+    // at a time, whoever asks.
+    let (reload_requests, reloads) = tokio::sync::mpsc::channel::<http::ReloadReply>(8);
     let (jobs, http_jobs) = (config.jobs.len(), config.http_jobs.len());
     // The engine and the login service keep copies of what they use: the loaded
     // configuration would be a second copy of every job (5 MB with 10,000 of them)
@@ -497,6 +507,8 @@ pub async fn run(
             replay,
             login.clone(),
             http::BodyBudget::new(main.max_body_in_flight),
+            audit.clone(),
+            reload_requests,
         )
         .with_event_streams(http::events::stream_limit(connections.limit)),
     );
@@ -527,7 +539,14 @@ pub async fn run(
         Duration::from_secs(1),
     ));
 
-    wait_for_stop(signals, &engine, &login, &notifier, &config_path).await?;
+    let reloader = Reloader {
+        engine: &engine,
+        login: &login,
+        notifier: &notifier,
+        audit: &audit,
+        config_path: &config_path,
+    };
+    wait_for_stop(signals, reloads, &reloader).await?;
     tracing::info!("stopping");
     notify::stopping();
     let _ = stop_tx.send(());
@@ -538,6 +557,8 @@ pub async fn run(
         notifier.shutdown(NOTIFY_GRACE),
         pinger.shutdown(NOTIFY_GRACE)
     );
+    // After the server: the last answers' entries are in the queue.
+    audit.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -683,15 +704,36 @@ impl StopSignals {
     }
 }
 
-/// The main loop: handles SIGHUP (reload) and pings the systemd watchdog until SIGTERM
-/// or SIGINT arrives.
+/// What a reload changes, and where it is recorded.
+struct Reloader<'a> {
+    engine: &'a Engine,
+    login: &'a crate::login::Login,
+    notifier: &'a crate::notify::Notifier,
+    audit: &'a crate::audit::AuditLog,
+    config_path: &'a Path,
+}
+
+impl Reloader<'_> {
+    /// One reload, told to systemd as RELOADING then READY.
+    async fn reload(&self) -> Result<(), Vec<String>> {
+        notify::reloading();
+        let outcome = reload(self.engine, self.login, self.notifier, self.config_path).await;
+        notify::ready(match outcome {
+            Ok(()) => "configuration reloaded",
+            Err(_) => "reload refused: invalid configuration, running jobs unchanged",
+        });
+        outcome
+    }
+}
+
+/// The main loop: handles SIGHUP and reload requests of the API (both reload), and pings
+/// the systemd watchdog until SIGTERM or SIGINT arrives.
 async fn wait_for_stop(
     signals: StopSignals,
-    engine: &Engine,
-    login: &crate::login::Login,
-    notifier: &crate::notify::Notifier,
-    config_path: &Path,
+    mut reloads: tokio::sync::mpsc::Receiver<http::ReloadReply>,
+    reloader: &Reloader<'_>,
 ) -> anyhow::Result<()> {
+    let engine = reloader.engine;
     let StopSignals {
         mut terminate,
         mut interrupt,
@@ -709,13 +751,26 @@ async fn wait_for_stop(
             _ = terminate.recv() => return Ok(()),
             _ = interrupt.recv() => return Ok(()),
             _ = hangup.recv() => {
-                notify::reloading();
-                let status = if reload(engine, login, notifier, config_path).await {
-                    "configuration reloaded"
-                } else {
-                    "reload refused: invalid configuration, running jobs unchanged"
+                let outcome = reloader.reload().await;
+                // The HTTP side records its own requests; a signal is recorded here.
+                let (result, reason) = match outcome {
+                    Ok(()) => (crate::audit::Outcome::Ok, None),
+                    Err(problems) => (crate::audit::Outcome::Error, Some(problems.join("; "))),
                 };
-                notify::ready(status);
+                reloader.audit.record(crate::audit::Entry {
+                    actor: crate::audit::Actor::Signal,
+                    action: crate::audit::Action::Reload,
+                    job: None,
+                    address: None,
+                    result,
+                    status: None,
+                    reason,
+                });
+            }
+            Some(reply) = reloads.recv() => {
+                let outcome = reloader.reload().await;
+                // The caller may have gone: the reload happened all the same.
+                let _ = reply.send(outcome);
             }
             _ = watchdog.tick(), if watchdog_every.is_some() => {
                 // Taking the registry lock proves the engine is not stuck; a deadlock
@@ -728,14 +783,14 @@ async fn wait_for_stop(
     }
 }
 
-/// Reloads the job definitions, the notifications and the users; false when the new
-/// configuration was refused.
+/// Reloads the job definitions, the notifications and the users; the problems of the
+/// new configuration when it was refused (as logged: secrets are never in them).
 async fn reload(
     engine: &Engine,
     login: &crate::login::Login,
     notifier: &crate::notify::Notifier,
     config_path: &Path,
-) -> bool {
+) -> Result<(), Vec<String>> {
     let path = config_path.to_path_buf();
     let loaded = tokio::task::spawn_blocking(move || config::load(&path)).await;
     match loaded {
@@ -754,7 +809,7 @@ async fn reload(
                     Ok(config) => config,
                     Err(err) => {
                         tracing::error!(error = %err, "reload failed");
-                        return false;
+                        return Err(vec!["the reload failed; see the service log".into()]);
                     }
                 }
             };
@@ -764,18 +819,18 @@ async fn reload(
                 http_jobs = config.http_jobs.len(),
                 "configuration reloaded"
             );
-            true
+            Ok(())
         }
         Ok(Err(err)) => {
             for issue in &err.issues {
                 tracing::error!("reload refused: {issue}");
             }
             tracing::error!("configuration not reloaded: the running jobs are unchanged");
-            false
+            Err(err.issues.iter().map(ToString::to_string).collect())
         }
         Err(err) => {
             tracing::error!(error = %err, "reload failed");
-            false
+            Err(vec!["the reload failed; see the service log".into()])
         }
     }
 }

@@ -3,6 +3,7 @@
 //! It loads the configuration, keeps job state and logs, runs timers, serves the HTTP API,
 //! and starts one `svc-runner` process per execution. See ARCHITECTURE.md for the map.
 
+pub mod audit;
 pub mod auth;
 pub mod config;
 pub mod daemon;
@@ -23,7 +24,9 @@ pub mod migrate;
 pub mod notify;
 pub mod password;
 pub mod preview;
+pub mod proxies;
 pub mod replay;
+pub mod rights;
 pub mod runtmp;
 pub mod sandboxes;
 pub mod schedule;

@@ -1,13 +1,18 @@
-//! Environment, job log, and the signed pause / resume endpoints.
+//! Environment, job log, and the Job actions: pause, resume, cancel and run now, each
+//! signed with the main secret or done with an operator's session (see [`super::access`]),
+//! and each recorded in the audit log.
 
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::query::{job_id, param};
+use super::access::{self, Authority, Client};
+use super::query::{job_id, param, params};
 use super::{ApiError, AppState, signed};
+use crate::audit;
 use crate::engine::{Accepted, Kind, Trigger, TriggerSource};
+use crate::rights::Right;
 
 pub(super) async fn environment(State(state): State<AppState>, headers: HeaderMap) -> Response {
     use axum::http::{HeaderValue, header};
@@ -58,33 +63,109 @@ pub(super) async fn log(
     super::job_log::log_of(&state, Kind::Job, query).await
 }
 
-/// Checks a signed form body (its `_svc_epoch` required) and spends its signature;
-/// returns the form pairs.
-async fn signed_form(
-    state: &AppState,
-    action: signed::Action,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Vec<(String, String)>, ApiError> {
-    signed::check(state, action, signed::Epoch::Required, headers, body).await
+/// A Job action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobAction {
+    Pause,
+    Resume,
+    Cancel,
+    RunNow,
 }
 
-/// A signed action on a Job named by the form's `id`.
-async fn signed_job_action(
+impl JobAction {
+    /// The replay store's action for its signatures.
+    fn signed(self) -> signed::Action {
+        match self {
+            JobAction::Pause => signed::Action::Pause,
+            JobAction::Resume => signed::Action::Resume,
+            JobAction::Cancel => signed::Action::Cancel,
+            JobAction::RunNow => signed::Action::Trigger,
+        }
+    }
+
+    fn audited(self) -> audit::Action {
+        match self {
+            JobAction::Pause => audit::Action::Pause,
+            JobAction::Resume => audit::Action::Resume,
+            JobAction::Cancel => audit::Action::Cancel,
+            JobAction::RunNow => audit::Action::RunNow,
+        }
+    }
+
+    /// For the message of a refused role.
+    fn what(self) -> &'static str {
+        match self {
+            JobAction::Pause => "pause jobs",
+            JobAction::Resume => "resume jobs",
+            JobAction::Cancel => "cancel runs",
+            JobAction::RunNow => "run jobs now",
+        }
+    }
+}
+
+/// A Job action on the Job named by the form's `id`: authorised (signature, or session
+/// with CSRF token and role), done, and recorded in the audit log whatever the answer.
+async fn job_action(
     state: &AppState,
-    signed_action: signed::Action,
+    client: &Client,
     headers: &HeaderMap,
     body: &[u8],
-    action: impl FnOnce(&crate::engine::Engine, &str) -> Result<(), crate::engine::EngineError>
-    + Send
-    + 'static,
+    action: JobAction,
 ) -> Result<Response, ApiError> {
-    let pairs = signed_form(state, signed_action, headers, body).await?;
-    let id = job_id(param(&pairs, "id"))?.to_owned();
+    let actor = access::claimed_actor(state, headers);
+    let job = access::named_job(Kind::Job, &params(body));
+    let answer = async {
+        let pairs = match access::authority(state, headers, Right::Operate, action.what())? {
+            Authority::Signature => {
+                signed::check(
+                    state,
+                    action.signed(),
+                    signed::Epoch::Required,
+                    headers,
+                    body,
+                )
+                .await?
+            }
+            // The cookie and the CSRF token are the proof: nothing is signed or spent.
+            Authority::Session => params(body),
+        };
+        let id = job_id(param(&pairs, "id"))?.to_owned();
+        perform(state, action, id).await
+    }
+    .await;
+    access::record(state, client, actor, action.audited(), job, &answer);
+    answer
+}
+
+/// Does an authorised action.
+async fn perform(state: &AppState, action: JobAction, id: String) -> Result<Response, ApiError> {
+    if action == JobAction::RunNow {
+        // Answers like a webhook: 200 with the Job once the run is started or queued,
+        // 412 when paused, 429 when a trigger already waits.
+        let run = Trigger::new(TriggerSource::Manual);
+        if state.engine.trigger(Kind::Job, &id, run).await? == Accepted::Skipped {
+            return Ok(super::webhook::skipped_answer(
+                &id,
+                "trigger",
+                super::webhook::BUSY_SKIP,
+            ));
+        }
+        return Ok(super::job_answer(&state.engine, Kind::Job, &id));
+    }
     let engine = state.engine.clone();
     // The state file is saved durably: blocking work.
     super::blocking(move || {
-        action(&engine, &id).map(|()| super::job_answer(&engine, Kind::Job, &id))
+        let done = match action {
+            JobAction::Pause => engine.pause(Kind::Job, &id),
+            JobAction::Resume => engine.resume(Kind::Job, &id),
+            // Nothing running: 200 and nothing changes, as upstream answers.
+            JobAction::Cancel => engine
+                .cancel(Kind::Job, &id, "cancelled through the API")
+                .map(|_| ()),
+            // Answered above.
+            JobAction::RunNow => Ok(()),
+        };
+        done.map(|()| super::job_answer(&engine, Kind::Job, &id))
     })
     .await?
     .map_err(ApiError::from)
@@ -92,71 +173,38 @@ async fn signed_job_action(
 
 pub(super) async fn pause(
     State(state): State<AppState>,
+    client: Client,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    signed_job_action(
-        &state,
-        signed::Action::Pause,
-        &headers,
-        &body,
-        |engine, id| engine.pause(Kind::Job, id),
-    )
-    .await
+    job_action(&state, &client, &headers, &body, JobAction::Pause).await
 }
 
 pub(super) async fn resume(
     State(state): State<AppState>,
+    client: Client,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    signed_job_action(
-        &state,
-        signed::Action::Resume,
-        &headers,
-        &body,
-        |engine, id| engine.resume(Kind::Job, id),
-    )
-    .await
+    job_action(&state, &client, &headers, &body, JobAction::Resume).await
 }
 
-/// `POST /svc/api/job_exec/trigger`: runs any Job now (signed like pause), whether it
-/// has a trigger path or not. Answers like a webhook: 200 with the Job once the run is
-/// started or queued, 412 when paused, 429 when a trigger already waits.
+/// `POST /svc/api/job_exec/trigger`: runs any Job now, whether it has a trigger path or
+/// not.
 pub(super) async fn trigger(
     State(state): State<AppState>,
+    client: Client,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let pairs = signed_form(&state, signed::Action::Trigger, &headers, &body).await?;
-    let id = job_id(param(&pairs, "id"))?.to_owned();
-    let run = Trigger::new(TriggerSource::Manual);
-    if state.engine.trigger(Kind::Job, &id, run).await? == Accepted::Skipped {
-        return Ok(super::webhook::skipped_answer(
-            &id,
-            "trigger",
-            super::webhook::BUSY_SKIP,
-        ));
-    }
-    Ok(super::job_answer(&state.engine, Kind::Job, &id))
+    job_action(&state, &client, &headers, &body, JobAction::RunNow).await
 }
 
 pub(super) async fn cancel(
     State(state): State<AppState>,
+    client: Client,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    signed_job_action(
-        &state,
-        signed::Action::Cancel,
-        &headers,
-        &body,
-        // Nothing running: 200 and nothing changes, as upstream answers.
-        |engine, id| {
-            engine
-                .cancel(Kind::Job, id, "cancelled through the API")
-                .map(|_| ())
-        },
-    )
-    .await
+    job_action(&state, &client, &headers, &body, JobAction::Cancel).await
 }

@@ -1,15 +1,19 @@
-//! JobHttp endpoints: view (5), recent log lines (6), signed pause and resume (7, 8),
-//! and one log by counter.
+//! JobHttp endpoints: view (5), recent log lines (6), pause and resume (7, 8), run now,
+//! and one log by counter. The actions are signed with the main secret or done with an
+//! operator's session (see [`super::access`]), and recorded in the audit log.
 
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
+use super::access::{self, Authority, Client};
 use super::error::names;
 use super::query::{job_id, param, params};
 use super::{ApiError, AppState, ok, signed};
+use crate::audit;
 use crate::engine::{EngineError, Kind, Trigger, TriggerSource};
+use crate::rights::Right;
 
 /// Lines endpoint 6 returns at most.
 pub const RECENT_LINES: usize = 100;
@@ -90,88 +94,133 @@ pub(super) async fn log(
     super::job_log::log_of(&state, Kind::Http, query).await
 }
 
-/// Checks `X-Svc-Sign` over the raw query string with the main secret, and its
-/// `_svc_epoch` when there is one, whose signature is then spent (one-time); see
-/// [`signed::Epoch::Optional`]. Returns the JobHttp ID.
-async fn signed_query(
-    state: &AppState,
-    action: signed::Action,
-    epoch: signed::Epoch,
-    headers: &HeaderMap,
-    query: &Option<String>,
-) -> Result<String, ApiError> {
-    let raw = query.as_deref().unwrap_or_default();
-    signed::check(state, action, epoch, headers, raw.as_bytes()).await?;
-    query_id(query)
+/// A JobHttp action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HttpAction {
+    Pause,
+    Resume,
+    RunNow,
 }
 
-/// `POST /svc/api/job_http/trigger?id=&_svc_epoch=`: calls a JobHttp now (signed like
-/// its pause, the epoch required: the request is one-time). An unknown ID is 400, as on
-/// the other JobHttp endpoints.
+impl HttpAction {
+    fn signed(self) -> signed::Action {
+        match self {
+            HttpAction::Pause => signed::Action::HttpPause,
+            HttpAction::Resume => signed::Action::HttpResume,
+            HttpAction::RunNow => signed::Action::HttpTrigger,
+        }
+    }
+
+    /// Upstream's clients send pause and resume without an epoch ([`signed::Epoch`]);
+    /// run now is new, and one-time.
+    fn epoch(self) -> signed::Epoch {
+        match self {
+            HttpAction::Pause | HttpAction::Resume => signed::Epoch::Optional,
+            HttpAction::RunNow => signed::Epoch::Required,
+        }
+    }
+
+    fn audited(self) -> audit::Action {
+        match self {
+            HttpAction::Pause => audit::Action::Pause,
+            HttpAction::Resume => audit::Action::Resume,
+            HttpAction::RunNow => audit::Action::RunNow,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            HttpAction::Pause => "pause jobs",
+            HttpAction::Resume => "resume jobs",
+            HttpAction::RunNow => "run jobs now",
+        }
+    }
+}
+
+/// A JobHttp action on the JobHttp named by the query's `id`: with a signature,
+/// `X-Svc-Sign` over the raw query string with the main secret (and its `_svc_epoch`,
+/// whose signature is then spent); or with a session, its CSRF token and role. Recorded
+/// in the audit log whatever the answer.
+async fn http_action(
+    state: &AppState,
+    client: &Client,
+    headers: &HeaderMap,
+    query: &Option<String>,
+    action: HttpAction,
+) -> Result<Response, ApiError> {
+    let raw = query.as_deref().unwrap_or_default();
+    let actor = access::claimed_actor(state, headers);
+    let job = access::named_job(Kind::Http, &params(raw.as_bytes()));
+    let answer = async {
+        if let Authority::Signature =
+            access::authority(state, headers, Right::Operate, action.what())?
+        {
+            signed::check(
+                state,
+                action.signed(),
+                action.epoch(),
+                headers,
+                raw.as_bytes(),
+            )
+            .await?;
+        }
+        let id = query_id(query)?;
+        perform(state, action, id).await
+    }
+    .await;
+    access::record(state, client, actor, action.audited(), job, &answer);
+    answer
+}
+
+/// Does an authorised action. An unknown ID is 400, as on the other JobHttp endpoints.
+async fn perform(state: &AppState, action: HttpAction, id: String) -> Result<Response, ApiError> {
+    if action == HttpAction::RunNow {
+        let run = Trigger::new(TriggerSource::Manual);
+        state
+            .engine
+            .trigger(Kind::Http, &id, run)
+            .await
+            .map_err(unknown_is_invalid)?;
+        return Ok(super::job_answer(&state.engine, Kind::Http, &id));
+    }
+    let engine = state.engine.clone();
+    super::blocking(move || {
+        let done = match action {
+            HttpAction::Pause => engine.pause(Kind::Http, &id),
+            HttpAction::Resume => engine.resume(Kind::Http, &id),
+            // Answered above.
+            HttpAction::RunNow => Ok(()),
+        };
+        done.map(|()| super::job_answer(&engine, Kind::Http, &id))
+    })
+    .await?
+    .map_err(unknown_is_invalid)
+}
+
+/// `POST /svc/api/job_http/trigger?id=&_svc_epoch=`: calls a JobHttp now.
 pub(super) async fn trigger(
     State(state): State<AppState>,
+    client: Client,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let id = signed_query(
-        &state,
-        signed::Action::HttpTrigger,
-        signed::Epoch::Required,
-        &headers,
-        &query,
-    )
-    .await?;
-    let run = Trigger::new(TriggerSource::Manual);
-    state
-        .engine
-        .trigger(Kind::Http, &id, run)
-        .await
-        .map_err(unknown_is_invalid)?;
-    Ok(super::job_answer(&state.engine, Kind::Http, &id))
+    http_action(&state, &client, &headers, &query, HttpAction::RunNow).await
 }
 
 pub(super) async fn pause(
     State(state): State<AppState>,
+    client: Client,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let id = signed_query(
-        &state,
-        signed::Action::HttpPause,
-        signed::Epoch::Optional,
-        &headers,
-        &query,
-    )
-    .await?;
-    let engine = state.engine.clone();
-    super::blocking(move || {
-        engine
-            .pause(Kind::Http, &id)
-            .map(|()| super::job_answer(&engine, Kind::Http, &id))
-    })
-    .await?
-    .map_err(unknown_is_invalid)
+    http_action(&state, &client, &headers, &query, HttpAction::Pause).await
 }
 
 pub(super) async fn resume(
     State(state): State<AppState>,
+    client: Client,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let id = signed_query(
-        &state,
-        signed::Action::HttpResume,
-        signed::Epoch::Optional,
-        &headers,
-        &query,
-    )
-    .await?;
-    let engine = state.engine.clone();
-    super::blocking(move || {
-        engine
-            .resume(Kind::Http, &id)
-            .map(|()| super::job_answer(&engine, Kind::Http, &id))
-    })
-    .await?
-    .map_err(unknown_is_invalid)
+    http_action(&state, &client, &headers, &query, HttpAction::Resume).await
 }

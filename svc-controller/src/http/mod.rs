@@ -2,6 +2,8 @@
 //! request passes ([`App`]: head size limit, body read timeout, login guard, metrics) and
 //! the fallbacks that keep every answer in the JSON wrapper.
 
+mod access;
+mod admin;
 mod body_budget;
 mod codehost;
 mod error;
@@ -38,6 +40,7 @@ use axum::routing::{Route, get, post};
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 
+pub use admin::{ReloadReply, ReloadRequests};
 pub use body_budget::BodyBudget;
 pub use error::ApiError;
 pub use response::{ok, wrapper};
@@ -84,6 +87,13 @@ pub struct AppState {
     pub environment: Arc<view::EnvironmentCache>,
     /// Room for open event streams (`/svc/api/events`).
     pub event_streams: events::EventStreams,
+    /// `trusted_proxies` (read at start): whose `X-Forwarded-For` names the client.
+    pub proxies: Arc<crate::proxies::TrustedProxies>,
+    /// Where every action is recorded.
+    pub audit: crate::audit::AuditLog,
+    /// The daemon's reload, which `POST /svc/api/reload` asks for (the one that SIGHUP
+    /// runs).
+    pub reload: ReloadRequests,
 }
 
 impl AppState {
@@ -95,6 +105,8 @@ impl AppState {
         replay: Arc<crate::replay::ReplayStores>,
         login: Arc<crate::login::Login>,
         body_budget: BodyBudget,
+        audit: crate::audit::AuditLog,
+        reload: ReloadRequests,
     ) -> AppState {
         let standard_key = crate::auth::standard_key(secret.expose().as_bytes())
             .map(|bytes| Arc::new(crate::config::WebhookKey::new(bytes)));
@@ -106,6 +118,9 @@ impl AppState {
                  webhook jobs without a secret of their own refuse every delivery"
             );
         }
+        let proxies = Arc::new(crate::proxies::TrustedProxies::new(
+            engine.main().trusted_proxies.clone(),
+        ));
         AppState {
             engine,
             secret: Arc::new(secret),
@@ -115,6 +130,9 @@ impl AppState {
             body_budget,
             environment: Arc::default(),
             event_streams: events::EventStreams::default(),
+            proxies,
+            audit,
+            reload,
         }
     }
 
@@ -207,6 +225,7 @@ pub fn router(state: AppState) -> App {
     App {
         routes: routes.with_state(state.clone()),
         login: state.login,
+        public_read: state.engine.main().public_read,
         open: Arc::new(open),
         hosts: host::AllowedHosts::from_main(state.engine.main()).map(Arc::new),
         body_timeout: state.engine.main().http_body_timeout,
@@ -296,6 +315,8 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
         .route(open.post("/svc/api/auth/login"), post(login::login))
         .route(open.post("/svc/api/logout"), post(login::logout))
         .route("/svc/api/session", get(login::session))
+        .route("/svc/api/audit", get(admin::audit))
+        .route(open.post("/svc/api/reload"), post(admin::reload))
         .merge(ui::router(&mut open))
         .route("/svc/{*rest}", get(not_found))
         // Before the two groups, which are tagged already.
@@ -330,6 +351,8 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
 pub struct App {
     routes: Router,
     login: Arc<crate::login::Login>,
+    /// `public_read` (read at start): reads need no session.
+    public_read: bool,
     /// The routes that need no session.
     open: Arc<OpenRoutes>,
     /// The `Host` check; `None` when there is none (see [`host`]).
@@ -379,7 +402,7 @@ where
         if self
             .open
             .needs_login(request.method(), request.uri().path())
-            && let Some(refusal) = login::check(&self.login, &mut request)
+            && let Some(refusal) = login::check(&self.login, self.public_read, &mut request)
         {
             return AppFuture::answered(head, refusal);
         }
@@ -616,6 +639,7 @@ mod tests {
             "/svc/api/job_http",
             "/svc/api/metrics",
             "/svc/api/session",
+            "/svc/api/audit",
             "/svc/api/nothing",
             "/svc/loginx",
             "/svc/assets",
@@ -645,6 +669,7 @@ mod tests {
             "/svc/api/job_http/resume",
             "/svc/api/job/run/deploy",
             "/svc/api/job_exec/run/a/b",
+            "/svc/api/reload",
             "/svc/job/deploy",
             "/upload",
         ] {

@@ -1,4 +1,5 @@
-//! Signed control requests (pause, resume, cancel, run-now; JobHttp pause and resume):
+//! Signed control requests (pause, resume, cancel, run-now, reload; JobHttp pause and
+//! resume):
 //! the `X-Svc-Sign` check with the main secret, the `_svc_epoch` window, and one-time
 //! use.
 //!
@@ -37,10 +38,12 @@ pub(super) enum Action {
     Trigger,
     /// `job_http/trigger`: run a JobHttp now.
     HttpTrigger,
+    /// `reload`: reload the configuration.
+    Reload,
 }
 
 impl Action {
-    const ALL: [Action; 8] = [
+    const ALL: [Action; 9] = [
         Action::Pause,
         Action::Resume,
         Action::Cancel,
@@ -49,6 +52,7 @@ impl Action {
         Action::RunNow,
         Action::Trigger,
         Action::HttpTrigger,
+        Action::Reload,
     ];
 
     /// The replay store's job field for this action's signatures.
@@ -62,6 +66,7 @@ impl Action {
             Action::RunNow => "control:run",
             Action::Trigger => "control:trigger",
             Action::HttpTrigger => "control:job_http_trigger",
+            Action::Reload => "control:reload",
         }
     }
 }

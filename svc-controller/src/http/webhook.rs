@@ -20,6 +20,13 @@
 //!
 //! Header values are read as raw bytes. No secret, expected signature or body is ever
 //! logged or echoed.
+//!
+//! A delivery whose signature holds and that reaches the engine is recorded in the audit
+//! log (`trigger`, by `webhook` with its delivery ID), whether the engine takes it or
+//! refuses it (paused, busy). Deliveries refused before that (unknown path, bad
+//! signature, replays) are counted in `svc_webhook_rejections_total` and not recorded:
+//! anyone can send them, and a flood of forgeries must not push people's actions out of
+//! the rotated audit files.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -280,6 +287,7 @@ pub(super) async fn trigger(
     };
     let job = state.engine.job_for_path(&path).ok_or_else(unknown)?;
     let id: &str = &job.id;
+    let peer = super::access::peer_of(request.extensions());
     // What the `HeaderMap` and `Bytes` extractors would give, without copying the
     // headers: reading the body needs only the rest of the request (its body limit is an
     // extension), and a body that cannot be read is refused with that extractor's answer.
@@ -411,6 +419,9 @@ pub(super) async fn trigger(
         }
     };
 
+    let actor = crate::audit::Actor::Webhook {
+        delivery: facts.id.clone(),
+    };
     let trigger = Trigger {
         source: TriggerSource::Webhook,
         body: Some(body),
@@ -418,6 +429,28 @@ pub(super) async fn trigger(
         cause: None,
         attempt: 1,
     };
+    let answer = start(&state, id, trigger, recorded).await;
+    let client = super::access::Client::from_peer(peer, &headers, &state);
+    let job = Some(super::access::job_ref(Kind::Job, id));
+    super::access::record(
+        &state,
+        &client,
+        actor,
+        crate::audit::Action::Trigger,
+        job,
+        &answer,
+    );
+    answer
+}
+
+/// Hands a verified delivery to the engine; a delivery it does not run is forgotten by
+/// the replay store, so that a retry can run.
+async fn start(
+    state: &AppState,
+    id: &str,
+    trigger: Trigger,
+    recorded: Option<(ReplayKind, Vec<u8>)>,
+) -> Result<Response, ApiError> {
     match state.engine.trigger(Kind::Job, id, trigger).await {
         Ok(Accepted::Skipped) => {
             // It started nothing: not remembered, so it may come again.

@@ -1,0 +1,658 @@
+//! The audit log: who did what to which job, from where, and how it ended, one JSON line
+//! per state-changing action in `$dir_base/var/log/svc/audit.log`, rotated by size.
+//!
+//! Recording never blocks the caller: [`AuditLog::record`] stamps the entry (time and the
+//! order it was recorded in are the caller's) and hands it to one writer thread over a
+//! bounded channel with `try_send`; a full channel drops the entry and says so in the
+//! service log. The writer appends each line with one `write` to a file opened for
+//! appending (no fsync per line: an action is not worth a disk flush, and the line is in
+//! the page cache for readers at once); it syncs the file at shutdown and before a
+//! rotation. Past `audit_max_size` the file is renamed to `audit.log.1`, the older ones
+//! shifted up to `audit.log.5` (the oldest dropped), as logrotate's `rotate 5` would.
+//!
+//! Every line carries `seq`, a number that grows by one per entry across rotations (taken
+//! up again at start from the newest line), so that a page of the log is "entries before
+//! `seq` N" whatever was rotated meanwhile ([`read_page`]). What a line may hold is fixed
+//! by [`Entry`]: names, job IDs, addresses, statuses and reasons; never a secret, a
+//! signature, a password, a cookie or a token (the reasons are the service's own error
+//! messages, which never echo them).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Name of the current audit file in the log directory.
+pub const AUDIT_FILE: &str = "audit.log";
+/// Rotated files kept (`audit.log.1` .. `audit.log.5`).
+pub const KEEP_ROTATED: usize = 5;
+/// Entries waiting for the writer at most; past it entries are dropped (and logged).
+const QUEUE: usize = 4096;
+/// Bytes read from the end of a file to find its last `seq` at start.
+const TAIL_BYTES: u64 = 64 * 1024;
+/// Entries a page holds at most.
+pub const MAX_PAGE: usize = 1000;
+/// How long the shutdown waits for the writer to drain and sync.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+
+/// Who did it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Actor {
+    /// A logged-in account (by session), or the account a login was for.
+    Account {
+        /// The account's name.
+        name: String,
+    },
+    /// A request signed with the main secret (the shared secret of API clients).
+    Signed,
+    /// An accepted webhook delivery, with the delivery ID its host gave, when it gave
+    /// one.
+    Webhook {
+        /// The host's delivery ID.
+        delivery: Option<String>,
+    },
+    /// SIGHUP.
+    Signal,
+    /// A request with neither a session nor a signature, or a failed login for a name
+    /// that is no account (the name is not recorded: it may be a mistyped password).
+    Anonymous,
+}
+
+/// What was done (or tried).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Pause a Job or JobHttp.
+    Pause,
+    /// Resume one.
+    Resume,
+    /// Cancel a Job's run.
+    Cancel,
+    /// Run a Job or JobHttp now (by hand).
+    RunNow,
+    /// A webhook delivery that triggered a Job.
+    Trigger,
+    /// Reload the configuration.
+    Reload,
+    /// A successful login.
+    Login,
+    /// A refused login.
+    LoginFailed,
+    /// A logout.
+    Logout,
+}
+
+/// Which job an action was about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRef {
+    /// `job_exec` or `job_http`, as in the API's paths.
+    pub kind: String,
+    /// The job's ID.
+    pub id: String,
+}
+
+/// How an action ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Done.
+    Ok,
+    /// Refused (an answer 4xx): bad signature, CSRF, role, paused, busy...
+    Refused,
+    /// Failed (an answer 5xx, or an invalid configuration for a reload by signal).
+    Error,
+}
+
+/// One action as the callers describe it; [`Record`] adds the time and `seq`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Who.
+    pub actor: Actor,
+    /// What.
+    pub action: Action,
+    /// Which job, when the action has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobRef>,
+    /// The client's address (see `trusted_proxies`); `None` for a signal.
+    pub address: Option<String>,
+    /// How it ended.
+    pub result: Outcome,
+    /// The HTTP status answered, for actions made over HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Why it was refused or failed (the message of the answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Entry {
+    /// An entry for an action answered over HTTP with `status` (and `message`, kept as
+    /// the reason when it is not a success).
+    pub fn answered(
+        actor: Actor,
+        action: Action,
+        job: Option<JobRef>,
+        address: Option<String>,
+        status: u16,
+        message: &str,
+    ) -> Entry {
+        let result = match status {
+            200..=399 => Outcome::Ok,
+            400..=499 => Outcome::Refused,
+            _ => Outcome::Error,
+        };
+        Entry {
+            actor,
+            action,
+            job,
+            address,
+            result,
+            status: Some(status),
+            reason: (result != Outcome::Ok && !message.is_empty()).then(|| message.to_string()),
+        }
+    }
+}
+
+/// One line of the audit log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// Grows by one per entry, across rotations and restarts.
+    pub seq: u64,
+    /// When it was recorded, RFC 3339 in UTC.
+    pub time: String,
+    /// The rest.
+    #[serde(flatten)]
+    pub entry: Entry,
+}
+
+enum Message {
+    Entry(Entry, chrono::DateTime<chrono::Utc>),
+    /// Answered once everything sent before it is written.
+    Flush(tokio::sync::oneshot::Sender<()>),
+    /// Sync and end.
+    Stop(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The handle callers record with; cheap to clone.
+#[derive(Clone)]
+pub struct AuditLog {
+    sender: SyncSender<Message>,
+    dir: PathBuf,
+    writer: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuditLog {
+    /// Starts the writer thread for `dir/audit.log`, rotated past `max_size` bytes.
+    /// Blocking (it reads the newest `seq` back).
+    pub fn start(dir: &Path, max_size: u64) -> io::Result<AuditLog> {
+        fs::create_dir_all(dir)?;
+        let writer = Writer::open(dir, max_size)?;
+        let (sender, receiver) = std::sync::mpsc::sync_channel(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("svc-audit".into())
+            .spawn(move || writer.run(receiver))?;
+        Ok(AuditLog {
+            sender,
+            dir: dir.to_path_buf(),
+            writer: Arc::new(Mutex::new(Some(thread))),
+        })
+    }
+
+    /// The directory of the audit files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Records `entry`, stamped now; never waits.
+    pub fn record(&self, entry: Entry) {
+        match self
+            .sender
+            .try_send(Message::Entry(entry, chrono::Utc::now()))
+        {
+            Ok(()) => {}
+            Err(TrySendError::Full(Message::Entry(entry, _))) => {
+                tracing::warn!(action = ?entry.action, "audit log: the writer is behind, entry dropped");
+            }
+            Err(_) => tracing::debug!("audit log: the writer has stopped, entry dropped"),
+        }
+    }
+
+    /// Waits until every entry recorded before the call is written (readers call it so
+    /// that a page shows their own last action).
+    pub async fn flush(&self) {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        let sender = self.sender.clone();
+        // A full queue makes `send` wait for room: off the async workers.
+        let sent = tokio::task::spawn_blocking(move || sender.send(Message::Flush(done)).is_ok())
+            .await
+            .unwrap_or(false);
+        if sent {
+            let _ = wait.await;
+        }
+    }
+
+    /// Writes what is queued, syncs the file and ends the writer (at shutdown). Entries
+    /// recorded later are dropped.
+    pub async fn shutdown(&self) {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        let sender = self.sender.clone();
+        let sent = tokio::task::spawn_blocking(move || sender.send(Message::Stop(done)).is_ok())
+            .await
+            .unwrap_or(false);
+        if sent && tokio::time::timeout(SHUTDOWN_WAIT, wait).await.is_err() {
+            tracing::warn!("audit log: the writer did not finish in time");
+        }
+        let thread = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}
+
+/// The path of the current file (`index` 0) or of rotated file `index`.
+fn file_path(dir: &Path, index: usize) -> PathBuf {
+    if index == 0 {
+        dir.join(AUDIT_FILE)
+    } else {
+        dir.join(format!("{AUDIT_FILE}.{index}"))
+    }
+}
+
+/// The writer thread's state.
+struct Writer {
+    dir: PathBuf,
+    max_size: u64,
+    file: Option<File>,
+    size: u64,
+    next_seq: u64,
+    /// A write error is logged once, until a write succeeds again.
+    failing: bool,
+}
+
+fn open_append(path: &Path) -> io::Result<File> {
+    // Names and addresses of the people who use the service: not for every local user.
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
+impl Writer {
+    fn open(dir: &Path, max_size: u64) -> io::Result<Writer> {
+        let path = file_path(dir, 0);
+        let mut file = open_append(&path)?;
+        let mut size = file.metadata()?.len();
+        if size > 0 && !ends_with_newline(&path)? {
+            // A crash cut the last line: end it, so the next entry is a line of its own.
+            file.write_all(b"\n")?;
+            size += 1;
+        }
+        // The newest entry is at the end of the current file, or of the last rotated one
+        // when a rotation left the current file empty.
+        let last = (0..=KEEP_ROTATED)
+            .find_map(|index| last_seq(&file_path(dir, index)))
+            .unwrap_or(0);
+        Ok(Writer {
+            dir: dir.to_path_buf(),
+            max_size,
+            file: Some(file),
+            size,
+            next_seq: last + 1,
+            failing: false,
+        })
+    }
+
+    fn run(mut self, receiver: Receiver<Message>) {
+        while let Ok(message) = receiver.recv() {
+            match message {
+                Message::Entry(entry, time) => self.write(entry, time),
+                Message::Flush(done) => {
+                    let _ = done.send(());
+                }
+                Message::Stop(done) => {
+                    self.sync();
+                    let _ = done.send(());
+                    return;
+                }
+            }
+        }
+        // Every handle is gone.
+        self.sync();
+    }
+
+    fn sync(&mut self) {
+        if let Some(file) = &self.file
+            && let Err(err) = file.sync_all()
+        {
+            tracing::error!(error = %err, "audit log: cannot sync");
+        }
+    }
+
+    fn write(&mut self, entry: Entry, time: chrono::DateTime<chrono::Utc>) {
+        let record = Record {
+            seq: self.next_seq,
+            time: time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            entry,
+        };
+        let mut line = match serde_json::to_vec(&record) {
+            Ok(line) => line,
+            Err(err) => {
+                tracing::error!(error = %err, "audit log: cannot serialise an entry");
+                return;
+            }
+        };
+        line.push(b'\n');
+        self.next_seq += 1;
+        let len = line.len() as u64;
+        if self.size > 0 && self.size + len > self.max_size {
+            if let Err(err) = self.rotate() {
+                tracing::error!(error = %err, "audit log: rotation failed; appending to the current file");
+            }
+        }
+        let result = match &mut self.file {
+            Some(file) => file.write_all(&line),
+            None => open_append(&file_path(&self.dir, 0)).and_then(|mut file| {
+                let written = file.write_all(&line);
+                self.file = Some(file);
+                written
+            }),
+        };
+        match result {
+            Ok(()) => {
+                self.size += len;
+                self.failing = false;
+            }
+            Err(err) => {
+                if !self.failing {
+                    tracing::error!(error = %err, "audit log: cannot write");
+                }
+                self.failing = true;
+            }
+        }
+    }
+
+    /// `audit.log.4` → `.5`, ..., `audit.log` → `.1`, then a new `audit.log`.
+    fn rotate(&mut self) -> io::Result<()> {
+        self.sync();
+        self.file = None;
+        for index in (1..KEEP_ROTATED).rev() {
+            match fs::rename(file_path(&self.dir, index), file_path(&self.dir, index + 1)) {
+                Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
+                _ => {}
+            }
+        }
+        fs::rename(file_path(&self.dir, 0), file_path(&self.dir, 1))?;
+        self.file = Some(open_append(&file_path(&self.dir, 0))?);
+        self.size = 0;
+        Ok(())
+    }
+}
+
+/// True when the last byte of `path` is a newline.
+fn ends_with_newline(path: &Path) -> io::Result<bool> {
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    file.read_exact(&mut last)?;
+    Ok(last[0] == b'\n')
+}
+
+/// The `seq` of the last readable line of `path`.
+fn last_seq(path: &Path) -> Option<u64> {
+    let mut file = File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    let start = len.saturating_sub(TAIL_BYTES);
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).ok()?;
+    tail.split(|b| *b == b'\n')
+        .rev()
+        .find_map(|line| serde_json::from_slice::<Record>(line).ok())
+        .map(|record| record.seq)
+}
+
+/// A page of the audit log, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// The entries.
+    pub records: Vec<Record>,
+    /// The `before` of the next page, when there may be one.
+    pub next_before: Option<u64>,
+}
+
+/// Up to `limit` entries (at most [`MAX_PAGE`]) whose `seq` is below `before` (all when
+/// `None`), newest first, from the current file then the rotated ones. Lines that are not
+/// entries (a line cut by a crash) are skipped. Blocking.
+pub fn read_page(dir: &Path, before: Option<u64>, limit: usize) -> io::Result<Page> {
+    let limit = limit.clamp(1, MAX_PAGE);
+    let mut records: Vec<Record> = Vec::new();
+    // Strictly decreasing: a rotation between two files read here would otherwise show
+    // entries twice.
+    let mut below = before.unwrap_or(u64::MAX);
+    'files: for index in 0..=KEEP_ROTATED {
+        let text = match fs::read(file_path(dir, index)) {
+            Ok(text) => text,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+            Err(err) => return Err(err),
+        };
+        for line in text.split(|b| *b == b'\n').rev() {
+            let Ok(record) = serde_json::from_slice::<Record>(line) else {
+                continue;
+            };
+            if record.seq >= below {
+                continue;
+            }
+            below = record.seq;
+            records.push(record);
+            if records.len() == limit {
+                break 'files;
+            }
+        }
+    }
+    let next_before = (records.len() == limit && below > 1).then_some(below);
+    Ok(Page {
+        records,
+        next_before,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(n: usize) -> Entry {
+        Entry::answered(
+            Actor::Account {
+                name: format!("user{n}"),
+            },
+            Action::Pause,
+            Some(JobRef {
+                kind: "job_exec".into(),
+                id: "deploy".into(),
+            }),
+            Some("192.0.2.1".into()),
+            200,
+            "",
+        )
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn lines_are_json_with_the_documented_fields() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        runtime().block_on(async {
+            let log = AuditLog::start(dir.path(), 1 << 20).expect("start");
+            log.record(entry(1));
+            log.record(Entry::answered(
+                Actor::Signed,
+                Action::Reload,
+                None,
+                Some("2001:db8::1".into()),
+                403,
+                "role viewer may not reload",
+            ));
+            log.record(Entry {
+                actor: Actor::Signal,
+                action: Action::Reload,
+                job: None,
+                address: None,
+                result: Outcome::Ok,
+                status: None,
+                reason: None,
+            });
+            log.shutdown().await;
+        });
+        let text = fs::read_to_string(dir.path().join(AUDIT_FILE)).expect("read");
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0]["seq"], 1);
+        assert_eq!(
+            lines[0]["actor"],
+            serde_json::json!({"kind": "account", "name": "user1"})
+        );
+        assert_eq!(lines[0]["action"], "pause");
+        assert_eq!(
+            lines[0]["job"],
+            serde_json::json!({"kind": "job_exec", "id": "deploy"})
+        );
+        assert_eq!(lines[0]["address"], "192.0.2.1");
+        assert_eq!(lines[0]["result"], "ok");
+        assert_eq!(lines[0]["status"], 200);
+        assert!(lines[0].get("reason").is_none());
+        let time = lines[0]["time"].as_str().expect("time");
+        assert!(time.ends_with('Z'), "{time}");
+        chrono::DateTime::parse_from_rfc3339(time).expect("RFC 3339");
+        assert_eq!(lines[1]["actor"], serde_json::json!({"kind": "signed"}));
+        assert_eq!(lines[1]["result"], "refused");
+        assert_eq!(lines[1]["reason"], "role viewer may not reload");
+        assert!(lines[1].get("job").is_none());
+        assert_eq!(lines[2]["actor"], serde_json::json!({"kind": "signal"}));
+        assert_eq!(lines[2]["address"], serde_json::Value::Null);
+        assert_eq!(lines[2]["seq"], 3);
+    }
+
+    #[test]
+    fn rotation_keeps_five_files_and_seq_carries_on_across_restarts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let line_len = {
+            let record = Record {
+                seq: 10,
+                time: "2025-01-01T00:00:00.000Z".into(),
+                entry: entry(1),
+            };
+            serde_json::to_vec(&record).expect("json").len() as u64 + 1
+        };
+        // Room for three lines per file.
+        let max = line_len * 3 + 5;
+        runtime().block_on(async {
+            let log = AuditLog::start(dir.path(), max).expect("start");
+            for n in 1..=20 {
+                log.record(entry(n));
+            }
+            log.shutdown().await;
+            // A restart takes the numbering up again.
+            let log = AuditLog::start(dir.path(), max).expect("restart");
+            for n in 21..=22 {
+                log.record(entry(n));
+            }
+            log.flush().await;
+            log.shutdown().await;
+        });
+        let seqs = |index: usize| -> Vec<u64> {
+            fs::read_to_string(file_path(dir.path(), index))
+                .unwrap_or_default()
+                .lines()
+                .map(|l| serde_json::from_str::<Record>(l).expect("record").seq)
+                .collect()
+        };
+        // 22 entries, three per file: the current file and five rotated ones hold the
+        // newest 16 or so; the oldest are gone.
+        assert_eq!(seqs(0), [22]);
+        assert_eq!(seqs(1), [19, 20, 21]);
+        assert_eq!(seqs(2), [16, 17, 18]);
+        assert_eq!(seqs(5), [7, 8, 9]);
+        assert!(!file_path(dir.path(), 6).exists());
+        for index in 0..=KEEP_ROTATED {
+            let size = fs::metadata(file_path(dir.path(), index))
+                .expect("file")
+                .len();
+            assert!(size <= max, "file {index}: {size} > {max}");
+        }
+
+        // Pages go newest first through the current and the rotated files.
+        let first = read_page(dir.path(), None, 4).expect("page");
+        let got: Vec<u64> = first.records.iter().map(|r| r.seq).collect();
+        assert_eq!(got, [22, 21, 20, 19]);
+        assert_eq!(first.next_before, Some(19));
+        let second = read_page(dir.path(), first.next_before, 4).expect("page");
+        let got: Vec<u64> = second.records.iter().map(|r| r.seq).collect();
+        assert_eq!(got, [18, 17, 16, 15]);
+        let rest = read_page(dir.path(), Some(9), 100).expect("page");
+        let got: Vec<u64> = rest.records.iter().map(|r| r.seq).collect();
+        assert_eq!(got, [8, 7]);
+        assert_eq!(rest.next_before, None);
+        assert_eq!(rest.records[0].entry, entry(8));
+    }
+
+    #[test]
+    fn a_cut_line_is_skipped_and_an_empty_directory_is_an_empty_page() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(
+            read_page(dir.path(), None, 10).expect("page"),
+            Page {
+                records: Vec::new(),
+                next_before: None
+            }
+        );
+        runtime().block_on(async {
+            let log = AuditLog::start(dir.path(), 1 << 20).expect("start");
+            log.record(entry(1));
+            log.shutdown().await;
+        });
+        // A crash cut the next line short.
+        let path = dir.path().join(AUDIT_FILE);
+        let mut file = OpenOptions::new().append(true).open(&path).expect("open");
+        file.write_all(b"{\"seq\":2,\"ti").expect("write");
+        drop(file);
+        let page = read_page(dir.path(), None, 10).expect("page");
+        assert_eq!(page.records.len(), 1);
+        runtime().block_on(async {
+            let log = AuditLog::start(dir.path(), 1 << 20).expect("restart");
+            log.record(entry(2));
+            log.shutdown().await;
+        });
+        let page = read_page(dir.path(), None, 10).expect("page");
+        let seqs: Vec<u64> = page.records.iter().map(|r| r.seq).collect();
+        // The restart ended the cut line, and numbering goes on from the last whole one.
+        assert_eq!(seqs, [2, 1]);
+    }
+}
