@@ -65,6 +65,12 @@ const SOURCES: &[Source] = &[
         path: "docs/install.md",
     },
     Source {
+        slug: "operations",
+        title: "Operations",
+        summary: "Running svc day to day: roles, the audit log.",
+        path: "docs/operations.md",
+    },
+    Source {
         slug: "performance",
         title: "Performance",
         summary: "The benchmark: method, figures against a peer and the machine, analysis.",

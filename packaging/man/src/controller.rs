@@ -13,11 +13,12 @@ use crate::page::{INSTALLED_DOCS, entry, render};
 const README: &str = include_str!("../../../README.md");
 
 /// The sections of the configuration reference in the README, with their words.
-const SECTIONS: [(&str, &str); 4] = [
+const SECTIONS: [(&str, &str); 5] = [
     ("svc", "### `[svc]`"),
     ("job", "### `[job \"NAME\"]`"),
     ("job.http", "### `[job.http \"NAME\"]`"),
     ("notif", "### `[notif \"NAME\"]`"),
+    ("user", "### `[user \"NAME\"]`"),
 ];
 
 /// The rows `(keys, default, meaning)` of the table below `heading` in the README, with
@@ -69,7 +70,7 @@ fn configuration(roff: &mut Roff) {
     roff.control("SH", ["CONFIGURATION"]);
     roff.text([roman(
         "git-config syntax: sections [svc], [job \"NAME\"], [job.http \"NAME\"] and \
-         [notif \"NAME\"]; keys are case-insensitive; \"#\" and \";\" start a comment outside \
+         [notif \"NAME\"], and [user \"NAME\"] in user.conf; keys are case-insensitive; \"#\" and \";\" start a comment outside \
          double quotes. The keys, with their defaults:",
     )]);
     for (word, heading) in SECTIONS {
