@@ -14,7 +14,10 @@
  *
  * When the service has users (login enabled), the top bar shows who is logged in and a
  * Log out button, and any answer 401 "login required" sends the browser to the login
- * page, which comes back here afterwards.
+ * page, which comes back here afterwards. An operator's or admin's actions then use the
+ * session and its CSRF token (X-Svc-Csrf) instead of the secret, which is not asked for;
+ * a viewer sees the actions disabled with the reason; an admin also gets the Audit view
+ * (#/audit) with the Reload button.
  */
 (function () {
   "use strict";
@@ -35,6 +38,9 @@
 
   var env = null;
   var view = null;
+  // GET /svc/api/session: {login, name, role, csrf}; null until it answers.
+  var session = null;
+  var ROLE_RANK = { viewer: 0, operator: 1, admin: 2 };
   var filters = { text: "", status: "" };
 
   // ----- small helpers -------------------------------------------------------------
@@ -241,10 +247,54 @@
       });
     });
     api("GET", "/svc/api/session").then(function (result) {
-      if (!result.ok || !result.data || !result.data.login) return;
-      document.getElementById("session-user").textContent = result.data.name;
+      if (!result.ok || !result.data) return;
+      session = result.data;
+      applySession();
+      if (!session.login) return;
+      if (!session.name) {
+        // public_read: reading without a session; acting needs a login.
+        document.getElementById("session-login").hidden = false;
+        return;
+      }
+      document.getElementById("session-user").textContent = session.name;
+      document.getElementById("session-role").textContent = session.role || "";
       box.hidden = false;
     });
+  }
+
+  // ----- rights ----------------------------------------------------------------------
+
+  /** True when actions go with the session (login on, and a role that may act). */
+  function sessionActs() {
+    return !!(session && session.login && session.csrf && roleAtLeast("operator"));
+  }
+
+  function roleAtLeast(role) {
+    return !!(session && session.role && ROLE_RANK[session.role] >= ROLE_RANK[role]);
+  }
+
+  /** Why this page may not act, or "" when it may (with the session or the secret). */
+  function actionBlocker() {
+    if (!session || !session.login) return "";
+    if (!session.name) return "Log in as an operator or admin to run, pause, resume or cancel jobs.";
+    if (roleAtLeast("operator")) return "";
+    return "Your role (" + session.role + ") may not run, pause, resume or cancel jobs: " +
+      "that needs the operator or admin role.";
+  }
+
+  /** The top bar and the current view once the session is known: no secret field when
+   * the session acts, the Audit link for an admin. */
+  function applySession() {
+    document.getElementById("secret-form").hidden = !!(session && session.login);
+    document.getElementById("nav-audit").hidden = !roleAtLeast("admin");
+    if (view) view.update();
+  }
+
+  /** A POST done with the session: its CSRF token in X-Svc-Csrf. */
+  function sessionPost(url, body) {
+    var headers = { "X-Svc-Csrf": session.csrf };
+    if (body !== null) headers["Content-Type"] = "application/x-www-form-urlencoded";
+    return api("POST", url, body, headers);
   }
 
   function explain(result) {
@@ -255,6 +305,8 @@
       case 401:
         if (result.message === LOGIN_REQUIRED) return "Your session has ended: log in again.";
         return "Wrong secret: the service refused the signature (401" + msg + ").";
+      case 403: return "Not allowed (403" + msg + ").";
+      case 422: return "The configuration was not reloaded (422" + msg + ").";
       case 404: return "Not found (404" + msg + ").";
       case 409: return "The job is not running (409" + msg + ").";
       case 412: return "The job is paused (412" + msg + "); resume it first.";
@@ -264,7 +316,7 @@
   }
 
   function needSecret(message) {
-    if (getSecret()) return false;
+    if (sessionActs() || getSecret()) return false;
     message.set("error", "Type the secret in the top bar first: actions are signed with it.");
     secretInput.focus();
     return true;
@@ -280,6 +332,7 @@
   }
 
   function signedForm(path, id) {
+    if (sessionActs()) return sessionPost(path, "id=" + encodeURIComponent(id));
     var body = "_svc_epoch=" + nowSecs() + "&id=" + encodeURIComponent(id) + "&_svc_nonce=" + nonce();
     return api("POST", path, body, {
       "Content-Type": "application/x-www-form-urlencoded",
@@ -288,6 +341,7 @@
   }
 
   function signedQuery(path, id) {
+    if (sessionActs()) return sessionPost(path + "?id=" + encodeURIComponent(id), null);
     // With an epoch: the request is one-time and bounded in time (require_epoch).
     var query = "id=" + encodeURIComponent(id) + "&_svc_epoch=" + nowSecs() + "&_svc_nonce=" + nonce();
     return api("POST", path + "?" + query, null, {
@@ -618,6 +672,7 @@
       logsBox.replaceChildren(logLinks(kind, job, viewer ? viewer.counter : 0));
       if (viewer) viewer.jobUpdated(job);
       history.jobUpdated(job);
+      applyRights(buttons, hint);
     }
 
     function route(r) {
@@ -706,9 +761,6 @@
       var text = m ? m[2] : line;
       if (m) frag.appendChild(h("span", { class: "t" }, m[1] + " "));
       var cls = /^(===|\$ |---)/.test(text) ? (/finished: fail|cancel/i.test(text) && /^===/.test(text) ? "svc bad" : "svc") : null;
-      // Standard error: the log marks it with "2> " (docs/formats.md), which stays in
-      // the text, so the colour is not the only sign.
-      if (!cls && text.indexOf("2> ") === 0) cls = "stderr";
       frag.appendChild(cls ? h("span", { class: cls }, text) : document.createTextNode(text));
       frag.appendChild(document.createTextNode("\n"));
       return frag;
@@ -1040,12 +1092,135 @@
     };
   }
 
+  /** Disables the action buttons, with the reason as their tooltip, when the session may
+   * not act; says how actions are authorised when it may. */
+  function applyRights(buttons, hint) {
+    var blocker = actionBlocker();
+    Object.keys(buttons).forEach(function (name) {
+      if (blocker) {
+        buttons[name].disabled = true;
+        buttons[name].title = blocker;
+      } else {
+        buttons[name].removeAttribute("title");
+      }
+    });
+    if (blocker) hint.textContent = blocker;
+    else if (sessionActs() && /main secret/.test(hint.textContent)) {
+      hint.textContent = "Actions are done as " + session.name + " (" + session.role + ").";
+    }
+  }
+
+  // ----- audit -----------------------------------------------------------------------
+
+  var AUDIT_PAGE = 50;
+
+  function actorText(actor) {
+    if (!actor) return "";
+    switch (actor.kind) {
+      case "account": return actor.name;
+      case "signed": return "signed request";
+      case "webhook": return "webhook" + (actor.delivery ? " " + actor.delivery : "");
+      case "signal": return "SIGHUP";
+      default: return "anonymous";
+    }
+  }
+
+  function auditRow(entry) {
+    var job = entry.job
+      ? h("a", { href: (entry.job.kind === "job_http" ? "#/http/" : "#/job/") + encodeURIComponent(entry.job.id) },
+        entry.job.id)
+      : h("span", { class: "muted" }, "—");
+    var result = entry.result === "ok" ? "ok"
+      : entry.result + (entry.status ? " " + entry.status : "") + (entry.reason ? ": " + entry.reason : "");
+    return h("tr", { "data-seq": String(entry.seq) },
+      cell("Time", h("time", { datetime: entry.time }, absTime(entry.time))),
+      cell("Who", actorText(entry.actor)),
+      cell("Action", entry.action.replace("_", " ")),
+      cell("Job", job),
+      cell("Address", entry.address || h("span", { class: "muted" }, "—")),
+      cell("Result", h("span", { class: "audit-" + entry.result }, result)));
+  }
+
+  /** POST /svc/api/reload: with an admin's session, else signed with the secret (the
+   * service has no users). */
+  function reloadRequest() {
+    if (sessionActs()) return sessionPost("/svc/api/reload", "");
+    if (!getSecret()) {
+      return Promise.resolve({ ok: false, status: -1,
+        message: "Type the secret in the top bar first: a reload is signed with it." });
+    }
+    var body = "_svc_epoch=" + nowSecs() + "&_svc_nonce=" + nonce();
+    return api("POST", "/svc/api/reload", body, {
+      "Content-Type": "application/x-www-form-urlencoded",
+      "X-Svc-Sign": SvcHmac.hmacSha256Hex(getSecret(), body),
+    });
+  }
+
+  /** #/audit (admins): the audit log, newest first, a page at a time, and Reload. */
+  function auditView() {
+    document.title = "Audit · " + (env && env.name ? env.name : "svc");
+    var message = messageArea("audit-message");
+    var body = h("tbody");
+    var more = h("button", { type: "button", id: "audit-more", hidden: true }, "Older entries");
+    var reload = h("button", { type: "button", id: "reload", class: "primary" }, "Reload configuration");
+    var next = null;
+    var loading = false;
+
+    function load(reset) {
+      if (loading) return;
+      loading = true;
+      var url = "/svc/api/audit?limit=" + AUDIT_PAGE + (!reset && next ? "&before=" + next : "");
+      api("GET", url).then(function (result) {
+        loading = false;
+        if (!result.ok) { message.set("error", explain(result)); return; }
+        if (reset) body.replaceChildren();
+        (result.data.entries || []).forEach(function (entry) { body.appendChild(auditRow(entry)); });
+        if (!body.firstChild) {
+          body.appendChild(h("tr", null, h("td", { colspan: 6, class: "empty" }, "Nothing recorded yet.")));
+        }
+        next = result.data.next_before;
+        more.hidden = !next;
+      });
+    }
+
+    more.addEventListener("click", function () { load(false); });
+    reload.addEventListener("click", function () {
+      reload.disabled = true;
+      message.set("", "Reloading…");
+      reloadRequest().then(function (result) {
+        reload.disabled = false;
+        if (result.ok) message.set("ok", "Configuration reloaded.");
+        else message.set("error", explain(result));
+        load(true);
+        refresh();
+      });
+    });
+
+    main.replaceChildren(
+      h("p", { class: "crumbs" }, h("a", { href: "#/" }, "Dashboard"), " › Audit"),
+      h("div", { class: "detail-head" }, h("h1", null, "Audit log"), reload),
+      h("p", { class: "hint" }, "Every action, refused ones included, newest first. " +
+        "Reload takes the configuration files again, as SIGHUP does."),
+      message.el,
+      h("div", { class: "card table-wrap" },
+        h("table", { class: "responsive", id: "audit-table" },
+          h("caption", { class: "visually-hidden" }, "Audit log"),
+          h("thead", null, h("tr", null, ["Time", "Who", "Action", "Job", "Address", "Result"].map(function (t) {
+            return h("th", { scope: "col" }, t);
+          }))),
+          body)),
+      more);
+    load(true);
+    return { key: "audit", update: function () {}, route: function () {}, destroy: function () {} };
+  }
+
   // ----- routing ---------------------------------------------------------------------
 
   function parseRoute() {
     var parts = (location.hash || "#/").replace(/^#\/?/, "").split("/").map(function (p) {
       try { return decodeURIComponent(p); } catch (e) { return p; }
     });
+    if (parts[0] === "audit") return { key: "audit" };
     if ((parts[0] === "job" || parts[0] === "http") && parts[1]) {
       var counter = parts[2] === "log" ? parseInt(parts[3], 10) || 0 : 0;
       return { key: parts[0] + ":" + parts[1], kind: parts[0], id: parts[1], counter: counter };
@@ -1056,13 +1231,15 @@
   function onRoute() {
     var r = parseRoute();
     document.getElementById("nav-dashboard").setAttribute("aria-current", r.key === "dashboard" ? "page" : "false");
+    document.getElementById("nav-audit").setAttribute("aria-current", r.key === "audit" ? "page" : "false");
     if (view && view.key === r.key) {
       r.scroll = true;
       view.route(r);
       return;
     }
     if (view) view.destroy();
-    view = r.key === "dashboard" ? dashboardView() : detailView(r.kind, r.id);
+    view = r.key === "dashboard" ? dashboardView()
+      : r.key === "audit" ? auditView() : detailView(r.kind, r.id);
     view.route(r);
     view.update();
     main.focus({ preventScroll: true });

@@ -29,6 +29,10 @@ const SCREENSHOTS = process.env.SVC_SCREENSHOTS || "";
 const CHROMIUM = process.env.SVC_CHROMIUM || "/usr/bin/chromium";
 const USER = process.env.SVC_USER || "";
 const PASSWORD = process.env.SVC_PASSWORD || "";
+// The accounts of the role scenarios (each with SVC_PASSWORD).
+const VIEWER = process.env.SVC_VIEWER || "";
+const OPERATOR = process.env.SVC_OPERATOR || "";
+const ADMIN = process.env.SVC_ADMIN || "";
 const SCENARIO_TIMEOUT_MS = 30000;
 const STEP = { timeout: 20000 };
 
@@ -75,6 +79,18 @@ async function waitForText(page, selector, pattern, what) {
     throw new Error(`${what}: ${selector} never matched ${pattern}; it reads ` +
       `${JSON.stringify(now)} (${context})`);
   }
+}
+
+// Logs in as `user` from the login page the dashboard sends to, back on `hash`.
+async function loginAs(page, user, hash) {
+  assert.ok(user && PASSWORD, "the account and SVC_PASSWORD are required");
+  await page.goto(`${BASE}/svc/${hash}`);
+  await page.waitForURL(/\/svc\/login\?next=/, STEP);
+  await page.getByLabel("Name").fill(user);
+  await page.getByLabel("Password").fill(PASSWORD);
+  await page.getByRole("button", { name: "Log in" }).click();
+  await page.waitForURL(/\/svc\/#/, STEP);
+  await waitForText(page, "#session-user", new RegExp(`^${user}$`), "the user is shown");
 }
 
 async function shoot(page, name, fullPage = false) {
@@ -330,6 +346,65 @@ const scenarios = {
     await page.goto(`${BASE}/svc/`);
     await page.waitForURL(/\/svc\/login\?next=/, STEP);
     await page.locator("#login-form").waitFor(STEP);
+  },
+
+  // A viewer reads, and sees every action disabled with the reason; no secret field
+  // (there is nothing to sign), no Audit link.
+  async viewer(page) {
+    await loginAs(page, VIEWER, "#/job/tick");
+    await page.locator("#job-name").waitFor(STEP);
+    await waitForText(page, "#session-role", /^viewer$/, "the role is shown");
+    assert.equal(await page.locator("#secret").isVisible(), false, "no secret field");
+    assert.equal(await page.locator("#nav-audit").isVisible(), false, "no Audit link");
+    for (const name of ["Run now", "Pause", "Cancel run"]) {
+      const button = page.getByRole("button", { name });
+      await page.waitForFunction((label) => {
+        const el = [...document.querySelectorAll(".actions button")].find((b) => b.textContent === label);
+        return !!el && el.disabled && /viewer/.test(el.title);
+      }, name, STEP);
+      assert.match(await button.getAttribute("title"), /needs the operator or admin role/);
+    }
+    await waitForText(page, "#action-hint", /may not run, pause, resume or cancel/, "the hint says why");
+    await page.goto(`${BASE}/svc/#/http/ping`);
+    await page.locator("#job-name").waitFor(STEP);
+    assert.equal(await page.getByRole("button", { name: "Pause" }).isDisabled(), true);
+  },
+
+  // An operator pauses, resumes and runs a job with the session, never asked for the
+  // secret; no Audit link.
+  async operator(page) {
+    await loginAs(page, OPERATOR, "#/job/tick");
+    await page.locator("#job-name").waitFor(STEP);
+    await waitForText(page, "#session-role", /^operator$/, "the role is shown");
+    assert.equal(await page.locator("#secret").isVisible(), false, "no secret field");
+    assert.equal(await page.locator("#nav-audit").isVisible(), false, "no Audit link");
+    await waitForText(page, "#action-hint", /Actions are done as /, "the hint names the user");
+    await page.getByRole("button", { name: "Pause" }).click();
+    await waitForText(page, "#job-status", /paused/, "paused with the session");
+    await page.getByRole("button", { name: "Resume" }).click();
+    await waitForText(page, "#action-message", /Resumed/, "resumed with the session");
+    await page.getByRole("button", { name: "Run now" }).click();
+    await page.waitForURL(/#\/job\/tick\/log\/\d+$/, STEP);
+    await waitForText(page, "#log", /started by hand/, "the run the operator started");
+  },
+
+  // An admin has the Audit view: the operator's actions with who, job and result, and
+  // Reload.
+  async admin(page) {
+    await loginAs(page, ADMIN, "#/");
+    await waitForText(page, "#session-role", /^admin$/, "the role is shown");
+    await page.locator("#nav-audit").click();
+    await page.waitForURL(/#\/audit$/, STEP);
+    await page.locator("#audit-table tbody tr").first().waitFor(STEP);
+    const table = await statusText(page, "#audit-table");
+    assert.match(table, new RegExp(`${OPERATOR}\\s*pause\\s*tick`), "the operator's pause is listed");
+    assert.match(table, /run now/);
+    assert.match(table, /login/);
+    await page.getByRole("button", { name: "Reload configuration" }).click();
+    await waitForText(page, "#audit-message", /Configuration reloaded/, "the reload");
+    await waitForText(page, "#audit-table tbody tr:first-child", new RegExp(`${ADMIN}\\s*reload`),
+      "the reload is the newest entry");
+    await shoot(page, "audit.png");
   },
 
   // JobHttp detail: request, redacted headers, logs, pause and resume.

@@ -318,6 +318,70 @@ async fn login_in_chromium() {
     assert_eq!(answer.message(), "login required");
 }
 
+/// The role scenarios' accounts: a viewer, an operator and an admin, one password.
+const ROLE_USERS: [(&str, &str); 3] = [("vera", "viewer"), ("otto", "operator"), ("ada", "admin")];
+
+/// A service whose `user.conf` has [`ROLE_USERS`] (all with `LOGIN_PASSWORD`): the
+/// role scenarios log in as each and check what each may and may not do.
+#[tokio::test(flavor = "multi_thread")]
+async fn roles_in_chromium() {
+    use std::os::unix::fs::PermissionsExt as _;
+    require_prerequisites(true);
+    let _browser = BROWSER.lock().await;
+    let builder = TestService::builder()
+        .svc("name = browser-test")
+        .job_file(
+            "jobs",
+            job_section("tick", &["schedule = 0 0 1 1 *", "command = echo tick"]),
+        )
+        .job_http_file(
+            "ping",
+            "[job.http \"ping\"]\nschedule = 0 0 1 1 *\nhttp_url = http://127.0.0.1:9/\n",
+        );
+    let dir = builder.dir_base().join("etc/svc");
+    std::fs::create_dir_all(&dir).expect("create etc/svc");
+    let hash = svc_controller::password::hash_password(LOGIN_PASSWORD).expect("hash the password");
+    let users: String = ROLE_USERS
+        .iter()
+        .map(|(name, role)| format!("[user \"{name}\"]\npassword = {hash}\nrole = {role}\n"))
+        .collect();
+    let file = dir.join("user.conf");
+    std::fs::write(&file, users).expect("write user.conf");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let mut service = builder.build();
+    service.spawn();
+    svc_tests::wait_until(WAIT, "the service answers", async || {
+        service.try_get("/svc/api/session").await.is_ok()
+    })
+    .await;
+    let accounts = [
+        ("SVC_VIEWER", ROLE_USERS[0].0.to_string()),
+        ("SVC_OPERATOR", ROLE_USERS[1].0.to_string()),
+        ("SVC_ADMIN", ROLE_USERS[2].0.to_string()),
+        ("SVC_PASSWORD", LOGIN_PASSWORD.to_string()),
+    ];
+    scenarios_with(&service, &["viewer", "operator", "admin"], &accounts).await;
+    // What the UI did, seen from outside: the operator's run ended, and the audit log
+    // has the operator's actions and the admin's reload, made with their sessions.
+    service
+        .wait_run_finished("tick", 1, WAIT)
+        .await
+        .assert_status("success");
+    let audit = std::fs::read_to_string(service.dir_base().join("var/log/svc/audit.log"))
+        .expect("audit.log");
+    for needle in [
+        r#"{"kind":"account","name":"otto"},"action":"pause""#,
+        r#"{"kind":"account","name":"otto"},"action":"run_now""#,
+        r#"{"kind":"account","name":"ada"},"action":"reload""#,
+    ] {
+        assert!(audit.contains(needle), "{needle} not in:\n{audit}");
+    }
+    assert!(
+        !audit.contains(r#""name":"vera"},"action":"pause""#),
+        "{audit}"
+    );
+}
+
 #[tokio::test]
 async fn hmac_js_passes_the_fips_and_rfc_4231_vectors() {
     require_prerequisites(false);
