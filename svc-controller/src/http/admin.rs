@@ -15,12 +15,6 @@ use super::{ApiError, AppState, ok, signed};
 use crate::audit;
 use crate::rights::{Right, Role};
 
-/// Where the daemon answers one reload: `Ok`, or the problems of the configuration that
-/// was refused (as `--check` lists them, without secrets).
-pub type ReloadReply = tokio::sync::oneshot::Sender<Result<(), Vec<String>>>;
-/// The channel `POST /svc/api/reload` asks the daemon for a reload on.
-pub type ReloadRequests = tokio::sync::mpsc::Sender<ReloadReply>;
-
 /// Entries a page of the audit log holds unless `limit` says otherwise.
 const DEFAULT_AUDIT_PAGE: usize = 100;
 

@@ -40,7 +40,6 @@ use axum::routing::{Route, get, post};
 use tower_http::compression::CompressionLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 
-pub use admin::{ReloadReply, ReloadRequests};
 pub use body_budget::BodyBudget;
 pub use error::ApiError;
 pub use response::{ok, wrapper};
@@ -66,6 +65,13 @@ pub(super) async fn blocking<T: Send + 'static>(
         .await
         .map_err(|err| ApiError::internal("blocking task failed", err))
 }
+
+/// Where the daemon answers one reload asked for by `POST /svc/api/reload` (see
+/// `admin.rs`): `Ok`, or the problems of the configuration that was refused (as
+/// `--check` lists them, without secrets).
+pub type ReloadReply = tokio::sync::oneshot::Sender<Result<(), Vec<String>>>;
+/// The channel `POST /svc/api/reload` asks the daemon's main loop for a reload on.
+pub type ReloadRequests = tokio::sync::mpsc::Sender<ReloadReply>;
 
 /// What handlers share.
 #[derive(Debug, Clone)]
