@@ -6,8 +6,9 @@
 //! bounded channel with `try_send`; a full channel drops the entry and says so in the
 //! service log. The writer appends each line with one `write` to a file opened for
 //! appending (no fsync per line: an action is not worth a disk flush, and the line is in
-//! the page cache for readers at once); it syncs the file at shutdown and before a
-//! rotation. Past `audit_max_size` the file is renamed to `audit.log.1`, the older ones
+//! the page cache for readers at once), and closes the file whenever its queue is empty,
+//! so that no descriptor pins the log directory; it syncs the file at shutdown and before
+//! a rotation. Past `audit_max_size` the file is renamed to `audit.log.1`, the older ones
 //! shifted up to `audit.log.5` (the oldest dropped), as logrotate's `rotate 5` would.
 //!
 //! Every line carries `seq`, a number that grows by one per entry across rotations (taken
@@ -312,10 +313,11 @@ impl Writer {
         let last = (0..=KEEP_ROTATED)
             .find_map(|index| last_seq(&file_path(dir, index)))
             .unwrap_or(0);
+        drop(file);
         Ok(Writer {
             dir: dir.to_path_buf(),
             max_size,
-            file: Some(file),
+            file: None,
             size,
             next_seq: last + 1,
             failing: false,
@@ -323,27 +325,44 @@ impl Writer {
     }
 
     fn run(mut self, receiver: Receiver<Message>) {
-        while let Ok(message) = receiver.recv() {
-            match message {
-                Message::Entry(entry, time) => self.write(entry, time),
-                Message::Flush(done) => {
-                    let _ = done.send(());
+        while let Ok(first) = receiver.recv() {
+            let mut next = Some(first);
+            while let Some(message) = next.take() {
+                match message {
+                    Message::Entry(entry, time) => self.write(entry, time),
+                    Message::Flush(done) => {
+                        let _ = done.send(());
+                    }
+                    Message::Stop(done) => {
+                        self.sync();
+                        let _ = done.send(());
+                        return;
+                    }
                 }
-                Message::Stop(done) => {
-                    self.sync();
-                    let _ = done.send(());
-                    return;
-                }
+                next = receiver.try_recv().ok();
             }
+            // The file is open only while entries are written: between them no
+            // descriptor holds the log directory, so it can be remounted read-only or
+            // unmounted, and a file moved away by hand is made anew at the next entry.
+            self.file = None;
         }
         // Every handle is gone.
         self.sync();
     }
 
+    /// Syncs the current file, opening it when it is closed (a sync through any
+    /// descriptor flushes the file's data).
     fn sync(&mut self) {
-        if let Some(file) = &self.file
-            && let Err(err) = file.sync_all()
-        {
+        let path = file_path(&self.dir, 0);
+        let result = match &self.file {
+            Some(file) => file.sync_all(),
+            None => match File::open(&path) {
+                Ok(file) => file.sync_all(),
+                Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+                Err(err) => Err(err),
+            },
+        };
+        if let Err(err) = result {
             tracing::error!(error = %err, "audit log: cannot sync");
         }
     }
