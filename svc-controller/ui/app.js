@@ -252,8 +252,11 @@
       applySession();
       if (!session.login) return;
       if (!session.name) {
-        // public_read: reading without a session; acting needs a login.
-        document.getElementById("session-login").hidden = false;
+        // public_read: reading without a session; acting needs a login. The link gets
+        // its target only here: without accounts the login page does not exist.
+        var login = document.getElementById("session-login");
+        login.href = "/svc/login?next=" + encodeURIComponent(location.pathname + location.hash);
+        login.hidden = false;
         return;
       }
       document.getElementById("session-user").textContent = session.name;
