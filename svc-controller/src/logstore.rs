@@ -404,10 +404,11 @@ impl OutputKind {
 /// Turns the chunks of each output into whole log lines: a partial line waits, per
 /// output, for its newline, so that a line split over several chunks becomes one log
 /// line with one time and one marker, and a stdout line and a stderr line that arrive
-/// interleaved never merge. A partial line that reaches [`MAX_PARTIAL_LINE`] is written
-/// as a line of its own (its rest starts the next one, marked again), so that output
-/// without newlines is never held in memory for ever. Pure: it writes into buffers, the
-/// caller writes those to the file.
+/// interleaved never merge. A line longer than [`MAX_PARTIAL_LINE`] is cut into log lines
+/// of exactly that many bytes (the rest starts the next one, marked again), however its
+/// bytes were split into chunks, so that output without newlines is never held in memory
+/// for ever and the same output always gives the same log. Pure: it writes into buffers,
+/// the caller writes those to the file.
 #[derive(Debug, Default)]
 struct LineSplitter {
     partial: [Vec<u8>; 3],
@@ -417,19 +418,28 @@ impl LineSplitter {
     /// Appends to `out` the log lines that `data` completes for `kind`, each as
     /// `<stamp> <marker><text>\n`; keeps the rest for later.
     fn push(&mut self, kind: OutputKind, mut data: &[u8], stamp: &str, out: &mut Vec<u8>) {
-        while let Some(pos) = data.iter().position(|&b| b == b'\n') {
+        loop {
             let partial = &mut self.partial[kind as usize];
-            line_start(out, stamp, kind);
-            out.append(partial);
-            out.extend_from_slice(&data[..=pos]);
-            data = &data[pos + 1..];
-        }
-        let partial = &mut self.partial[kind as usize];
-        partial.extend_from_slice(data);
-        if partial.len() >= MAX_PARTIAL_LINE {
-            line_start(out, stamp, kind);
-            out.append(partial);
-            out.push(b'\n');
+            // Bytes the current line may still take (the pending part is never longer).
+            let room = MAX_PARTIAL_LINE.saturating_sub(partial.len());
+            let window = &data[..data.len().min(room + 1)];
+            if let Some(pos) = window.iter().position(|&b| b == b'\n') {
+                // A whole line within the limit.
+                line_start(out, stamp, kind);
+                out.append(partial);
+                out.extend_from_slice(&data[..=pos]);
+                data = &data[pos + 1..];
+            } else if data.len() > room {
+                // The line goes on past the limit: cut it there.
+                line_start(out, stamp, kind);
+                out.append(partial);
+                out.extend_from_slice(&data[..room]);
+                out.push(b'\n');
+                data = &data[room..];
+            } else {
+                partial.extend_from_slice(data);
+                return;
+            }
         }
     }
 
@@ -732,13 +742,54 @@ mod tests {
         splitter.push(OutputKind::Stderr, &long[..100], "T", &mut out);
         assert!(out.is_empty(), "a partial line waits");
         splitter.push(OutputKind::Stderr, &long[100..], "T", &mut out);
-        assert_eq!(splitter.pending(OutputKind::Stderr), 0);
+        assert_eq!(
+            splitter.pending(OutputKind::Stderr),
+            5,
+            "what is past the cut waits"
+        );
         splitter.push(OutputKind::Stderr, b"tail\n", "T", &mut out);
         let got = lines(&out);
         assert_eq!(got.len(), 2, "the cut part, then the rest");
-        assert_eq!(got[0].len(), "T 2> ".len() + MAX_PARTIAL_LINE + 5);
+        assert_eq!(got[0].len(), "T 2> ".len() + MAX_PARTIAL_LINE);
         assert!(got[0].starts_with("T 2> eee"));
-        assert_eq!(got[1], "T 2> tail");
+        assert_eq!(got[1], "T 2> eeeeetail");
+    }
+
+    #[test]
+    fn a_long_line_is_cut_at_the_same_places_however_it_is_chunked() {
+        let mut line = vec![b'x'; 2 * MAX_PARTIAL_LINE + 7];
+        line.push(b'\n');
+        let whole = {
+            let mut splitter = LineSplitter::default();
+            let mut out = Vec::new();
+            splitter.push(OutputKind::Stdout, &line, "T", &mut out);
+            out
+        };
+        for chunk in [
+            1,
+            1000,
+            MAX_PARTIAL_LINE - 1,
+            MAX_PARTIAL_LINE,
+            MAX_PARTIAL_LINE + 1,
+        ] {
+            let mut splitter = LineSplitter::default();
+            let mut out = Vec::new();
+            for piece in line.chunks(chunk) {
+                splitter.push(OutputKind::Stdout, piece, "T", &mut out);
+            }
+            assert_eq!(out, whole, "chunks of {chunk}");
+        }
+        let got = lines(&whole);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].len(), "T ".len() + MAX_PARTIAL_LINE);
+        assert_eq!(got[2], format!("T {}", "x".repeat(7)));
+        // A line of exactly the limit is one line, with no empty line after it.
+        let mut exact = vec![b'y'; MAX_PARTIAL_LINE];
+        exact.push(b'\n');
+        let mut splitter = LineSplitter::default();
+        let mut out = Vec::new();
+        splitter.push(OutputKind::Stdout, &exact, "T", &mut out);
+        assert_eq!(lines(&out).len(), 1);
     }
 
     #[test]
@@ -762,9 +813,10 @@ mod tests {
         let mut log = logs.create(1, "h").expect("create");
         log.output(OutputKind::Stdout, &vec![b'x'; MAX_PARTIAL_LINE + 10])
             .expect("out");
-        assert_eq!(log.lines.pending(OutputKind::Stdout), 0);
+        // The first MAX_PARTIAL_LINE bytes are written as a line; the rest waits.
+        assert_eq!(log.lines.pending(OutputKind::Stdout), 10);
         let content = fs::read(logs.path(1, LogStatus::Started)).expect("read");
-        assert_eq!(content.len(), 22 + 20 + MAX_PARTIAL_LINE + 10 + 1);
+        assert_eq!(content.len(), 22 + 20 + MAX_PARTIAL_LINE + 1);
     }
 
     #[test]
