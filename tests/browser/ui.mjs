@@ -99,6 +99,16 @@ async function shoot(page, name, fullPage = false) {
   await page.screenshot({ path: path.join(SCREENSHOTS, name), fullPage });
 }
 
+// Checks that the page fits a 390 px phone and a 1280 px screen, with a screenshot of
+// each as <name>-<width>.png; the window is left at 1280 px.
+async function shootAtWidths(page, name) {
+  for (const width of [390, 1280]) {
+    await page.setViewportSize({ width, height: width === 390 ? 844 : 800 });
+    await assertFits(page, `${name} at ${width} px`);
+    await shoot(page, `${name}-${width}.png`, true);
+  }
+}
+
 // Run now for job `id`, signed with the main secret as the UI signs it (not through the
 // page: the page must learn of the run by itself).
 async function runNowSigned(id) {
@@ -368,6 +378,10 @@ const scenarios = {
     await page.goto(`${BASE}/svc/#/http/ping`);
     await page.locator("#job-name").waitFor(STEP);
     assert.equal(await page.getByRole("button", { name: "Pause" }).isDisabled(), true);
+    // What a viewer sees of a job, on a phone and on a screen.
+    await page.goto(`${BASE}/svc/#/job/tick`);
+    await page.locator("#job-name").waitFor(STEP);
+    await shootAtWidths(page, "viewer-job");
   },
 
   // An operator pauses, resumes and runs a job with the session, never asked for the
@@ -404,7 +418,7 @@ const scenarios = {
     await waitForText(page, "#audit-message", /Configuration reloaded/, "the reload");
     await waitForText(page, "#audit-table tbody tr:first-child", new RegExp(`${ADMIN}\\s*reload`),
       "the reload is the newest entry");
-    await shoot(page, "audit.png");
+    await shootAtWidths(page, "audit");
   },
 
   // JobHttp detail: request, redacted headers, logs, pause and resume.

@@ -380,6 +380,12 @@ async fn roles_in_chromium() {
         !audit.contains(r#""name":"vera"},"action":"pause""#),
         "{audit}"
     );
+    let dir = screenshots_dir(&service);
+    for page in ["viewer-job", "audit"] {
+        for width in [390, 1280] {
+            assert_screenshot(&dir.join(format!("{page}-{width}.png")));
+        }
+    }
 }
 
 #[tokio::test]
