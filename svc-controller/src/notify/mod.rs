@@ -156,6 +156,24 @@ async fn stop_dispatcher(
     }
 }
 
+/// Logs an attempt to send a `what` ("notification", "health ping") that failed, and
+/// what comes of it: another attempt, none because the service stops, or none left.
+fn log_failed_attempt(what: &str, attempt: u32, err: &NotifyError, next: Next) {
+    let error = describe(err);
+    match next {
+        Next::RetryIn(wait) => tracing::warn!(
+            attempt,
+            retry_in_s = wait.as_secs(),
+            error,
+            "{what} failed; trying again"
+        ),
+        Next::Stopping => {
+            tracing::warn!(attempt, error, "{what} not sent: the service is stopping")
+        }
+        Next::GiveUp => tracing::error!(attempt, error, "{what} not sent: its last attempt failed"),
+    }
+}
+
 /// Sends one request to a notification or ping URL; a 2xx answer is a success. The URL
 /// may hold a token: errors never show it.
 async fn send_expecting_success(request: reqwest::RequestBuilder) -> Result<(), NotifyError> {
@@ -400,25 +418,7 @@ async fn deliver_in_span(shared: &Shared, sender: Result<Sender, NotifyError>) {
         sender.attempt().await
     };
     let failed = |attempt: u32, err: &NotifyError, next: Next| {
-        let error = describe(err);
-        match next {
-            Next::RetryIn(wait) => tracing::warn!(
-                attempt,
-                retry_in_s = wait.as_secs(),
-                error,
-                "notification attempt failed; trying again"
-            ),
-            Next::Stopping => tracing::warn!(
-                attempt,
-                error,
-                "notification not sent: the service is stopping"
-            ),
-            Next::GiveUp => tracing::error!(
-                attempt,
-                error,
-                "notification not sent: its last attempt failed"
-            ),
-        }
+        log_failed_attempt("notification", attempt, err, next);
     };
     if let Delivery::Sent { attempts } =
         with_retries(attempt, shared.stop.subscribe(), failed).await

@@ -33,8 +33,8 @@ use tracing::Instrument as _;
 use proto::error_chain::describe;
 
 use super::{
-    Delivery, MadeOnce, Next, NotifyError, make_http_client, send_expecting_success,
-    stop_dispatcher, with_retries,
+    Delivery, MadeOnce, Next, NotifyError, log_failed_attempt, make_http_client,
+    send_expecting_success, stop_dispatcher, with_retries,
 };
 use crate::engine::{Kind, PingEvent, RunPing};
 use crate::logstore::{LogStatus, last_lines};
@@ -330,25 +330,7 @@ async fn send_in_span(shared: &Arc<Shared>, ping: RunPing) {
         attempt(&request).await
     };
     let failed = |attempt: u32, err: &NotifyError, next: Next| {
-        let error = describe(err);
-        match next {
-            Next::RetryIn(wait) => tracing::warn!(
-                attempt,
-                retry_in_s = wait.as_secs(),
-                error,
-                "health ping failed; trying again"
-            ),
-            Next::Stopping => tracing::warn!(
-                attempt,
-                error,
-                "health ping not sent: the service is stopping"
-            ),
-            Next::GiveUp => tracing::error!(
-                attempt,
-                error,
-                "health ping not sent: its last attempt failed"
-            ),
-        }
+        log_failed_attempt("health ping", attempt, err, next);
     };
     match with_retries(attempt, shared.stop.subscribe(), failed).await {
         Delivery::Sent { attempts } => {
