@@ -15,7 +15,8 @@
 //! - [`sse`]: reading server-sent event streams as they come;
 //! - [`prom`]: the metrics read with a real OpenMetrics parser, and `promtool`;
 //! - [`sink`]: a loopback HTTP receiver of what the controller sends out (webhooks,
-//!   health pings).
+//!   health pings);
+//! - [`web`]: plain HTTP for the login and rights tests (no cookie jar, no redirects).
 
 mod binaries;
 pub mod logs;
@@ -27,6 +28,7 @@ mod sign;
 pub mod sink;
 pub mod sse;
 mod wait;
+pub mod web;
 
 pub use binaries::{Binaries, binaries};
 pub use logs::{LogFile, LogLine, check_timestamps, parse_log_lines};

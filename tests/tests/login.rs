@@ -3,11 +3,10 @@
 //! assets, the login page, the public directory, webhook triggers and signed calls do
 //! not; `--check` reports a bad `user.conf` without showing the hash.
 
-use std::os::unix::fs::PermissionsExt as _;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use svc_tests::web::{Answer, client, send, write_user_conf};
 use svc_tests::{EX_CONFIG, TestService, TestServiceBuilder, hmac_sha256_hex, job_section};
 
 /// Password of the user `ann`, whose hash the test makes with the library.
@@ -16,14 +15,6 @@ const ANN_PASSWORD: &str = "correct horse battery staple";
 const BOB_BCRYPT: &str = "$2a$04$UuTkLRZZ6QofpDOlMz32MuuxEHA43WOemOYHPz6.SjsVsyO1tDU96";
 
 /// Writes `etc/svc/user.conf` below the builder's `dir_base` with `mode`.
-fn write_user_conf(dir_base: &Path, text: &str, mode: u32) {
-    let dir = dir_base.join("etc/svc");
-    std::fs::create_dir_all(&dir).expect("create etc/svc");
-    let file = dir.join("user.conf");
-    std::fs::write(&file, text).expect("write user.conf");
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
-
 /// `ann` (argon2id from `hash_password`) and `bob` (bcrypt).
 fn users_text() -> String {
     let hash = svc_controller::password::hash_password(ANN_PASSWORD).expect("hash a password");
@@ -83,58 +74,6 @@ async fn start_with_users() -> TestService {
             service.stderr()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// An HTTP client that shows redirects instead of following them and keeps no cookies.
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(20))
-        .build()
-        .expect("HTTP client")
-}
-
-/// One answer: status, headers and the body as JSON (`Null` when it is not JSON).
-struct Answer {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: Value,
-    raw: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> &str {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-    }
-
-    /// Asserts the status and, for JSON answers, the wrapper's code and message.
-    #[track_caller]
-    fn expect(&self, status: u16, message: Option<&str>) -> &Self {
-        assert_eq!(self.status, status, "{}", self.raw);
-        if let Some(message) = message {
-            assert_eq!(self.body["code"], status, "{}", self.raw);
-            assert_eq!(self.body["message"], message, "{}", self.raw);
-        }
-        self
-    }
-}
-
-async fn send(request: reqwest::RequestBuilder) -> Answer {
-    let response = request.send().await.expect("request");
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let raw = response.text().await.expect("body");
-    let body = serde_json::from_str(&raw).unwrap_or(Value::Null);
-    Answer {
-        status,
-        headers,
-        body,
-        raw,
     }
 }
 
@@ -206,16 +145,14 @@ async fn without_users_everything_stays_open() {
     let service = builder().start().await;
     get(&service, "/svc/api/environment", None)
         .await
-        .expect(200, Some(""));
+        .expect_message(200, "");
     let page = get(&service, "/svc", None).await;
-    page.expect(200, None);
+    page.expect(200);
     assert!(page.raw.contains("<!DOCTYPE html>"));
-    get(&service, "/svc/doc/api", None).await.expect(200, None);
-    get(&service, "/svc/api/metrics", None)
-        .await
-        .expect(200, None);
+    get(&service, "/svc/doc/api", None).await.expect(200);
+    get(&service, "/svc/api/metrics", None).await.expect(200);
     let session = get(&service, "/svc/api/session", None).await;
-    session.expect(200, Some(""));
+    session.expect_message(200, "");
     assert_eq!(session.body["data"]["login"], false);
     assert_eq!(session.body["data"]["name"], Value::Null);
     login(
@@ -224,11 +161,11 @@ async fn without_users_everything_stays_open() {
         &[],
     )
     .await
-    .expect(404, Some("login is not enabled"));
+    .expect_message(404, "login is not enabled");
     let logout = send(client().post(format!("{}/svc/api/logout", service.base_url()))).await;
-    logout.expect(404, Some("login is not enabled"));
+    logout.expect_message(404, "login is not enabled");
     let page = get(&service, "/svc/login", None).await;
-    page.expect(303, None);
+    page.expect(303);
     assert_eq!(page.header("location"), "/svc/");
 }
 
@@ -250,7 +187,7 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
         "/svc/api/nothing-here",
     ] {
         let answer = get(&service, path, None).await;
-        answer.expect(401, Some("login required"));
+        answer.expect_message(401, "login required");
         assert!(
             answer
                 .header("content-type")
@@ -264,7 +201,7 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
         ("/svc/doc/api", "%2Fsvc%2Fdoc%2Fapi"),
     ] {
         let answer = get(&service, path, None).await;
-        answer.expect(303, None);
+        answer.expect(303);
         assert_eq!(
             answer.header("location"),
             format!("/svc/login?next={next}"),
@@ -273,13 +210,13 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
     }
     // Open: assets, the login page, the public directory.
     let css = get(&service, "/svc/assets/app.css", None).await;
-    css.expect(200, None);
+    css.expect(200);
     assert!(css.header("content-type").starts_with("text/css"));
     get(&service, "/svc/assets/login.js", None)
         .await
-        .expect(200, None);
+        .expect(200);
     let page = get(&service, "/svc/login", None).await;
-    page.expect(200, None);
+    page.expect(200);
     assert!(page.raw.contains("id=\"login-form\""));
     assert!(page.raw.contains("/svc/assets/login.js"));
     assert!(!page.raw.contains("<script>"), "no inline script");
@@ -288,18 +225,18 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
             .contains("script-src 'self'")
     );
     let public = get(&service, "/index.html", None).await;
-    public.expect(200, None);
+    public.expect(200);
     assert!(public.raw.contains("public"));
 
     // Wrong password and unknown name: the same answer, no cookie.
     for (name, password) in [("ann", "wrong"), ("nobody", ANN_PASSWORD)] {
         let answer = login(&service, &[("name", name), ("password", password)], &[]).await;
-        answer.expect(401, Some("invalid name or password"));
+        answer.expect_message(401, "invalid name or password");
         assert!(answer.headers.get("set-cookie").is_none());
     }
     login(&service, &[("name", "ann")], &[])
         .await
-        .expect(400, Some("name and password are required"));
+        .expect_message(400, "name and password are required");
 
     // The right password (after the failures' growing delay, which the server waits out).
     let answer = login(
@@ -312,7 +249,7 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
         &[],
     )
     .await;
-    answer.expect(200, Some(""));
+    answer.expect_message(200, "");
     assert_eq!(answer.body["data"]["name"], "ann");
     assert_eq!(answer.body["data"]["next"], "/svc/#/job/hello");
     let set_cookie = answer.header("set-cookie").to_string();
@@ -331,26 +268,26 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
 
     // With the cookie: everything answers.
     let environment = get(&service, "/svc/api/environment", Some(&cookie)).await;
-    environment.expect(200, Some(""));
+    environment.expect_message(200, "");
     assert!(environment.body["data"]["jobs"]["deploy"].is_object());
     let session = get(&service, "/svc/api/session", Some(&cookie)).await;
-    session.expect(200, Some(""));
+    session.expect_message(200, "");
     assert_eq!(session.body["data"]["login"], true);
     assert_eq!(session.body["data"]["name"], "ann");
-    get(&service, "/svc", Some(&cookie)).await.expect(200, None);
+    get(&service, "/svc", Some(&cookie)).await.expect(200);
     get(&service, "/svc/doc/api", Some(&cookie))
         .await
-        .expect(200, None);
+        .expect(200);
     get(&service, "/svc/api/metrics", Some(&cookie))
         .await
-        .expect(200, None);
+        .expect(200);
     get(&service, "/svc/api/job_http?id=ping", Some(&cookie))
         .await
-        .expect(200, Some(""));
+        .expect_message(200, "");
     let other = format!("theme=dark; {cookie}");
     get(&service, "/svc/api/environment", Some(&other))
         .await
-        .expect(200, Some(""));
+        .expect_message(200, "");
 
     // A second user, with a bcrypt hash. X-Forwarded-Proto is believed only from a
     // trusted proxy (none here: see rights.rs for one), so no Secure cookie.
@@ -360,7 +297,7 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
         &[("x-forwarded-proto", "https")],
     )
     .await;
-    bob.expect(200, Some(""));
+    bob.expect_message(200, "");
     assert_eq!(bob.body["data"]["next"], "/svc/", "no next: the dashboard");
     assert!(!bob.header("set-cookie").contains("Secure"));
     let bob_cookie = cookie_pair(bob.header("set-cookie"));
@@ -372,22 +309,22 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
             .header("cookie", &cookie),
     )
     .await;
-    logout.expect(200, Some(""));
+    logout.expect_message(200, "");
     let cleared = logout.header("set-cookie");
     assert!(cleared.starts_with("svc_session=;"), "{cleared}");
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
     get(&service, "/svc/api/environment", Some(&cookie))
         .await
-        .expect(401, Some("login required"));
+        .expect_message(401, "login required");
     // Other sessions go on.
     get(&service, "/svc/api/environment", Some(&bob_cookie))
         .await
-        .expect(200, Some(""));
+        .expect_message(200, "");
     // A made-up token is refused like none.
     let fake = format!("svc_session={}", "0".repeat(64));
     get(&service, "/svc/api/environment", Some(&fake))
         .await
-        .expect(401, Some("login required"));
+        .expect_message(401, "login required");
 }
 
 /// Upstream's clients log in at `/svc/api/auth/login`; the same call answers there.
@@ -396,16 +333,16 @@ async fn upstreams_login_path_is_served_too() {
     let service = start_with_users().await;
     let path = "/svc/api/auth/login";
     let refused = login_at(&service, path, &[("name", "ann"), ("password", "no")], &[]).await;
-    refused.expect(401, Some("invalid name or password"));
+    refused.expect_message(401, "invalid name or password");
     assert_eq!(refused.body["name"], "ERR_UNAUTHORIZED");
     let form = [("name", "ann"), ("password", ANN_PASSWORD)];
     let answer = login_at(&service, path, &form, &[]).await;
-    answer.expect(200, Some(""));
+    answer.expect_message(200, "");
     assert_eq!(answer.body["data"]["name"], "ann");
     let cookie = cookie_pair(answer.header("set-cookie"));
     get(&service, "/svc/api/environment", Some(&cookie))
         .await
-        .expect(200, Some(""));
+        .expect_message(200, "");
 }
 
 #[tokio::test]

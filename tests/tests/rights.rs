@@ -3,10 +3,10 @@
 //! `public_read`, `trusted_proxies`, reload over HTTP, and the audit log (every kind of
 //! actor, refusals, rotation, pages).
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use svc_tests::web::{Answer, client, send, write_user_conf};
 use svc_tests::{
     TestService, TestServiceBuilder, WAIT, fresh_epoch, hmac_sha256_hex, job_section, wait_for,
     wait_until,
@@ -25,15 +25,6 @@ fn users_text() -> String {
          [user \"otto\"]\npassword = {HASH}\nrole = operator\n\n\
          [user \"ada\"]\npassword = {HASH}\nrole = admin\n"
     )
-}
-
-fn write_user_conf(dir_base: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = dir_base.join("etc/svc");
-    std::fs::create_dir_all(&dir).expect("create etc/svc");
-    let file = dir.join("user.conf");
-    std::fs::write(&file, text).expect("write user.conf");
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
 }
 
 /// A schedule that is not due while a test runs (an interval runs at start).
@@ -72,7 +63,7 @@ fn builder(svc: &[&str]) -> TestServiceBuilder {
 /// endpoint answers (the Environment needs a session).
 async fn start_with_users(svc: &[&str]) -> TestService {
     let builder = builder(svc);
-    write_user_conf(builder.dir_base(), &users_text());
+    write_user_conf(builder.dir_base(), &users_text(), 0o600);
     let mut service = builder.build();
     service.spawn();
     let started = Instant::now();
@@ -92,53 +83,6 @@ async fn start_with_users(svc: &[&str]) -> TestService {
             service.stderr()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(20))
-        .build()
-        .expect("HTTP client")
-}
-
-/// One answer: status, headers, body as JSON.
-struct Answer {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    body: Value,
-    raw: String,
-}
-
-impl Answer {
-    #[track_caller]
-    fn expect(&self, status: u16) -> &Self {
-        assert_eq!(self.status, status, "{}", self.raw);
-        self
-    }
-
-    fn message(&self) -> &str {
-        self.body["message"].as_str().unwrap_or_default()
-    }
-
-    fn data(&self) -> &Value {
-        &self.body["data"]
-    }
-}
-
-async fn send(request: reqwest::RequestBuilder) -> Answer {
-    let response = request.send().await.expect("request");
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let raw = response.text().await.expect("body");
-    let body = serde_json::from_str(&raw).unwrap_or(Value::Null);
-    Answer {
-        status,
-        headers,
-        body,
-        raw,
     }
 }
 
