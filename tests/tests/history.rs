@@ -159,6 +159,39 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
         "{metrics}"
     );
 
+    // Killed after a run's history line was written and before its log got its final
+    // name (the line is queued first): the next start repairs the log and keeps the one
+    // line, adding no `interrupted` one.
+    svc.trigger("/long", b"", &[]).await.assert_status(200);
+    // After a kill the counters go on from the next reserved block: the run's number
+    // is found from its log.
+    let third = wait_for(WAIT, "the third run of long started", async || {
+        svc.job_logs("long")
+            .into_iter()
+            .find(|log| log.status == "started")
+            .map(|log| log.counter)
+    })
+    .await;
+    svc.kill9().await;
+    let history = svc.dir_base().join("var/log/svc/history/job/long.jsonl");
+    let text = std::fs::read_to_string(&history).expect("the history of long");
+    let mut line: Value = serde_json::from_str(text.lines().last().expect("a line")).expect("JSON");
+    line["counter"] = third.into();
+    line["status"] = "success".into();
+    std::fs::write(&history, format!("{text}{line}\n")).expect("add the line");
+    svc.start().await;
+    svc.wait_run_finished("long", third, WAIT).await;
+    let long = runs(&svc, "long", "").await;
+    assert_eq!(counters(&long), [third, 2, 1], "one line per run: {long:?}");
+    assert_eq!(long[0]["status"], "success", "{long:?}");
+    let metrics = svc.get("/svc/api/metrics").await.raw;
+    assert!(
+        metrics.contains(
+            "svc_job_runs_total{kind=\"job\",job_id=\"long\",status=\"interrupted\"} 0\n"
+        ),
+        "not counted as interrupted after the restart: {metrics}"
+    );
+
     // JobHttp runs: a response status that fails the run, and a call cut by its time
     // limit.
     for id in ["missing", "hang"] {

@@ -645,6 +645,16 @@ impl Engine {
             .collect();
         match log_dir.recover_interrupted(&mut logs) {
             Ok(repaired) => {
+                // A run whose end was queued for the history just before a crash (its
+                // log still `started`) already has its line: not a second one.
+                let recorded: std::collections::HashSet<u64> = if repaired.is_empty() {
+                    Default::default()
+                } else {
+                    self.history_file(kind, id)
+                        .page(crate::history::MAX_PAGE, None)
+                        .map(|page| page.iter().map(|record| record.counter).collect())
+                        .unwrap_or_default()
+                };
                 let mut lines = String::new();
                 for counter in repaired {
                     tracing::warn!(
@@ -658,6 +668,9 @@ impl Engine {
                         .find(|(c, _)| *c == counter)
                         .and_then(|(_, times)| *times)
                         .unwrap_or((now, now));
+                    if recorded.contains(&counter) {
+                        continue;
+                    }
                     let record = RunRecord::lost(
                         counter,
                         RunStatus::Interrupted,
@@ -1407,8 +1420,8 @@ impl Engine {
         before: Option<u64>,
     ) -> Result<Vec<RunRecord>, EngineError> {
         let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
-        // A run whose end is recorded (its log renamed, its job's status set) has its
-        // history line queued at the syncer: written before the page is read.
+        // A run whose end is recorded (its log renamed, its job's status set) had its
+        // history line queued at the syncer before: written before the page is read.
         self.inner.syncer.flush();
         self.history_file(kind, &id)
             .page(limit, before)

@@ -901,10 +901,16 @@ impl Engine {
     ) {
         let result = record.status.result();
         let had_log = log.is_some();
-        let mut synced = super::syncer::RunEnd {
+        // The history line is queued before the log gets its final name: whoever sees the
+        // end of the run (the log's name, the job's status) and then reads the history
+        // waits for it (`Engine::run_history` flushes the syncer). A crash between the
+        // two leaves the line and a `started` log, which the next start repairs without
+        // a second line for the run (see `Engine::load_entry`).
+        self.inner.syncer.run_end(super::syncer::RunEnd {
             history: Some((self.history_file(kind, id), record.to_line())),
             ..Default::default()
-        };
+        });
+        let mut synced = super::syncer::RunEnd::default();
         if files.body_file.is_some() || files.tmp_dir.is_some() {
             synced.cleanup = Some(Box::new(move || files.remove()));
         }
@@ -1026,6 +1032,19 @@ impl Engine {
             counter.map(|counter| (counter, entry.log_dir.clone(), started_at))
         };
         if let Some((counter, log_dir, started_at)) = begun {
+            // Begun when the job's `last_run` says (the begin set it), ended now. Its
+            // history line is queued before its log is renamed, as in `end_run`.
+            let ended_at = self.inner.clock.now();
+            let record = RunRecord::lost(
+                counter,
+                RunStatus::Fail,
+                (started_at.unwrap_or(ended_at), ended_at),
+                ABANDONED,
+            );
+            self.inner.syncer.run_end(super::syncer::RunEnd {
+                history: Some((self.history_file(kind, id), record.to_line())),
+                ..Default::default()
+            });
             match log_dir.fail_started(counter, ABANDONED) {
                 Ok(status) => {
                     let mut registry = self.lock();
@@ -1042,21 +1061,8 @@ impl Engine {
                 }
             }
             self.persist(kind, id, Durability::Atomic);
-            // Begun when the job's `last_run` says (the begin set it), ended now.
-            let ended_at = self.inner.clock.now();
-            let record = RunRecord::lost(
-                counter,
-                RunStatus::Fail,
-                (started_at.unwrap_or(ended_at), ended_at),
-                ABANDONED,
-            );
             crate::metrics::run_finished(kind.as_str(), id, &record);
             self.publish(|| run_ended(kind, id, &record));
-            // Through the syncer, as every other end: it alone appends to histories.
-            self.inner.syncer.run_end(super::syncer::RunEnd {
-                history: Some((self.history_file(kind, id), record.to_line())),
-                ..Default::default()
-            });
         }
         if let Some((trigger, cancel)) = self.take_next(kind, id) {
             match tokio::runtime::Handle::try_current() {
