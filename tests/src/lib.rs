@@ -16,10 +16,13 @@
 //! - [`prom`]: the metrics read with a real OpenMetrics parser, and `promtool`;
 //! - [`sink`]: a loopback HTTP receiver of what the controller sends out (webhooks,
 //!   health pings);
-//! - [`web`]: plain HTTP for the login and rights tests (no cookie jar, no redirects).
+//! - [`web`]: plain HTTP for the login and rights tests (no cookie jar, no redirects);
+//! - [`postgres`]: a throwaway PostgreSQL server on a free loopback port, for the cluster
+//!   tests.
 
 mod binaries;
 pub mod logs;
+pub mod postgres;
 pub mod proc;
 pub mod prom;
 pub mod raw_http;
