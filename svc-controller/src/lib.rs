@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod delivery;

@@ -1,0 +1,25 @@
+//! Cluster mode's foundation: the schema and the store that several controllers share on
+//! PostgreSQL, so that each timer slot runs once, each accepted trigger runs once, and a
+//! job has one run at a time across all of them.
+//!
+//! Not wired yet: nothing in the engine, the HTTP layer or the configuration uses it. The
+//! design, each guarantee and what it rests on are in `docs/cluster.md`.
+//!
+//! - `schema/`: the SQL migrations, embedded in the binary (`migrations.rs`) and applied
+//!   under the migrator's advisory lock;
+//! - `model.rs`: the domain types the store takes and answers;
+//! - `error.rs`: [`ClusterError`], which tells an unreachable database (a 503 for the
+//!   HTTP layer) from conflicts and bad data;
+//! - `store.rs`: [`ClusterStore`], one SQL transaction per operation.
+
+mod error;
+mod migrations;
+mod model;
+mod store;
+
+pub use error::ClusterError;
+pub use model::{
+    ClaimedRun, EnqueueOutcome, Finish, JobKey, JobKind, NewTrigger, ReapedRun, ReplayStore,
+    RunOutcome, SlotClaim,
+};
+pub use store::{ClusterStore, DEFAULT_LEASE, StoreOptions};

@@ -1,0 +1,189 @@
+//! The domain types the cluster store takes and answers: jobs, triggers, claimed and
+//! reaped runs, and what each operation decided. No SQL here.
+
+use chrono::{DateTime, Utc};
+
+use crate::state::RunStatus;
+
+/// Which namespace a job lives in (the engine's `Kind`, kept apart so that this module
+/// does not import the engine, which will import it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum JobKind {
+    Job,
+    Http,
+}
+
+impl JobKind {
+    /// Its spelling in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Job => "job",
+            JobKind::Http => "job_http",
+        }
+    }
+
+    /// Back from the database's spelling.
+    pub fn parse(text: &str) -> Option<JobKind> {
+        match text {
+            "job" => Some(JobKind::Job),
+            "job_http" => Some(JobKind::Http),
+            _ => None,
+        }
+    }
+}
+
+/// A job of the cluster: its kind and ID.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobKey {
+    pub kind: JobKind,
+    pub id: String,
+}
+
+impl JobKey {
+    pub fn new(kind: JobKind, id: impl Into<String>) -> JobKey {
+        JobKey {
+            kind,
+            id: id.into(),
+        }
+    }
+}
+
+/// A trigger a node accepted, to be queued.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTrigger {
+    /// The node that accepted it.
+    pub accepted_by: String,
+    /// Which attempt of a failing job this is (1 unless a retry).
+    pub attempt: i32,
+    /// What the engine needs to start the run (source, delivery facts, body), kept as
+    /// the engine gives it.
+    pub payload: serde_json::Value,
+}
+
+/// What became of a trigger offered to a job's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnqueueOutcome {
+    /// Queued as this run; some node will claim it.
+    Enqueued { run_id: i64 },
+    /// The job already has a queued run: the one-slot queue is full (429).
+    QueueFull,
+    /// The job is paused (412).
+    Paused,
+}
+
+/// What became of a timer slot a node offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotClaim {
+    /// Another node claimed the slot first: it is not this node's to run.
+    Taken,
+    /// This node claimed it and queued its run.
+    Enqueued { run_id: i64 },
+    /// This node claimed it, but the job was running or had a run queued: the tick is
+    /// skipped, as in single-node mode.
+    SkippedBusy,
+    /// This node claimed it, but the job is paused: the tick is skipped.
+    SkippedPaused,
+}
+
+impl SlotClaim {
+    /// True when this node inserted the slot (whatever became of its run).
+    pub fn is_ours(self) -> bool {
+        !matches!(self, SlotClaim::Taken)
+    }
+}
+
+/// A queued run a node claimed: it is now running on that node, under a lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedRun {
+    pub run_id: i64,
+    pub job: JobKey,
+    /// The job's run counter, given to this run alone.
+    pub counter: i64,
+    pub attempt: i32,
+    pub payload: serde_json::Value,
+    pub accepted_by: String,
+    pub accepted_at: DateTime<Utc>,
+    pub started_at: DateTime<Utc>,
+    /// Until when the run is this node's without a heartbeat.
+    pub lease_until: DateTime<Utc>,
+}
+
+/// How a run ended, as its node reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    pub status: RunStatus,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub http_status: Option<u16>,
+    pub summary: Option<String>,
+}
+
+impl RunOutcome {
+    /// An outcome with only its status.
+    pub fn new(status: RunStatus) -> RunOutcome {
+        RunOutcome {
+            status,
+            exit_code: None,
+            signal: None,
+            http_status: None,
+            summary: None,
+        }
+    }
+}
+
+/// What became of a node's report of a run's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// Recorded: the run is done.
+    Recorded,
+    /// The run was no longer this node's (its lease lapsed and it was reaped as
+    /// interrupted, or it never was): nothing was written.
+    LeaseLost,
+}
+
+/// A running run whose lease lapsed, recorded as interrupted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReapedRun {
+    pub run_id: i64,
+    pub job: JobKey,
+    pub counter: i64,
+    /// The node that held it.
+    pub node: String,
+}
+
+/// The replay stores: what is accepted only once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayStore {
+    /// Webhook delivery IDs.
+    Deliveries,
+    /// What patchhost signatures cover (body and nonce).
+    Nonces,
+    /// The signatures of signed control requests.
+    Signatures,
+}
+
+impl ReplayStore {
+    /// Its spelling in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplayStore::Deliveries => "delivery",
+            ReplayStore::Nonces => "nonce",
+            ReplayStore::Signatures => "signature",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_kinds_keep_the_engines_spelling() {
+        for kind in [JobKind::Job, JobKind::Http] {
+            assert_eq!(JobKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(JobKind::Job.as_str(), "job");
+        assert_eq!(JobKind::Http.as_str(), "job_http");
+        assert_eq!(JobKind::parse("hook"), None);
+    }
+}

@@ -1,0 +1,509 @@
+//! [`ClusterStore`]: what the nodes of a cluster do to the shared database, each
+//! operation one transaction (or one statement, which PostgreSQL runs as one), taking and
+//! answering domain types.
+//!
+//! All times that are compared with each other (leases, heartbeats, slots' claims) are
+//! the database's `now()`, never a node's clock, so nodes whose clocks drift apart still
+//! agree on which lease has lapsed.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Connection, Postgres, Row, Transaction};
+
+use super::error::ClusterError;
+use super::migrations;
+use super::model::{
+    ClaimedRun, EnqueueOutcome, Finish, JobKey, JobKind, NewTrigger, ReapedRun, ReplayStore,
+    RunOutcome, SlotClaim,
+};
+
+/// How long a running run stays its node's without a heartbeat.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How often a claim that lost a race on a unique key is tried again before giving up for
+/// this round (the next round tries anew).
+const CLAIM_ATTEMPTS: usize = 10;
+
+/// How a store connects and how long its leases last.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Most connections of the node's pool.
+    pub max_connections: u32,
+    /// How long an operation waits for a connection before it fails as unavailable.
+    pub acquire_timeout: Duration,
+    /// Lease of a running run, renewed by each heartbeat of its node.
+    pub lease: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(5),
+            lease: DEFAULT_LEASE,
+        }
+    }
+}
+
+/// One node's handle on the cluster's database. Cheap to clone (the pool is shared).
+#[derive(Debug, Clone)]
+pub struct ClusterStore {
+    pool: PgPool,
+    /// [`StoreOptions::lease`] in seconds, as `make_interval` takes it.
+    lease_secs: f64,
+}
+
+impl ClusterStore {
+    /// A store over a pool that connects on first use: a database that is down when the
+    /// node starts is an [`ClusterError::Unavailable`] of the first operation, not a
+    /// failure here. Fails only when `url` does not parse.
+    pub fn new(url: &str, options: &StoreOptions) -> Result<ClusterStore, ClusterError> {
+        let connect = PgConnectOptions::from_str(url)
+            .map_err(|err| ClusterError::InvalidUrl(err.to_string()))?
+            .application_name("svc-controller");
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_lazy_with(connect);
+        Ok(ClusterStore {
+            pool,
+            lease_secs: options.lease.as_secs_f64(),
+        })
+    }
+
+    /// The pool, for reads the store has no operation for yet.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Closes the pool's connections.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Brings the schema up to date. Nodes may call it together: sqlx's migrator holds a
+    /// PostgreSQL advisory lock while it checks and applies, so each migration is applied
+    /// once and the others wait, then find nothing to do.
+    pub async fn migrate(&self) -> Result<(), ClusterError> {
+        let migrator = migrations::migrator().await?;
+        // A connection of its own, closed afterwards: the advisory lock belongs to the
+        // session, and a migration failing half-way must not leave it held by a
+        // connection that goes back to the pool.
+        let mut conn = self.pool.acquire().await?.detach();
+        let result = migrator.run_direct(&mut conn).await;
+        let _ = conn.close().await;
+        result.map_err(ClusterError::from)
+    }
+
+    /// The database's clock, which every lease is measured by.
+    pub async fn db_now(&self) -> Result<DateTime<Utc>, ClusterError> {
+        Ok(sqlx::query_scalar("SELECT now()")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    /// Announces node `name` at its start. Whatever the cluster still records as running
+    /// on it cannot be running (the node is starting): those runs are recorded as
+    /// interrupted and returned. Node names must be unique among live nodes.
+    pub async fn register_node(
+        &self,
+        name: &str,
+        max_job_running: u32,
+    ) -> Result<Vec<ReapedRun>, ClusterError> {
+        let max_job_running = i32::try_from(max_job_running.max(1)).unwrap_or(i32::MAX);
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO svc_nodes (name, started_at, heartbeat_at, max_job_running)
+             VALUES ($1, now(), now(), $2)
+             ON CONFLICT (name) DO UPDATE
+             SET started_at = now(), heartbeat_at = now(),
+                 max_job_running = EXCLUDED.max_job_running",
+        )
+        .bind(name)
+        .bind(max_job_running)
+        .execute(&mut *tx)
+        .await?;
+        let rows = sqlx::query(
+            "UPDATE svc_runs
+             SET state = 'done', ended_at = now(), status = 'interrupted',
+                 summary = 'interrupted: its node restarted'
+             WHERE node = $1 AND state = 'running'
+             RETURNING run_id, kind, id, counter, node",
+        )
+        .bind(name)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        rows.iter().map(reaped_run).collect()
+    }
+
+    /// Node `name` is alive: its heartbeat and the leases of its running runs are renewed.
+    /// Returns how many runs were renewed. A run already reaped is not renewed: its end
+    /// will be reported as [`Finish::LeaseLost`].
+    pub async fn heartbeat(&self, name: &str) -> Result<u64, ClusterError> {
+        let mut tx = self.pool.begin().await?;
+        let node = sqlx::query("UPDATE svc_nodes SET heartbeat_at = now() WHERE name = $1")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        if node.rows_affected() == 0 {
+            return Err(ClusterError::UnknownNode(name.to_string()));
+        }
+        let runs = sqlx::query(
+            "UPDATE svc_runs SET lease_until = now() + make_interval(secs => $2)
+             WHERE node = $1 AND state = 'running'",
+        )
+        .bind(name)
+        .bind(self.lease_secs)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(runs.rows_affected())
+    }
+
+    /// Offers timer slot `slot` of `job`: the node whose insert of the slot succeeds runs
+    /// it (the primary key makes that one node), every other gets [`SlotClaim::Taken`].
+    /// In the same transaction the winner queues the run, unless the job is paused, or
+    /// running or with a run queued (a tick while busy is skipped, as in single-node mode).
+    pub async fn claim_slot(
+        &self,
+        job: &JobKey,
+        slot: DateTime<Utc>,
+        trigger: &NewTrigger,
+    ) -> Result<SlotClaim, ClusterError> {
+        let mut tx = self.pool.begin().await?;
+        ensure_job(&mut tx, job).await?;
+        let inserted = sqlx::query(
+            "INSERT INTO svc_slots (kind, id, slot, node, claimed_at)
+             VALUES ($1, $2, $3, $4, now())
+             ON CONFLICT (kind, id, slot) DO NOTHING",
+        )
+        .bind(job.kind.as_str())
+        .bind(&job.id)
+        .bind(slot)
+        .bind(&trigger.accepted_by)
+        .execute(&mut *tx)
+        .await?;
+        if inserted.rows_affected() == 0 {
+            tx.commit().await?;
+            return Ok(SlotClaim::Taken);
+        }
+        if is_paused(&mut tx, job).await? {
+            tx.commit().await?;
+            return Ok(SlotClaim::SkippedPaused);
+        }
+        let run_id: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO svc_runs (kind, id, state, trigger, attempt, accepted_by, accepted_at)
+             SELECT $1, $2, 'queued', $3, $4, $5, now()
+             WHERE NOT EXISTS (SELECT 1 FROM svc_runs
+                               WHERE kind = $1 AND id = $2 AND state = 'running')
+             ON CONFLICT (kind, id) WHERE state = 'queued' DO NOTHING
+             RETURNING run_id",
+        )
+        .bind(job.kind.as_str())
+        .bind(&job.id)
+        .bind(&trigger.payload)
+        .bind(trigger.attempt)
+        .bind(&trigger.accepted_by)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(match run_id {
+            Some(run_id) => SlotClaim::Enqueued { run_id },
+            None => SlotClaim::SkippedBusy,
+        })
+    }
+
+    /// Offers a trigger to `job`'s queue: queued when the job has no queued run (the
+    /// one-slot queue, cluster-wide, kept by a partial unique index), refused when it has
+    /// one or when the job is paused.
+    pub async fn enqueue(
+        &self,
+        job: &JobKey,
+        trigger: &NewTrigger,
+    ) -> Result<EnqueueOutcome, ClusterError> {
+        let mut tx = self.pool.begin().await?;
+        ensure_job(&mut tx, job).await?;
+        // A pause that commits after this read and before the insert leaves the trigger
+        // queued on a paused job, as a trigger accepted just before a pause would be:
+        // a paused job keeps its queued trigger.
+        if is_paused(&mut tx, job).await? {
+            tx.commit().await?;
+            return Ok(EnqueueOutcome::Paused);
+        }
+        let run_id: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO svc_runs (kind, id, state, trigger, attempt, accepted_by, accepted_at)
+             VALUES ($1, $2, 'queued', $3, $4, $5, now())
+             ON CONFLICT (kind, id) WHERE state = 'queued' DO NOTHING
+             RETURNING run_id",
+        )
+        .bind(job.kind.as_str())
+        .bind(&job.id)
+        .bind(&trigger.payload)
+        .bind(trigger.attempt)
+        .bind(&trigger.accepted_by)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(match run_id {
+            Some(run_id) => EnqueueOutcome::Enqueued { run_id },
+            None => EnqueueOutcome::QueueFull,
+        })
+    }
+
+    /// Claims up to `limit` queued runs for `node`, oldest first, of jobs that are neither
+    /// paused nor running: each becomes running on `node` under a lease and takes its job's
+    /// next counter, all in one statement. Rows another node is claiming are skipped
+    /// (`SKIP LOCKED`), so claimers never wait for each other. A claim that loses a race
+    /// on a unique key is tried again, never reported.
+    pub async fn claim_runs(
+        &self,
+        node: &str,
+        limit: u32,
+    ) -> Result<Vec<ClaimedRun>, ClusterError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = i64::from(limit);
+        for _ in 0..CLAIM_ATTEMPTS {
+            let claimed = sqlx::query(
+                // `picked` locks the queued rows it takes; the job's counter row is
+                // locked by its update, so counters are given one at a time.
+                "WITH picked AS (
+                     SELECT r.run_id, r.kind, r.id
+                     FROM svc_runs r
+                     JOIN svc_jobs j ON j.kind = r.kind AND j.id = r.id
+                     WHERE r.state = 'queued' AND NOT j.paused
+                       AND NOT EXISTS (SELECT 1 FROM svc_runs x
+                                       WHERE x.kind = r.kind AND x.id = r.id
+                                         AND x.state = 'running')
+                     ORDER BY r.run_id
+                     LIMIT $2
+                     FOR UPDATE OF r SKIP LOCKED
+                 ),
+                 numbered AS (
+                     UPDATE svc_jobs j SET counter = j.counter + 1
+                     FROM picked p
+                     WHERE j.kind = p.kind AND j.id = p.id
+                     RETURNING j.kind, j.id, j.counter
+                 )
+                 UPDATE svc_runs r
+                 SET state = 'running', node = $1, counter = n.counter, started_at = now(),
+                     lease_until = now() + make_interval(secs => $3)
+                 FROM picked p
+                 JOIN numbered n ON n.kind = p.kind AND n.id = p.id
+                 WHERE r.run_id = p.run_id
+                 RETURNING r.run_id, r.kind, r.id, r.counter, r.attempt, r.trigger,
+                           r.accepted_by, r.accepted_at, r.started_at, r.lease_until",
+            )
+            .bind(node)
+            .bind(limit)
+            .bind(self.lease_secs)
+            .fetch_all(&self.pool)
+            .await;
+            match claimed {
+                Ok(rows) => {
+                    let mut runs = rows
+                        .iter()
+                        .map(claimed_run)
+                        .collect::<Result<Vec<_>, _>>()?;
+                    runs.sort_by_key(|run| run.run_id);
+                    return Ok(runs);
+                }
+                Err(err) => match ClusterError::from(err) {
+                    ClusterError::Conflict(_) => continue,
+                    other => return Err(other),
+                },
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    /// Records the end of run `run_id`, only if it is still running on `node`. When it is
+    /// not (its lease lapsed and it was reaped, or it was never this node's), nothing is
+    /// written and [`Finish::LeaseLost`] says so.
+    pub async fn finish_run(
+        &self,
+        run_id: i64,
+        node: &str,
+        outcome: &RunOutcome,
+    ) -> Result<Finish, ClusterError> {
+        let done = sqlx::query(
+            "UPDATE svc_runs
+             SET state = 'done', ended_at = now(), status = $3, exit_code = $4, signal = $5,
+                 http_status = $6, summary = $7
+             WHERE run_id = $1 AND node = $2 AND state = 'running'",
+        )
+        .bind(run_id)
+        .bind(node)
+        .bind(outcome.status.as_str())
+        .bind(outcome.exit_code)
+        .bind(outcome.signal)
+        .bind(outcome.http_status.map(i32::from))
+        .bind(outcome.summary.as_deref())
+        .execute(&self.pool)
+        .await?;
+        Ok(if done.rows_affected() == 1 {
+            Finish::Recorded
+        } else {
+            Finish::LeaseLost
+        })
+    }
+
+    /// Records as interrupted every running run whose lease ended at or before `now` and
+    /// returns them. `now` is the database's clock ([`db_now`](Self::db_now)), the one
+    /// leases are written in; a later time reaps what will have lapsed by then.
+    pub async fn reap_expired(&self, now: DateTime<Utc>) -> Result<Vec<ReapedRun>, ClusterError> {
+        let rows = sqlx::query(
+            "UPDATE svc_runs
+             SET state = 'done', ended_at = now(), status = 'interrupted',
+                 summary = 'interrupted: the lease of node ' || node || ' lapsed'
+             WHERE state = 'running' AND lease_until <= $1
+             RETURNING run_id, kind, id, counter, node",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut runs = rows.iter().map(reaped_run).collect::<Result<Vec<_>, _>>()?;
+        runs.sort_by_key(|run| run.run_id);
+        Ok(runs)
+    }
+
+    /// Pauses or resumes `job` for the whole cluster. A queued run stays queued while the
+    /// job is paused; claimers skip it until the job is resumed.
+    pub async fn set_paused(&self, job: &JobKey, paused: bool) -> Result<(), ClusterError> {
+        sqlx::query(
+            "INSERT INTO svc_jobs (kind, id, paused) VALUES ($1, $2, $3)
+             ON CONFLICT (kind, id) DO UPDATE SET paused = EXCLUDED.paused",
+        )
+        .bind(job.kind.as_str())
+        .bind(&job.id)
+        .bind(paused)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Takes or renews lease `name` for `holder` for `ttl`: taken when free or lapsed,
+    /// renewed only by its holder. True when `holder` holds it now.
+    pub async fn try_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, ClusterError> {
+        // The conflict's update locks the row and checks the condition on its latest
+        // version, so two nodes taking a lapsed lease at once cannot both win.
+        let held = sqlx::query(
+            "INSERT INTO svc_leases (name, holder, expires_at)
+             VALUES ($1, $2, now() + make_interval(secs => $3))
+             ON CONFLICT (name) DO UPDATE
+             SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+             WHERE svc_leases.holder = EXCLUDED.holder OR svc_leases.expires_at <= now()",
+        )
+        .bind(name)
+        .bind(holder)
+        .bind(ttl.as_secs_f64())
+        .execute(&self.pool)
+        .await?;
+        Ok(held.rows_affected() == 1)
+    }
+
+    /// Gives lease `name` up, if `holder` holds it, so another node may take it at once.
+    pub async fn release_lease(&self, name: &str, holder: &str) -> Result<(), ClusterError> {
+        sqlx::query("DELETE FROM svc_leases WHERE name = $1 AND holder = $2")
+            .bind(name)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records `key` in replay store `store`: true the first time (or once an earlier
+    /// record is older than `ttl`), false when it was already seen, whichever node saw it.
+    pub async fn seen_once(
+        &self,
+        store: ReplayStore,
+        key: &[u8],
+        ttl: Duration,
+    ) -> Result<bool, ClusterError> {
+        let fresh = sqlx::query(
+            "INSERT INTO svc_replay (store, key, seen_at) VALUES ($1, $2, now())
+             ON CONFLICT (store, key) DO UPDATE SET seen_at = now()
+             WHERE svc_replay.seen_at <= now() - make_interval(secs => $3)",
+        )
+        .bind(store.as_str())
+        .bind(key)
+        .bind(ttl.as_secs_f64())
+        .execute(&self.pool)
+        .await?;
+        Ok(fresh.rows_affected() == 1)
+    }
+
+    /// Forgets `key` in `store` (the trigger it came with was refused after all).
+    pub async fn forget_seen(&self, store: ReplayStore, key: &[u8]) -> Result<(), ClusterError> {
+        sqlx::query("DELETE FROM svc_replay WHERE store = $1 AND key = $2")
+            .bind(store.as_str())
+            .bind(key)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+/// Creates `job`'s row when the cluster does not have it yet (the first node that meets a
+/// job makes it; its pause state and counter start from nothing).
+async fn ensure_job(tx: &mut Transaction<'_, Postgres>, job: &JobKey) -> Result<(), ClusterError> {
+    sqlx::query("INSERT INTO svc_jobs (kind, id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+        .bind(job.kind.as_str())
+        .bind(&job.id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn is_paused(tx: &mut Transaction<'_, Postgres>, job: &JobKey) -> Result<bool, ClusterError> {
+    Ok(
+        sqlx::query_scalar("SELECT paused FROM svc_jobs WHERE kind = $1 AND id = $2")
+            .bind(job.kind.as_str())
+            .bind(&job.id)
+            .fetch_one(&mut **tx)
+            .await?,
+    )
+}
+
+fn job_key(row: &PgRow) -> Result<JobKey, ClusterError> {
+    let kind: String = row.try_get("kind")?;
+    let kind = JobKind::parse(&kind)
+        .ok_or_else(|| ClusterError::BadData(format!("unknown job kind {kind:?}")))?;
+    Ok(JobKey {
+        kind,
+        id: row.try_get("id")?,
+    })
+}
+
+fn claimed_run(row: &PgRow) -> Result<ClaimedRun, ClusterError> {
+    Ok(ClaimedRun {
+        run_id: row.try_get("run_id")?,
+        job: job_key(row)?,
+        counter: row.try_get("counter")?,
+        attempt: row.try_get("attempt")?,
+        payload: row.try_get("trigger")?,
+        accepted_by: row.try_get("accepted_by")?,
+        accepted_at: row.try_get("accepted_at")?,
+        started_at: row.try_get("started_at")?,
+        lease_until: row.try_get("lease_until")?,
+    })
+}
+
+fn reaped_run(row: &PgRow) -> Result<ReapedRun, ClusterError> {
+    Ok(ReapedRun {
+        run_id: row.try_get("run_id")?,
+        job: job_key(row)?,
+        counter: row.try_get("counter")?,
+        node: row.try_get("node")?,
+    })
+}
