@@ -1,0 +1,666 @@
+//! The cluster store against a real PostgreSQL (a throwaway server per test, see
+//! `svc_tests::postgres`): concurrent migrations, timer slots claimed once among racing
+//! nodes, triggers accepted by any node and run once each with one run at a time per
+//! job, leases, reaping, replay stores, and an unreachable database told apart.
+//!
+//! Each "node" is a `ClusterStore` with its own pool, as separate controllers would have.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use sqlx::Row;
+use svc_controller::cluster::{
+    ClusterError, ClusterStore, EnqueueOutcome, Finish, JobKey, JobKind, NewTrigger, ReplayStore,
+    RunOutcome, SlotClaim, StoreOptions,
+};
+use svc_controller::state::RunStatus;
+use svc_tests::postgres::PostgresServer;
+use svc_tests::{WAIT, wait_for, wait_until};
+
+const NODES: [&str; 3] = ["node-a", "node-b", "node-c"];
+
+fn options() -> StoreOptions {
+    StoreOptions {
+        max_connections: 6,
+        acquire_timeout: Duration::from_secs(5),
+        ..StoreOptions::default()
+    }
+}
+
+/// One store per node over database `url`, the schema applied.
+async fn nodes(url: &str) -> Vec<ClusterStore> {
+    let stores: Vec<ClusterStore> = NODES
+        .iter()
+        .map(|_| ClusterStore::new(url, &options()).expect("store"))
+        .collect();
+    stores[0].migrate().await.expect("migrate");
+    stores
+}
+
+fn trigger(node: &str, what: &str) -> NewTrigger {
+    NewTrigger {
+        accepted_by: node.to_string(),
+        attempt: 1,
+        payload: serde_json::json!({ "source": what }),
+    }
+}
+
+fn job(id: &str) -> JobKey {
+    JobKey::new(JobKind::Job, id)
+}
+
+async fn count(store: &ClusterStore, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(store.pool())
+        .await
+        .unwrap_or_else(|err| panic!("{sql}: {err}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrations_applied_at_once_by_three_nodes_give_one_schema() {
+    let pg = PostgresServer::launch();
+    // Three rounds on fresh databases: more chances for the nodes to meet.
+    for round in 0..3 {
+        let url = pg.create_database(&format!("migrate_{round}"));
+        let stores: Vec<ClusterStore> = NODES
+            .iter()
+            .map(|_| ClusterStore::new(&url, &options()).expect("store"))
+            .collect();
+        let tasks: Vec<_> = stores
+            .iter()
+            .cloned()
+            .map(|store| tokio::spawn(async move { store.migrate().await }))
+            .collect();
+        for task in tasks {
+            task.await
+                .expect("task")
+                .expect("every node's migration succeeds");
+        }
+        let applied = count(
+            &stores[0],
+            "SELECT count(*) FROM _sqlx_migrations WHERE success",
+        )
+        .await;
+        assert_eq!(applied, 1, "the one migration is recorded once");
+        let tables = count(
+            &stores[0],
+            "SELECT count(*) FROM information_schema.tables
+             WHERE table_schema = 'public' AND table_name LIKE 'svc\\_%'",
+        )
+        .await;
+        assert_eq!(tables, 9, "every table of the schema, once");
+        // A later start finds nothing to do.
+        stores[1].migrate().await.expect("migrate again");
+        for store in &stores {
+            store.close().await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_timer_slot_is_claimed_by_exactly_one_of_three_racing_nodes() {
+    const JOBS: usize = 10;
+    const SLOTS_PER_JOB: usize = 100;
+    const TASKS_PER_NODE: usize = 3;
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("slots")).await;
+    let base: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().expect("time");
+    let slots: Arc<Vec<(JobKey, DateTime<Utc>)>> = Arc::new(
+        (0..JOBS)
+            .flat_map(|j| {
+                (0..SLOTS_PER_JOB).map(move |s| {
+                    (
+                        job(&format!("timer-{j}")),
+                        base + TimeDelta::minutes(s as i64),
+                    )
+                })
+            })
+            .collect(),
+    );
+    // Every node offers every slot in the same order, as the nodes' timers all fire for
+    // the same slot at the same time; a node's tasks share its slots (task t takes every
+    // TASKS_PER_NODE-th).
+    let mut tasks = Vec::new();
+    for (n, store) in stores.iter().enumerate() {
+        for t in 0..TASKS_PER_NODE {
+            let store = store.clone();
+            let slots = slots.clone();
+            let node = NODES[n];
+            tasks.push(tokio::spawn(async move {
+                let mut outcomes = Vec::new();
+                for (job, slot) in slots.iter().skip(t).step_by(TASKS_PER_NODE) {
+                    let claim = store
+                        .claim_slot(job, *slot, &trigger(node, "timer"))
+                        .await
+                        .expect("claim_slot");
+                    outcomes.push((job.clone(), *slot, node, claim));
+                }
+                outcomes
+            }));
+        }
+    }
+    // Per slot, the nodes whose offer inserted it and what became of its run.
+    type Winners<'a> = HashMap<(JobKey, DateTime<Utc>), Vec<(&'a str, SlotClaim)>>;
+    let mut winners: Winners = HashMap::new();
+    let mut taken = 0;
+    for task in tasks {
+        for (job, slot, node, claim) in task.await.expect("task") {
+            if !claim.is_ours() {
+                taken += 1;
+            } else {
+                winners.entry((job, slot)).or_default().push((node, claim));
+            }
+        }
+    }
+    assert_eq!(
+        winners.len(),
+        JOBS * SLOTS_PER_JOB,
+        "every slot has a winner"
+    );
+    let doubles: Vec<_> = winners.iter().filter(|(_, won)| won.len() != 1).collect();
+    assert!(doubles.is_empty(), "slots won more than once: {doubles:?}");
+    let per_node: BTreeMap<&str, usize> =
+        winners
+            .values()
+            .flatten()
+            .fold(BTreeMap::new(), |mut acc, (node, _)| {
+                *acc.entry(*node).or_default() += 1;
+                acc
+            });
+    eprintln!("slots won per node: {per_node:?}; offers that found the slot taken: {taken}");
+    assert_eq!(taken, (NODES.len() - 1) * JOBS * SLOTS_PER_JOB);
+    // Nobody claims runs here, so each job's first won slot queues its run and every
+    // later one finds it queued: skipped, as a tick while busy is.
+    for j in 0..JOBS {
+        let key = job(&format!("timer-{j}"));
+        let claims: Vec<SlotClaim> = winners
+            .iter()
+            .filter(|((k, _), _)| *k == key)
+            .map(|(_, won)| won[0].1)
+            .collect();
+        let enqueued = claims
+            .iter()
+            .filter(|c| matches!(c, SlotClaim::Enqueued { .. }))
+            .count();
+        let skipped = claims
+            .iter()
+            .filter(|c| matches!(c, SlotClaim::SkippedBusy))
+            .count();
+        assert_eq!((enqueued, skipped), (1, SLOTS_PER_JOB - 1), "{key:?}");
+    }
+    assert_eq!(
+        count(&stores[0], "SELECT count(*) FROM svc_slots").await,
+        (JOBS * SLOTS_PER_JOB) as i64
+    );
+    assert_eq!(
+        count(
+            &stores[0],
+            "SELECT count(*) FROM svc_runs WHERE state = 'queued'"
+        )
+        .await,
+        JOBS as i64
+    );
+    // A paused job's slot is claimed (it is not run elsewhere) and skipped.
+    let paused = job("timer-0");
+    let store = &stores[1];
+    store.set_paused(&paused, true).await.expect("pause");
+    let later = base + TimeDelta::days(1);
+    assert_eq!(
+        store
+            .claim_slot(&paused, later, &trigger(NODES[1], "timer"))
+            .await
+            .expect("claim"),
+        SlotClaim::SkippedPaused
+    );
+    assert_eq!(
+        stores[2]
+            .claim_slot(&paused, later, &trigger(NODES[2], "timer"))
+            .await
+            .expect("claim"),
+        SlotClaim::Taken
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_one_slot_queue_and_pause_hold_across_nodes() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("queue")).await;
+    let (a, b, c) = (&stores[0], &stores[1], &stores[2]);
+    let build = job("build");
+    let first = match a.enqueue(&build, &trigger(NODES[0], "webhook")).await {
+        Ok(EnqueueOutcome::Enqueued { run_id }) => run_id,
+        other => panic!("first trigger: {other:?}"),
+    };
+    // Queued and not yet claimed: the one slot is taken, whichever node is asked.
+    assert_eq!(
+        b.enqueue(&build, &trigger(NODES[1], "webhook"))
+            .await
+            .expect("enqueue"),
+        EnqueueOutcome::QueueFull
+    );
+    let claimed = c.claim_runs(NODES[2], 5).await.expect("claim");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!((claimed[0].run_id, claimed[0].counter), (first, 1));
+    assert_eq!(
+        claimed[0].payload,
+        serde_json::json!({ "source": "webhook" })
+    );
+    // Running: one trigger may wait behind it, not two; and it is not claimed while the
+    // run goes on.
+    let second = match b.enqueue(&build, &trigger(NODES[1], "webhook")).await {
+        Ok(EnqueueOutcome::Enqueued { run_id }) => run_id,
+        other => panic!("trigger while running: {other:?}"),
+    };
+    assert_eq!(
+        a.enqueue(&build, &trigger(NODES[0], "webhook"))
+            .await
+            .expect("enqueue"),
+        EnqueueOutcome::QueueFull
+    );
+    assert!(a.claim_runs(NODES[0], 5).await.expect("claim").is_empty());
+    // Paused: new triggers are refused, the queued one is kept and not claimed.
+    a.set_paused(&build, true).await.expect("pause");
+    assert_eq!(
+        c.enqueue(&build, &trigger(NODES[2], "webhook"))
+            .await
+            .expect("enqueue"),
+        EnqueueOutcome::Paused
+    );
+    assert_eq!(
+        c.finish_run(first, NODES[2], &RunOutcome::new(RunStatus::Success))
+            .await
+            .expect("finish"),
+        Finish::Recorded
+    );
+    assert!(b.claim_runs(NODES[1], 5).await.expect("claim").is_empty());
+    b.set_paused(&build, false).await.expect("resume");
+    let claimed = b.claim_runs(NODES[1], 5).await.expect("claim");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!((claimed[0].run_id, claimed[0].counter), (second, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_triggers_over_three_nodes_run_once_each_one_at_a_time() {
+    const JOBS: usize = 25;
+    const ATTEMPTS: usize = 10_000;
+    const ENQUEUERS_PER_NODE: usize = 3;
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("triggers")).await;
+    for (n, store) in stores.iter().enumerate() {
+        store.register_node(NODES[n], 4).await.expect("register");
+    }
+    let enqueuers_done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let total_enqueuers = NODES.len() * ENQUEUERS_PER_NODE;
+    let mut enqueuers = Vec::new();
+    for (n, store) in stores.iter().enumerate() {
+        for t in 0..ENQUEUERS_PER_NODE {
+            let store = store.clone();
+            let done = enqueuers_done.clone();
+            let worker = n * ENQUEUERS_PER_NODE + t;
+            enqueuers.push(tokio::spawn(async move {
+                let mut accepted = Vec::new();
+                let mut full = 0usize;
+                // Attempts worker, worker + total, ...: 10,000 in all, each job offered
+                // by every node.
+                for i in (worker..ATTEMPTS).step_by(total_enqueuers) {
+                    let key = job(&format!("hook-{}", i % JOBS));
+                    match store
+                        .enqueue(&key, &trigger(NODES[n], "webhook"))
+                        .await
+                        .expect("enqueue")
+                    {
+                        EnqueueOutcome::Enqueued { run_id } => accepted.push(run_id),
+                        EnqueueOutcome::QueueFull => full += 1,
+                        EnqueueOutcome::Paused => panic!("no job is paused"),
+                    }
+                }
+                done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                (accepted, full)
+            }));
+        }
+    }
+    // One claimer per node: claims what it can, finishes it, until the enqueuers are done
+    // and nothing is left queued.
+    let mut claimers = Vec::new();
+    for (n, store) in stores.iter().enumerate() {
+        let store = store.clone();
+        let done = enqueuers_done.clone();
+        claimers.push(tokio::spawn(async move {
+            let mut claimed = Vec::new();
+            loop {
+                let finished_enqueuing =
+                    done.load(std::sync::atomic::Ordering::SeqCst) == total_enqueuers;
+                let runs = store.claim_runs(NODES[n], 4).await.expect("claim_runs");
+                if runs.is_empty() {
+                    if finished_enqueuing {
+                        let queued: i64 = sqlx::query_scalar(
+                            "SELECT count(*) FROM svc_runs WHERE state <> 'done'",
+                        )
+                        .fetch_one(store.pool())
+                        .await
+                        .expect("count");
+                        if queued == 0 {
+                            return claimed;
+                        }
+                    }
+                    // Nothing to claim now: poll again shortly rather than spin on the
+                    // database the enqueuers share.
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    continue;
+                }
+                for run in runs {
+                    let finish = store
+                        .finish_run(run.run_id, NODES[n], &RunOutcome::new(RunStatus::Success))
+                        .await
+                        .expect("finish");
+                    assert_eq!(finish, Finish::Recorded, "run {}", run.run_id);
+                    claimed.push(run.run_id);
+                }
+            }
+        }));
+    }
+    let started = std::time::Instant::now();
+    let mut accepted = Vec::new();
+    let mut full = 0;
+    for task in enqueuers {
+        let (ids, refused) = task.await.expect("enqueuer");
+        accepted.extend(ids);
+        full += refused;
+    }
+    let mut claimed = Vec::new();
+    let mut per_node = Vec::new();
+    for task in claimers {
+        let ids = tokio::time::timeout(WAIT * 4, task)
+            .await
+            .expect("the claimers drain the queue")
+            .expect("claimer");
+        per_node.push(ids.len());
+        claimed.extend(ids);
+    }
+    eprintln!(
+        "{ATTEMPTS} attempts: {} accepted, {full} refused (queue full), runs per node \
+         {per_node:?}, in {:?}",
+        accepted.len(),
+        started.elapsed()
+    );
+    assert_eq!(accepted.len() + full, ATTEMPTS);
+    assert!(!accepted.is_empty());
+    // Every accepted trigger ran exactly once.
+    let accepted_set: HashSet<i64> = accepted.iter().copied().collect();
+    assert_eq!(accepted_set.len(), accepted.len(), "run IDs are unique");
+    claimed.sort_unstable();
+    let claimed_set: HashSet<i64> = claimed.iter().copied().collect();
+    assert_eq!(claimed_set.len(), claimed.len(), "no run was claimed twice");
+    assert_eq!(claimed_set, accepted_set, "every accepted trigger was run");
+    // Counters per job: 1..n, no gap, no duplicate, in the order the runs were accepted
+    // (the one-slot queue keeps one waiting run per job, so order is acceptance order).
+    let rows = sqlx::query("SELECT id, counter, run_id, status FROM svc_runs ORDER BY id, counter")
+        .fetch_all(stores[0].pool())
+        .await
+        .expect("rows");
+    let mut per_job: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+    for row in &rows {
+        let status: String = row.get("status");
+        assert_eq!(status, "success");
+        per_job
+            .entry(row.get("id"))
+            .or_default()
+            .push((row.get("counter"), row.get("run_id")));
+    }
+    for (id, runs) in &per_job {
+        let counters: Vec<i64> = runs.iter().map(|(counter, _)| *counter).collect();
+        let expected: Vec<i64> = (1..=runs.len() as i64).collect();
+        assert_eq!(counters, expected, "counters of {id}");
+        assert!(
+            runs.windows(2).all(|pair| pair[0].1 < pair[1].1),
+            "runs of {id} taken in acceptance order"
+        );
+    }
+    let counters: i64 = count(&stores[0], "SELECT sum(counter)::bigint FROM svc_jobs").await;
+    assert_eq!(
+        counters,
+        accepted.len() as i64,
+        "the jobs' counters add up to the runs"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_nodes_runs_are_reaped_and_its_late_finish_is_lost() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("leases")).await;
+    let (a, b) = (&stores[0], &stores[1]);
+    a.register_node(NODES[0], 2).await.expect("register a");
+    b.register_node(NODES[1], 2).await.expect("register b");
+    let (ja, jb) = (job("on-a"), job("on-b"));
+    a.enqueue(&ja, &trigger(NODES[0], "webhook"))
+        .await
+        .expect("enqueue");
+    b.enqueue(&jb, &trigger(NODES[1], "webhook"))
+        .await
+        .expect("enqueue");
+    let run_a = a.claim_runs(NODES[0], 1).await.expect("claim").remove(0);
+    let run_b = b.claim_runs(NODES[1], 1).await.expect("claim").remove(0);
+    assert_eq!((&run_a.job, &run_b.job), (&ja, &jb));
+    // b heartbeats after a's claim (the database's clock has moved on); a never does.
+    wait_until(WAIT, "the database clock passes a's claim", async || {
+        a.db_now().await.expect("now") > run_a.started_at
+    })
+    .await;
+    assert_eq!(b.heartbeat(NODES[1]).await.expect("heartbeat"), 1);
+    let lease_b: DateTime<Utc> =
+        sqlx::query_scalar("SELECT lease_until FROM svc_runs WHERE run_id = $1")
+            .bind(run_b.run_id)
+            .fetch_one(b.pool())
+            .await
+            .expect("lease");
+    assert!(lease_b > run_a.lease_until);
+    // Nothing has lapsed yet.
+    let now = b.db_now().await.expect("now");
+    assert!(now < run_a.lease_until);
+    assert!(b.reap_expired(now).await.expect("reap").is_empty());
+    // When a's lease lapses (the reaper is asked as of that time rather than waiting the
+    // 30 s), a's run is reaped and b's, renewed, is not.
+    let reaped = b.reap_expired(run_a.lease_until).await.expect("reap");
+    assert_eq!(reaped.len(), 1, "{reaped:?}");
+    assert_eq!(
+        (reaped[0].run_id, reaped[0].node.as_str(), reaped[0].counter),
+        (run_a.run_id, NODES[0], 1)
+    );
+    let status: String = sqlx::query_scalar("SELECT status FROM svc_runs WHERE run_id = $1")
+        .bind(run_a.run_id)
+        .fetch_one(a.pool())
+        .await
+        .expect("status");
+    assert_eq!(status, "interrupted");
+    // a comes back and reports its end: lost, and the record stays as reaped.
+    let success = RunOutcome::new(RunStatus::Success);
+    assert_eq!(
+        a.finish_run(run_a.run_id, NODES[0], &success)
+            .await
+            .expect("finish"),
+        Finish::LeaseLost
+    );
+    // a's heartbeat does not revive it either.
+    assert_eq!(a.heartbeat(NODES[0]).await.expect("heartbeat"), 0);
+    // Only the owner finishes a run, once.
+    assert_eq!(
+        a.finish_run(run_b.run_id, NODES[0], &success)
+            .await
+            .expect("finish"),
+        Finish::LeaseLost
+    );
+    assert_eq!(
+        b.finish_run(run_b.run_id, NODES[1], &success)
+            .await
+            .expect("finish"),
+        Finish::Recorded
+    );
+    assert_eq!(
+        b.finish_run(run_b.run_id, NODES[1], &success)
+            .await
+            .expect("finish"),
+        Finish::LeaseLost
+    );
+    // The reaped job runs again elsewhere, with the next counter.
+    b.enqueue(&ja, &trigger(NODES[1], "webhook"))
+        .await
+        .expect("enqueue");
+    let again = b.claim_runs(NODES[1], 1).await.expect("claim");
+    assert_eq!((again[0].job.clone(), again[0].counter), (ja.clone(), 2));
+    // A node that restarts finds its runs interrupted: they cannot be running.
+    let restarted = b.register_node(NODES[1], 2).await.expect("register again");
+    assert_eq!(restarted.len(), 1);
+    assert_eq!(restarted[0].run_id, again[0].run_id);
+    // An unknown node cannot heartbeat.
+    assert!(matches!(
+        a.heartbeat("node-z").await,
+        Err(ClusterError::UnknownNode(name)) if name == "node-z"
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_renewed_only_by_its_holder_and_taken_over_once_it_lapses() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("leader")).await;
+    let (a, b) = (&stores[0], &stores[1]);
+    let long = Duration::from_secs(60);
+    assert!(
+        a.try_lease("housekeeping", NODES[0], long)
+            .await
+            .expect("take")
+    );
+    assert!(
+        !b.try_lease("housekeeping", NODES[1], long)
+            .await
+            .expect("take")
+    );
+    assert!(
+        a.try_lease("housekeeping", NODES[0], long)
+            .await
+            .expect("renew")
+    );
+    // a renews for a short time and stops: b takes it over once it lapses, and from then
+    // on a cannot renew it.
+    assert!(
+        a.try_lease("housekeeping", NODES[0], Duration::from_millis(200))
+            .await
+            .expect("renew")
+    );
+    wait_until(WAIT, "b takes the lapsed lease", async || {
+        b.try_lease("housekeeping", NODES[1], long)
+            .await
+            .expect("take")
+    })
+    .await;
+    assert!(
+        !a.try_lease("housekeeping", NODES[0], long)
+            .await
+            .expect("renew")
+    );
+    // Given up, it is free at once.
+    b.release_lease("housekeeping", NODES[1])
+        .await
+        .expect("release");
+    assert!(
+        a.try_lease("housekeeping", NODES[0], long)
+            .await
+            .expect("take")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_key_is_refused_by_every_node() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("replay")).await;
+    let ttl = Duration::from_secs(24 * 3600);
+    let key = b"build\0delivery-1";
+    assert!(
+        stores[0]
+            .seen_once(ReplayStore::Deliveries, key, ttl)
+            .await
+            .expect("seen")
+    );
+    for store in &stores {
+        assert!(
+            !store
+                .seen_once(ReplayStore::Deliveries, key, ttl)
+                .await
+                .expect("seen")
+        );
+    }
+    // Stores are apart.
+    assert!(
+        stores[1]
+            .seen_once(ReplayStore::Nonces, key, ttl)
+            .await
+            .expect("seen")
+    );
+    // Forgotten (its trigger refused), it is accepted again.
+    stores[2]
+        .forget_seen(ReplayStore::Deliveries, key)
+        .await
+        .expect("forget");
+    assert!(
+        stores[1]
+            .seen_once(ReplayStore::Deliveries, key, ttl)
+            .await
+            .expect("seen")
+    );
+    // An expired record does not refuse.
+    wait_until(WAIT, "the record is older than a short ttl", async || {
+        stores[0]
+            .seen_once(ReplayStore::Deliveries, key, Duration::from_millis(100))
+            .await
+            .expect("seen")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_is_told_apart_and_the_store_resumes() {
+    let mut pg = PostgresServer::launch();
+    let url = pg.create_database("outage");
+    let store = ClusterStore::new(
+        &url,
+        &StoreOptions {
+            acquire_timeout: Duration::from_secs(2),
+            ..options()
+        },
+    )
+    .expect("store");
+    store.migrate().await.expect("migrate");
+    let key = job("outage");
+    store
+        .enqueue(&key, &trigger(NODES[0], "webhook"))
+        .await
+        .expect("enqueue");
+    pg.kill();
+    let err = store
+        .enqueue(&key, &trigger(NODES[0], "webhook"))
+        .await
+        .expect_err("the server is down");
+    assert!(err.is_unavailable(), "{err:?}");
+    pg.start();
+    // The pool drops its dead connections and connects again by itself.
+    let claimed = wait_for(WAIT, "the store works again", async || {
+        match store.claim_runs(NODES[0], 1).await {
+            Ok(claimed) => Some(claimed),
+            Err(err) => {
+                eprintln!("not yet: {err}");
+                None
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        claimed.len(),
+        1,
+        "the trigger accepted before the crash is kept"
+    );
+    assert!(matches!(
+        ClusterStore::new("postgres://[bad", &options()),
+        Err(ClusterError::InvalidUrl(_))
+    ));
+}
