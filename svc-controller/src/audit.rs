@@ -18,9 +18,8 @@
 //! signature, a password, a cookie or a token (the reasons are the service's own error
 //! messages, which never echo them).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -289,19 +288,10 @@ struct Writer {
     failing: bool,
 }
 
-fn open_append(path: &Path) -> io::Result<File> {
-    // Names and addresses of the people who use the service: not for every local user.
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-}
-
 impl Writer {
     fn open(dir: &Path, max_size: u64) -> io::Result<Writer> {
         let path = file_path(dir, 0);
-        let mut file = open_append(&path)?;
+        let mut file = crate::fsutil::open_append_private(&path)?;
         let mut size = file.metadata()?.len();
         if size > 0 && !ends_with_newline(&path)? {
             // A crash cut the last line: end it, so the next entry is a line of its own.
@@ -390,11 +380,13 @@ impl Writer {
         }
         let result = match &mut self.file {
             Some(file) => file.write_all(&line),
-            None => open_append(&file_path(&self.dir, 0)).and_then(|mut file| {
-                let written = file.write_all(&line);
-                self.file = Some(file);
-                written
-            }),
+            None => {
+                crate::fsutil::open_append_private(&file_path(&self.dir, 0)).and_then(|mut file| {
+                    let written = file.write_all(&line);
+                    self.file = Some(file);
+                    written
+                })
+            }
         };
         match result {
             Ok(()) => {
@@ -421,7 +413,9 @@ impl Writer {
             }
         }
         fs::rename(file_path(&self.dir, 0), file_path(&self.dir, 1))?;
-        self.file = Some(open_append(&file_path(&self.dir, 0))?);
+        self.file = Some(crate::fsutil::open_append_private(&file_path(
+            &self.dir, 0,
+        ))?);
         self.size = 0;
         Ok(())
     }
@@ -659,7 +653,10 @@ mod tests {
         });
         // A crash cut the next line short.
         let path = dir.path().join(AUDIT_FILE);
-        let mut file = OpenOptions::new().append(true).open(&path).expect("open");
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open");
         file.write_all(b"{\"seq\":2,\"ti").expect("write");
         drop(file);
         let page = read_page(dir.path(), None, 10).expect("page");

@@ -72,6 +72,18 @@ pub fn remove_stale_temp_files(dir: &Path) {
     }
 }
 
+/// Opens `path` for appending, creating it readable and writable by the owner only
+/// (mode 0600: the replay stores and the audit log name what people did, not for every
+/// local user).
+pub fn open_append_private(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// Creates `dir` and its parents, then sets its permission bits to `mode`.
 pub fn create_dir_with_mode(dir: &Path, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;

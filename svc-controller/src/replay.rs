@@ -23,7 +23,7 @@
 //! code run it on a blocking thread and never hold anything across an `.await`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -463,7 +463,9 @@ impl ReplayStore {
             return Ok(());
         };
         if inner.file.is_none() {
-            inner.file = Some(open_append(path).map_err(|err| self.write_error(err))?);
+            inner.file = Some(
+                crate::fsutil::open_append_private(path).map_err(|err| self.write_error(err))?,
+            );
         }
         let Some(file) = inner.file.as_mut() else {
             return Ok(());
@@ -504,18 +506,9 @@ impl ReplayStore {
         inner.file = None;
         crate::fsutil::atomic_write(path, &inner.snapshot())?;
         inner.file_lines = inner.entries.len();
-        inner.file = Some(open_append(path)?);
+        inner.file = Some(crate::fsutil::open_append_private(path)?);
         Ok(())
     }
-}
-
-fn open_append(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
 }
 
 #[cfg(test)]
@@ -658,7 +651,7 @@ mod tests {
         assert_eq!(record(&store, "a", b"kept", T0), Seen::New);
         drop(store);
         // A crash in the middle of an append of "torn", plus a line that never parsed.
-        let mut file = OpenOptions::new()
+        let mut file = std::fs::OpenOptions::new()
             .append(true)
             .open(dir.path().join("store.log"))
             .expect("open");
