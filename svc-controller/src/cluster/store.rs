@@ -195,21 +195,7 @@ impl ClusterStore {
             tx.commit().await?;
             return Ok(SlotClaim::SkippedPaused);
         }
-        let run_id: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO svc_runs (kind, id, state, trigger, attempt, accepted_by, accepted_at)
-             SELECT $1, $2, 'queued', $3, $4, $5, now()
-             WHERE NOT EXISTS (SELECT 1 FROM svc_runs
-                               WHERE kind = $1 AND id = $2 AND state = 'running')
-             ON CONFLICT (kind, id) WHERE state = 'queued' DO NOTHING
-             RETURNING run_id",
-        )
-        .bind(job.kind.as_str())
-        .bind(&job.id)
-        .bind(&trigger.payload)
-        .bind(trigger.attempt)
-        .bind(&trigger.accepted_by)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let run_id = insert_queued(&mut tx, job, trigger, Queue::OnlyWhenIdle).await?;
         tx.commit().await?;
         Ok(match run_id {
             Some(run_id) => SlotClaim::Enqueued { run_id },
@@ -234,19 +220,7 @@ impl ClusterStore {
             tx.commit().await?;
             return Ok(EnqueueOutcome::Paused);
         }
-        let run_id: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO svc_runs (kind, id, state, trigger, attempt, accepted_by, accepted_at)
-             VALUES ($1, $2, 'queued', $3, $4, $5, now())
-             ON CONFLICT (kind, id) WHERE state = 'queued' DO NOTHING
-             RETURNING run_id",
-        )
-        .bind(job.kind.as_str())
-        .bind(&job.id)
-        .bind(&trigger.payload)
-        .bind(trigger.attempt)
-        .bind(&trigger.accepted_by)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let run_id = insert_queued(&mut tx, job, trigger, Queue::EvenWhenRunning).await?;
         tx.commit().await?;
         Ok(match run_id {
             Some(run_id) => EnqueueOutcome::Enqueued { run_id },
@@ -506,4 +480,48 @@ fn reaped_run(row: &PgRow) -> Result<ReapedRun, ClusterError> {
         counter: row.try_get("counter")?,
         node: row.try_get("node")?,
     })
+}
+
+/// When [`insert_queued`] may queue a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queue {
+    /// A timer's tick: only when no run of the job is running (a busy tick is skipped).
+    OnlyWhenIdle,
+    /// A trigger: behind a running run too.
+    EvenWhenRunning,
+}
+
+/// Inserts `trigger` as `job`'s queued run unless one is queued already (the one-slot
+/// queue's partial unique index) or, for [`Queue::OnlyWhenIdle`], a run is running.
+/// The new run's ID, or `None` when nothing was inserted.
+async fn insert_queued(
+    tx: &mut sqlx::PgConnection,
+    job: &JobKey,
+    trigger: &NewTrigger,
+    when: Queue,
+) -> Result<Option<i64>, ClusterError> {
+    let sql = match when {
+        Queue::OnlyWhenIdle => {
+            "INSERT INTO svc_runs (kind, id, state, trigger, attempt, accepted_by, accepted_at)
+             SELECT $1, $2, 'queued', $3, $4, $5, now()
+             WHERE NOT EXISTS (SELECT 1 FROM svc_runs
+                               WHERE kind = $1 AND id = $2 AND state = 'running')
+             ON CONFLICT (kind, id) WHERE state = 'queued' DO NOTHING
+             RETURNING run_id"
+        }
+        Queue::EvenWhenRunning => {
+            "INSERT INTO svc_runs (kind, id, state, trigger, attempt, accepted_by, accepted_at)
+             VALUES ($1, $2, 'queued', $3, $4, $5, now())
+             ON CONFLICT (kind, id) WHERE state = 'queued' DO NOTHING
+             RETURNING run_id"
+        }
+    };
+    Ok(sqlx::query_scalar(sql)
+        .bind(job.kind.as_str())
+        .bind(&job.id)
+        .bind(&trigger.payload)
+        .bind(trigger.attempt)
+        .bind(&trigger.accepted_by)
+        .fetch_optional(&mut *tx)
+        .await?)
 }
