@@ -128,6 +128,35 @@ pub struct MainConfig {
     /// `audit_max_size`, default [`DEFAULT_AUDIT_MAX_SIZE`]: size past which the audit
     /// log is rotated. Read at start.
     pub audit_max_size: u64,
+    /// Cluster mode: `database_url` and `node_name`. `None` (no `database_url`): a single
+    /// node, as always. Read at start.
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// What makes a controller one node of a cluster (`docs/cluster.md`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    /// `database_url`: the cluster's PostgreSQL, as a `postgres://` URL (a `$NAME` value
+    /// already read from the environment). `Debug` hides it; it is shown only through
+    /// [`ClusterConfig::shown_url`].
+    pub database_url: Secret,
+    /// Where the value came from, for messages: `$NAME` when it was read from the
+    /// environment (then nothing of the URL is shown), `None` when written in the file.
+    pub url_from_env: Option<String>,
+    /// `node_name`, default the host name: this node's name in the cluster, unique among
+    /// its live nodes.
+    pub node_name: String,
+}
+
+impl ClusterConfig {
+    /// The URL as messages may show it: the environment variable's name when it came from
+    /// one, else the URL with its password and tokens hidden (the one redaction rule).
+    pub fn shown_url(&self) -> String {
+        match &self.url_from_env {
+            Some(name) => name.clone(),
+            None => proto::redact::redact_url(self.database_url.expose()),
+        }
+    }
 }
 
 /// How a webhook trigger is authenticated: by the code host that sends it. Each kind is

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
+use std::str::FromStr as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,13 +11,13 @@ use base64::Engine as _;
 use lettre::message::Mailbox;
 
 use super::model::{
-    AuthKind, Config, ConfigError, ConfigIssue, DEFAULT_AUDIT_MAX_SIZE, DEFAULT_CATCH_UP_WINDOW,
-    DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN, DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT,
-    DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION,
-    DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY, DEFAULT_RETRY_DELAY,
-    EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, MainConfig, NotifConfig,
-    NotifKind, OnBusy, PingUrl, ResourceLimits, SmtpCredentials, SmtpSecurity, SmtpServer,
-    UserConfig, WebhookKey, WebhookNotif, resolve_path,
+    AuthKind, ClusterConfig, Config, ConfigError, ConfigIssue, DEFAULT_AUDIT_MAX_SIZE,
+    DEFAULT_CATCH_UP_WINDOW, DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN, DEFAULT_HTTP_BODY_TIMEOUT,
+    DEFAULT_HTTP_TIMEOUT, DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE,
+    DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY,
+    DEFAULT_RETRY_DELAY, EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig,
+    MainConfig, NotifConfig, NotifKind, OnBusy, PingUrl, ResourceLimits, SmtpCredentials,
+    SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
 };
 use super::syntax::{self, Entry, Section, SectionKind};
 use crate::duration::parse_duration;
@@ -63,6 +64,8 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("public_read", Bool),
     ("trusted_proxies", List),
     ("audit_max_size", Scalar),
+    ("database_url", Scalar),
+    ("node_name", Scalar),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -169,7 +172,7 @@ const SECRET_KEYS: &[&str] = &["secret", "smtp_password", "password"];
 
 /// Keys whose values are URLs that may carry a token: a problem shows the value as
 /// [`proto::redact::redact_url`] does.
-const URL_SECRET_KEYS: &[&str] = &["ping_url"];
+const URL_SECRET_KEYS: &[&str] = &["ping_url", "database_url"];
 
 fn new_issue(
     file: &Path,
@@ -1050,6 +1053,7 @@ fn redact_notif_issue(mut issue: ConfigIssue) -> ConfigIssue {
 fn read_main(
     file: &Path,
     section: Option<&Section>,
+    env: EnvLookup<'_>,
     errors: &mut Vec<ConfigIssue>,
     warnings: &mut Vec<ConfigIssue>,
 ) -> (MainConfig, bool) {
@@ -1084,6 +1088,7 @@ fn read_main(
         public_read: false,
         trusted_proxies: Vec::new(),
         audit_max_size: DEFAULT_AUDIT_MAX_SIZE,
+        cluster: None,
     };
     let Some(section) = section else {
         return (config, true);
@@ -1193,7 +1198,121 @@ fn read_main(
              job only the capabilities it needs), or name an unprivileged user",
         );
     }
+    config.cluster = read_cluster(&mut r, env, warnings);
     (config, base_ok)
+}
+
+/// `database_url` and `node_name` of `[svc]`: `Some` in cluster mode. The URL is only
+/// checked for its shape here (loading does no I/O); connecting is for `--check` and the
+/// start.
+fn read_cluster(
+    r: &mut Reader<'_>,
+    env: EnvLookup<'_>,
+    warnings: &mut Vec<ConfigIssue>,
+) -> Option<ClusterConfig> {
+    let node_name = r.parsed("node_name", check_node_name);
+    let Some(written) = r.text_or_empty("database_url").filter(|v| !v.is_empty()) else {
+        // An empty value is no URL, as with `secret`: single-node mode.
+        if let Some(entry) = r.first("node_name") {
+            warnings.push(entry_issue(
+                r.file,
+                r.section,
+                entry,
+                "node_name does nothing without database_url (this node is not in a cluster)",
+            ));
+        }
+        return None;
+    };
+    let url_from_env = written.strip_prefix('$').map(|name| format!("${name}"));
+    let url = r.parsed("database_url", |v| {
+        let url = from_env(v, env)?;
+        check_database_url(&url).map_err(|message| match &url_from_env {
+            // The URL came from the environment: name the variable, show nothing of it.
+            Some(name) => format!("the value of {name}: {message}"),
+            None => message,
+        })?;
+        Ok(url)
+    })?;
+    let node_name = match node_name {
+        Some(name) => name,
+        None if r.has("node_name") => return None,
+        None => match host_node_name() {
+            Ok(name) => name,
+            Err(message) => {
+                r.fail_key("database_url", &message);
+                return None;
+            }
+        },
+    };
+    Some(ClusterConfig {
+        database_url: Secret::new(url),
+        url_from_env,
+        node_name,
+    })
+}
+
+/// A `database_url` must be a PostgreSQL URL with a host. The message never repeats the
+/// value: the issue shows it redacted.
+fn check_database_url(url: &str) -> Result<(), String> {
+    const FORM: &str = "postgres://USER:PASSWORD@HOST:PORT/DATABASE";
+    let Some(rest) = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))
+    else {
+        return Err(format!("not a PostgreSQL URL: write {FORM}"));
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if host.is_empty() {
+        return Err(format!("the URL names no host: write {FORM}"));
+    }
+    // The driver's own parser has the last word on options and escapes; its message
+    // is not shown, as it could quote part of the URL.
+    sqlx::postgres::PgConnectOptions::from_str(url)
+        .map(|_| ())
+        .map_err(|_| format!("not a valid PostgreSQL URL: write {FORM}"))
+}
+
+/// Longest node name: a DNS label's length, so a host name always fits.
+const NODE_NAME_MAX: usize = 63;
+
+/// A node name: 1 to 63 ASCII letters, digits, `-`, `_` or `.`, starting with a letter or
+/// a digit. It goes into log lines and into the column leases are matched on, so it must
+/// be printable and mean one thing.
+fn check_node_name(name: &str) -> Result<String, String> {
+    let valid = name.len() <= NODE_NAME_MAX
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if valid {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "a node name is 1 to {NODE_NAME_MAX} ASCII letters, digits, '-', '_' or '.', \
+             starting with a letter or a digit"
+        ))
+    }
+}
+
+/// The default `node_name`: this host's name, when it is a valid node name. Otherwise an
+/// error that asks for `node_name`, rather than a rewritten name two hosts could share.
+fn host_node_name() -> Result<String, String> {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .unwrap_or_default();
+    check_node_name(&host).map_err(|_| {
+        format!(
+            "this host's name ({host:?}) is no valid node name: set node_name (1 to \
+             {NODE_NAME_MAX} ASCII letters, digits, '-', '_' or '.')"
+        )
+    })
 }
 
 /// A warning when the main file lies in a directory that jobs need to read: the sandbox
@@ -2151,7 +2270,7 @@ fn load_with_env(path: &Path, env: EnvLookup<'_>) -> Result<Config, ConfigError>
             ),
         ));
     }
-    let (main, base_ok) = read_main(path, first_main, &mut errors, &mut warnings);
+    let (main, base_ok) = read_main(path, first_main, env, &mut errors, &mut warnings);
 
     let mut loader = Loader::new(&main, env);
     loader.errors = errors;
@@ -2371,3 +2490,7 @@ mod notif_tests;
 #[cfg(test)]
 #[path = "ping_tests.rs"]
 mod ping_tests;
+
+#[cfg(test)]
+#[path = "cluster_tests.rs"]
+mod cluster_tests;
