@@ -342,7 +342,21 @@ fn serve_or_check(cli: Cli) -> ExitCode {
                 next.join(", ")
             );
         }
+        if let Some(cluster) = &config.main.cluster {
+            return check_cluster(cluster);
+        }
         return ExitCode::SUCCESS;
+    }
+    if let Some(cluster) = &config.main.cluster {
+        // Running as a single node beside a cluster's other nodes would fire their timers
+        // a second time: refuse rather than ignore the key until the start-up is wired.
+        eprintln!(
+            "error: database_url ({}): cluster mode cannot serve yet in this release (see \
+             docs/cluster.md); remove database_url to run as a single node, or use \
+             --check to test the connection",
+            cluster.shown_url()
+        );
+        return ExitCode::from(EXIT_CONFIG);
     }
     init_tracing(config.main.log_level.as_deref());
     tune_allocator();
@@ -374,6 +388,78 @@ fn serve_or_check(cli: Cli) -> ExitCode {
             tracing::error!("{err:#}");
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// How long `--check` waits for the cluster's database, all steps together.
+const CLUSTER_CHECK_LIMIT: Duration = Duration::from_secs(5);
+
+/// `--check` with a `database_url`: connects (within [`CLUSTER_CHECK_LIMIT`]) and says
+/// whether the schema is current. Changes nothing in the database.
+fn check_cluster(cluster: &crate::config::ClusterConfig) -> ExitCode {
+    use crate::cluster::{ClusterStore, SchemaStatus, StoreOptions};
+    let shown = cluster.shown_url();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let options = StoreOptions {
+        max_connections: 1,
+        acquire_timeout: CLUSTER_CHECK_LIMIT,
+        ..StoreOptions::default()
+    };
+    let status = runtime.block_on(async {
+        let store = ClusterStore::new(cluster.database_url.expose(), &options)?;
+        // The pool's timeout bounds the connection; this one bounds the reads too.
+        let status = tokio::time::timeout(CLUSTER_CHECK_LIMIT, store.schema_status()).await;
+        store.close().await;
+        Ok::<_, crate::cluster::ClusterError>(status)
+    });
+    let node = &cluster.node_name;
+    match status {
+        Ok(Ok(Ok(SchemaStatus::Current))) => {
+            println!("  cluster: node {node} on {shown}: reachable, schema current");
+            ExitCode::SUCCESS
+        }
+        Ok(Ok(Ok(SchemaStatus::Pending(versions)))) => {
+            println!(
+                "  cluster: node {node} on {shown}: reachable, {} schema migration(s) to \
+                 apply at start ({versions:?})",
+                versions.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(Ok(Ok(SchemaStatus::Newer(versions)))) => {
+            eprintln!(
+                "error: database_url ({shown}): the schema is newer than this release (it has \
+                 migrations {versions:?}); upgrade this node"
+            );
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Ok(Ok(Ok(SchemaStatus::Broken { version, reason }))) => {
+            eprintln!(
+                "error: database_url ({shown}): schema migration {version} is broken: {reason}"
+            );
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Ok(Ok(Err(err))) | Err(err) => {
+            eprintln!("error: database_url ({shown}): cannot check the cluster database: {err}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Ok(Err(_elapsed)) => {
+            eprintln!(
+                "error: database_url ({shown}): the cluster database did not answer within \
+                 {} s",
+                CLUSTER_CHECK_LIMIT.as_secs()
+            );
+            ExitCode::from(EXIT_CONFIG)
         }
     }
 }

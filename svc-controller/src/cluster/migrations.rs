@@ -43,3 +43,9 @@ impl<'s> MigrationSource<'s> for Embedded {
 pub(super) async fn migrator() -> Result<Migrator, sqlx::migrate::MigrateError> {
     Migrator::new(Embedded).await
 }
+
+/// The embedded migrations themselves: versions and checksums, to compare with what a
+/// database recorded.
+pub(super) async fn embedded() -> Result<Vec<Migration>, sqlx::migrate::MigrateError> {
+    Ok(migrator().await?.iter().cloned().collect())
+}

@@ -20,6 +20,6 @@ mod store;
 pub use error::ClusterError;
 pub use model::{
     ClaimedRun, EnqueueOutcome, Finish, JobKey, JobKind, NewTrigger, ReapedRun, ReplayStore,
-    RunOutcome, SlotClaim,
+    RunOutcome, SchemaStatus, SlotClaim,
 };
 pub use store::{ClusterStore, DEFAULT_LEASE, StoreOptions};

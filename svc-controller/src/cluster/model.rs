@@ -151,6 +151,21 @@ pub struct ReapedRun {
     pub node: String,
 }
 
+/// How the database's schema stands against the migrations this binary embeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SchemaStatus {
+    /// Every embedded migration is applied, and nothing else.
+    Current,
+    /// These migrations (versions) are not applied yet: the next start applies them.
+    Pending(Vec<i64>),
+    /// The database has migrations this binary does not know (a newer release applied
+    /// them): this binary must not run against it.
+    Newer(Vec<i64>),
+    /// A migration failed half-way, or was applied with other content than this binary's:
+    /// the schema needs a person's look.
+    Broken { version: i64, reason: &'static str },
+}
+
 /// The replay stores: what is accepted only once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayStore {
