@@ -2,8 +2,9 @@
 //! PostgreSQL, so that each timer slot runs once, each accepted trigger runs once, and a
 //! job has one run at a time across all of them.
 //!
-//! Not wired yet: nothing in the engine, the HTTP layer or the configuration uses it. The
-//! design, each guarantee and what it rests on are in `docs/cluster.md`.
+//! Not wired yet: nothing in the engine or the HTTP layer uses it; only `--check` reads
+//! the schema's state. The design, each guarantee and what it rests on are in
+//! `docs/cluster.md`; the wiring's progress in `docs/cluster-wiring-status.md`.
 //!
 //! - `schema/`: the SQL migrations, embedded in the binary (`migrations.rs`) and applied
 //!   under the migrator's advisory lock;
