@@ -13,11 +13,13 @@
 //!   HTTP layer) from conflicts and bad data;
 //! - `store.rs`: [`ClusterStore`], one SQL transaction per operation.
 
+mod defhash;
 mod error;
 mod migrations;
 mod model;
 mod store;
 
+pub use defhash::{http_job_hash, job_hash};
 pub use error::ClusterError;
 pub use model::{
     ClaimedRun, EnqueueOutcome, Finish, JobKey, JobKind, NewTrigger, ReapedRun, ReplayStore,
