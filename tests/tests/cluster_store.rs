@@ -1,7 +1,8 @@
 //! The cluster store against a real PostgreSQL (a throwaway server per test, see
 //! `svc_tests::postgres`): concurrent migrations, timer slots claimed once among racing
 //! nodes, triggers accepted by any node and run once each with one run at a time per
-//! job, leases, reaping, replay stores, and an unreachable database told apart.
+//! job, leases, reaping, replay stores, and an unreachable database told apart; each
+//! node's job definitions recorded and compared with the live nodes', and the heartbeat.
 //!
 //! Each "node" is a `ClusterStore` with its own pool, as separate controllers would have.
 
@@ -12,8 +13,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::Row;
 use svc_controller::cluster::{
-    ClusterError, ClusterStore, EnqueueOutcome, Finish, JobKey, JobKind, NewTrigger, ReplayStore,
-    RunOutcome, SlotClaim, StoreOptions,
+    ClusterError, ClusterStore, EnqueueOutcome, Finish, Heartbeat, JobDef, JobKey, JobKind,
+    NewTrigger, ReplayStore, RunOutcome, SlotClaim, StoreOptions,
 };
 use svc_controller::state::RunStatus;
 use svc_tests::postgres::PostgresServer;
@@ -677,4 +678,124 @@ async fn an_unreachable_database_is_told_apart_and_the_store_resumes() {
         ClusterStore::new("postgres://[bad", &options()),
         Err(ClusterError::InvalidUrl(_))
     ));
+}
+
+fn def(kind: JobKind, id: &str, hash: &str) -> JobDef {
+    JobDef {
+        job: JobKey::new(kind, id),
+        hash: hash.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_nodes_definitions_are_recorded_and_compared_with_the_live_nodes() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("defs")).await;
+    let (a, b, c) = (&stores[0], &stores[1], &stores[2]);
+    // A node must register before it records its definitions.
+    assert!(matches!(
+        c.sync_job_defs(NODES[2], &[def(JobKind::Job, "x", "h1")])
+            .await,
+        Err(ClusterError::UnknownNode(_))
+    ));
+    assert_eq!(count(c, "SELECT count(*) FROM svc_jobs").await, 0);
+    a.register_node(NODES[0], 2).await.expect("register a");
+    b.register_node(NODES[1], 2).await.expect("register b");
+
+    let on_a = [
+        def(JobKind::Job, "build", "h1"),
+        def(JobKind::Job, "deploy", "h1"),
+        def(JobKind::Http, "ping", "h1"),
+    ];
+    let drift = a.sync_job_defs(NODES[0], &on_a).await.expect("sync a");
+    assert!(drift.is_empty(), "{drift:?}");
+    // b defines deploy differently, lacks ping and has a job of its own.
+    let on_b = [
+        def(JobKind::Job, "build", "h1"),
+        def(JobKind::Job, "deploy", "h2"),
+        def(JobKind::Job, "report", "h1"),
+    ];
+    let drift = b.sync_job_defs(NODES[1], &on_b).await.expect("sync b");
+    assert_eq!(
+        drift.differ,
+        vec![(job("deploy"), vec![NODES[0].to_string()])]
+    );
+    assert_eq!(drift.missing_here, vec![JobKey::new(JobKind::Http, "ping")]);
+    let drift = a
+        .sync_job_defs(NODES[0], &on_a)
+        .await
+        .expect("sync a again");
+    assert_eq!(
+        drift.differ,
+        vec![(job("deploy"), vec![NODES[1].to_string()])]
+    );
+    assert_eq!(drift.missing_here, vec![job("report")]);
+    // Every job of either node has its row, and each node's hash of each of its jobs.
+    assert_eq!(count(a, "SELECT count(*) FROM svc_jobs").await, 4);
+    assert_eq!(count(a, "SELECT count(*) FROM svc_job_defs").await, 6);
+
+    // A job a no longer defines loses a's row (not the job's: b may still run it).
+    a.sync_job_defs(NODES[0], &on_a[..2]).await.expect("sync a");
+    assert_eq!(
+        count(a, "SELECT count(*) FROM svc_job_defs WHERE node = 'node-a'").await,
+        2
+    );
+    assert_eq!(count(a, "SELECT count(*) FROM svc_jobs").await, 4);
+
+    // Once b's heartbeat is older than a lease, b no longer counts.
+    sqlx::query("UPDATE svc_nodes SET heartbeat_at = now() - interval '1 hour' WHERE name = $1")
+        .bind(NODES[1])
+        .execute(a.pool())
+        .await
+        .expect("age b");
+    let drift = a.sync_job_defs(NODES[0], &on_a).await.expect("sync a");
+    assert!(drift.is_empty(), "{drift:?}");
+
+    // Ten thousand jobs in one transaction, twice (insert, then update), and the same
+    // definitions on another live node: no drift.
+    b.heartbeat(NODES[1]).await.expect("b is back");
+    let many: Vec<JobDef> = (0..10_000)
+        .map(|i| def(JobKind::Job, &format!("job-{i}"), "same"))
+        .collect();
+    let started = std::time::Instant::now();
+    let mut drift = Default::default();
+    for (store, node) in [(a, NODES[0]), (b, NODES[1]), (a, NODES[0])] {
+        drift = store.sync_job_defs(node, &many).await.expect("sync many");
+        assert!(drift.differ.is_empty(), "{:?}", drift.differ.first());
+    }
+    // The first two syncs saw the other node's older jobs as missing; the last, none.
+    assert!(drift.is_empty(), "{:?}", drift.missing_here.first());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "three syncs of 10,000 jobs took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(count(a, "SELECT count(*) FROM svc_job_defs").await, 20_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_task_renews_the_nodes_leases_until_stopped() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("beat")).await;
+    let a = &stores[0];
+    a.register_node(NODES[0], 1).await.expect("register");
+    a.enqueue(&job("long"), &trigger(NODES[0], "webhook"))
+        .await
+        .expect("enqueue");
+    let run = a.claim_runs(NODES[0], 1).await.expect("claim").remove(0);
+    let heartbeat = Heartbeat::start(a.clone(), NODES[0].to_string(), Duration::from_millis(50));
+    wait_until(WAIT, "a beat renews the run's lease", async || {
+        let lease: DateTime<Utc> =
+            sqlx::query_scalar("SELECT lease_until FROM svc_runs WHERE run_id = $1")
+                .bind(run.run_id)
+                .fetch_one(a.pool())
+                .await
+                .expect("lease");
+        lease > run.lease_until
+    })
+    .await;
+    // Stopping returns once the task has ended, beat under way or not.
+    tokio::time::timeout(WAIT, heartbeat.stop())
+        .await
+        .expect("the heartbeat stops");
 }

@@ -11,18 +11,22 @@
 //! - `model.rs`: the domain types the store takes and answers;
 //! - `error.rs`: [`ClusterError`], which tells an unreachable database (a 503 for the
 //!   HTTP layer) from conflicts and bad data;
-//! - `store.rs`: [`ClusterStore`], one SQL transaction per operation.
+//! - `store.rs`: [`ClusterStore`], one SQL transaction per operation;
+//! - `defhash.rs`: a job's definition hash, to tell nodes whose definitions differ;
+//! - `heartbeat.rs`: [`Heartbeat`], the task that keeps the node's leases.
 
 mod defhash;
 mod error;
+mod heartbeat;
 mod migrations;
 mod model;
 mod store;
 
 pub use defhash::{http_job_hash, job_hash};
 pub use error::ClusterError;
+pub use heartbeat::{HEARTBEAT_EVERY, Heartbeat};
 pub use model::{
-    ClaimedRun, EnqueueOutcome, Finish, JobKey, JobKind, NewTrigger, ReapedRun, ReplayStore,
-    RunOutcome, SchemaStatus, SlotClaim,
+    ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger, ReapedRun,
+    ReplayStore, RunOutcome, SchemaStatus, SlotClaim,
 };
 pub use store::{ClusterStore, DEFAULT_LEASE, StoreOptions};

@@ -141,6 +141,33 @@ pub enum Finish {
     LeaseLost,
 }
 
+/// A job as this node defines it: its key and its definition hash
+/// ([`job_hash`](super::job_hash), [`http_job_hash`](super::http_job_hash)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobDef {
+    pub job: JobKey,
+    pub hash: String,
+}
+
+/// How this node's job definitions stand against the other live nodes', as
+/// [`ClusterStore::sync_job_defs`](super::ClusterStore::sync_job_defs) finds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DefDrift {
+    /// Jobs this node defines that some other live node defines differently, each with
+    /// those nodes' names (sorted). Sorted by job.
+    pub differ: Vec<(JobKey, Vec<String>)>,
+    /// Jobs some other live node defines and this one does not (sorted): a trigger that
+    /// node accepts for them must not be claimed here.
+    pub missing_here: Vec<JobKey>,
+}
+
+impl DefDrift {
+    /// True when every job agrees with every live node.
+    pub fn is_empty(&self) -> bool {
+        self.differ.is_empty() && self.missing_here.is_empty()
+    }
+}
+
 /// A running run whose lease lapsed, recorded as interrupted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReapedRun {

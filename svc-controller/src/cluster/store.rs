@@ -6,6 +6,7 @@
 //! the database's `now()`, never a node's clock, so nodes whose clocks drift apart still
 //! agree on which lease has lapsed.
 
+use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -16,8 +17,8 @@ use sqlx::{Connection, Postgres, Row, Transaction};
 use super::error::ClusterError;
 use super::migrations;
 use super::model::{
-    ClaimedRun, EnqueueOutcome, Finish, JobKey, JobKind, NewTrigger, ReapedRun, ReplayStore,
-    RunOutcome, SchemaStatus, SlotClaim,
+    ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger, ReapedRun,
+    ReplayStore, RunOutcome, SchemaStatus, SlotClaim,
 };
 
 /// How long a running run stays its node's without a heartbeat.
@@ -182,6 +183,111 @@ impl ClusterStore {
         .await?;
         tx.commit().await?;
         Ok(runs.rows_affected())
+    }
+
+    /// Records the jobs node `node` defines, each with its definition hash, in one
+    /// transaction: a `svc_jobs` row for each job the cluster does not know yet, this
+    /// node's hashes in `svc_job_defs` (its rows of jobs it no longer defines removed),
+    /// and answers how they stand against the other live nodes' definitions. Live means
+    /// a heartbeat within one lease, the rule reaping goes by: a node whose runs would
+    /// be reaped does not count. `node` must be registered.
+    pub async fn sync_job_defs(
+        &self,
+        node: &str,
+        defs: &[JobDef],
+    ) -> Result<DefDrift, ClusterError> {
+        // One row per job, whatever the caller gives: an upsert that meets the same key
+        // twice in one statement is refused by PostgreSQL.
+        let unique: BTreeMap<&JobKey, &str> = defs
+            .iter()
+            .map(|def| (&def.job, def.hash.as_str()))
+            .collect();
+        let kinds: Vec<&str> = unique.keys().map(|job| job.kind.as_str()).collect();
+        let ids: Vec<&str> = unique.keys().map(|job| job.id.as_str()).collect();
+        let hashes: Vec<&str> = unique.values().copied().collect();
+        let mut tx = self.pool.begin().await?;
+        let known: Option<i32> = sqlx::query_scalar("SELECT 1 FROM svc_nodes WHERE name = $1")
+            .bind(node)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if known.is_none() {
+            return Err(ClusterError::UnknownNode(node.to_string()));
+        }
+        sqlx::query(
+            "INSERT INTO svc_jobs (kind, id)
+             SELECT kind, id FROM UNNEST($1::text[], $2::text[]) AS m(kind, id)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(&kinds)
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "DELETE FROM svc_job_defs d
+             WHERE d.node = $1
+               AND NOT EXISTS (SELECT 1 FROM UNNEST($2::text[], $3::text[]) AS m(kind, id)
+                               WHERE m.kind = d.kind AND m.id = d.id)",
+        )
+        .bind(node)
+        .bind(&kinds)
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO svc_job_defs (kind, id, node, def_hash, seen_at)
+             SELECT kind, id, $1, def_hash, now()
+             FROM UNNEST($2::text[], $3::text[], $4::text[]) AS m(kind, id, def_hash)
+             ON CONFLICT (kind, id, node) DO UPDATE
+             SET def_hash = EXCLUDED.def_hash, seen_at = EXCLUDED.seen_at",
+        )
+        .bind(node)
+        .bind(&kinds)
+        .bind(&ids)
+        .bind(&hashes)
+        .execute(&mut *tx)
+        .await?;
+        let differing: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT mine.kind, mine.id, other.node
+             FROM svc_job_defs mine
+             JOIN svc_job_defs other
+               ON other.kind = mine.kind AND other.id = mine.id AND other.node <> mine.node
+             JOIN svc_nodes n ON n.name = other.node
+             WHERE mine.node = $1 AND other.def_hash <> mine.def_hash
+               AND n.heartbeat_at > now() - make_interval(secs => $2)
+             ORDER BY mine.kind, mine.id, other.node",
+        )
+        .bind(node)
+        .bind(self.lease_secs)
+        .fetch_all(&mut *tx)
+        .await?;
+        let missing: Vec<(String, String)> = sqlx::query_as(
+            "SELECT DISTINCT other.kind, other.id
+             FROM svc_job_defs other
+             JOIN svc_nodes n ON n.name = other.node
+             WHERE other.node <> $1
+               AND n.heartbeat_at > now() - make_interval(secs => $2)
+               AND NOT EXISTS (SELECT 1 FROM svc_job_defs mine
+                               WHERE mine.node = $1 AND mine.kind = other.kind
+                                 AND mine.id = other.id)
+             ORDER BY other.kind, other.id",
+        )
+        .bind(node)
+        .bind(self.lease_secs)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let mut drift = DefDrift::default();
+        for (kind, id, other) in differing {
+            let job = JobKey::new(parse_kind(&kind)?, id);
+            match drift.differ.last_mut() {
+                Some((last, nodes)) if *last == job => nodes.push(other),
+                _ => drift.differ.push((job, vec![other])),
+            }
+        }
+        for (kind, id) in missing {
+            drift.missing_here.push(JobKey::new(parse_kind(&kind)?, id));
+        }
+        Ok(drift)
     }
 
     /// Offers timer slot `slot` of `job`: the node whose insert of the slot succeeds runs
@@ -511,12 +617,14 @@ async fn is_paused(tx: &mut Transaction<'_, Postgres>, job: &JobKey) -> Result<b
     )
 }
 
+fn parse_kind(kind: &str) -> Result<JobKind, ClusterError> {
+    JobKind::parse(kind).ok_or_else(|| ClusterError::BadData(format!("unknown job kind {kind:?}")))
+}
+
 fn job_key(row: &PgRow) -> Result<JobKey, ClusterError> {
     let kind: String = row.try_get("kind")?;
-    let kind = JobKind::parse(&kind)
-        .ok_or_else(|| ClusterError::BadData(format!("unknown job kind {kind:?}")))?;
     Ok(JobKey {
-        kind,
+        kind: parse_kind(&kind)?,
         id: row.try_get("id")?,
     })
 }
