@@ -4,6 +4,7 @@
 //! reloading and stopping, and the watchdog is pinged from the main loop (see
 //! [`notify`]).
 
+mod cluster;
 mod notify;
 
 use std::path::{Path, PathBuf};
@@ -347,17 +348,6 @@ fn serve_or_check(cli: Cli) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    if let Some(cluster) = &config.main.cluster {
-        // Running as a single node beside a cluster's other nodes would fire their timers
-        // a second time: refuse rather than ignore the key until the start-up is wired.
-        eprintln!(
-            "error: database_url ({}): cluster mode cannot serve yet in this release (see \
-             docs/cluster.md); remove database_url to run as a single node, or use \
-             --check to test the connection",
-            cluster.shown_url()
-        );
-        return ExitCode::from(EXIT_CONFIG);
-    }
     init_tracing(config.main.log_level.as_deref());
     tune_allocator();
     let http_nice = http_thread_nice();
@@ -387,7 +377,10 @@ fn serve_or_check(cli: Cli) -> ExitCode {
         Err(err) => {
             tracing::error!("{err:#}");
             eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            match err.downcast_ref::<cluster::JoinError>() {
+                Some(join) => ExitCode::from(join.exit_code()),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }
@@ -542,6 +535,25 @@ pub async fn run(
         lock: _state_lock,
         secret,
     } = prepared;
+    // Cluster mode: the node joins before the engine exists, so that it never serves
+    // without the shared truth.
+    let node = match &main.cluster {
+        Some(cluster_config) => {
+            Some(cluster::join(cluster_config, &config, &engine_runtime).await?)
+        }
+        None => None,
+    };
+    if let (Some(node), Some(cluster_config)) = (node, &main.cluster) {
+        // Until triggers and timers go through the cluster (items 3 and 4 of
+        // docs/cluster-wiring-status.md), a node that served would fire its timers
+        // beside the other nodes' and run them twice: it leaves again.
+        node.leave().await;
+        return Err(cluster::JoinError::NotServingYet {
+            shown: cluster_config.shown_url(),
+            node: cluster_config.node_name.clone(),
+        }
+        .into());
+    }
     let runner = runner_path(main.runner_path.as_deref())?;
     let engine = {
         let _inside = engine_runtime.enter();

@@ -1,7 +1,7 @@
 //! `svc-controller --check` with a `database_url` (cluster mode's keys), against a real
 //! PostgreSQL (`svc_tests::postgres`): the schema reported as to be applied, then current;
 //! an unreachable database named by its key within a bounded time; the password never
-//! shown; and a service with a `database_url` refused until cluster mode can serve.
+//! shown. The start of a service with a `database_url` is `cluster_start.rs`'s.
 
 use std::time::{Duration, Instant};
 
@@ -93,23 +93,5 @@ async fn a_url_written_in_the_file_is_shown_redacted() {
         text.contains("error: database_url (postgres://svc:[redacted]@127.0.0.1:1/svc)"),
         "{text}"
     );
-    assert!(!text.contains(PASSWORD), "{text}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serving_with_a_database_url_is_refused_until_cluster_mode_is_wired() {
-    let mut svc = TestService::builder()
-        .svc(format!(
-            "database_url = postgres://svc:{PASSWORD}@127.0.0.1:1/svc"
-        ))
-        .build();
-    svc.spawn();
-    let status = svc
-        .wait_exit(Duration::from_secs(10))
-        .await
-        .expect("the controller exits at once");
-    let text = format!("{}{}", svc.stdout(), svc.stderr());
-    assert_eq!(status.code(), Some(EX_CONFIG), "{text}");
-    assert!(text.contains("cluster mode cannot serve yet"), "{text}");
     assert!(!text.contains(PASSWORD), "{text}");
 }

@@ -1,0 +1,232 @@
+//! A node's start-up in cluster mode: connect to the cluster's database, bring its schema
+//! up to date, register the node, record its job definitions (naming in the log those
+//! another live node defines differently), and start the heartbeat. All of it before the
+//! engine exists, so that a node that cannot reach the shared truth never serves.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::cluster::{
+    ClusterError, ClusterStore, DefDrift, HEARTBEAT_EVERY, Heartbeat, JobDef, JobKey, JobKind,
+    StoreOptions, http_job_hash, job_hash,
+};
+use crate::config::{ClusterConfig, Config};
+
+use super::{EXIT_CONFIG, some_names};
+
+/// How long the start-up tries to reach the database before giving up: long enough for
+/// a database that starts with the machine, short enough that the service manager sees
+/// the failure (and restarts the node) within a minute.
+const START_LIMIT: Duration = Duration::from_secs(30);
+/// The pause between two attempts while the database is unreachable.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+
+/// This node in the cluster: its store and its heartbeat, until [`ClusterNode::leave`].
+pub(super) struct ClusterNode {
+    store: ClusterStore,
+    heartbeat: Heartbeat,
+}
+
+impl ClusterNode {
+    /// Stops the heartbeat and closes the connections. Nothing else is written: the
+    /// heartbeat stops, and a restart's registration cleans up what is left.
+    pub async fn leave(self) {
+        self.heartbeat.stop().await;
+        self.store.close().await;
+    }
+}
+
+/// Why a node could not join its cluster. Never shows the database URL itself, only
+/// [`ClusterConfig::shown_url`].
+#[derive(Debug, thiserror::Error)]
+pub(super) enum JoinError {
+    #[error("database_url ({shown}): the cluster database is not reachable (tried for {} s)", START_LIMIT.as_secs())]
+    Unreachable {
+        shown: String,
+        #[source]
+        source: ClusterError,
+    },
+    #[error("database_url ({shown}): the cluster schema cannot be brought up to date")]
+    Schema {
+        shown: String,
+        #[source]
+        source: ClusterError,
+    },
+    #[error("database_url ({shown}): {step} failed")]
+    Store {
+        shown: String,
+        step: &'static str,
+        #[source]
+        source: ClusterError,
+    },
+    /// The node joined, but triggers and timers do not go through the cluster yet: a
+    /// node that served would fire timers locally beside the other nodes and run them
+    /// twice.
+    #[error(
+        "database_url ({shown}): joined the cluster as node {node}, but cluster mode cannot \
+         serve yet in this release (see docs/cluster.md); remove database_url to run as a \
+         single node"
+    )]
+    NotServingYet { shown: String, node: String },
+}
+
+impl JoinError {
+    /// The process's exit status: a configuration error when restarting cannot help
+    /// (the service manager does not restart on it), a failure when it may (the
+    /// database may come back).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            JoinError::Unreachable { .. } | JoinError::Store { .. } => 1,
+            JoinError::Schema { .. } | JoinError::NotServingYet { .. } => EXIT_CONFIG,
+        }
+    }
+}
+
+/// Each configured job with its definition hash.
+fn job_defs(config: &Config) -> Vec<JobDef> {
+    let jobs = config.jobs.iter().map(|job| JobDef {
+        job: JobKey::new(JobKind::Job, job.id.clone()),
+        hash: job_hash(job),
+    });
+    let http_jobs = config.http_jobs.iter().map(|job| JobDef {
+        job: JobKey::new(JobKind::Http, job.id.clone()),
+        hash: http_job_hash(job),
+    });
+    jobs.chain(http_jobs).collect()
+}
+
+/// Joins the cluster (see the module's documentation); the heartbeat task runs on the
+/// runtime `beat_on` (the engine's, beside the runs whose leases it keeps).
+pub(super) async fn join(
+    cluster: &ClusterConfig,
+    config: &Config,
+    beat_on: &tokio::runtime::Handle,
+) -> Result<ClusterNode, JoinError> {
+    let shown = cluster.shown_url();
+    let node = cluster.node_name.as_str();
+    let store = ClusterStore::new(cluster.database_url.expose(), &StoreOptions::default())
+        .map_err(|source| JoinError::Store {
+            shown: shown.clone(),
+            step: "reading the URL",
+            source,
+        })?;
+    let defs = job_defs(config);
+    let deadline = Instant::now() + START_LIMIT;
+    let mut announced = false;
+    // Each step is idempotent (the migrator's lock, an upsert each), so an outage half-way
+    // is met by starting over.
+    let drift = loop {
+        match join_once(&store, node, config.main.max_job_running, &defs).await {
+            Ok(drift) => break drift,
+            Err((_, err)) if err.is_unavailable() && Instant::now() + RETRY_EVERY < deadline => {
+                if !announced {
+                    tracing::warn!(database_url = %shown, error = %err, "the cluster database is not reachable yet; trying again");
+                    announced = true;
+                }
+                tokio::time::sleep(RETRY_EVERY).await;
+            }
+            Err((_, source)) if source.is_unavailable() => {
+                store.close().await;
+                return Err(JoinError::Unreachable { shown, source });
+            }
+            Err((Step::Migrate, source)) => {
+                store.close().await;
+                return Err(JoinError::Schema { shown, source });
+            }
+            Err((step, source)) => {
+                store.close().await;
+                return Err(JoinError::Store {
+                    shown,
+                    step: step.text(),
+                    source,
+                });
+            }
+        }
+    };
+    tracing::info!(node, database_url = %shown, jobs = defs.len(), "joined the cluster");
+    warn_of_drift(&drift);
+    let heartbeat = {
+        let _inside = beat_on.enter();
+        Heartbeat::start(store.clone(), node.to_string(), HEARTBEAT_EVERY)
+    };
+    Ok(ClusterNode { store, heartbeat })
+}
+
+/// The steps of a join, to say which one failed.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Migrate,
+    Register,
+    Record,
+}
+
+impl Step {
+    fn text(self) -> &'static str {
+        match self {
+            Step::Migrate => "bringing the schema up to date",
+            Step::Register => "registering the node",
+            Step::Record => "recording the job definitions",
+        }
+    }
+}
+
+async fn join_once(
+    store: &ClusterStore,
+    node: &str,
+    max_job_running: usize,
+    defs: &[JobDef],
+) -> Result<DefDrift, (Step, ClusterError)> {
+    store.migrate().await.map_err(|err| (Step::Migrate, err))?;
+    let max_job_running = u32::try_from(max_job_running).unwrap_or(u32::MAX);
+    let interrupted = store
+        .register_node(node, max_job_running)
+        .await
+        .map_err(|err| (Step::Register, err))?;
+    for run in &interrupted {
+        tracing::warn!(
+            kind = run.job.kind.as_str(),
+            job = %run.job.id,
+            counter = run.counter,
+            "a run left running by this node's last life is recorded as interrupted"
+        );
+    }
+    store
+        .sync_job_defs(node, defs)
+        .await
+        .map_err(|err| (Step::Record, err))
+}
+
+/// Names in the log the jobs whose definitions differ from another live node's, and
+/// those another live node defines and this one does not.
+fn warn_of_drift(drift: &DefDrift) {
+    if !drift.differ.is_empty() {
+        let named: Vec<String> = drift
+            .differ
+            .iter()
+            .map(|(job, nodes)| {
+                format!("{} {} (on {})", job.kind.as_str(), job.id, nodes.join(", "))
+            })
+            .collect();
+        let named: Vec<&str> = named.iter().map(String::as_str).collect();
+        tracing::warn!(
+            count = drift.differ.len(),
+            "job definitions differ from other live nodes of the cluster: {}; a run of \
+             these jobs does what the node that claims it defines",
+            some_names(&named)
+        );
+    }
+    if !drift.missing_here.is_empty() {
+        let named: Vec<String> = drift
+            .missing_here
+            .iter()
+            .map(|job| format!("{} {}", job.kind.as_str(), job.id))
+            .collect();
+        let named: Vec<&str> = named.iter().map(String::as_str).collect();
+        tracing::warn!(
+            count = drift.missing_here.len(),
+            "jobs other live nodes of the cluster define and this node does not: {}",
+            some_names(&named)
+        );
+    }
+}

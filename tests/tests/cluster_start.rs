@@ -1,0 +1,138 @@
+//! The start of a service with a `database_url`, against a real PostgreSQL
+//! (`svc_tests::postgres`): the node applies the schema, registers, records its job
+//! definitions and names in its log those another live node defines differently, then
+//! (until triggers and timers go through the cluster) refuses to serve; an unreachable
+//! database ends the start within its bound. The password is never shown.
+
+use std::time::{Duration, Instant};
+
+use svc_controller::cluster::{ClusterStore, JobDef, JobKey, JobKind, StoreOptions};
+use svc_tests::postgres::PostgresServer;
+use svc_tests::{EX_CONFIG, TestService, job_section};
+
+/// A password the server does not ask for (its local connections are trusted), which no
+/// output may show.
+const PASSWORD: &str = "pw-never-shown-5c1e";
+
+fn with_password(url: &str) -> String {
+    url.replacen("@127.0.0.1", &format!(":{PASSWORD}@127.0.0.1"), 1)
+}
+
+fn def(id: &str, hash: &str) -> JobDef {
+    JobDef {
+        job: JobKey::new(JobKind::Job, id),
+        hash: hash.to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_joins_names_differing_definitions_then_refuses_to_serve() {
+    let pg = tokio::task::spawn_blocking(PostgresServer::launch)
+        .await
+        .expect("launch PostgreSQL");
+    let url = pg.create_database("svc_start");
+    // Another live node, which defines `shared` otherwise and has a job of its own.
+    let other = ClusterStore::new(&url, &StoreOptions::default()).expect("store");
+    other.migrate().await.expect("migrate");
+    other
+        .register_node("other-node", 1)
+        .await
+        .expect("register");
+    other
+        .sync_job_defs(
+            "other-node",
+            &[def("shared", "not-the-same"), def("elsewhere", "h")],
+        )
+        .await
+        .expect("sync");
+
+    let mut svc = TestService::builder()
+        .svc("database_url = $SVC_TEST_DATABASE_URL")
+        .svc("node_name = start-node")
+        .env("SVC_TEST_DATABASE_URL", &with_password(&url))
+        .job_file(
+            "shared",
+            job_section("shared", &["interval = 1h", "command = true"]),
+        )
+        .job_file(
+            "mine",
+            job_section("mine", &["interval = 1h", "command = true"]),
+        )
+        .build();
+    svc.spawn();
+    let status = svc
+        .wait_exit(Duration::from_secs(40))
+        .await
+        .expect("the controller exits after joining");
+    let text = format!("{}{}", svc.stdout(), svc.stderr());
+    assert_eq!(status.code(), Some(EX_CONFIG), "{text}");
+    for expected in [
+        "joined the cluster",
+        "job definitions differ from other live nodes of the cluster: job shared (on \
+         other-node)",
+        "jobs other live nodes of the cluster define and this node does not: job elsewhere",
+        "joined the cluster as node start-node, but cluster mode cannot serve yet",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in {text}");
+    }
+    assert!(!text.contains(PASSWORD), "{text}");
+
+    // The node is registered and its definitions recorded, `mine`'s included.
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT id, node FROM svc_job_defs ORDER BY id, node")
+            .fetch_all(other.pool())
+            .await
+            .expect("definitions");
+    let rows: Vec<(&str, &str)> = rows.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    assert_eq!(
+        rows,
+        [
+            ("elsewhere", "other-node"),
+            ("mine", "start-node"),
+            ("shared", "other-node"),
+            ("shared", "start-node"),
+        ]
+    );
+    let nodes: i64 = sqlx::query_scalar("SELECT count(*) FROM svc_nodes WHERE name = 'start-node'")
+        .fetch_one(other.pool())
+        .await
+        .expect("nodes");
+    assert_eq!(nodes, 1);
+    other.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_ends_the_start_within_its_bound() {
+    // Nothing listens on port 1.
+    let mut svc = TestService::builder()
+        .svc(format!(
+            "database_url = postgres://svc:{PASSWORD}@127.0.0.1:1/svc"
+        ))
+        .svc("node_name = lonely-node")
+        .build();
+    let started = Instant::now();
+    svc.spawn();
+    let status = svc
+        .wait_exit(Duration::from_secs(60))
+        .await
+        .expect("the controller gives up");
+    let took = started.elapsed();
+    let text = format!("{}{}", svc.stdout(), svc.stderr());
+    // A failure the service manager restarts on (the database may come back), not a
+    // configuration error.
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "error: database_url (postgres://svc:[redacted]@127.0.0.1:1/svc): the cluster \
+             database is not reachable (tried for 30 s)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("not reachable yet; trying again"), "{text}");
+    assert!(!text.contains(PASSWORD), "{text}");
+    // The 30 s bound, one attempt's own bound and the start of the process.
+    assert!(
+        took >= Duration::from_secs(29) && took < Duration::from_secs(45),
+        "gave up after {took:?}"
+    );
+}
