@@ -2,8 +2,8 @@
 //! PostgreSQL, so that each timer slot runs once, each accepted trigger runs once, and a
 //! job has one run at a time across all of them.
 //!
-//! Not wired yet: nothing in the engine or the HTTP layer uses it; only `--check` reads
-//! the schema's state. The design, each guarantee and what it rests on are in
+//! Partly wired: `--check` reads the schema's state and the start-up joins the cluster
+//! (`daemon/cluster.rs`); the engine and the HTTP layer do not use it yet. The design, each guarantee and what it rests on are in
 //! `docs/cluster.md`; the wiring's progress in `docs/cluster-wiring-status.md`.
 //!
 //! - `schema/`: the SQL migrations, embedded in the binary (`migrations.rs`) and applied
