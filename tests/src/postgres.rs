@@ -15,15 +15,19 @@
 //! returns), only not synced to disk.
 //!
 //! Every call here blocks (it starts processes and waits for them, always with a bound).
-//! The server gets an immediate shutdown when the thread that started it ends (its
-//! parent-death signal), so that a test run killed before it drops the server leaves none
-//! behind: start it from the test's own thread, not from a pool's thread that may end
-//! first.
+//! The server gets an immediate shutdown when the test process ends (its parent-death
+//! signal), so that a test run killed before it drops the server leaves none behind. The
+//! signal belongs to the *thread* that spawned the server, so every server is spawned by
+//! one launcher thread that lives as long as the process: a server launched from a
+//! thread that ends early (an async runtime's blocking pool ends idle threads after
+//! seconds) must not die with it while the test still uses it.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -244,11 +248,11 @@ impl PostgresServer {
             command.pre_exec(|| {
                 // A test process that dies without dropping the server (a killed test
                 // run) leaves no server behind: it gets an immediate shutdown when the
-                // thread that started it ends.
+                // thread that spawned it ends, the launcher, which ends with the process.
                 nix::sys::prctl::set_pdeathsig(Signal::SIGQUIT).map_err(std::io::Error::from)
             });
         }
-        let child = command
+        command
             .arg("-D")
             .arg(self.data_dir())
             .args(["-p", &self.port.to_string()])
@@ -263,9 +267,8 @@ impl PostgresServer {
             .args(["-c", "max_connections=200"])
             .stdin(Stdio::null())
             .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .expect("start postgres");
+            .stderr(log_err);
+        let child = spawn_on_launcher(command).expect("start postgres");
         self.child = Some(child);
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -326,6 +329,37 @@ impl Drop for PostgresServer {
         // Immediate: the data is thrown away with the directory.
         self.signal_and_wait(Signal::SIGQUIT);
     }
+}
+
+/// A command and where to send the spawned child.
+type Launch = (Command, mpsc::Sender<std::io::Result<Child>>);
+
+/// Spawns `command` on the launcher thread (see the module's documentation), started on
+/// first use and never ended, so that a parent-death signal set in `command` fires only
+/// when the test process ends.
+fn spawn_on_launcher(command: Command) -> std::io::Result<Child> {
+    static LAUNCHER: OnceLock<Mutex<mpsc::Sender<Launch>>> = OnceLock::new();
+    let launcher = LAUNCHER.get_or_init(|| {
+        let (send, receive) = mpsc::channel::<Launch>();
+        std::thread::Builder::new()
+            .name("postgres-launcher".into())
+            .spawn(move || {
+                for (mut command, answer) in receive {
+                    let _ = answer.send(command.spawn());
+                }
+            })
+            .expect("start the PostgreSQL launcher thread");
+        Mutex::new(send)
+    });
+    let (answer, spawned) = mpsc::channel();
+    launcher
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .send((command, answer))
+        .expect("the PostgreSQL launcher thread runs for the whole process");
+    spawned
+        .recv()
+        .expect("the PostgreSQL launcher thread answers each command")
 }
 
 /// The newest `/usr/lib/postgresql/<version>/bin` that has every program the harness runs.
