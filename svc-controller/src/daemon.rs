@@ -385,11 +385,18 @@ fn serve_or_check(cli: Cli) -> ExitCode {
     }
 }
 
-/// How long `--check` waits for the cluster's database, all steps together.
-const CLUSTER_CHECK_LIMIT: Duration = Duration::from_secs(5);
+/// How long `--check` waits for the cluster database's socket to accept a connection: a
+/// server that is not there is reported within this.
+const CLUSTER_REACH_LIMIT: Duration = Duration::from_secs(5);
+/// How long `--check` then waits for the login and the schema's reads, all together.
+/// Longer, because a server that accepted the connection is there and answers; only its
+/// load decides how fast (a busy database, or one that has just started, may take
+/// seconds to log a session in).
+const CLUSTER_ANSWER_LIMIT: Duration = Duration::from_secs(30);
 
-/// `--check` with a `database_url`: connects (within [`CLUSTER_CHECK_LIMIT`]) and says
-/// whether the schema is current. Changes nothing in the database.
+/// `--check` with a `database_url`: reaches the server (within [`CLUSTER_REACH_LIMIT`]),
+/// then logs in and says whether the schema is current (within
+/// [`CLUSTER_ANSWER_LIMIT`]). Changes nothing in the database.
 fn check_cluster(cluster: &crate::config::ClusterConfig) -> ExitCode {
     use crate::cluster::{ClusterStore, SchemaStatus, StoreOptions};
     let shown = cluster.shown_url();
@@ -405,13 +412,19 @@ fn check_cluster(cluster: &crate::config::ClusterConfig) -> ExitCode {
     };
     let options = StoreOptions {
         max_connections: 1,
-        acquire_timeout: CLUSTER_CHECK_LIMIT,
+        acquire_timeout: CLUSTER_ANSWER_LIMIT,
         ..StoreOptions::default()
     };
     let status = runtime.block_on(async {
         let store = ClusterStore::new(cluster.database_url.expose(), &options)?;
-        // The pool's timeout bounds the connection; this one bounds the reads too.
-        let status = tokio::time::timeout(CLUSTER_CHECK_LIMIT, store.schema_status()).await;
+        // Not through the pool: it would retry a refused connection until its timeout,
+        // the long one.
+        if let Err(err) = store.reach(CLUSTER_REACH_LIMIT).await {
+            store.close().await;
+            return Err(err);
+        }
+        // The pool's timeout bounds the login; this one bounds the reads too.
+        let status = tokio::time::timeout(CLUSTER_ANSWER_LIMIT, store.schema_status()).await;
         store.close().await;
         Ok::<_, crate::cluster::ClusterError>(status)
     });
@@ -448,9 +461,9 @@ fn check_cluster(cluster: &crate::config::ClusterConfig) -> ExitCode {
         }
         Ok(Err(_elapsed)) => {
             eprintln!(
-                "error: database_url ({shown}): the cluster database did not answer within \
-                 {} s",
-                CLUSTER_CHECK_LIMIT.as_secs()
+                "error: database_url ({shown}): the cluster database accepted the connection \
+                 but did not answer within {} s",
+                CLUSTER_ANSWER_LIMIT.as_secs()
             );
             ExitCode::from(EXIT_CONFIG)
         }

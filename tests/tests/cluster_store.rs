@@ -651,7 +651,17 @@ async fn an_unreachable_database_is_told_apart_and_the_store_resumes() {
         .enqueue(&key, &trigger(NODES[0], "webhook"))
         .await
         .expect("enqueue");
+    store
+        .reach(Duration::from_secs(5))
+        .await
+        .expect("a running server is reached");
     pg.kill();
+    // A stopped server refuses the connection: told at once, not after a timeout.
+    let err = store
+        .reach(Duration::from_secs(60))
+        .await
+        .expect_err("nothing listens");
+    assert!(err.is_unavailable(), "{err:?}");
     let err = store
         .enqueue(&key, &trigger(NODES[0], "webhook"))
         .await

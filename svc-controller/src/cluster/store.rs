@@ -85,6 +85,43 @@ impl ClusterStore {
         self.pool.close().await;
     }
 
+    /// Whether the server's socket accepts a connection within `limit`, without logging
+    /// in. It tells a server that is not there (nothing listens, the host does not answer)
+    /// from one that is there but slow to log in and answer, which a caller such as
+    /// `--check` can then wait for longer: a login's time depends on the server's load, a
+    /// refused or unanswered connection does not get better by waiting.
+    pub async fn reach(&self, limit: Duration) -> Result<(), ClusterError> {
+        let options = self.pool.connect_options();
+        let port = options.get_port();
+        // The same choice of socket as sqlx's own connect: a socket directory, or a host
+        // that is a path, means a Unix socket named after the port.
+        let unix_dir = match options.get_socket() {
+            Some(dir) => Some(dir.display().to_string()),
+            None if options.get_host().starts_with('/') => Some(options.get_host().to_owned()),
+            None => None,
+        };
+        let connect = async {
+            match &unix_dir {
+                Some(dir) => tokio::net::UnixStream::connect(format!("{dir}/.s.PGSQL.{port}"))
+                    .await
+                    .map(drop),
+                None => tokio::net::TcpStream::connect((options.get_host(), port))
+                    .await
+                    .map(drop),
+            }
+        };
+        match tokio::time::timeout(limit, connect).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(err)) => Err(ClusterError::Unavailable(sqlx::Error::Io(err))),
+            Err(_elapsed) => Err(ClusterError::Unavailable(sqlx::Error::Io(
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer within {} s", limit.as_secs()),
+                ),
+            ))),
+        }
+    }
+
     /// Brings the schema up to date. Nodes may call it together: sqlx's migrator holds a
     /// PostgreSQL advisory lock while it checks and applies, so each migration is applied
     /// once and the others wait, then find nothing to do.
