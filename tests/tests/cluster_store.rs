@@ -52,6 +52,23 @@ fn job(id: &str) -> JobKey {
     JobKey::new(JobKind::Job, id)
 }
 
+/// Registers `node` and records it as defining exactly `jobs` (a node claims only runs of
+/// jobs it defines).
+async fn define(store: &ClusterStore, node: &str, jobs: &[&JobKey]) {
+    store.register_node(node, 4).await.expect("register");
+    let defs: Vec<JobDef> = jobs
+        .iter()
+        .map(|&job| JobDef {
+            job: job.clone(),
+            hash: "same".to_string(),
+        })
+        .collect();
+    store
+        .sync_job_defs(node, &defs)
+        .await
+        .expect("sync_job_defs");
+}
+
 async fn count(store: &ClusterStore, sql: &str) -> i64 {
     sqlx::query_scalar(sql)
         .fetch_one(store.pool())
@@ -230,6 +247,9 @@ async fn the_one_slot_queue_and_pause_hold_across_nodes() {
     let stores = nodes(&pg.create_database("queue")).await;
     let (a, b, c) = (&stores[0], &stores[1], &stores[2]);
     let build = job("build");
+    for (n, store) in stores.iter().enumerate() {
+        define(store, NODES[n], &[&build]).await;
+    }
     let first = match a.enqueue(&build, &trigger(NODES[0], "webhook")).await {
         Ok(EnqueueOutcome::Enqueued { run_id }) => run_id,
         other => panic!("first trigger: {other:?}"),
@@ -289,8 +309,10 @@ async fn ten_thousand_triggers_over_three_nodes_run_once_each_one_at_a_time() {
     const ENQUEUERS_PER_NODE: usize = 3;
     let pg = PostgresServer::launch();
     let stores = nodes(&pg.create_database("triggers")).await;
+    let keys: Vec<JobKey> = (0..JOBS).map(|i| job(&format!("hook-{i}"))).collect();
+    let all: Vec<&JobKey> = keys.iter().collect();
     for (n, store) in stores.iter().enumerate() {
-        store.register_node(NODES[n], 4).await.expect("register");
+        define(store, NODES[n], &all).await;
     }
     let enqueuers_done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let total_enqueuers = NODES.len() * ENQUEUERS_PER_NODE;
@@ -449,6 +471,8 @@ async fn a_silent_nodes_runs_are_reaped_and_its_late_finish_is_lost() {
     a.register_node(NODES[0], 2).await.expect("register a");
     b.register_node(NODES[1], 2).await.expect("register b");
     let (ja, jb) = (job("on-a"), job("on-b"));
+    define(a, NODES[0], &[&ja]).await;
+    define(b, NODES[1], &[&ja, &jb]).await;
     a.enqueue(&ja, &trigger(NODES[0], "webhook"))
         .await
         .expect("enqueue");
@@ -647,6 +671,7 @@ async fn an_unreachable_database_is_told_apart_and_the_store_resumes() {
     .expect("store");
     store.migrate().await.expect("migrate");
     let key = job("outage");
+    define(&store, NODES[0], &[&key]).await;
     store
         .enqueue(&key, &trigger(NODES[0], "webhook"))
         .await
@@ -788,7 +813,7 @@ async fn the_heartbeat_task_renews_the_nodes_leases_until_stopped() {
     let pg = PostgresServer::launch();
     let stores = nodes(&pg.create_database("beat")).await;
     let a = &stores[0];
-    a.register_node(NODES[0], 1).await.expect("register");
+    define(a, NODES[0], &[&job("long")]).await;
     a.enqueue(&job("long"), &trigger(NODES[0], "webhook"))
         .await
         .expect("enqueue");
@@ -808,4 +833,46 @@ async fn the_heartbeat_task_renews_the_nodes_leases_until_stopped() {
     tokio::time::timeout(WAIT, heartbeat.stop())
         .await
         .expect("the heartbeat stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_claims_only_runs_of_jobs_it_defines() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("own_jobs")).await;
+    let (a, b) = (&stores[0], &stores[1]);
+    let (shared, only_a) = (job("shared"), job("only-a"));
+    define(a, NODES[0], &[&shared, &only_a]).await;
+    define(b, NODES[1], &[&shared]).await;
+    // Accepted by b (any node may accept a trigger for a job the cluster knows), but b
+    // cannot run it: it stays queued until a claims it.
+    let queued = match b.enqueue(&only_a, &trigger(NODES[1], "webhook")).await {
+        Ok(EnqueueOutcome::Enqueued { run_id }) => run_id,
+        other => panic!("enqueue: {other:?}"),
+    };
+    b.enqueue(&shared, &trigger(NODES[1], "webhook"))
+        .await
+        .expect("enqueue");
+    let claimed = b.claim_runs(NODES[1], 5).await.expect("claim");
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!(claimed[0].job, shared);
+    assert!(b.claim_runs(NODES[1], 5).await.expect("claim").is_empty());
+    let claimed = a.claim_runs(NODES[0], 5).await.expect("claim");
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!((claimed[0].run_id, &claimed[0].job), (queued, &only_a));
+    // A node that stops defining a job stops claiming it: its next record says so.
+    a.enqueue(&only_a, &trigger(NODES[0], "webhook"))
+        .await
+        .expect("enqueue");
+    assert_eq!(
+        a.finish_run(queued, NODES[0], &RunOutcome::new(RunStatus::Success))
+            .await
+            .expect("finish"),
+        Finish::Recorded
+    );
+    define(a, NODES[0], &[&shared]).await;
+    assert!(a.claim_runs(NODES[0], 5).await.expect("claim").is_empty());
+    assert_eq!(
+        count(a, "SELECT count(*) FROM svc_runs WHERE state = 'queued'").await,
+        1
+    );
 }

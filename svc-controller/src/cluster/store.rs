@@ -392,8 +392,11 @@ impl ClusterStore {
     }
 
     /// Claims up to `limit` queued runs for `node`, oldest first, of jobs that are neither
-    /// paused nor running: each becomes running on `node` under a lease and takes its job's
-    /// next counter, all in one statement. Rows another node is claiming are skipped
+    /// paused nor running and that `node` defines (its rows in `svc_job_defs`, written by
+    /// [`sync_job_defs`](Self::sync_job_defs)): each becomes running on `node` under a
+    /// lease and takes its job's next counter, all in one statement. Why only its own
+    /// jobs: any node accepts a trigger for a job the cluster knows, and a node that
+    /// claimed a job it does not define could not run it. Rows another node is claiming are skipped
     /// (`SKIP LOCKED`), so claimers never wait for each other. A claim that loses a race
     /// on a unique key is tried again, never reported.
     pub async fn claim_runs(
@@ -414,6 +417,8 @@ impl ClusterStore {
                      FROM svc_runs r
                      JOIN svc_jobs j ON j.kind = r.kind AND j.id = r.id
                      WHERE r.state = 'queued' AND NOT j.paused
+                       AND EXISTS (SELECT 1 FROM svc_job_defs d
+                                   WHERE d.kind = r.kind AND d.id = r.id AND d.node = $1)
                        AND NOT EXISTS (SELECT 1 FROM svc_runs x
                                        WHERE x.kind = r.kind AND x.id = r.id
                                          AND x.state = 'running')
