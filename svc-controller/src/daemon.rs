@@ -575,10 +575,14 @@ pub async fn run(
             runner,
             crate::engine::request::protected_paths(&main),
         )?;
+        // No cluster link yet: a node in cluster mode has left above. With the refusal
+        // gone, this takes `ClusterLink { store, node }` of the joined node, and the
+        // node leaves only after `engine.shutdown` (the leases hold while runs end).
         Engine::new(
             &config,
             Arc::new(hub),
             Arc::new(crate::engine::clock::SystemClock),
+            None,
         )
     };
     let replay = Arc::new(crate::replay::ReplayStores::open(&main.dir_replay())?);

@@ -8,12 +8,14 @@
 
 mod ahead;
 pub mod clock;
+mod cluster;
 pub mod events;
 pub mod executor;
 mod pings;
 mod queue_gauge;
 pub mod read;
 pub mod request;
+pub use cluster::ClusterLink;
 mod run;
 mod syncer;
 #[cfg(test)]
@@ -486,6 +488,10 @@ struct Inner {
     events: events::EventBus,
     /// Where the health pings of jobs with a `ping_url` go, once set.
     pings: pings::PingSink,
+    /// Cluster mode's store and node name; `None` on a single node. Given at creation
+    /// and never changed: a node does not switch modes while it runs (the keys are read
+    /// at start only).
+    cluster: Option<ClusterLink>,
 }
 
 /// Handle on the job engine.
@@ -504,8 +510,14 @@ impl Engine {
     /// Loads the state and logs of every job (repairing what a crash left, and removing
     /// the temporary directories of interrupted runs) and returns the engine, which
     /// executes runs with `executor` and schedules by `clock`. Timers start with
-    /// [`Engine::start_timers`].
-    pub fn new(config: &Config, executor: Arc<dyn Executor>, clock: Arc<dyn Clock>) -> Engine {
+    /// [`Engine::start_timers`]. With `cluster`, the engine is one node of a cluster
+    /// (the node has joined it already); without, it runs as a single node.
+    pub fn new(
+        config: &Config,
+        executor: Arc<dyn Executor>,
+        clock: Arc<dyn Clock>,
+        cluster: Option<ClusterLink>,
+    ) -> Engine {
         let main = config.main.clone();
         crate::runtmp::remove_leftovers(&main);
         let inner = Arc::new(Inner {
@@ -524,6 +536,7 @@ impl Engine {
             run_ends: std::sync::OnceLock::new(),
             events: events::EventBus::default(),
             pings: pings::PingSink::new(),
+            cluster,
         });
         let engine = Engine { inner };
         engine.count_queue_when_read();
@@ -545,6 +558,11 @@ impl Engine {
 
     pub fn main(&self) -> &MainConfig {
         &self.inner.main
+    }
+
+    /// The cluster this engine is a node of, if any.
+    pub fn cluster(&self) -> Option<&ClusterLink> {
+        self.inner.cluster.as_ref()
     }
 
     /// From now on, hands the end of every run whose job lists notifications for its

@@ -30,6 +30,7 @@ async fn waiting_timer_and_run_tasks_stay_small() {
         &config,
         std::sync::Arc::new(hub),
         std::sync::Arc::new(super::clock::SystemClock),
+        None,
     );
     let timer_task = timer::timer_task(
         engine.clone(),

@@ -413,7 +413,7 @@ impl Harness {
         before(main);
         let (fake, runs) = FakeExecutor::new();
         let clock = Arc::new(ManualClock::new(t0()));
-        let engine = Engine::new(&config, fake.clone(), clock.clone());
+        let engine = Engine::new(&config, fake.clone(), clock.clone(), None);
         Harness {
             engine,
             fake,

@@ -516,6 +516,7 @@ mod tests {
             &config,
             Arc::new(hub),
             Arc::new(crate::engine::clock::SystemClock),
+            None,
         );
         (dir, engine)
     }
