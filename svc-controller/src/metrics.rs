@@ -21,7 +21,7 @@
 //! | `svc_job_queued` | gauge (0/1) | `kind`, `job_id` |
 //! | `svc_job_running` | gauge (0/1) | `kind`, `job_id` |
 //! | `svc_job_paused` | gauge (0/1) | `kind`, `job_id` |
-//! | `svc_triggers_refused_total` | counter | `reason` (`not_found`, `paused`, `busy`, `shutting_down`, `not_saved`) |
+//! | `svc_triggers_refused_total` | counter | `reason` (`not_found`, `paused`, `busy`, `shutting_down`, `not_saved`, `cluster_unavailable`) |
 //! | `svc_triggers_dropped_total` | counter | `reason` |
 //! | `svc_run_duration_seconds` | histogram | `kind` |
 //! | `svc_run_queue_length` | gauge | |

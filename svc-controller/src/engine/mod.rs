@@ -194,6 +194,10 @@ pub enum EngineError {
     /// A job's stored records (its run history) could not be read; the cause is logged.
     #[error("cannot read the job's records")]
     Unreadable,
+    /// Cluster mode: the cluster's database, which holds the queue, cannot be reached,
+    /// so the trigger was not accepted (the cause is logged). Passing: try again later.
+    #[error("the cluster database is unreachable; try again later")]
+    Unavailable,
 }
 
 impl EngineError {
@@ -206,6 +210,7 @@ impl EngineError {
             EngineError::ShuttingDown => "shutting_down",
             EngineError::NotSaved => "not_saved",
             EngineError::Unreadable => "unreadable",
+            EngineError::Unavailable => "cluster_unavailable",
         }
     }
 }

@@ -25,7 +25,15 @@ pub mod names {
     pub const JOB_ALREADY_RUN: &str = "ERR_JOB_ALREADY_RUN";
     /// 404: no log with this counter.
     pub const LOG_NOT_FOUND: &str = "ERR_LOG_NOT_FOUND";
+    /// 503: cluster mode's database cannot be reached, so nothing can be queued.
+    pub const CLUSTER_UNAVAILABLE: &str = "ERR_CLUSTER_UNAVAILABLE";
 }
+
+/// `Retry-After` of a 503 whose database is unreachable: an outage of the database
+/// (a restart, a failover) lasts seconds, and each attempt while it lasts holds the
+/// request for the store's connection wait, so clients are asked to wait longer than
+/// for the service's own passing conditions.
+const CLUSTER_RETRY_AFTER: &str = "5";
 
 /// An error answer of the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +116,8 @@ impl From<EngineError> for ApiError {
             EngineError::ShuttingDown | EngineError::NotSaved => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
             }
+            EngineError::Unavailable => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+                .named(names::CLUSTER_UNAVAILABLE),
         }
     }
 }
@@ -201,10 +211,16 @@ impl IntoResponse for ApiError {
         let null = serde_json::Value::Null;
         let mut response = named_wrapper(self.status, Some(self.name), &self.message, &null);
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            // Every 503 is a passing condition (stopping, a full disk, bodies in flight).
+            // Every 503 is a passing condition (stopping, a full disk, bodies in flight,
+            // the cluster's database away).
+            let after = if self.name == names::CLUSTER_UNAVAILABLE {
+                CLUSTER_RETRY_AFTER
+            } else {
+                "1"
+            };
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from_static(after));
         }
         response
     }
@@ -256,5 +272,28 @@ mod tests {
             String::from_utf8_lossy(&body),
             r#"{"code":429,"data":null,"message":"job is running and a run is already queued","name":"ERR_JOB_ALREADY_RUN"}"#
         );
+    }
+
+    fn retry_after(headers: &[(String, Vec<u8>)]) -> Option<&[u8]> {
+        headers
+            .iter()
+            .find(|(name, _)| name == header::RETRY_AFTER.as_str())
+            .map(|(_, value)| value.as_slice())
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_cluster_database_is_a_503_to_retry_after_5_s() {
+        let (status, headers, body) =
+            parts(ApiError::from(EngineError::Unavailable).into_response()).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(retry_after(&headers), Some(&b"5"[..]));
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            r#"{"code":503,"data":null,"message":"the cluster database is unreachable; try again later","name":"ERR_CLUSTER_UNAVAILABLE"}"#
+        );
+        // The service's own passing conditions keep their short wait.
+        let (_, headers, _) =
+            parts(ApiError::from(EngineError::ShuttingDown).into_response()).await;
+        assert_eq!(retry_after(&headers), Some(&b"1"[..]));
     }
 }
