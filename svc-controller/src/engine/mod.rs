@@ -8,7 +8,7 @@
 
 mod ahead;
 pub mod clock;
-mod cluster;
+pub mod cluster;
 pub mod events;
 pub mod executor;
 mod pings;
