@@ -710,6 +710,27 @@ impl Timer {
         }
     }
 
+    /// The first due time at or after `now` in cluster mode, where every node must offer
+    /// the same slots: an interval's grid is counted from the Unix epoch (a node's start
+    /// time or last run would give each node its own grid, and each slot would run once
+    /// per node); a schedule's slots are the same everywhere already.
+    pub fn first_due_on_grid(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        match self {
+            Timer::Interval(iv) => {
+                let step = Self::effective_interval(*iv).as_nanos() as i128;
+                let Some(since_epoch) = now.timestamp_nanos_opt().map(i128::from) else {
+                    return now;
+                };
+                // Rounded up to the next multiple of the interval.
+                let grid = (since_epoch + step - 1).div_euclid(step) * step;
+                i64::try_from(grid)
+                    .map(DateTime::<Utc>::from_timestamp_nanos)
+                    .unwrap_or(now)
+            }
+            Timer::Schedule(schedule, zone) => schedule.next_in(now, zone),
+        }
+    }
+
     /// The due time following `previous_due`, strictly after `now`.
     ///
     /// Interval: `previous_due + k * interval` for the smallest `k >= 1` that lies after
@@ -1557,6 +1578,28 @@ mod tests {
         assert_eq!(
             timer.first_due(now, Some(at(2024, 1, 1, 12, 1, 0))),
             at(2024, 1, 1, 12, 6, 0)
+        );
+    }
+
+    #[test]
+    fn cluster_grid_is_the_same_on_every_node() {
+        let timer = Timer::Interval(Duration::from_secs(300));
+        // Two nodes started at different times offer the same slot.
+        let slot = at(2024, 1, 1, 12, 5, 0);
+        assert_eq!(timer.first_due_on_grid(at(2024, 1, 1, 12, 0, 1)), slot);
+        assert_eq!(timer.first_due_on_grid(at(2024, 1, 1, 12, 4, 59)), slot);
+        // A node that starts exactly on a slot offers that slot.
+        assert_eq!(timer.first_due_on_grid(slot), slot);
+        // Below a second, the interval is a second, as everywhere else.
+        let fast = Timer::Interval(Duration::from_millis(10));
+        assert_eq!(
+            fast.first_due_on_grid(at(2024, 1, 1, 0, 0, 0) + TimeDelta::milliseconds(1)),
+            at(2024, 1, 1, 0, 0, 1)
+        );
+        let cron = Timer::Schedule(schedule("hourly"), Zone::utc());
+        assert_eq!(
+            cron.first_due_on_grid(at(2024, 1, 1, 12, 0, 1)),
+            cron.first_due(at(2024, 1, 1, 12, 0, 1), None)
         );
     }
 
