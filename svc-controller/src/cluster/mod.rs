@@ -2,9 +2,11 @@
 //! PostgreSQL, so that each timer slot runs once, each accepted trigger runs once, and a
 //! job has one run at a time across all of them.
 //!
-//! Partly wired: `--check` reads the schema's state and the start-up joins the cluster
-//! (`daemon/cluster.rs`); the engine and the HTTP layer do not use it yet. The design, each guarantee and what it rests on are in
-//! `docs/cluster.md`; the wiring's progress in `docs/cluster-wiring-status.md`.
+//! Wired: `--check` reads the schema's state, the start-up joins the cluster
+//! (`daemon/cluster.rs`), and the engine's node part (`engine/cluster_node.rs`) queues,
+//! claims, finishes, offers timer slots and keeps house through it. The design, each
+//! guarantee and what it rests on are in `docs/cluster.md`; what is left in
+//! `docs/cluster-wiring-status.md`.
 //!
 //! - `schema/`: the SQL migrations, embedded in the binary (`migrations.rs`) and applied
 //!   under the migrator's advisory lock;
@@ -29,4 +31,4 @@ pub use model::{
     ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger, ReapedRun,
     ReplayStore, RunOutcome, SchemaStatus, SlotClaim,
 };
-pub use store::{ClusterStore, DEFAULT_LEASE, StoreOptions};
+pub use store::{ClusterStore, DEFAULT_LEASE, SIGNAL_CHANNEL, StoreOptions};

@@ -20,6 +20,7 @@ use super::model::{
     ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger, ReapedRun,
     ReplayStore, RunOutcome, SchemaStatus, SlotClaim,
 };
+use crate::state::RunStatus;
 
 /// How long a running run stays its node's without a heartbeat.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -27,6 +28,9 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// How often a claim that lost a race on a unique key is tried again before giving up for
 /// this round (the next round tries anew).
 const CLAIM_ATTEMPTS: usize = 10;
+
+/// The `LISTEN/NOTIFY` channel of the nodes' signals (pause, resume, cancel, work queued).
+pub const SIGNAL_CHANNEL: &str = "svc_cluster";
 
 /// How a store connects and how long its leases last.
 #[derive(Debug, Clone)]
@@ -493,6 +497,134 @@ impl ClusterStore {
         } else {
             Finish::LeaseLost
         })
+    }
+
+    /// Gives a claimed run that did not begin (its node is stopping, or the job was
+    /// paused there meanwhile) back to the queue, for any node to claim; its counter is
+    /// not reused. When the job has another queued run already (the one-slot queue),
+    /// the run cannot go back and is recorded as interrupted instead. Only `node`'s own
+    /// running run is touched; false when it was no longer `node`'s.
+    pub async fn release_run(&self, run_id: i64, node: &str) -> Result<bool, ClusterError> {
+        let requeued = sqlx::query(
+            "UPDATE svc_runs
+             SET state = 'queued', node = NULL, counter = NULL, lease_until = NULL,
+                 started_at = NULL
+             WHERE run_id = $1 AND node = $2 AND state = 'running'",
+        )
+        .bind(run_id)
+        .bind(node)
+        .execute(&self.pool)
+        .await;
+        match requeued {
+            Ok(done) => Ok(done.rows_affected() == 1),
+            Err(err) => match ClusterError::from(err) {
+                ClusterError::Conflict(_) => {
+                    let mut outcome = RunOutcome::new(RunStatus::Interrupted);
+                    outcome.summary = Some(
+                        "interrupted: released before it began, and the queue was full".into(),
+                    );
+                    Ok(self.finish_run(run_id, node, &outcome).await? == Finish::Recorded)
+                }
+                other => Err(other),
+            },
+        }
+    }
+
+    /// Drops `job`'s queued run, if any (a cancel drops the queued trigger, as in
+    /// single-node mode); recorded as canceled. True when there was one.
+    pub async fn cancel_queued(&self, job: &JobKey) -> Result<bool, ClusterError> {
+        let dropped = sqlx::query(
+            "UPDATE svc_runs
+             SET state = 'done', ended_at = now(), status = 'canceled',
+                 summary = 'canceled while queued'
+             WHERE kind = $1 AND id = $2 AND state = 'queued'",
+        )
+        .bind(job.kind.as_str())
+        .bind(&job.id)
+        .execute(&self.pool)
+        .await?;
+        Ok(dropped.rows_affected() > 0)
+    }
+
+    /// Raises each job's counter to at least the given value (never lowers it): a node
+    /// that ran as a single node before keeps its run numbers, and its logs, unique.
+    pub async fn raise_counters(&self, counters: &[(JobKey, i64)]) -> Result<(), ClusterError> {
+        let mut tx = self.pool.begin().await?;
+        for (job, counter) in counters {
+            sqlx::query(
+                "INSERT INTO svc_jobs (kind, id, counter) VALUES ($1, $2, $3)
+                 ON CONFLICT (kind, id) DO UPDATE
+                 SET counter = GREATEST(svc_jobs.counter, EXCLUDED.counter)",
+            )
+            .bind(job.kind.as_str())
+            .bind(&job.id)
+            .bind(*counter)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Deletes timer slots older than `slots_before` (no node offers them any more) and
+    /// all but the newest `runs_kept` finished runs of each job (their log chunks go
+    /// with them).
+    pub async fn prune(
+        &self,
+        slots_before: DateTime<Utc>,
+        runs_kept: i64,
+    ) -> Result<(), ClusterError> {
+        sqlx::query("DELETE FROM svc_slots WHERE slot < $1")
+            .bind(slots_before)
+            .execute(&self.pool)
+            .await?;
+        sqlx::query(
+            "DELETE FROM svc_runs r
+             USING (SELECT run_id,
+                           row_number() OVER (PARTITION BY kind, id ORDER BY run_id DESC) AS n
+                    FROM svc_runs WHERE state = 'done') old
+             WHERE r.run_id = old.run_id AND old.n > $1",
+        )
+        .bind(runs_kept)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Every job's pause state, as the cluster holds it.
+    pub async fn paused_states(&self) -> Result<Vec<(JobKey, bool)>, ClusterError> {
+        let rows = sqlx::query("SELECT kind, id, paused FROM svc_jobs ORDER BY kind, id")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let kind: String = row.try_get("kind")?;
+                Ok((
+                    JobKey::new(parse_kind(&kind)?, row.try_get::<String, _>("id")?),
+                    row.try_get("paused")?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Tells every node listening on [`SIGNAL_CHANNEL`] (`LISTEN/NOTIFY`): `message` is
+    /// at most a few hundred bytes of text (PostgreSQL caps a payload at 8,000).
+    pub async fn signal(&self, message: &str) -> Result<(), ClusterError> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(SIGNAL_CHANNEL)
+            .bind(message)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// A listener on [`SIGNAL_CHANNEL`], on a connection of its own. It reconnects by
+    /// itself after a lost connection; signals sent meanwhile are lost, which is why
+    /// every signal's effect is also read back from the tables now and then.
+    pub async fn listen(&self) -> Result<sqlx::postgres::PgListener, ClusterError> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
+        listener.listen(SIGNAL_CHANNEL).await?;
+        Ok(listener)
     }
 
     /// Records as interrupted every running run whose lease ended at or before `now` and
