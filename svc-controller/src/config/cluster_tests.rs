@@ -141,3 +141,36 @@ fn node_name_alone_is_a_warning() {
     assert_eq!(config.warnings[0].key.as_deref(), Some("node_name"));
     assert!(config.warnings[0].message.contains("without database_url"));
 }
+
+#[test]
+fn in_cluster_mode_only_on_busy_queue_is_accepted() {
+    let cluster = "database_url = postgres://db.example.org/svc\nnode_name = a\n";
+    for value in ["skip", "replace"] {
+        let tree = Tree::new(cluster);
+        let file = tree.job(
+            "busy.conf",
+            &format!("[job \"busy\"]\ncommand = true\npath = /busy\non_busy = {value}\n"),
+        );
+        issue_about(
+            &tree.issues(),
+            &file,
+            "job \"busy\"",
+            "on_busy",
+            Some(value),
+            "in cluster mode (database_url set) only on_busy = queue is supported",
+        );
+        // The same job on a single node is fine.
+        let alone = Tree::new("");
+        alone.job(
+            "busy.conf",
+            &format!("[job \"busy\"]\ncommand = true\npath = /busy\non_busy = {value}\n"),
+        );
+        alone.load();
+    }
+    let tree = Tree::new(cluster);
+    tree.job(
+        "busy.conf",
+        "[job \"busy\"]\ncommand = true\npath = /busy\non_busy = queue\n",
+    );
+    tree.load();
+}

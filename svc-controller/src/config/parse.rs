@@ -1617,6 +1617,18 @@ impl<'m> Loader<'m> {
         let notif_on_failed = r.notif_names("notif_on_failed");
         let ping_url = r.parsed("ping_url", parse_ping_url);
         let on_busy = r.parsed("on_busy", parse_on_busy).unwrap_or_default();
+        if main.cluster.is_some()
+            && on_busy != OnBusy::Queue
+            && let Some(entry) = r.first("on_busy")
+        {
+            // Skip and replace decide on a run that may be on another node; in the
+            // shared queue only `queue` is kept exactly, so the others are refused rather
+            // than quietly behaving like it.
+            r.fail(
+                entry,
+                "in cluster mode (database_url set) only on_busy = queue is supported",
+            );
+        }
         let retry = r
             .parsed("retry", |v| {
                 v.parse::<u32>()
