@@ -556,17 +556,6 @@ pub async fn run(
         }
         None => None,
     };
-    if let (Some(node), Some(cluster_config)) = (node, &main.cluster) {
-        // Until triggers and timers go through the cluster (items 3 and 4 of
-        // docs/cluster-wiring-status.md), a node that served would fire its timers
-        // beside the other nodes' and run them twice: it leaves again.
-        node.leave().await;
-        return Err(cluster::JoinError::NotServingYet {
-            shown: cluster_config.shown_url(),
-            node: cluster_config.node_name.clone(),
-        }
-        .into());
-    }
     let runner = runner_path(main.runner_path.as_deref())?;
     let engine = {
         let _inside = engine_runtime.enter();
@@ -575,14 +564,13 @@ pub async fn run(
             runner,
             crate::engine::request::protected_paths(&main),
         )?;
-        // No cluster link yet: a node in cluster mode has left above. With the refusal
-        // gone, this takes `ClusterLink { store, node }` of the joined node, and the
-        // node leaves only after `engine.shutdown` (the leases hold while runs end).
+        // The node leaves the cluster only after `engine.shutdown`: its heartbeat keeps
+        // the leases of the runs that end meanwhile.
         Engine::new(
             &config,
             Arc::new(hub),
             Arc::new(crate::engine::clock::SystemClock),
-            None,
+            node.as_ref().map(cluster::ClusterNode::link),
         )
     };
     let replay = Arc::new(crate::replay::ReplayStores::open(&main.dir_replay())?);
@@ -666,6 +654,9 @@ pub async fn run(
     notify::stopping();
     let _ = stop_tx.send(());
     engine.shutdown(SHUTDOWN_LIMIT).await;
+    if let Some(node) = node {
+        node.leave().await;
+    }
     // The runs the stop ended are announced by now.
     let _ = tokio::join!(
         tokio::time::timeout(Duration::from_secs(2), server),

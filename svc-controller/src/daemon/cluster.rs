@@ -26,9 +26,18 @@ const RETRY_EVERY: Duration = Duration::from_secs(1);
 pub(super) struct ClusterNode {
     store: ClusterStore,
     heartbeat: Heartbeat,
+    name: String,
 }
 
 impl ClusterNode {
+    /// What the engine needs of this node: the store and its name.
+    pub fn link(&self) -> crate::engine::cluster::ClusterLink {
+        crate::engine::cluster::ClusterLink {
+            store: self.store.clone(),
+            node: self.name.clone(),
+        }
+    }
+
     /// Stops the heartbeat and closes the connections. Nothing else is written: the
     /// heartbeat stops, and a restart's registration cleans up what is left.
     pub async fn leave(self) {
@@ -60,15 +69,6 @@ pub(super) enum JoinError {
         #[source]
         source: ClusterError,
     },
-    /// The node joined, but triggers and timers do not go through the cluster yet: a
-    /// node that served would fire timers locally beside the other nodes and run them
-    /// twice.
-    #[error(
-        "database_url ({shown}): joined the cluster as node {node}, but cluster mode cannot \
-         serve yet in this release (see docs/cluster.md); remove database_url to run as a \
-         single node"
-    )]
-    NotServingYet { shown: String, node: String },
 }
 
 impl JoinError {
@@ -78,7 +78,7 @@ impl JoinError {
     pub fn exit_code(&self) -> u8 {
         match self {
             JoinError::Unreachable { .. } | JoinError::Store { .. } => 1,
-            JoinError::Schema { .. } | JoinError::NotServingYet { .. } => EXIT_CONFIG,
+            JoinError::Schema { .. } => EXIT_CONFIG,
         }
     }
 }
@@ -150,7 +150,11 @@ pub(super) async fn join(
         let _inside = beat_on.enter();
         Heartbeat::start(store.clone(), node.to_string(), HEARTBEAT_EVERY)
     };
-    Ok(ClusterNode { store, heartbeat })
+    Ok(ClusterNode {
+        store,
+        heartbeat,
+        name: node.to_string(),
+    })
 }
 
 /// The steps of a join, to say which one failed.

@@ -9,6 +9,7 @@
 mod ahead;
 pub mod clock;
 pub mod cluster;
+mod cluster_node;
 pub mod events;
 pub mod executor;
 mod pings;
@@ -312,6 +313,15 @@ pub struct RunEnded {
     pub notifs: Vec<String>,
 }
 
+/// Where a run's trigger was taken from, when it waited somewhere: the run records it.
+#[derive(Debug, Default)]
+struct Taken {
+    /// The ID of the trigger taken off the job's queue (see [`ActiveRun::queue_id`]).
+    queue_id: Option<u64>,
+    /// The shared queue's run claimed in cluster mode.
+    claim: Option<cluster_node::Claim>,
+}
+
 /// A run in progress or waiting for a permit.
 #[derive(Debug)]
 struct ActiveRun {
@@ -324,6 +334,8 @@ struct ActiveRun {
     /// The ID of the queued trigger this run took off the queue; `None` for a trigger
     /// that did not wait in it.
     queue_id: Option<u64>,
+    /// In cluster mode, the shared queue's run this is (every run there is claimed).
+    claim: Option<cluster_node::Claim>,
 }
 
 #[derive(Debug)]
@@ -354,6 +366,8 @@ struct Entry {
     /// The number of the newest snapshot written: a run's end queued for the syncer is
     /// not written again once a snapshot taken after it was.
     saved: u64,
+    /// In cluster mode, the end of the run just ended, reported once the job is idle.
+    finishing: Option<cluster_node::Finishing>,
 }
 
 /// The trigger in a job's one-slot queue, and its ID ([`QueuedTrigger::id`]): each
@@ -497,7 +511,17 @@ struct Inner {
     /// and never changed: a node does not switch modes while it runs (the keys are read
     /// at start only).
     cluster: Option<ClusterLink>,
+    /// Wakes the cluster claimer (work queued, a permit freed).
+    claim_wake: Notify,
+    /// Ends the cluster tasks at shutdown.
+    cluster_stop: tokio_util::sync::CancellationToken,
+    /// Reports to the cluster under way (runs' ends, released claims, signals), which the
+    /// shutdown waits for.
+    cluster_work: tokio_util::task::TaskTracker,
 }
+
+/// How long the shutdown waits for the ends of the last runs to reach the cluster.
+const CLUSTER_REPORT_LIMIT: Duration = Duration::from_secs(10);
 
 /// Handle on the job engine.
 #[derive(Clone)]
@@ -542,6 +566,9 @@ impl Engine {
             events: events::EventBus::default(),
             pings: pings::PingSink::new(),
             cluster,
+            claim_wake: Notify::new(),
+            cluster_stop: tokio_util::sync::CancellationToken::new(),
+            cluster_work: tokio_util::task::TaskTracker::new(),
         });
         let engine = Engine { inner };
         engine.count_queue_when_read();
@@ -828,6 +855,7 @@ impl Engine {
             queue_on_disk_id,
             snapshots: 0,
             saved: 0,
+            finishing: None,
             log_dir,
             state_path,
             save_lock: Arc::new(Mutex::new(())),
@@ -837,6 +865,9 @@ impl Engine {
     /// Starts the timer of every job that has one, and the runs of triggers that were
     /// queued when the controller stopped (those of paused jobs wait for the resume).
     pub fn start_timers(&self) {
+        if let Some(link) = self.cluster() {
+            self.start_cluster_tasks(link);
+        }
         let mut registry = self.lock();
         for kind in [Kind::Job, Kind::Http] {
             let ids: Vec<String> = registry.map(kind).keys().cloned().collect();
@@ -898,6 +929,12 @@ impl Engine {
         id: &str,
         trigger: Trigger,
     ) -> Result<Accepted, EngineError> {
+        if let Some(link) = self.cluster() {
+            return self
+                .enqueue_trigger(link, kind, id, trigger)
+                .await
+                .inspect_err(|err| crate::metrics::trigger_refused(err.reason()));
+        }
         let source = trigger.source;
         let (id, accepted) = self
             .accept_trigger(kind, id, trigger)
@@ -978,7 +1015,7 @@ impl Engine {
             }
             Accepted::Queued
         } else {
-            self.spawn_run(kind, &id, entry, trigger, None, None);
+            self.spawn_run(kind, &id, entry, trigger, Taken::default(), None);
             registry.run_tasks += 1;
             Accepted::Started
         };
@@ -1000,7 +1037,17 @@ impl Engine {
         // The state file keeps the trigger until its run records that it took it, before
         // its command starts: a crash before that runs it after the restart, after it
         // never again.
-        self.spawn_run(kind, id, entry, trigger, queue_id, None);
+        self.spawn_run(
+            kind,
+            id,
+            entry,
+            trigger,
+            Taken {
+                queue_id,
+                claim: None,
+            },
+            None,
+        );
         true
     }
 
@@ -1072,7 +1119,7 @@ impl Engine {
             id,
             entry,
             Trigger::new(TriggerSource::Timer),
-            None,
+            Taken::default(),
             runner,
         );
         registry.run_tasks += 1;
@@ -1087,15 +1134,17 @@ impl Engine {
         id: &str,
         entry: &mut Entry,
         trigger: Trigger,
-        queue_id: Option<u64>,
+        taken: Taken,
         runner: Option<Box<dyn Runner>>,
     ) {
+        let Taken { queue_id, claim } = taken;
         let (cancel, cancel_rx) = watch::channel(None);
         entry.run = Some(ActiveRun {
             counter: None,
             ended: false,
             cancel,
             queue_id,
+            claim,
         });
         self.inner.runtime.spawn(run::run_task(
             self.clone(),
@@ -1234,6 +1283,11 @@ impl Engine {
         };
         let mut trigger = Trigger::new(TriggerSource::CatchUp);
         trigger.cause = Some(format!("missed slot {}", crate::timezone::utc_text(slot)));
+        if self.cluster().is_some() {
+            // The slot's key makes it once, whichever nodes find it missed.
+            self.offer_slot(kind, id, slot, trigger);
+            return;
+        }
         self.trigger_later(kind, id.to_string(), trigger, Duration::ZERO);
     }
 
@@ -1614,6 +1668,18 @@ impl Engine {
             tracing::warn!(
                 "counter reservations not given back in time: the next start skips them"
             );
+        }
+        if self.cluster().is_some() {
+            self.inner.cluster_stop.cancel();
+            // The ends of the last runs reach the cluster before the node leaves; what
+            // does not in time is reaped as interrupted once its lease lapses.
+            self.inner.cluster_work.close();
+            if tokio::time::timeout(CLUSTER_REPORT_LIMIT, self.inner.cluster_work.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!("the ends of some runs did not reach the cluster database");
+            }
         }
     }
 

@@ -72,6 +72,12 @@ pub(super) async fn run_task(
             }
         };
         if begun.is_none()
+            && let Some((claim, link)) = engine.take_claim(kind, &id)
+        {
+            // A claimed run that did not begin goes back to the shared queue, which
+            // keeps it (and its trigger) for whichever node can run it.
+            engine.release_claim(&link, claim);
+        } else if begun.is_none()
             && trigger.source != TriggerSource::Timer
             && (may_run || engine.is_shutting_down())
         {
@@ -839,7 +845,13 @@ impl Engine {
             if entry.state.paused {
                 return None;
             }
-            entry.state.counter += 1;
+            let claimed = entry.run.as_ref().and_then(|run| run.claim);
+            entry.state.counter = match claimed {
+                // The cluster numbers the runs; this node's counter follows (it was
+                // raised to the cluster's at start, so it never goes back).
+                Some(claim) => claim.counter.max(entry.state.counter),
+                None => entry.state.counter + 1,
+            };
             entry.state.started = true;
             let started_at = self.inner.clock.now();
             entry.state.last_run = Some(started_at);
@@ -941,6 +953,12 @@ impl Engine {
             if let Some(run) = entry.run.as_mut() {
                 run.counter = None;
                 run.ended = true;
+                if let Some(claim) = run.claim.take() {
+                    entry.finishing = Some(super::cluster_node::Finishing {
+                        claim,
+                        outcome: super::cluster_node::outcome_of(&record),
+                    });
+                }
             }
             if let Some(meta) = meta {
                 entry.logs.push(meta);
@@ -1024,6 +1042,11 @@ impl Engine {
                 return;
             };
             let counter = entry.run.as_mut().and_then(|run| run.counter.take());
+            if let Some(claim) = entry.run.as_mut().and_then(|run| run.claim.take()) {
+                let mut outcome = crate::cluster::RunOutcome::new(RunStatus::Fail);
+                outcome.summary = Some(ABANDONED.to_string());
+                entry.finishing = Some(super::cluster_node::Finishing { claim, outcome });
+            }
             if counter.is_some() {
                 entry.state.started = false;
                 entry.state.last_result = Some(RunResult::Fail);
@@ -1080,6 +1103,24 @@ impl Engine {
         self.changed();
     }
 
+    /// Takes the cluster claim of the job's run, with the cluster link (cluster mode).
+    fn take_claim(
+        &self,
+        kind: Kind,
+        id: &str,
+    ) -> Option<(super::cluster_node::Claim, super::cluster::ClusterLink)> {
+        let link = self.cluster()?.clone();
+        let claim = self
+            .lock()
+            .map(kind)
+            .get_mut(id)?
+            .run
+            .as_mut()?
+            .claim
+            .take()?;
+        Some((claim, link))
+    }
+
     /// Whether the job has a trigger in its queue that [`Engine::take_next`] would hand
     /// over now (a hint: the queue may change before).
     fn has_runnable_queue(&self, kind: Kind, id: &str) -> bool {
@@ -1099,8 +1140,12 @@ impl Engine {
     ) -> Option<(Trigger, watch::Receiver<Option<String>>)> {
         let stopping = self.is_shutting_down();
         let mut registry = self.lock();
+        // Reported once the job is idle here (below, under the same lock), so that a
+        // claim of the job's next run finds it ready.
+        let mut finishing = None;
         let next = match registry.map(kind).get_mut(id) {
             Some(entry) => {
+                finishing = entry.finishing.take();
                 let next = if entry.queue_may_run(stopping) {
                     entry.take_queued()
                 } else {
@@ -1114,6 +1159,7 @@ impl Engine {
                             ended: false,
                             cancel,
                             queue_id,
+                            claim: None,
                         });
                         Some((trigger, cancel_rx))
                     }
@@ -1131,6 +1177,9 @@ impl Engine {
             None => None,
         };
         registry.publish_queue_length();
+        if let (Some(finishing), Some(link)) = (finishing, self.cluster()) {
+            self.report_end(link, finishing);
+        }
         if next.is_none() {
             registry.run_tasks = registry.run_tasks.saturating_sub(1);
             drop(registry);

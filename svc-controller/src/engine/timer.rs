@@ -38,19 +38,39 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         }
         crate::metrics::job_interval(kind.as_str(), &id, gap);
     }
+    // In cluster mode every node offers each slot and the first to claim it runs it, so
+    // all must offer the same slots (see `Timer::first_due_on_grid`).
+    let cluster = engine.cluster().is_some();
     // `catch_up = once`: a slot missed while the service was down runs once, now.
     if let Some(window) = catch_up
         && !paused
     {
         engine.catch_up(kind, &id, &timer, last_run, window);
     }
-    let mut due = timer.first_due(clock.now(), last_run);
+    let mut due = if cluster {
+        timer.first_due_on_grid(clock.now())
+    } else {
+        timer.first_due(clock.now(), last_run)
+    };
     loop {
         // `random_delay`: this slot starts up to that much later; the next slot is
         // still counted from `due`, so the delays do not add up.
         let fire = due.checked_add_signed(jitter(random_delay)).unwrap_or(due);
         if !set_next_run(&engine, kind, &id, fire) {
             return;
+        }
+        if cluster {
+            // No runner ahead: the node that claims the slot may not be this one.
+            clock.sleep_until(fire).await;
+            engine.offer_slot(
+                kind,
+                &id,
+                due,
+                super::Trigger::new(super::TriggerSource::Timer),
+            );
+            crate::metrics::timer_fired((clock.now() - fire).to_std().unwrap_or_default());
+            due = timer.next_due(due, clock.now());
+            continue;
         }
         let mut runner = None;
         if let Ok(ahead) = chrono::Duration::from_std(LAUNCH_AHEAD)

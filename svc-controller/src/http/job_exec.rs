@@ -152,6 +152,13 @@ async fn perform(state: &AppState, action: JobAction, id: String) -> Result<Resp
         }
         return Ok(super::job_answer(&state.engine, Kind::Job, &id));
     }
+    // In cluster mode the whole cluster first (a no-op on a single node).
+    match action {
+        JobAction::Pause => state.engine.share_pause(Kind::Job, &id, true).await?,
+        JobAction::Resume => state.engine.share_pause(Kind::Job, &id, false).await?,
+        JobAction::Cancel => state.engine.share_cancel(Kind::Job, &id).await?,
+        JobAction::RunNow => {}
+    }
     let engine = state.engine.clone();
     // The state file is saved durably: blocking work.
     super::blocking(move || {

@@ -183,6 +183,13 @@ async fn perform(state: &AppState, action: HttpAction, id: String) -> Result<Res
             .map_err(unknown_is_invalid)?;
         return Ok(super::job_answer(&state.engine, Kind::Http, &id));
     }
+    // In cluster mode the whole cluster first (a no-op on a single node).
+    let paused = action == HttpAction::Pause;
+    state
+        .engine
+        .share_pause(Kind::Http, &id, paused)
+        .await
+        .map_err(unknown_is_invalid)?;
     let engine = state.engine.clone();
     super::blocking(move || {
         let done = match action {

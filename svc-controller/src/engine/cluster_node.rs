@@ -1,0 +1,613 @@
+//! A cluster node's part of the engine: triggers go through the shared queue, a claimer
+//! starts this node's share of the queued runs, the ends of runs go back to the store,
+//! timer slots are offered to it, pauses and cancels reach every node, and one node at a
+//! time does the housekeeping under a lease. Nothing here runs on a single node.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::cluster::{ClusterLink, new_trigger, trigger_of};
+use super::{Accepted, Engine, EngineError, Kind, Trigger, events};
+use crate::cluster::{
+    ClaimedRun, ClusterError, EnqueueOutcome, Finish, JobKey, JobKind, RunOutcome, SlotClaim,
+};
+use crate::history::RunRecord;
+use crate::state::RunStatus;
+
+/// A run this node claimed from the shared queue: its row, and the counter the cluster
+/// gave it (the run's number on every node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Claim {
+    pub run_id: i64,
+    pub counter: u64,
+}
+
+/// A claimed run's end, waiting for its job to be idle again before it is reported: the
+/// cluster then lets another run of the job begin, and this node must be ready for it.
+#[derive(Debug, Clone)]
+pub(super) struct Finishing {
+    pub claim: Claim,
+    pub outcome: RunOutcome,
+}
+
+/// How often an idle claimer looks at the queue (a wake-up comes sooner: a trigger
+/// accepted here, a signal from another node, a run ended here).
+const CLAIM_POLL: Duration = Duration::from_millis(250);
+/// Up to this much is added to each poll, so that the nodes do not poll in step.
+const CLAIM_POLL_JITTER_MS: u64 = 100;
+/// Claims at most this many runs per round, whatever the free permits.
+const CLAIM_BATCH: u32 = 64;
+/// The housekeeping lease: held by one node, renewed by it alone, taken over by another
+/// node once it lapsed (within one [`HOUSEKEEPING_EVERY`]).
+const HOUSEKEEPING_LEASE: &str = "housekeeping";
+const HOUSEKEEPING_TTL: Duration = Duration::from_secs(15);
+const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(5);
+/// Timer slots are kept this long (a slot key older than any catch-up window is no
+/// longer offered by anyone).
+const SLOTS_KEPT: chrono::TimeDelta = chrono::TimeDelta::days(8);
+/// Finished runs kept per job in the shared table (the history's own limit).
+const RUNS_KEPT: i64 = 1_000;
+/// How often the pause states are read back from the store: signals sent while a
+/// node's listening connection was down are lost, this repairs what they missed.
+const PAUSE_SYNC_EVERY: Duration = Duration::from_secs(5);
+/// The longest wait between two attempts to report a run's end while the database is
+/// away.
+const FINISH_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// A signal between nodes (`LISTEN/NOTIFY`). The sending node acts on its own signals
+/// directly and ignores their echo.
+#[derive(Debug, Serialize, Deserialize)]
+struct Signal {
+    /// `wake`, `pause`, `resume` or `cancel`.
+    op: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    id: String,
+    node: String,
+}
+
+fn job_key(kind: Kind, id: &str) -> JobKey {
+    let kind = match kind {
+        Kind::Job => JobKind::Job,
+        Kind::Http => JobKind::Http,
+    };
+    JobKey::new(kind, id)
+}
+
+fn engine_kind(kind: JobKind) -> Kind {
+    match kind {
+        JobKind::Job => Kind::Job,
+        JobKind::Http => Kind::Http,
+    }
+}
+
+fn parse_kind(text: &str) -> Option<Kind> {
+    JobKind::parse(text).map(engine_kind)
+}
+
+/// An error of the store as the engine answers it: unreachable is a 503, anything else
+/// is logged here (redacted) and answered as not saved.
+fn refused(err: ClusterError, what: &str) -> EngineError {
+    if err.is_unavailable() {
+        return EngineError::Unavailable;
+    }
+    tracing::error!(error = %err, "{what}: the cluster database refused");
+    EngineError::NotSaved
+}
+
+/// A run's end as the store records it.
+pub(super) fn outcome_of(record: &RunRecord) -> RunOutcome {
+    let mut outcome = RunOutcome::new(record.status);
+    outcome.exit_code = record.exit_code;
+    outcome.signal = record.signal;
+    outcome.http_status = record.http_status;
+    if !record.summary.is_empty() {
+        outcome.summary = Some(record.summary.clone());
+    }
+    outcome
+}
+
+impl Engine {
+    /// [`Engine::trigger`] in cluster mode: the trigger becomes a queued run in the
+    /// shared queue, which some node claims. The answer is `Queued` in any case: which
+    /// node runs it, and when, is not known yet.
+    pub(super) async fn enqueue_trigger(
+        &self,
+        link: &ClusterLink,
+        kind: Kind,
+        id: &str,
+        trigger: Trigger,
+    ) -> Result<Accepted, EngineError> {
+        if self.is_shutting_down() {
+            return Err(EngineError::ShuttingDown);
+        }
+        let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
+        let source = trigger.source;
+        let queued = link
+            .store
+            .enqueue(&job_key(kind, &id), &new_trigger(&trigger, &link.node))
+            .await
+            .map_err(|err| refused(err, "a trigger was not queued"))?;
+        match queued {
+            EnqueueOutcome::Enqueued { run_id } => {
+                tracing::debug!(job = %id, run_id, "trigger queued in the cluster");
+                self.wake_claimers(link);
+                self.publish(|| events::EngineEvent::Queued {
+                    kind,
+                    job_id: id.clone(),
+                    trigger: source,
+                });
+                Ok(Accepted::Queued)
+            }
+            EnqueueOutcome::QueueFull => Err(EngineError::Busy),
+            EnqueueOutcome::Paused => Err(EngineError::Paused),
+        }
+    }
+
+    /// Wakes this node's claimer, and the other nodes' through a signal (not waited
+    /// for: they poll anyway).
+    fn wake_claimers(&self, link: &ClusterLink) {
+        self.inner.claim_wake.notify_one();
+        self.send_signal(link, "wake", None);
+    }
+
+    /// Sends a signal to the other nodes, off the caller's path; a signal that cannot be
+    /// sent is only a delay (the nodes poll and read pause states back).
+    fn send_signal(&self, link: &ClusterLink, op: &str, job: Option<(Kind, &str)>) {
+        let signal = Signal {
+            op: op.to_string(),
+            kind: job
+                .map(|(kind, _)| job_key(kind, "").kind.as_str().to_string())
+                .unwrap_or_default(),
+            id: job.map(|(_, id)| id.to_string()).unwrap_or_default(),
+            node: link.node.clone(),
+        };
+        let Ok(text) = serde_json::to_string(&signal) else {
+            return;
+        };
+        let store = link.store.clone();
+        let tracker = self.inner.cluster_work.clone();
+        tracker.spawn_on(
+            async move {
+                if let Err(err) = store.signal(&text).await {
+                    tracing::debug!(error = %err, "a signal to the other nodes was not sent");
+                }
+            },
+            &self.inner.runtime,
+        );
+    }
+
+    /// Pauses or resumes a job for the whole cluster (the store first, then the other
+    /// nodes through a signal); the caller then pauses or resumes it here. A no-op on a
+    /// single node.
+    pub async fn share_pause(&self, kind: Kind, id: &str, paused: bool) -> Result<(), EngineError> {
+        let Some(link) = self.cluster() else {
+            return Ok(());
+        };
+        let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
+        link.store
+            .set_paused(&job_key(kind, &id), paused)
+            .await
+            .map_err(|err| refused(err, "a pause or resume was not recorded"))?;
+        let op = if paused { "pause" } else { "resume" };
+        self.send_signal(link, op, Some((kind, &id)));
+        if !paused {
+            // Its queued run, if any, may be claimed now.
+            self.wake_claimers(link);
+        }
+        Ok(())
+    }
+
+    /// Cancels a job's run wherever it runs, and drops its queued run; the caller then
+    /// cancels it here. A no-op on a single node.
+    pub async fn share_cancel(&self, kind: Kind, id: &str) -> Result<(), EngineError> {
+        let Some(link) = self.cluster() else {
+            return Ok(());
+        };
+        let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
+        if link
+            .store
+            .cancel_queued(&job_key(kind, &id))
+            .await
+            .map_err(|err| refused(err, "a cancel was not recorded"))?
+        {
+            crate::metrics::trigger_dropped("canceled");
+        }
+        self.send_signal(link, "cancel", Some((kind, &id)));
+        Ok(())
+    }
+
+    /// Offers timer slot `slot` (the due time the schedule gives, the same on every
+    /// node) to the cluster, off the timer's path. Whoever claims it first queues its run.
+    pub(super) fn offer_slot(
+        &self,
+        kind: Kind,
+        id: &str,
+        slot: DateTime<Utc>,
+        mut trigger: Trigger,
+    ) {
+        let Some(link) = self.cluster().cloned() else {
+            return;
+        };
+        // The run's log and the shared table say which slot it ran.
+        if trigger.cause.is_none() {
+            trigger.cause = Some(format!("slot {}", crate::timezone::utc_text(slot)));
+        }
+        if self.is_shutting_down() {
+            return;
+        }
+        let engine = self.clone();
+        let id = id.to_string();
+        self.inner.runtime.spawn(async move {
+            let claim = link
+                .store
+                .claim_slot(
+                    &job_key(kind, &id),
+                    slot,
+                    &new_trigger(&trigger, &link.node),
+                )
+                .await;
+            match claim {
+                Ok(SlotClaim::Enqueued { run_id }) => {
+                    tracing::debug!(job = %id, run_id, %slot, "timer slot claimed");
+                    engine.inner.claim_wake.notify_one();
+                }
+                Ok(SlotClaim::Taken) => {
+                    tracing::debug!(job = %id, %slot, "timer slot taken by another node");
+                }
+                Ok(SlotClaim::SkippedBusy) => crate::metrics::timer_tick_skipped("running"),
+                Ok(SlotClaim::SkippedPaused) => crate::metrics::timer_tick_skipped("paused"),
+                Err(err) => tracing::warn!(
+                    job = %id,
+                    %slot,
+                    error = %err,
+                    "a timer slot was not offered to the cluster: it does not run"
+                ),
+            }
+        });
+    }
+
+    /// Starts the node's cluster tasks: the claimer, the listener for signals (and the
+    /// pause states read back), and the housekeeping. They end at shutdown.
+    pub(super) fn start_cluster_tasks(&self, link: &ClusterLink) {
+        let runtime = &self.inner.runtime;
+        runtime.spawn(self.clone().claimer(link.clone()));
+        runtime.spawn(self.clone().listener(link.clone()));
+        runtime.spawn(self.clone().housekeeper(link.clone()));
+    }
+
+    /// Claims queued runs while this node has free permits, and starts them.
+    async fn claimer(self, link: ClusterLink) {
+        // A node that ran alone before keeps its run numbers (and log names) unique.
+        let counters: Vec<(JobKey, i64)> = {
+            let registry = self.lock();
+            let jobs = registry.jobs.iter().map(|(id, e)| (Kind::Job, id, e));
+            let http = registry.http.iter().map(|(id, e)| (Kind::Http, id, e));
+            jobs.chain(http)
+                .map(|(kind, id, entry)| {
+                    (
+                        job_key(kind, id),
+                        i64::try_from(entry.state.counter).unwrap_or(i64::MAX),
+                    )
+                })
+                .collect()
+        };
+        let stop = self.inner.cluster_stop.clone();
+        loop {
+            match link.store.raise_counters(&counters).await {
+                Ok(()) => break,
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot record the run counters in the cluster; trying again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = stop.cancelled() => return,
+                    }
+                }
+            }
+        }
+        let mut outage = false;
+        loop {
+            if self.is_shutting_down() {
+                return;
+            }
+            let free = self.inner.job_slots.available_permits();
+            let waiting = self
+                .inner
+                .permit_waiters
+                .load(std::sync::atomic::Ordering::SeqCst);
+            let limit = u32::try_from(free.saturating_sub(waiting))
+                .unwrap_or(u32::MAX)
+                .min(CLAIM_BATCH);
+            let mut claimed_some = false;
+            match link.store.claim_runs(&link.node, limit).await {
+                Ok(runs) => {
+                    if outage {
+                        tracing::info!("the cluster database answers again: claiming runs");
+                        outage = false;
+                    }
+                    claimed_some = !runs.is_empty();
+                    for run in runs {
+                        self.start_claimed(&link, run);
+                    }
+                }
+                Err(err) => {
+                    if !outage {
+                        tracing::warn!(error = %err, "cannot claim runs from the cluster; trying again");
+                        outage = true;
+                    }
+                }
+            }
+            if claimed_some && limit == CLAIM_BATCH {
+                // There may be more: claim again at once.
+                continue;
+            }
+            let jitter = Duration::from_millis(rand::random_range(0..=CLAIM_POLL_JITTER_MS));
+            tokio::select! {
+                _ = tokio::time::sleep(CLAIM_POLL + jitter) => {}
+                _ = self.inner.claim_wake.notified() => {}
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Starts a claimed run here, or gives it back when it cannot start here.
+    fn start_claimed(&self, link: &ClusterLink, run: ClaimedRun) {
+        let kind = engine_kind(run.job.kind);
+        let id = run.job.id.clone();
+        let claim = Claim {
+            run_id: run.run_id,
+            counter: u64::try_from(run.counter).unwrap_or(0),
+        };
+        let trigger = match trigger_of(&run) {
+            Ok(trigger) => trigger,
+            Err(err) => {
+                // Not left claimed until its lease is reaped: recorded as failed now.
+                tracing::error!(job = %id, run_id = run.run_id, error = %err, "a claimed run cannot start");
+                let mut outcome = RunOutcome::new(RunStatus::Fail);
+                outcome.summary = Some(err.to_string());
+                self.report_end(link, Finishing { claim, outcome });
+                return;
+            }
+        };
+        let mut registry = self.lock();
+        match registry.get(kind, &id) {
+            Some(entry) if entry.run.is_none() && !entry.retired => {
+                let taken = super::Taken {
+                    queue_id: None,
+                    claim: Some(claim),
+                };
+                self.spawn_run(kind, &id, entry, trigger, taken, None);
+                registry.run_tasks += 1;
+                registry.publish_queue_length();
+                drop(registry);
+                self.changed();
+            }
+            _ => {
+                // Gone from this node's configuration since its definitions were recorded,
+                // or still ending its previous run here: some node takes it again.
+                drop(registry);
+                tracing::debug!(job = %id, run_id = run.run_id, "a claimed run goes back to the queue");
+                self.release_claim(link, claim);
+            }
+        }
+    }
+
+    /// Gives a claimed run that did not begin back to the queue.
+    pub(super) fn release_claim(&self, link: &ClusterLink, claim: Claim) {
+        let store = link.store.clone();
+        let node = link.node.clone();
+        self.inner.cluster_work.spawn_on(
+            async move {
+                if let Err(err) = store.release_run(claim.run_id, &node).await {
+                    tracing::warn!(run_id = claim.run_id, error = %err,
+                        "a claimed run that did not begin could not go back to the queue; \
+                         it is recorded as interrupted once its lease lapses");
+                }
+            },
+            &self.inner.runtime,
+        );
+    }
+
+    /// Reports a claimed run's end to the store, retried while the database is away (the
+    /// run's lease holds meanwhile, renewed by the heartbeat).
+    pub(super) fn report_end(&self, link: &ClusterLink, finishing: Finishing) {
+        let store = link.store.clone();
+        let node = link.node.clone();
+        let wake = self.clone();
+        self.inner.cluster_work.spawn_on(
+            async move {
+                let Finishing { claim, outcome } = finishing;
+                let mut wait = Duration::from_secs(1);
+                loop {
+                    match store.finish_run(claim.run_id, &node, &outcome).await {
+                        Ok(Finish::Recorded) => break,
+                        Ok(Finish::LeaseLost) => {
+                            tracing::warn!(
+                                run_id = claim.run_id,
+                                counter = claim.counter,
+                                "a run ended after its lease lapsed: the cluster recorded it as interrupted"
+                            );
+                            break;
+                        }
+                        Err(err) if err.is_unavailable() => {
+                            tokio::time::sleep(wait).await;
+                            wait = (wait * 2).min(FINISH_RETRY_MAX);
+                        }
+                        Err(err) => {
+                            tracing::error!(run_id = claim.run_id, error = %err, "cannot record a run's end in the cluster");
+                            break;
+                        }
+                    }
+                }
+                // A permit is free and the job idle: the next run may be claimed.
+                wake.inner.claim_wake.notify_one();
+            },
+            &self.inner.runtime,
+        );
+    }
+
+    /// Acts on the other nodes' signals, and reads the pause states back now and then.
+    async fn listener(self, link: ClusterLink) {
+        let stop = self.inner.cluster_stop.clone();
+        loop {
+            let mut listener = match link.store.listen().await {
+                Ok(listener) => listener,
+                Err(err) => {
+                    tracing::debug!(error = %err, "cannot listen for the other nodes' signals; trying again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                        _ = stop.cancelled() => return,
+                    }
+                }
+            };
+            let mut sync = tokio::time::interval(PAUSE_SYNC_EVERY);
+            loop {
+                tokio::select! {
+                    received = listener.recv() => match received {
+                        Ok(note) => self.on_signal(&link, note.payload()),
+                        Err(err) => {
+                            tracing::debug!(error = %err, "the signal connection broke; reconnecting");
+                            break;
+                        }
+                    },
+                    _ = sync.tick() => self.sync_pauses(&link).await,
+                    _ = stop.cancelled() => return,
+                }
+            }
+        }
+    }
+
+    fn on_signal(&self, link: &ClusterLink, text: &str) {
+        let Ok(signal) = serde_json::from_str::<Signal>(text) else {
+            tracing::debug!("an unreadable signal from another node: ignored");
+            return;
+        };
+        if signal.op == "wake" {
+            self.inner.claim_wake.notify_one();
+            return;
+        }
+        if signal.node == link.node {
+            return;
+        }
+        let Some(kind) = parse_kind(&signal.kind) else {
+            return;
+        };
+        let engine = self.clone();
+        let id = signal.id;
+        // Pauses are saved durably and cancels take the registry's lock: blocking work.
+        self.inner.runtime.spawn_blocking(move || {
+            let done = match signal.op.as_str() {
+                "pause" => engine.pause(kind, &id),
+                "resume" => engine.resume(kind, &id),
+                "cancel" => engine
+                    .cancel(kind, &id, "cancelled through the API on another node")
+                    .map(|_| ()),
+                _ => Ok(()),
+            };
+            if let Err(err) = done {
+                tracing::debug!(job = %id, error = %err, "a signal from another node did not apply here");
+            }
+        });
+    }
+
+    /// Applies the cluster's pause states to this node's jobs where they differ.
+    async fn sync_pauses(&self, link: &ClusterLink) {
+        let Ok(states) = link.store.paused_states().await else {
+            return;
+        };
+        let differing: Vec<(Kind, String, bool)> = {
+            let mut registry = self.lock();
+            states
+                .into_iter()
+                .filter_map(|(job, paused)| {
+                    let kind = engine_kind(job.kind);
+                    let entry = registry.get(kind, &job.id)?;
+                    (entry.state.paused != paused).then_some((kind, job.id, paused))
+                })
+                .collect()
+        };
+        if differing.is_empty() {
+            return;
+        }
+        let engine = self.clone();
+        let _ = self
+            .inner
+            .runtime
+            .spawn_blocking(move || {
+                for (kind, id, paused) in differing {
+                    let _ = if paused {
+                        engine.pause(kind, &id)
+                    } else {
+                        engine.resume(kind, &id)
+                    };
+                }
+            })
+            .await;
+    }
+
+    /// Under the housekeeping lease: records the runs of nodes that stopped renewing
+    /// their leases as interrupted, and prunes old slots and runs.
+    async fn housekeeper(self, link: ClusterLink) {
+        let stop = self.inner.cluster_stop.clone();
+        let mut held = false;
+        loop {
+            match link
+                .store
+                .try_lease(HOUSEKEEPING_LEASE, &link.node, HOUSEKEEPING_TTL)
+                .await
+            {
+                Ok(true) => {
+                    if !held {
+                        tracing::info!("this node does the cluster's housekeeping now");
+                        held = true;
+                    }
+                    self.housekeeping(&link).await;
+                }
+                Ok(false) => held = false,
+                Err(err) => {
+                    tracing::debug!(error = %err, "cannot take the housekeeping lease");
+                    held = false;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(HOUSEKEEPING_EVERY) => {}
+                _ = stop.cancelled() => {
+                    if held {
+                        // Another node takes over at once rather than after the TTL.
+                        let _ = link.store.release_lease(HOUSEKEEPING_LEASE, &link.node).await;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn housekeeping(&self, link: &ClusterLink) {
+        let store = &link.store;
+        let Ok(now) = store.db_now().await else {
+            return;
+        };
+        match store.reap_expired(now).await {
+            Ok(reaped) => {
+                for run in &reaped {
+                    tracing::warn!(
+                        job = %run.job.id,
+                        counter = run.counter,
+                        node = %run.node,
+                        "a run is recorded as interrupted: its node stopped renewing its lease"
+                    );
+                }
+                if !reaped.is_empty() {
+                    self.wake_claimers(link);
+                }
+            }
+            Err(err) => tracing::debug!(error = %err, "cannot reap lapsed runs"),
+        }
+        if let Err(err) = store.prune(now - SLOTS_KEPT, RUNS_KEPT).await {
+            tracing::debug!(error = %err, "cannot prune old slots and runs");
+        }
+    }
+}
