@@ -29,7 +29,6 @@
 //! the rotated audit files.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Request, State};
@@ -82,13 +81,62 @@ fn store(stores: &ReplayStores, kind: ReplayKind) -> &crate::replay::ReplayStore
     }
 }
 
-/// Checks and records `value` on a blocking thread (the store fsyncs).
+/// The key of `job`'s `value` in the cluster's replay table: the job's ID, a zero byte
+/// (IDs hold none), the value.
+fn cluster_key(job: &str, value: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(job.len() + 1 + value.len());
+    key.extend_from_slice(job.as_bytes());
+    key.push(0);
+    key.extend_from_slice(value);
+    key
+}
+
+fn cluster_store(kind: ReplayKind) -> (crate::cluster::ReplayStore, std::time::Duration) {
+    let (store, secs) = match kind {
+        ReplayKind::Delivery => (
+            crate::cluster::ReplayStore::Deliveries,
+            crate::replay::DELIVERY_TTL_SECS,
+        ),
+        ReplayKind::Nonce => (
+            crate::cluster::ReplayStore::Nonces,
+            crate::replay::NONCE_TTL_SECS,
+        ),
+    };
+    let secs = u64::try_from(secs).unwrap_or(0);
+    (store, std::time::Duration::from_secs(secs))
+}
+
+/// Checks and records `value`: in cluster mode in the shared table, so that a delivery
+/// sent again to another node is refused there too (503 while the database is away);
+/// else in this node's store, on a blocking thread (the store fsyncs).
 async fn check_and_record(
-    stores: Arc<ReplayStores>,
+    state: &AppState,
     kind: ReplayKind,
     job: String,
     value: Vec<u8>,
 ) -> Result<Seen, ApiError> {
+    if let Some(link) = state.engine.cluster() {
+        let (store, ttl) = cluster_store(kind);
+        return match link
+            .store
+            .seen_once(store, &cluster_key(&job, &value), ttl)
+            .await
+        {
+            Ok(true) => Ok(Seen::New),
+            Ok(false) => Ok(Seen::Replay),
+            Err(err) if err.is_unavailable() => {
+                Err(ApiError::from(crate::engine::EngineError::Unavailable))
+            }
+            Err(err) => {
+                crate::metrics::webhook_rejected("other");
+                Err(ApiError::internal(
+                    "replay store: cannot record a webhook",
+                    err,
+                ))
+            }
+        };
+    }
+    let stores = state.replay.clone();
     let joined =
         tokio::task::spawn_blocking(move || store(&stores, kind).check_and_record(&job, &value))
             .await;
@@ -108,9 +156,21 @@ async fn check_and_record(
     }
 }
 
-/// Forgets `value` on a blocking thread, waiting for it so that a retry sent right after
-/// the refusal finds it forgotten.
-async fn forget(stores: Arc<ReplayStores>, kind: ReplayKind, job: String, value: Vec<u8>) {
+/// Forgets `value` (in the cluster's table in cluster mode), waiting for it so that a
+/// retry sent right after the refusal finds it forgotten.
+async fn forget(state: &AppState, kind: ReplayKind, job: String, value: Vec<u8>) {
+    if let Some(link) = state.engine.cluster() {
+        let (store, _) = cluster_store(kind);
+        if let Err(err) = link
+            .store
+            .forget_seen(store, &cluster_key(&job, &value))
+            .await
+        {
+            tracing::error!(error = %err, "replay store: forgetting an entry failed");
+        }
+        return;
+    }
+    let stores = state.replay.clone();
     let joined =
         tokio::task::spawn_blocking(move || store(&stores, kind).forget(&job, &value)).await;
     if let Err(err) = joined {
@@ -399,8 +459,7 @@ pub(super) async fn trigger(
             )));
         }
         Some((kind, value)) => {
-            let seen =
-                check_and_record(state.replay.clone(), kind, id.to_owned(), value.clone()).await?;
+            let seen = check_and_record(&state, kind, id.to_owned(), value.clone()).await?;
             match (seen, kind) {
                 (Seen::New, _) => Some((kind, value)),
                 (Seen::Replay, ReplayKind::Delivery) => {
@@ -455,7 +514,7 @@ async fn start(
         Ok(Accepted::Skipped) => {
             // It started nothing: not remembered, so it may come again.
             if let Some((kind, value)) = recorded {
-                forget(state.replay.clone(), kind, id.to_owned(), value).await;
+                forget(state, kind, id.to_owned(), value).await;
             }
             Ok(skipped_answer(id, "delivery", BUSY_SKIP))
         }
@@ -467,7 +526,7 @@ async fn start(
                 _ => "other",
             });
             if let Some((kind, value)) = recorded {
-                forget(state.replay.clone(), kind, id.to_owned(), value).await;
+                forget(state, kind, id.to_owned(), value).await;
             }
             Err(err.into())
         }
