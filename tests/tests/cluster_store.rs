@@ -14,7 +14,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::Row;
 use svc_controller::cluster::{
     ClusterError, ClusterStore, EnqueueOutcome, Finish, Heartbeat, JobDef, JobKey, JobKind,
-    NewTrigger, ReplayStore, RunOutcome, SlotClaim, StoreOptions,
+    NewTrigger, ReplayStore, RunOutcome, Signal, SignalOp, SlotClaim, StoreOptions,
 };
 use svc_controller::state::RunStatus;
 use svc_tests::postgres::PostgresServer;
@@ -875,4 +875,45 @@ async fn a_node_claims_only_runs_of_jobs_it_defines() {
         count(a, "SELECT count(*) FROM svc_runs WHERE state = 'queued'").await,
         1
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_hears_a_queued_trigger_and_a_pause_at_once() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("signals")).await;
+    let (a, b) = (&stores[0], &stores[1]);
+    let mut listener = b.listen().await.expect("listen");
+    let build = job("build");
+    // The wake comes with the enqueue's commit, from the accepting node.
+    a.enqueue(&build, &trigger(NODES[0], "webhook"))
+        .await
+        .expect("enqueue");
+    let heard = tokio::time::timeout(WAIT, listener.recv())
+        .await
+        .expect("a signal within the wait")
+        .expect("a notification");
+    assert_eq!(Signal::parse(heard.payload()), Some(Signal::wake(NODES[0])));
+    // A refused trigger queues nothing and wakes no one: the next signal is the pause.
+    assert_eq!(
+        a.enqueue(&build, &trigger(NODES[0], "webhook"))
+            .await
+            .expect("enqueue"),
+        EnqueueOutcome::QueueFull
+    );
+    let pause = Signal::about(SignalOp::Pause, &build, NODES[0]);
+    a.signal(&pause).await.expect("signal");
+    let heard = tokio::time::timeout(WAIT, listener.recv())
+        .await
+        .expect("a signal within the wait")
+        .expect("a notification");
+    let signal = Signal::parse(heard.payload()).expect("readable");
+    assert_eq!(signal, pause);
+    assert_eq!(signal.job(), Some(build));
+    // A text from a newer release is not a signal this one acts on.
+    assert_eq!(Signal::parse(r#"{"op":"drain","node":"x"}"#), None);
+    // The listener holds one of the pool's connections, which closing the pool waits for.
+    drop(listener);
+    for store in &stores {
+        store.close().await;
+    }
 }

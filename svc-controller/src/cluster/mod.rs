@@ -29,6 +29,6 @@ pub use error::ClusterError;
 pub use heartbeat::{HEARTBEAT_EVERY, Heartbeat};
 pub use model::{
     ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger, ReapedRun,
-    ReplayStore, RunOutcome, SchemaStatus, SlotClaim,
+    ReplayStore, RunOutcome, SchemaStatus, Signal, SignalOp, SlotClaim,
 };
 pub use store::{ClusterStore, DEFAULT_LEASE, SIGNAL_CHANNEL, StoreOptions};

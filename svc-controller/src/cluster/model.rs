@@ -32,6 +32,69 @@ impl JobKind {
     }
 }
 
+/// What a node tells the others over `LISTEN/NOTIFY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignalOp {
+    /// Runs were queued or freed: claim now rather than at the next poll.
+    Wake,
+    Pause,
+    Resume,
+    Cancel,
+}
+
+/// A signal between nodes ([`ClusterStore::signal`](super::ClusterStore::signal)): the
+/// one text format every node of the cluster writes and reads. A signal a node cannot
+/// read (from a newer release) is ignored; the nodes poll and read pause states back.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Signal {
+    pub op: SignalOp,
+    /// The job it is about, as `svc_jobs` spells it (`None` for a wake).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The node that sent it.
+    pub node: String,
+}
+
+impl Signal {
+    pub fn wake(node: &str) -> Signal {
+        Signal {
+            op: SignalOp::Wake,
+            kind: None,
+            id: None,
+            node: node.to_string(),
+        }
+    }
+
+    pub fn about(op: SignalOp, job: &JobKey, node: &str) -> Signal {
+        Signal {
+            op,
+            kind: Some(job.kind.as_str().to_string()),
+            id: Some(job.id.clone()),
+            node: node.to_string(),
+        }
+    }
+
+    /// The job it is about, when it names one this release knows.
+    pub fn job(&self) -> Option<JobKey> {
+        let kind = JobKind::parse(self.kind.as_deref()?)?;
+        Some(JobKey::new(kind, self.id.clone()?))
+    }
+
+    /// Its text on the channel.
+    pub fn to_text(&self) -> String {
+        // Enums and strings always serialise.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Read back from the channel; `None` for a text this release cannot read.
+    pub fn parse(text: &str) -> Option<Signal> {
+        serde_json::from_str(text).ok()
+    }
+}
+
 /// A job of the cluster: its kind and ID.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobKey {

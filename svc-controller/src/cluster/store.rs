@@ -18,7 +18,7 @@ use super::error::ClusterError;
 use super::migrations;
 use super::model::{
     ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger, ReapedRun,
-    ReplayStore, RunOutcome, SchemaStatus, SlotClaim,
+    ReplayStore, RunOutcome, SchemaStatus, Signal, SlotClaim,
 };
 use crate::state::RunStatus;
 
@@ -388,6 +388,12 @@ impl ClusterStore {
             return Ok(EnqueueOutcome::Paused);
         }
         let run_id = insert_queued(&mut tx, job, trigger, Queue::EvenWhenRunning).await?;
+        if run_id.is_some() {
+            // Delivered at the commit, to every node: a node with free permits claims
+            // the run now rather than at its next poll. In the transaction, not after
+            // it: no second round trip per trigger.
+            notify(&mut tx, &Signal::wake(&trigger.accepted_by)).await?;
+        }
         tx.commit().await?;
         Ok(match run_id {
             Some(run_id) => EnqueueOutcome::Enqueued { run_id },
@@ -607,15 +613,10 @@ impl ClusterStore {
             .collect()
     }
 
-    /// Tells every node listening on [`SIGNAL_CHANNEL`] (`LISTEN/NOTIFY`): `message` is
-    /// at most a few hundred bytes of text (PostgreSQL caps a payload at 8,000).
-    pub async fn signal(&self, message: &str) -> Result<(), ClusterError> {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(SIGNAL_CHANNEL)
-            .bind(message)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    /// Tells every node listening on [`SIGNAL_CHANNEL`] (`LISTEN/NOTIFY`).
+    pub async fn signal(&self, signal: &Signal) -> Result<(), ClusterError> {
+        let mut connection = self.pool.acquire().await?;
+        notify(&mut connection, signal).await
     }
 
     /// A listener on [`SIGNAL_CHANNEL`], on a connection of its own. It reconnects by
@@ -824,6 +825,17 @@ fn reaped_run(row: &PgRow) -> Result<ReapedRun, ClusterError> {
         counter: row.try_get("counter")?,
         node: row.try_get("node")?,
     })
+}
+
+/// Sends `signal` on [`SIGNAL_CHANNEL`] over `connection` (inside a transaction, at its
+/// commit). A payload is a few hundred bytes at most; PostgreSQL takes up to 8,000.
+async fn notify(connection: &mut sqlx::PgConnection, signal: &Signal) -> Result<(), ClusterError> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(SIGNAL_CHANNEL)
+        .bind(signal.to_text())
+        .execute(&mut *connection)
+        .await?;
+    Ok(())
 }
 
 /// When [`insert_queued`] may queue a run.

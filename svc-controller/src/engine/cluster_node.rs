@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use super::cluster::{ClusterLink, new_trigger, trigger_of};
 use super::{Accepted, Engine, EngineError, Kind, Trigger, events};
 use crate::cluster::{
-    ClaimedRun, ClusterError, EnqueueOutcome, Finish, JobKey, JobKind, RunOutcome, SlotClaim,
+    ClaimedRun, ClusterError, EnqueueOutcome, Finish, JobKey, JobKind, RunOutcome, Signal,
+    SignalOp, SlotClaim,
 };
 use crate::history::RunRecord;
 use crate::state::RunStatus;
@@ -56,19 +56,6 @@ const PAUSE_SYNC_EVERY: Duration = Duration::from_secs(5);
 /// away.
 const FINISH_RETRY_MAX: Duration = Duration::from_secs(30);
 
-/// A signal between nodes (`LISTEN/NOTIFY`). The sending node acts on its own signals
-/// directly and ignores their echo.
-#[derive(Debug, Serialize, Deserialize)]
-struct Signal {
-    /// `wake`, `pause`, `resume` or `cancel`.
-    op: String,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    id: String,
-    node: String,
-}
-
 fn job_key(kind: Kind, id: &str) -> JobKey {
     let kind = match kind {
         Kind::Job => JobKind::Job,
@@ -82,10 +69,6 @@ fn engine_kind(kind: JobKind) -> Kind {
         JobKind::Job => Kind::Job,
         JobKind::Http => Kind::Http,
     }
-}
-
-fn parse_kind(text: &str) -> Option<Kind> {
-    JobKind::parse(text).map(engine_kind)
 }
 
 /// An error of the store as the engine answers it: unreachable is a 503, anything else
@@ -134,7 +117,8 @@ impl Engine {
         match queued {
             EnqueueOutcome::Enqueued { run_id } => {
                 tracing::debug!(job = %id, run_id, "trigger queued in the cluster");
-                self.wake_claimers(link);
+                // The store woke the other nodes in the same transaction.
+                self.inner.claim_wake.notify_one();
                 self.publish(|| events::EngineEvent::Queued {
                     kind,
                     job_id: id.clone(),
@@ -151,28 +135,17 @@ impl Engine {
     /// for: they poll anyway).
     fn wake_claimers(&self, link: &ClusterLink) {
         self.inner.claim_wake.notify_one();
-        self.send_signal(link, "wake", None);
+        self.send_signal(link, Signal::wake(&link.node));
     }
 
     /// Sends a signal to the other nodes, off the caller's path; a signal that cannot be
     /// sent is only a delay (the nodes poll and read pause states back).
-    fn send_signal(&self, link: &ClusterLink, op: &str, job: Option<(Kind, &str)>) {
-        let signal = Signal {
-            op: op.to_string(),
-            kind: job
-                .map(|(kind, _)| job_key(kind, "").kind.as_str().to_string())
-                .unwrap_or_default(),
-            id: job.map(|(_, id)| id.to_string()).unwrap_or_default(),
-            node: link.node.clone(),
-        };
-        let Ok(text) = serde_json::to_string(&signal) else {
-            return;
-        };
+    fn send_signal(&self, link: &ClusterLink, signal: Signal) {
         let store = link.store.clone();
         let tracker = self.inner.cluster_work.clone();
         tracker.spawn_on(
             async move {
-                if let Err(err) = store.signal(&text).await {
+                if let Err(err) = store.signal(&signal).await {
                     tracing::debug!(error = %err, "a signal to the other nodes was not sent");
                 }
             },
@@ -187,16 +160,24 @@ impl Engine {
         let Some(link) = self.cluster() else {
             return Ok(());
         };
-        let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
+        let job = job_key(
+            kind,
+            &self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?,
+        );
         link.store
-            .set_paused(&job_key(kind, &id), paused)
+            .set_paused(&job, paused)
             .await
             .map_err(|err| refused(err, "a pause or resume was not recorded"))?;
-        let op = if paused { "pause" } else { "resume" };
-        self.send_signal(link, op, Some((kind, &id)));
+        let op = if paused {
+            SignalOp::Pause
+        } else {
+            SignalOp::Resume
+        };
+        self.send_signal(link, Signal::about(op, &job, &link.node));
         if !paused {
-            // Its queued run, if any, may be claimed now.
-            self.wake_claimers(link);
+            // Its queued run, if any, may be claimed now (the other nodes claim on the
+            // resume signal).
+            self.inner.claim_wake.notify_one();
         }
         Ok(())
     }
@@ -207,16 +188,19 @@ impl Engine {
         let Some(link) = self.cluster() else {
             return Ok(());
         };
-        let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
+        let job = job_key(
+            kind,
+            &self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?,
+        );
         if link
             .store
-            .cancel_queued(&job_key(kind, &id))
+            .cancel_queued(&job)
             .await
             .map_err(|err| refused(err, "a cancel was not recorded"))?
         {
             crate::metrics::trigger_dropped("canceled");
         }
-        self.send_signal(link, "cancel", Some((kind, &id)));
+        self.send_signal(link, Signal::about(SignalOp::Cancel, &job, &link.node));
         Ok(())
     }
 
@@ -481,31 +465,32 @@ impl Engine {
     }
 
     fn on_signal(&self, link: &ClusterLink, text: &str) {
-        let Ok(signal) = serde_json::from_str::<Signal>(text) else {
+        let Some(signal) = Signal::parse(text) else {
             tracing::debug!("an unreadable signal from another node: ignored");
             return;
         };
-        if signal.op == "wake" {
+        // A wake, and a resume (its job's queued run may be claimed now).
+        if matches!(signal.op, SignalOp::Wake | SignalOp::Resume) {
             self.inner.claim_wake.notify_one();
+        }
+        // The sending node acted on its own signal already.
+        if signal.op == SignalOp::Wake || signal.node == link.node {
             return;
         }
-        if signal.node == link.node {
-            return;
-        }
-        let Some(kind) = parse_kind(&signal.kind) else {
+        let Some(job) = signal.job() else {
             return;
         };
+        let (kind, id) = (engine_kind(job.kind), job.id);
         let engine = self.clone();
-        let id = signal.id;
         // Pauses are saved durably and cancels take the registry's lock: blocking work.
         self.inner.runtime.spawn_blocking(move || {
-            let done = match signal.op.as_str() {
-                "pause" => engine.pause(kind, &id),
-                "resume" => engine.resume(kind, &id),
-                "cancel" => engine
+            let done = match signal.op {
+                SignalOp::Pause => engine.pause(kind, &id),
+                SignalOp::Resume => engine.resume(kind, &id),
+                SignalOp::Cancel => engine
                     .cancel(kind, &id, "cancelled through the API on another node")
                     .map(|_| ()),
-                _ => Ok(()),
+                SignalOp::Wake => Ok(()),
             };
             if let Err(err) = done {
                 tracing::debug!(job = %id, error = %err, "a signal from another node did not apply here");
