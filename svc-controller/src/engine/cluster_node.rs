@@ -49,6 +49,10 @@ const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(5);
 const SLOTS_KEPT: chrono::TimeDelta = chrono::TimeDelta::days(8);
 /// Finished runs kept per job in the shared table (the history's own limit).
 const RUNS_KEPT: i64 = 1_000;
+/// How often the housekeeping leader prunes: pruning reads every finished run, which at
+/// scale is far more work than the reaping done every [`HOUSEKEEPING_EVERY`], and
+/// nothing needs it sooner.
+const PRUNE_EVERY: Duration = Duration::from_secs(10 * 60);
 /// How often the pause states are read back from the store: signals sent while a
 /// node's listening connection was down are lost, this repairs what they missed.
 const PAUSE_SYNC_EVERY: Duration = Duration::from_secs(5);
@@ -538,6 +542,8 @@ impl Engine {
     async fn housekeeper(self, link: ClusterLink) {
         let stop = self.inner.cluster_stop.clone();
         let mut held = false;
+        // When this node last pruned; `None`: not since it took the lease.
+        let mut pruned: Option<tokio::time::Instant> = None;
         loop {
             match link
                 .store
@@ -549,12 +555,15 @@ impl Engine {
                         tracing::info!("this node does the cluster's housekeeping now");
                         held = true;
                     }
-                    self.housekeeping(&link).await;
+                    let prune = pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY);
+                    if self.housekeeping(&link, prune).await && prune {
+                        pruned = Some(tokio::time::Instant::now());
+                    }
                 }
-                Ok(false) => held = false,
+                Ok(false) => (held, pruned) = (false, None),
                 Err(err) => {
                     tracing::debug!(error = %err, "cannot take the housekeeping lease");
-                    held = false;
+                    (held, pruned) = (false, None);
                 }
             }
             tokio::select! {
@@ -570,10 +579,11 @@ impl Engine {
         }
     }
 
-    async fn housekeeping(&self, link: &ClusterLink) {
+    /// One round: reaps, and prunes when `prune`; true when the database answered.
+    async fn housekeeping(&self, link: &ClusterLink, prune: bool) -> bool {
         let store = &link.store;
         let Ok(now) = store.db_now().await else {
-            return;
+            return false;
         };
         match store.reap_expired(now).await {
             Ok(reaped) => {
@@ -591,8 +601,10 @@ impl Engine {
             }
             Err(err) => tracing::debug!(error = %err, "cannot reap lapsed runs"),
         }
-        if let Err(err) = store.prune(now - SLOTS_KEPT, RUNS_KEPT).await {
+        if prune && let Err(err) = store.prune(now - SLOTS_KEPT, RUNS_KEPT).await {
             tracing::debug!(error = %err, "cannot prune old slots and runs");
+            return false;
         }
+        true
     }
 }
