@@ -564,11 +564,6 @@ impl Login {
         Some(SessionInfo { name, role, csrf })
     }
 
-    /// The role of the configured user `name`.
-    pub fn role_of(&self, name: &str) -> Option<Role> {
-        read(&self.users).get(name).map(|a| a.role)
-    }
-
     /// Starts a session for `user` and returns its token.
     pub fn create_session(&self, user: &str) -> String {
         let now = (self.clock)();

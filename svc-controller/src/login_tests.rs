@@ -514,8 +514,6 @@ fn sessions_carry_the_current_role_and_a_csrf_token_of_their_own() {
     let after = login.session(&first).expect("still live");
     assert_eq!(after.role, Role::Admin);
     assert_eq!(after.csrf, a.csrf);
-    assert_eq!(login.role_of("ann"), Some(Role::Admin));
-    assert_eq!(login.role_of("bob"), None);
 }
 
 #[test]

@@ -30,6 +30,7 @@
 //! | `svc_timer_lateness_seconds` | histogram | |
 //! | `svc_timer_ticks_skipped_total` | counter | `reason` (`running`, `paused`) |
 //! | `svc_webhook_rejections_total` | counter | `reason` |
+//! | `svc_unauthenticated_total` | counter | `reason` (`action`, `login_unknown_name`, `login_throttled`) |
 //! | `svc_http_requests_total` | counter | `route` (template or `other`), `status` |
 //! | `svc_http_connections_shed_total` | counter | `reason` (`idle_closed`, `refused`) |
 //! | `svc_pings_total` | counter | `result` (`sent`, `failed`, `dropped`) |
@@ -156,6 +157,7 @@ struct Metrics {
     timer_lateness: Histogram,
     timer_ticks_skipped: Family<ReasonLabels, Counter>,
     webhook_rejections: Family<ReasonLabels, Counter>,
+    unauthenticated: Family<ReasonLabels, Counter>,
     triggers_dropped: Family<ReasonLabels, Counter>,
     http_requests: Family<HttpLabels, Counter>,
     connections_shed: Family<ReasonLabels, Counter>,
@@ -286,6 +288,13 @@ impl Metrics {
             "Refused webhook triggers by reason",
             webhook_rejections.clone(),
         );
+        let unauthenticated = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "unauthenticated",
+            "Requests refused before anyone was known (no valid signature or session, a login \
+             for a name that is no account, a throttled login), counted instead of audited",
+            unauthenticated.clone(),
+        );
         let triggers_dropped = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "triggers_dropped",
@@ -353,6 +362,7 @@ impl Metrics {
             timer_lateness,
             timer_ticks_skipped,
             webhook_rejections,
+            unauthenticated,
             triggers_dropped,
             http_requests,
             connections_shed,
@@ -675,6 +685,14 @@ pub fn set_queue_source(source: impl Fn() -> Option<QueueSnapshot> + Send + Sync
 /// A webhook was refused; `reason` is a short fixed word such as `signature`.
 pub fn webhook_rejected(reason: &'static str) {
     METRICS.webhook_rejected(reason);
+}
+
+/// A request was refused before anyone was known (see `svc_unauthenticated_total`).
+pub fn unauthenticated(reason: &'static str) {
+    METRICS
+        .unauthenticated
+        .get_or_create(&ReasonLabels { reason })
+        .inc();
 }
 
 /// A connection past `max_connections` was shed; `reason` is `idle_closed` or `refused`.

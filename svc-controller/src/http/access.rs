@@ -189,7 +189,10 @@ pub(super) fn named_job(kind: Kind, pairs: &[(String, String)]) -> Option<JobRef
     Some(job_ref(kind, id))
 }
 
-/// Records the answer to an action in the audit log.
+/// Records the answer to an action in the audit log. A 401 is counted instead
+/// (`svc_unauthenticated_total`): it carried no valid signature and no session, so anyone
+/// can send it, and a flood of them must not push people's actions out of the rotated
+/// files (webhooks that fail their checks are treated the same way).
 pub(super) fn record(
     state: &AppState,
     client: &Client,
@@ -199,16 +202,33 @@ pub(super) fn record(
     answer: &Result<Response, ApiError>,
 ) {
     let (status, message) = match answer {
-        Ok(response) => (response.status().as_u16(), String::new()),
-        Err(err) => (err.status.as_u16(), err.message.clone()),
+        Ok(response) => (response.status(), String::new()),
+        Err(err) => (err.status, err.message.clone()),
     };
+    if status == StatusCode::UNAUTHORIZED {
+        crate::metrics::unauthenticated("action");
+        return;
+    }
+    record_status(state, client, actor, action, job, status, &message);
+}
+
+/// Records an answer given as its status and message (a login's).
+pub(super) fn record_status(
+    state: &AppState,
+    client: &Client,
+    actor: Actor,
+    action: audit::Action,
+    job: Option<JobRef>,
+    status: StatusCode,
+    message: &str,
+) {
     state.audit.record(Entry::answered(
         actor,
         action,
         job,
         client.shown(),
-        status,
-        &message,
+        status.as_u16(),
+        message,
     ));
 }
 

@@ -9,9 +9,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::access::{Client, no_store};
+use super::access::{Client, no_store, record_status};
 use super::{ApiError, AppState, ok};
-use crate::audit::{self, Actor, Entry};
+use crate::audit::{self, Actor};
 use crate::login::{
     Access, ClientKey, Login, Refusal, SessionInfo, cleared_cookie, guard, safe_next,
     session_cookie, session_cookies,
@@ -69,25 +69,6 @@ fn client_key(client: &Client) -> ClientKey {
         .map_or(ClientKey::Unknown, ClientKey::from_addr)
 }
 
-/// Records a login, failed login or logout.
-fn audit_login(
-    state: &AppState,
-    client: &Client,
-    actor: Actor,
-    action: audit::Action,
-    status: StatusCode,
-    message: &str,
-) {
-    state.audit.record(Entry::answered(
-        actor,
-        action,
-        None,
-        client.shown(),
-        status.as_u16(),
-        message,
-    ));
-}
-
 /// `POST /svc/api/login`, form `name=&password=&next=`.
 pub(super) async fn login(State(state): State<AppState>, request: Request) -> Response {
     if !state.login.enabled() {
@@ -119,11 +100,12 @@ pub(super) async fn login(State(state): State<AppState>, request: Request) -> Re
             let token = state.login.create_session(&name);
             tracing::info!(user = %name, %client, "login");
             let actor = Actor::Account { name: name.clone() };
-            audit_login(
+            record_status(
                 &state,
                 &caller,
                 actor,
                 audit::Action::Login,
+                None,
                 StatusCode::OK,
                 "",
             );
@@ -134,24 +116,26 @@ pub(super) async fn login(State(state): State<AppState>, request: Request) -> Re
             no_store(response)
         }
         Err(Refusal::Invalid { known }) => {
-            // An unknown name is not recorded anywhere: it may be a password typed into
-            // the wrong field.
-            let actor = if known {
+            if known {
+                // Someone tried an account's password: an audit entry (the throttle
+                // bounds how many one address can cause).
                 tracing::warn!(user = %name, %client, "failed login: wrong password");
-                Actor::Account { name: name.clone() }
+                record_status(
+                    &state,
+                    &caller,
+                    Actor::Account { name: name.clone() },
+                    audit::Action::LoginFailed,
+                    None,
+                    StatusCode::UNAUTHORIZED,
+                    INVALID_LOGIN,
+                );
             } else {
+                // The name is recorded nowhere (it may be a password typed into the
+                // wrong field), and the attempt is counted rather than audited: it
+                // names nobody, and anyone can send it.
                 tracing::warn!(%client, "failed login: unknown name");
-                Actor::Anonymous
-            };
-            let status = StatusCode::UNAUTHORIZED;
-            audit_login(
-                &state,
-                &caller,
-                actor,
-                audit::Action::LoginFailed,
-                status,
-                INVALID_LOGIN,
-            );
+                crate::metrics::unauthenticated("login_unknown_name");
+            }
             no_store(ApiError::unauthorized(INVALID_LOGIN).into_response())
         }
         Err(Refusal::Busy) => ApiError::new(
@@ -161,20 +145,10 @@ pub(super) async fn login(State(state): State<AppState>, request: Request) -> Re
         .into_response(),
         Err(Refusal::TooMany { retry_after }) => {
             let secs = retry_after.as_secs_f64().ceil().max(1.0) as u64;
+            // The password was not even checked: counted, not audited (the failed
+            // logins that led here are in the audit log already).
             tracing::warn!(%client, "login refused: too many failed logins");
-            let actor = match state.login.role_of(&name) {
-                Some(_) => Actor::Account { name: name.clone() },
-                None => Actor::Anonymous,
-            };
-            let status = StatusCode::TOO_MANY_REQUESTS;
-            audit_login(
-                &state,
-                &caller,
-                actor,
-                audit::Action::LoginFailed,
-                status,
-                "too many failed logins",
-            );
+            crate::metrics::unauthenticated("login_throttled");
             let mut response = ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 format!("too many failed logins; try again in {secs} s"),
@@ -201,11 +175,12 @@ pub(super) async fn logout(
         if let Some(user) = state.login.end_session(token) {
             tracing::info!(%user, "logout");
             let actor = Actor::Account { name: user };
-            audit_login(
+            record_status(
                 &state,
                 &client,
                 actor,
                 audit::Action::Logout,
+                None,
                 StatusCode::OK,
                 "",
             );
