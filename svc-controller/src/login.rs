@@ -550,8 +550,10 @@ impl Login {
         *current = new;
     }
 
-    /// The user of a live session `token`.
-    pub fn session_user(&self, token: &str) -> Option<String> {
+    /// The user of a live session `token`, whether or not the account still exists: the
+    /// session table's own view, for its tests (the service asks [`Login::session`]).
+    #[cfg(test)]
+    pub(crate) fn session_user(&self, token: &str) -> Option<String> {
         let now = (self.clock)();
         lock(&self.sessions).get(token, now).map(|(name, _)| name)
     }
@@ -583,11 +585,6 @@ impl Login {
     /// Password checks made so far, an unknown name's included.
     pub fn checks(&self) -> u64 {
         self.checks.load(Ordering::Relaxed)
-    }
-
-    /// The user of the first live session cookie in `headers`.
-    pub fn user_of(&self, headers: &HeaderMap) -> Option<String> {
-        self.session_of(headers).map(|s| s.name)
     }
 
     /// The first live session of the cookies in `headers`.
