@@ -19,15 +19,6 @@ pub struct IpRange {
     prefix: u8,
 }
 
-/// An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`, as a dual-stack listener reports
-/// IPv4 peers) as the IPv4 address it is; others unchanged.
-pub fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
 impl IpRange {
     /// Parses `ADDRESS` or `ADDRESS/PREFIX`. Bits set below the prefix are refused, so a
     /// typo such as `10.1.2.3/8` is not silently a different range.
@@ -39,7 +30,9 @@ impl IpRange {
         let network: IpAddr = address
             .parse()
             .map_err(|_| format!("{address:?} is not an IP address"))?;
-        let network = canonical(network);
+        // An IPv4-mapped IPv6 address (`::ffff:192.0.2.1`, as a dual-stack listener
+        // reports IPv4 peers) is the IPv4 address it is.
+        let network = network.to_canonical();
         let bits: u8 = if network.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             None => bits,
@@ -89,7 +82,7 @@ impl IpRange {
 
     /// True when `ip` is in the range (IPv4-mapped IPv6 counts as IPv4).
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = canonical(ip);
+        let ip = ip.to_canonical();
         ip.is_ipv4() == self.network.is_ipv4() && self.masked(ip) == self.network
     }
 }
@@ -127,7 +120,7 @@ impl TrustedProxies {
     /// last address read before it stands (a trusted proxy wrote everything to its right;
     /// what is left of it anyone could have written), as when every entry is trusted.
     pub fn client<'a>(&self, peer: IpAddr, forwarded_for: impl Iterator<Item = &'a str>) -> IpAddr {
-        let peer = canonical(peer);
+        let peer = peer.to_canonical();
         if !self.trusts(peer) {
             return peer;
         }
@@ -151,13 +144,13 @@ impl TrustedProxies {
 fn parse_forwarded(entry: &str) -> Option<IpAddr> {
     let entry = entry.trim();
     if let Ok(ip) = entry.parse::<IpAddr>() {
-        return Some(canonical(ip));
+        return Some(ip.to_canonical());
     }
     if let Ok(socket) = entry.parse::<std::net::SocketAddr>() {
-        return Some(canonical(socket.ip()));
+        return Some(socket.ip().to_canonical());
     }
     let bracketed = entry.strip_prefix('[')?.strip_suffix(']')?;
-    bracketed.parse::<IpAddr>().ok().map(canonical)
+    bracketed.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
 }
 
 #[cfg(test)]
