@@ -38,17 +38,21 @@ impl Heartbeat {
     }
 }
 
+/// After a failed beat, the next one comes this soon (or at the period, if shorter): the
+/// leases run out from the last beat that got through, so the first beat after an
+/// outage should not wait a whole period.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
+
 async fn beat(store: ClusterStore, node: String, every: Duration, stop: CancellationToken) {
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    // After a stall, one beat, not a burst of them.
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first beat one period after the start; after a stall, one beat, not a burst.
+    let mut wait = every;
     // Whether the last beat failed: an outage is logged when it starts and when it ends,
     // not every period.
     let mut failing = false;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            _ = ticks.tick() => {}
+            () = tokio::time::sleep(wait) => {}
         }
         match store.heartbeat(&node).await {
             Ok(renewed) => {
@@ -56,14 +60,17 @@ async fn beat(store: ClusterStore, node: String, every: Duration, stop: Cancella
                     tracing::info!(node = %node, renewed, "cluster heartbeat resumed");
                     failing = false;
                 }
-            }
-            Err(err) if !failing => {
-                // Leases last several periods: the next beats may still save them.
-                tracing::warn!(node = %node, error = %err, "cluster heartbeat failed; retrying");
-                failing = true;
+                wait = every;
             }
             Err(err) => {
-                tracing::debug!(node = %node, error = %err, "cluster heartbeat failed again")
+                if failing {
+                    tracing::debug!(node = %node, error = %err, "cluster heartbeat failed again");
+                } else {
+                    // Leases last several periods: the next beats may still save them.
+                    tracing::warn!(node = %node, error = %err, "cluster heartbeat failed; retrying");
+                    failing = true;
+                }
+                wait = RETRY_AFTER_FAILURE.min(every);
             }
         }
     }
