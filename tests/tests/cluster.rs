@@ -149,52 +149,70 @@ async fn every_timer_slot_runs_once_across_three_nodes() {
     }
     let text = outputs(&nodes);
 
-    // Each slot was claimed by one node, and queued at most one run: the runs of the
-    // timer name distinct slots.
+    // Every run of a timer names its slot (its cause), and that slot is a row of
+    // `svc_slots` claimed by the node that queued the run: a run came from a claim,
+    // never from a node's own timer, and no slot gave two runs.
     let slots = scalar(&store, "SELECT count(*) FROM svc_slots").await;
-    let (runs, distinct): (i64, i64) = sqlx::query_as(
-        "SELECT count(*), count(DISTINCT (id, trigger->>'cause')) FROM svc_runs
-         WHERE trigger->>'source' = 'timer'",
+    assert!(slots >= wanted as i64, "{slots} slots");
+    let runs: Vec<(String, i64, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT r.id, r.counter, r.status, r.trigger->>'cause', s.node
+         FROM svc_runs r
+         LEFT JOIN svc_slots s
+           ON s.kind = r.kind AND s.id = r.id
+          AND 'slot ' || to_char(s.slot AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')
+              = r.trigger->>'cause'
+          AND s.node = r.accepted_by
+         WHERE r.state = 'done'",
     )
-    .fetch_one(store.pool())
+    .fetch_all(store.pool())
     .await
     .expect("timer runs");
-    assert!(slots >= wanted as i64, "{slots} slots");
-    assert_eq!(runs, distinct, "a slot ran twice\n{text}");
-    assert!(runs <= slots);
-    // Most slots ran (a tick that finds its job still running is skipped, as on one
-    // node; the stop cancels the last runs); none ran twice: each made its own entry,
-    // and none failed (a second `mkdir` of one name would).
-    let done = scalar(
-        &store,
-        "SELECT count(*) FROM svc_runs WHERE state = 'done' AND status = 'success'",
-    )
-    .await;
-    let failed = scalar(
-        &store,
-        "SELECT count(*) FROM svc_runs
-         WHERE state = 'done' AND status NOT IN ('success', 'canceled')",
-    )
-    .await;
-    let canceled = scalar(
-        &store,
-        "SELECT count(*) FROM svc_runs WHERE status = 'canceled'",
-    )
-    .await;
-    assert_eq!(failed, 0, "{text}");
-    assert!(done * 2 >= slots, "{done} runs of {slots} slots\n{text}");
-    let entries = shared.entries().len() as i64;
+    let unclaimed: Vec<_> = runs.iter().filter(|run| run.4.is_none()).collect();
     assert!(
-        entries >= done && entries <= done + canceled,
-        "{entries} entries, {done} runs, {canceled} canceled\n{text}"
+        unclaimed.is_empty(),
+        "runs without their claimed slot: {unclaimed:?}\n{text}"
     );
-    // The runs were spread: every node claimed some.
-    let nodes_that_ran = scalar(
-        &store,
-        "SELECT count(DISTINCT node) FROM svc_runs WHERE state = 'done'",
-    )
-    .await;
-    assert_eq!(nodes_that_ran, 3, "{text}");
+    let causes: BTreeSet<(&str, &str)> =
+        runs.iter().map(|r| (r.0.as_str(), r.3.as_str())).collect();
+    assert_eq!(causes.len(), runs.len(), "a slot ran twice\n{text}");
+    // Each run was executed once: the entries are exactly the successful runs' (job,
+    // counter), and nothing failed (a second `mkdir` of one name would). The stop
+    // cancels the last runs, which may or may not have made their entry.
+    let failed: Vec<_> = runs
+        .iter()
+        .filter(|r| r.2 != "success" && r.2 != "canceled")
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}\n{text}");
+    let succeeded: BTreeSet<String> = runs
+        .iter()
+        .filter(|r| r.2 == "success")
+        .map(|r| format!("{}-{}", r.0, r.1))
+        .collect();
+    let canceled: BTreeSet<String> = runs
+        .iter()
+        .filter(|r| r.2 == "canceled")
+        .map(|r| format!("{}-{}", r.0, r.1))
+        .collect();
+    let entries = shared.entries();
+    assert!(succeeded.is_subset(&entries), "{text}");
+    assert!(
+        entries.difference(&succeeded).all(|e| canceled.contains(e)),
+        "entries of runs that are not recorded: {:?}\n{text}",
+        entries.difference(&succeeded).collect::<Vec<_>>()
+    );
+    // Every job ran. How many slots ran (a tick that finds its job running is skipped)
+    // and on which nodes depends on the machine's speed: printed, not asserted.
+    let jobs_that_ran: BTreeSet<&str> = runs.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(jobs_that_ran.len(), jobs, "{text}");
+    let spread: Vec<(String, i64)> =
+        sqlx::query_as("SELECT node, count(*) FROM svc_slots GROUP BY node ORDER BY node")
+            .fetch_all(store.pool())
+            .await
+            .expect("spread");
+    eprintln!(
+        "{} runs of {slots} slots; slots claimed per node: {spread:?}",
+        runs.len()
+    );
     store.close().await;
 }
 
@@ -440,7 +458,7 @@ async fn postgres_down_for_20_s_loses_no_accepted_trigger_and_runs_none_twice() 
     for node in &mut nodes {
         node.stop().await;
     }
-    // While the database was away, triggers were refused with 503 and Retry-After.
+    // While the database was away, triggers were refused with 503 and `Retry-After: 5`.
     let unavailable: Vec<_> = answers
         .iter()
         .filter(|(status, _)| *status == 503)
@@ -460,7 +478,7 @@ async fn postgres_down_for_20_s_loses_no_accepted_trigger_and_runs_none_twice() 
     assert!(lost.is_empty(), "accepted and not run: {lost:?}\n{text}");
     let failed = scalar(
         &store,
-        "SELECT count(*) FROM svc_runs WHERE status NOT IN ('success', 'interrupted')",
+        "SELECT count(*) FROM svc_runs WHERE status <> 'success'",
     )
     .await;
     assert_eq!(failed, 0, "{text}");
@@ -497,7 +515,7 @@ async fn send_to(
 }
 
 /// Posts `body` to `job<job>`'s trigger path on `base`, signed with the jobs' secret:
-/// the answer's status (0 when none came) and whether it carried `Retry-After`.
+/// the answer's status (0 when none came) and whether it said `Retry-After: 5`.
 async fn post_trigger(client: &reqwest::Client, base: &str, job: usize, body: &str) -> (u16, bool) {
     let signature = hmac_sha256_hex(SECRET, body);
     let response = client
@@ -510,7 +528,10 @@ async fn post_trigger(client: &reqwest::Client, base: &str, job: usize, body: &s
     match response {
         Ok(response) => (
             response.status().as_u16(),
-            response.headers().contains_key("retry-after"),
+            response
+                .headers()
+                .get("retry-after")
+                .is_some_and(|value| value == "5"),
         ),
         Err(_) => (0, false),
     }
@@ -560,6 +581,99 @@ async fn a_delivery_sent_again_to_another_node_is_not_run_again() {
         shared.entries(),
         BTreeSet::from(["run-delivery-1".to_string()])
     );
+    for node in &mut nodes {
+        node.stop().await;
+    }
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_and_cancel_reach_every_node() {
+    let (_pg, url) = launch_postgres("svc_signals").await;
+    let shared = Shared::new();
+    let defs = vec![
+        (
+            "quiet".to_string(),
+            job("quiet", &shared.path, None, "true"),
+        ),
+        (
+            "slow".to_string(),
+            job("slow", &shared.path, None, "sleep 600"),
+        ),
+    ];
+    let mut nodes = start_nodes(&url, 2, &defs).await;
+    let store = store(&url).await;
+
+    // Paused through node 0: node 1 shows it, and refuses its triggers (412).
+    nodes[0].pause("quiet").await.assert_status(200);
+    let started = std::time::Instant::now();
+    wait_until(
+        Duration::from_secs(10),
+        "node 1 to show the pause",
+        async || nodes[1].job_status("quiet").await == "paused",
+    )
+    .await;
+    eprintln!(
+        "the pause reached the other node in {:?}",
+        started.elapsed()
+    );
+    let client = reqwest::Client::new();
+    let signature = hmac_sha256_hex(SECRET, "p");
+    let refused = client
+        .post(format!("{}/svc/api/job/run/quiet", nodes[1].base_url()))
+        .header("x-svc-sign", signature)
+        .body("p")
+        .send()
+        .await
+        .expect("trigger");
+    assert_eq!(refused.status().as_u16(), 412);
+    // Resumed through node 1: node 0 shows it.
+    nodes[1].resume("quiet").await.assert_status(200);
+    wait_until(
+        Duration::from_secs(10),
+        "node 0 to show the resume",
+        async || nodes[0].job_status("quiet").await != "paused",
+    )
+    .await;
+
+    // A run of slow, wherever it runs, is cancelled through the other node.
+    let signature = hmac_sha256_hex(SECRET, "s");
+    let accepted = client
+        .post(format!("{}/svc/api/job/run/slow", nodes[0].base_url()))
+        .header("x-svc-sign", signature)
+        .body("s")
+        .send()
+        .await
+        .expect("trigger");
+    assert_eq!(accepted.status().as_u16(), 200);
+    let (run_id, runner): (i64, String) =
+        wait_for(Duration::from_secs(30), "the run of slow", async || {
+            sqlx::query_as("SELECT run_id, node FROM svc_runs WHERE state = 'running'")
+                .fetch_optional(store.pool())
+                .await
+                .expect("running")
+        })
+        .await;
+    let other = if runner == "node-0" { 1 } else { 0 };
+    // The run's command is under way before the cancel (else it ends canceled anyway).
+    wait_until(Duration::from_secs(30), "slow's run to start", async || {
+        nodes[1 - other].job_status("slow").await == "started"
+    })
+    .await;
+    nodes[other].cancel("slow").await.assert_status(200);
+    let status: String = wait_for(
+        Duration::from_secs(30),
+        "the cancelled run to end",
+        async || {
+            sqlx::query_scalar("SELECT status FROM svc_runs WHERE run_id = $1 AND state = 'done'")
+                .bind(run_id)
+                .fetch_optional(store.pool())
+                .await
+                .expect("done")
+        },
+    )
+    .await;
+    assert_eq!(status, "canceled", "{}", outputs(&nodes));
     for node in &mut nodes {
         node.stop().await;
     }
