@@ -917,3 +917,101 @@ async fn every_node_hears_a_queued_trigger_and_a_pause_at_once() {
         store.close().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_cancelled_raised_read_back_and_pruned() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("upkeep")).await;
+    let (a, b) = (&stores[0], &stores[1]);
+    let build = job("build");
+    define(a, NODES[0], &[&build]).await;
+    define(b, NODES[1], &[&build]).await;
+
+    // A node that ran alone before raises the counter to its own; never lowers it.
+    a.raise_counters(&[(build.clone(), 41)])
+        .await
+        .expect("raise");
+    b.raise_counters(&[(build.clone(), 7)])
+        .await
+        .expect("raise");
+    a.enqueue(&build, &trigger(NODES[0], "webhook"))
+        .await
+        .expect("enqueue");
+    let claimed = a.claim_runs(NODES[0], 1).await.expect("claim").remove(0);
+    assert_eq!(claimed.counter, 42);
+
+    // Released: back in the queue for any node (its counter is not reused), and only
+    // by its own node.
+    assert!(
+        !b.release_run(claimed.run_id, NODES[1])
+            .await
+            .expect("release")
+    );
+    assert!(
+        a.release_run(claimed.run_id, NODES[0])
+            .await
+            .expect("release")
+    );
+    let again = b.claim_runs(NODES[1], 1).await.expect("claim").remove(0);
+    assert_eq!((again.run_id, again.counter), (claimed.run_id, 43));
+    // Released while another trigger waits in the one-slot queue: it cannot go back,
+    // and is recorded as interrupted rather than lost silently.
+    b.enqueue(&build, &trigger(NODES[1], "webhook"))
+        .await
+        .expect("enqueue");
+    assert!(
+        b.release_run(again.run_id, NODES[1])
+            .await
+            .expect("release")
+    );
+    let status: String = sqlx::query_scalar("SELECT status FROM svc_runs WHERE run_id = $1")
+        .bind(again.run_id)
+        .fetch_one(a.pool())
+        .await
+        .expect("status");
+    assert_eq!(status, "interrupted");
+
+    // A cancel drops the queued run (recorded as canceled); nothing queued: false.
+    assert!(a.cancel_queued(&build).await.expect("cancel"));
+    assert!(!a.cancel_queued(&build).await.expect("cancel"));
+    assert_eq!(
+        count(a, "SELECT count(*) FROM svc_runs WHERE status = 'canceled'").await,
+        1
+    );
+
+    // Pause states as the cluster holds them.
+    a.set_paused(&build, true).await.expect("pause");
+    assert_eq!(
+        b.paused_states().await.expect("states"),
+        vec![(build.clone(), true)]
+    );
+
+    // Pruning: slots before the bound go, the newest runs per job stay.
+    let old = DateTime::parse_from_rfc3339("2020-01-01T00:00:00Z")
+        .expect("time")
+        .with_timezone(&Utc);
+    let new = old + TimeDelta::days(3650);
+    for slot in [old, new] {
+        a.claim_slot(&build, slot, &trigger(NODES[0], "timer"))
+            .await
+            .expect("slot");
+    }
+    let done = count(a, "SELECT count(*) FROM svc_runs WHERE state = 'done'").await;
+    assert_eq!(done, 2);
+    a.prune(old + TimeDelta::days(1), 1).await.expect("prune");
+    assert_eq!(count(a, "SELECT count(*) FROM svc_slots").await, 1);
+    let left: Vec<i64> = sqlx::query_scalar("SELECT run_id FROM svc_runs WHERE state = 'done'")
+        .fetch_all(a.pool())
+        .await
+        .expect("runs");
+    // The newest finished run is the cancelled one.
+    let canceled: i64 =
+        sqlx::query_scalar("SELECT max(run_id) FROM svc_runs WHERE status = 'canceled'")
+            .fetch_one(a.pool())
+            .await
+            .expect("canceled");
+    assert_eq!(left, vec![canceled]);
+    for store in &stores {
+        store.close().await;
+    }
+}
