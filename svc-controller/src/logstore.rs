@@ -5,6 +5,7 @@
 //! ends. Nothing of a log's content is held in memory: the list of logs is rebuilt from
 //! the directory on start and content is read from disk on request.
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -293,13 +294,24 @@ impl LogDir {
     }
 
     /// Finishes every `.started` log of `logs` (as [`LogDir::scan`] listed them) left by
-    /// a controller that died during a run: appends a line saying so and renames it to
-    /// `.fail`. Returns the counters repaired.
-    pub fn recover_interrupted(&self, logs: &mut [LogMeta]) -> io::Result<Vec<u64>> {
+    /// a controller that died during a run. A run whose end the history recorded before
+    /// the stop (`recorded` gives its result: the history line is written before the
+    /// log's rename) is finished as recorded; any other was interrupted: a line saying so
+    /// is appended and it becomes `.fail`. Returns each counter repaired, with whether
+    /// its end was recorded.
+    pub fn recover_interrupted(
+        &self,
+        logs: &mut [LogMeta],
+        recorded: &HashMap<u64, (RunResult, String)>,
+    ) -> io::Result<Vec<(u64, bool)>> {
         let mut repaired = Vec::new();
         for log in logs.iter_mut().filter(|l| l.status == LogStatus::Started) {
-            log.status = self.fail_started(log.counter, INTERRUPTED)?;
-            repaired.push(log.counter);
+            let end = recorded.get(&log.counter);
+            log.status = match end {
+                Some((result, summary)) => self.finish_started(log.counter, *result, summary)?,
+                None => self.fail_started(log.counter, INTERRUPTED)?,
+            };
+            repaired.push((log.counter, end.is_some()));
         }
         Ok(repaired)
     }
@@ -308,21 +320,38 @@ impl LogDir {
     /// final line `=== run N finished: fail: <reason>` (on a line of its own, even if the
     /// run stopped in the middle of one), synced, then a durable rename to `.fail`.
     pub fn fail_started(&self, counter: u64, reason: &str) -> io::Result<LogStatus> {
+        self.finish_started(counter, RunResult::Fail, reason)
+    }
+
+    /// Ends the `.started` log of run `counter`, whose writer is gone, with `result`: its
+    /// last line `=== run N finished: success` or `=== run N finished: fail: <summary>`
+    /// (kept when the run wrote it before the stop, else appended on a line of its own,
+    /// even if the run stopped in the middle of one), synced, then a durable rename.
+    fn finish_started(
+        &self,
+        counter: u64,
+        result: RunResult,
+        summary: &str,
+    ) -> io::Result<LogStatus> {
         let path = self.path(counter, LogStatus::Started);
-        let status = LogStatus::Finished(RunResult::Fail);
+        let status = LogStatus::Finished(result);
         let mut file = OpenOptions::new().append(true).open(&path)?;
         let tail = self.read_tail(counter, LogStatus::Started, REPAIR_TAIL)?;
         let last_line = tail
             .strip_suffix(b"\n")
             .map(|text| text.rsplit(|&b| b == b'\n').next().unwrap_or(text));
-        let finished = format!("=== run {counter} finished: fail: ");
+        let finished = match result {
+            RunResult::Success => format!("=== run {counter} finished: success"),
+            RunResult::Fail => format!("=== run {counter} finished: fail: "),
+        };
         if last_line.is_some_and(|line| {
             line.windows(finished.len())
                 .any(|window| window == finished.as_bytes())
         }) {
-            // Ended as failed (by an earlier repair cut short before its rename, or by a
-            // run that failed): only the rename is missing. A run whose last line says
-            // it succeeded is still recorded as interrupted: its state was never saved.
+            // Ended so already (by the run itself, or by an earlier repair cut short
+            // before its rename): only the rename is missing. A run whose last line says
+            // it succeeded and whose end was not recorded is interrupted all the same:
+            // its end was never saved.
             fsutil::durable_rename(&path, &self.path(counter, status))?;
             return Ok(status);
         }
@@ -337,11 +366,11 @@ impl LogDir {
                 file.set_len(len - torn)?;
             }
         }
-        let text = format_line(
-            Utc::now(),
-            &format!("=== run {counter} finished: fail: {reason}"),
-        );
-        file.write_all(text.as_bytes())?;
+        let line = match result {
+            RunResult::Success => finished,
+            RunResult::Fail => format!("{finished}{summary}"),
+        };
+        file.write_all(format_line(Utc::now(), &line).as_bytes())?;
         file.sync_all()?;
         fsutil::durable_rename(&path, &self.path(counter, status))?;
         Ok(status)
@@ -873,7 +902,11 @@ mod tests {
             .expect("simulate crash mid-line");
         drop(log);
         let mut list = logs.scan().expect("scan");
-        assert_eq!(logs.recover_interrupted(&mut list).expect("recover"), [3]);
+        assert_eq!(
+            logs.recover_interrupted(&mut list, &HashMap::new())
+                .expect("recover"),
+            [(3, false)]
+        );
         assert_eq!(list[0].status, LogStatus::Finished(RunResult::Fail));
         let (status, content) = read_all(&logs, 3);
         assert_eq!(status.as_str(), "fail");
@@ -916,7 +949,11 @@ mod tests {
             .expect("open");
         file.write_all(format_line(Utc::now(), "=== run 5 finished: fail: interrupted").as_bytes())
             .expect("write");
-        assert_eq!(logs.recover_interrupted(&mut list).expect("recover"), [5]);
+        assert_eq!(
+            logs.recover_interrupted(&mut list, &HashMap::new())
+                .expect("recover"),
+            [(5, false)]
+        );
         let (_, content) = read_all(&logs, 5);
         let lines = lines(&content);
         assert_eq!(lines.len(), 3, "{lines:?}");
@@ -929,7 +966,11 @@ mod tests {
         log.line("=== run 6 finished: success").expect("line");
         drop(log);
         let mut list = logs.scan().expect("scan");
-        assert_eq!(logs.recover_interrupted(&mut list).expect("recover"), [6]);
+        assert_eq!(
+            logs.recover_interrupted(&mut list, &HashMap::new())
+                .expect("recover"),
+            [(6, false)]
+        );
         let (_, content) = read_all(&logs, 6);
         let last = String::from_utf8_lossy(&content)
             .lines()
@@ -937,6 +978,50 @@ mod tests {
             .unwrap_or_default()
             .to_owned();
         assert!(last.contains("finished: fail: interrupted"), "{last}");
+    }
+
+    #[test]
+    fn a_run_whose_end_was_recorded_is_finished_as_recorded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = LogDir::new(dir.path().to_path_buf(), "a");
+        // Killed after the history line was queued and before the rename: the run wrote
+        // its last line; the log keeps it and gets the recorded result.
+        let mut log = logs.create(1, "=== run 1 started").expect("create");
+        log.line("=== run 1 finished: success").expect("line");
+        drop(log);
+        // Killed before the run's last line reached the log: it is written now.
+        let mut log = logs.create(2, "=== run 2 started").expect("create");
+        log.output(OutputKind::Stdout, b"half a li").expect("out");
+        drop(log);
+        let recorded = HashMap::from([
+            (1, (RunResult::Success, String::new())),
+            (2, (RunResult::Fail, "exit code 3".to_string())),
+        ]);
+        let mut list = logs.scan().expect("scan");
+        assert_eq!(
+            logs.recover_interrupted(&mut list, &recorded)
+                .expect("recover"),
+            [(1, true), (2, true)]
+        );
+        assert_eq!(
+            list.iter().map(|l| l.status).collect::<Vec<_>>(),
+            [
+                LogStatus::Finished(RunResult::Success),
+                LogStatus::Finished(RunResult::Fail)
+            ]
+        );
+        let (_, one) = read_all(&logs, 1);
+        let one = lines(&one);
+        assert_eq!(one.len(), 2, "{one:?}");
+        assert!(one[1].ends_with("=== run 1 finished: success"), "{one:?}");
+        let (_, two) = read_all(&logs, 2);
+        let two = String::from_utf8_lossy(&two).into_owned();
+        assert!(!two.contains("half a li"), "the torn line goes: {two}");
+        assert!(
+            two.trim_end()
+                .ends_with("=== run 2 finished: fail: exit code 3"),
+            "{two}"
+        );
     }
 
     #[test]

@@ -160,7 +160,8 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     );
 
     // Killed after a run's history line was written and before its log got its final
-    // name (the line is queued first): the next start repairs the log and keeps the one
+    // name (the line is queued first): the next start finishes the log as the history
+    // recorded it (the history, the log and the job's status agree) and keeps the one
     // line, adding no `interrupted` one.
     svc.trigger("/long", b"", &[]).await.assert_status(200);
     // After a kill the counters go on from the next reserved block: the run's number
@@ -180,7 +181,9 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     line["status"] = "success".into();
     std::fs::write(&history, format!("{text}{line}\n")).expect("add the line");
     svc.start().await;
-    svc.wait_run_finished("long", third, WAIT).await;
+    let log = svc.wait_run_finished("long", third, WAIT).await;
+    assert_eq!(log.status, "success", "{log:?}");
+    assert_eq!(svc.job_status("long").await, "success");
     let long = runs(&svc, "long", "").await;
     assert_eq!(counters(&long), [third, 2, 1], "one line per run: {long:?}");
     assert_eq!(long[0]["status"], "success", "{long:?}");

@@ -693,20 +693,36 @@ impl Engine {
             .filter(|log| log.status == LogStatus::Started)
             .map(|log| (log.counter, log_dir.written_between(log.counter)))
             .collect();
-        match log_dir.recover_interrupted(&mut logs) {
+        // Runs whose end the history recorded just before a stop (the line is queued
+        // before the log's rename): their logs are finished as recorded, and they get no
+        // second line. Read only when a log was left `started`.
+        let recorded: std::collections::HashMap<u64, (RunResult, String)> = if interrupted
+            .is_empty()
+        {
+            Default::default()
+        } else {
+            self.history_file(kind, id)
+                .page(crate::history::MAX_PAGE, None)
+                .map(|page| {
+                    page.into_iter()
+                        .map(|record| (record.counter, (record.status.result(), record.summary)))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        match log_dir.recover_interrupted(&mut logs, &recorded) {
             Ok(repaired) => {
-                // A run whose end was queued for the history just before a crash (its
-                // log still `started`) already has its line: not a second one.
-                let recorded: std::collections::HashSet<u64> = if repaired.is_empty() {
-                    Default::default()
-                } else {
-                    self.history_file(kind, id)
-                        .page(crate::history::MAX_PAGE, None)
-                        .map(|page| page.iter().map(|record| record.counter).collect())
-                        .unwrap_or_default()
-                };
                 let mut lines = String::new();
-                for counter in repaired {
+                for (counter, was_recorded) in repaired {
+                    if was_recorded {
+                        tracing::info!(
+                            job = id,
+                            counter,
+                            "run ended just before a stop of the controller; its log is \
+                             finished as its history recorded"
+                        );
+                        continue;
+                    }
                     tracing::warn!(
                         job = id,
                         counter,
@@ -718,9 +734,6 @@ impl Engine {
                         .find(|(c, _)| *c == counter)
                         .and_then(|(_, times)| *times)
                         .unwrap_or((now, now));
-                    if recorded.contains(&counter) {
-                        continue;
-                    }
                     let record = RunRecord::lost(
                         counter,
                         RunStatus::Interrupted,
