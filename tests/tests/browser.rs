@@ -9,7 +9,9 @@
 //! The scenarios also take `dashboard.png` and `log-viewer.png`, and each page at 390 and
 //! 1280 px (`<page>-<width>.png`): into `<target>/screenshots/`, or, only when
 //! `SVC_UPDATE_SCREENSHOTS=1` is set (as `docs/screenshots/update` does), into
-//! `docs/screenshots/`. A test run never rewrites a tracked file.
+//! `docs/screenshots/`. A test run never rewrites a tracked file. Each test notes when it
+//! began and checks that every screenshot it expects was modified after that: a file left
+//! by an earlier run, in either folder, does not pass for this run's.
 //! A third service runs the run history, live update and layout scenarios.
 //! A second service, with a `user.conf`, runs the login scenario.
 //!
@@ -22,7 +24,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use svc_tests::{TestService, WAIT, hmac_sha256_hex, job_section};
 
@@ -190,6 +192,7 @@ async fn start_service() -> TestService {
 async fn web_ui_end_to_end_in_chromium() {
     require_prerequisites(true);
     let _browser = BROWSER.lock().await;
+    let began = SystemTime::now();
     let service = start_service().await;
     service.wait_job_status("tick", "success", WAIT).await;
 
@@ -240,17 +243,9 @@ async fn web_ui_end_to_end_in_chromium() {
         "{}",
         long.content()
     );
+    let dir = screenshots_dir(&service);
     for name in ["dashboard.png", "log-viewer.png"] {
-        let path = screenshots_dir(&service).join(name);
-        let bytes = std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-        assert!(bytes.starts_with(b"\x89PNG"), "{} is a PNG", path.display());
-        // A blank page compresses to a few hundred bytes; a rendered one does not.
-        assert!(
-            bytes.len() > 10_000,
-            "{} holds only {} bytes",
-            path.display(),
-            bytes.len()
-        );
+        assert_screenshot(&dir.join(name), began, 10_000);
     }
 }
 
@@ -328,6 +323,7 @@ async fn roles_in_chromium() {
     use std::os::unix::fs::PermissionsExt as _;
     require_prerequisites(true);
     let _browser = BROWSER.lock().await;
+    let began = SystemTime::now();
     let builder = TestService::builder()
         .svc("name = browser-test")
         .job_file(
@@ -383,7 +379,7 @@ async fn roles_in_chromium() {
     let dir = screenshots_dir(&service);
     for page in ["viewer-job", "audit"] {
         for width in [390, 1280] {
-            assert_screenshot(&dir.join(format!("{page}-{width}.png")));
+            assert_screenshot(&dir.join(format!("{page}-{width}.png")), began, 5_000);
         }
     }
 }
@@ -440,6 +436,7 @@ async fn flaky(service: &TestService, mode: &str) {
 async fn history_live_updates_and_layout_in_chromium() {
     require_prerequisites(true);
     let _browser = BROWSER.lock().await;
+    let began = SystemTime::now();
     let service = start_history_service().await;
     service.wait_job_status("tick", "success", WAIT).await;
     // Four runs of `flaky`, each ending its own way.
@@ -467,7 +464,7 @@ async fn history_live_updates_and_layout_in_chromium() {
     let dir = screenshots_dir(&service);
     for page in ["dashboard", "job", "docs"] {
         for width in [390, 1280] {
-            assert_screenshot(&dir.join(format!("{page}-{width}.png")));
+            assert_screenshot(&dir.join(format!("{page}-{width}.png")), began, 5_000);
         }
     }
 }
@@ -476,21 +473,35 @@ async fn history_live_updates_and_layout_in_chromium() {
 async fn login_page_layout_in_chromium() {
     require_prerequisites(true);
     let _browser = BROWSER.lock().await;
+    let began = SystemTime::now();
     let service = start_service_with_login().await;
     scenarios(&service, &["login-layout"]).await;
     let dir = screenshots_dir(&service);
     for width in [390, 1280] {
-        assert_screenshot(&dir.join(format!("login-{width}.png")));
+        assert_screenshot(&dir.join(format!("login-{width}.png")), began, 5_000);
     }
 }
 
-/// Panics unless `path` is a PNG of a rendered page.
-fn assert_screenshot(path: &Path) {
+/// Panics unless `path` is a PNG of a rendered page (more than `min_bytes`) written by
+/// this run: modified after `began`, when the test began. The screenshot folders keep
+/// the files of earlier runs (and `docs/screenshots/` holds tracked ones, never removed
+/// by a test), so the file being there proves nothing by itself.
+fn assert_screenshot(path: &Path, began: SystemTime, min_bytes: usize) {
+    let modified = std::fs::metadata(path)
+        .and_then(|meta| meta.modified())
+        .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    assert!(
+        modified > began,
+        "{} was not written by this run: modified {:?}, the test began {:?}",
+        path.display(),
+        chrono::DateTime::<chrono::Utc>::from(modified),
+        chrono::DateTime::<chrono::Utc>::from(began)
+    );
     let bytes = std::fs::read(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
     assert!(bytes.starts_with(b"\x89PNG"), "{} is a PNG", path.display());
     // A blank page compresses to a few hundred bytes; a rendered one does not.
     assert!(
-        bytes.len() > 5_000,
+        bytes.len() > min_bytes,
         "{} holds only {} bytes",
         path.display(),
         bytes.len()
