@@ -18,6 +18,14 @@ fn with_password(url: &str) -> String {
     url.replacen("@127.0.0.1", &format!(":{PASSWORD}@127.0.0.1"), 1)
 }
 
+/// Builds the binaries under test (once per process) off the async runtime, so that no
+/// measured or bounded time includes the build.
+async fn build_binaries() {
+    tokio::task::spawn_blocking(svc_tests::binaries)
+        .await
+        .expect("build the binaries under test");
+}
+
 fn def(id: &str, hash: &str) -> JobDef {
     JobDef {
         job: JobKey::new(JobKind::Job, id),
@@ -27,6 +35,9 @@ fn def(id: &str, hash: &str) -> JobDef {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_joins_names_differing_definitions_and_serves() {
+    // Built first: a build inside `svc.start()` could outlast `other-node`'s liveness
+    // window (30 s since it registered), and `other-node` would no longer count as live.
+    build_binaries().await;
     let pg = tokio::task::spawn_blocking(PostgresServer::launch)
         .await
         .expect("launch PostgreSQL");
@@ -103,6 +114,8 @@ async fn a_node_joins_names_differing_definitions_and_serves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_database_ends_the_start_within_its_bound() {
+    // Built first, so that the time measured is the controller's own, not a build's.
+    build_binaries().await;
     // Nothing listens on port 1.
     let mut svc = TestService::builder()
         .svc(format!(
