@@ -427,9 +427,34 @@ async fn ten_thousand_triggers_over_three_nodes_run_once_each_one_at_a_time() {
     );
     assert_eq!(accepted.len() + full, ATTEMPTS);
     assert!(!accepted.is_empty());
-    // Every accepted trigger ran exactly once.
+    // Every accepted trigger has its row, and there is no other row: the run IDs the
+    // enqueues returned are exactly the table's, each once (nothing lost, nothing extra,
+    // no ID handed out twice).
+    let mut accepted_ids = accepted.clone();
+    accepted_ids.sort_unstable();
+    let stored: Vec<i64> = sqlx::query_scalar("SELECT run_id FROM svc_runs ORDER BY run_id")
+        .fetch_all(stores[0].pool())
+        .await
+        .expect("run IDs");
     let accepted_set: HashSet<i64> = accepted.iter().copied().collect();
-    assert_eq!(accepted_set.len(), accepted.len(), "run IDs are unique");
+    let stored_set: HashSet<i64> = stored.iter().copied().collect();
+    assert!(
+        accepted_ids == stored,
+        "accepted run IDs ({} of them, {} distinct) differ from svc_runs' ({}): lost {:?}, \
+         extra {:?}",
+        accepted_ids.len(),
+        accepted_set.len(),
+        stored.len(),
+        accepted_set
+            .difference(&stored_set)
+            .take(10)
+            .collect::<Vec<_>>(),
+        stored_set
+            .difference(&accepted_set)
+            .take(10)
+            .collect::<Vec<_>>(),
+    );
+    // Every accepted trigger ran exactly once.
     claimed.sort_unstable();
     let claimed_set: HashSet<i64> = claimed.iter().copied().collect();
     assert_eq!(claimed_set.len(), claimed.len(), "no run was claimed twice");
@@ -800,11 +825,8 @@ async fn each_nodes_definitions_are_recorded_and_compared_with_the_live_nodes() 
     }
     // The first two syncs saw the other node's older jobs as missing; the last, none.
     assert!(drift.is_empty(), "{:?}", drift.missing_here.first());
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "three syncs of 10,000 jobs took {:?}",
-        started.elapsed()
-    );
+    // How long is shown, never asserted: it depends on the machine.
+    eprintln!("three syncs of 10,000 jobs took {:?}", started.elapsed());
     assert_eq!(count(a, "SELECT count(*) FROM svc_job_defs").await, 20_000);
 }
 
