@@ -52,11 +52,30 @@ fn node_name_defaults_to_the_host_name() {
         .expect("host name")
         .into_string()
         .expect("UTF-8 host name");
+    // The documented rule, written out here rather than taken from the code under test:
+    // 1 to 63 ASCII letters, digits, `-`, `_` or `.`, starting with a letter or a digit.
+    let valid = (1..=63).contains(&host.len())
+        && host.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     let tree = Tree::new("database_url = postgres://db.example.org/svc\n");
-    match tree.result() {
-        Ok(config) => assert_eq!(config.main.cluster.expect("cluster").node_name, host),
-        // A test machine whose host name is no valid node name: the error asks for one.
-        Err(err) => assert!(err.to_string().contains("set node_name"), "{err}"),
+    match (valid, tree.result()) {
+        (true, Ok(config)) => {
+            assert_eq!(config.main.cluster.expect("cluster").node_name, host);
+        }
+        (true, Err(err)) => panic!("the host name {host:?} is a valid node name: {err}"),
+        // A machine whose host name is no valid node name: the error names it and asks
+        // for `node_name`.
+        (false, Ok(config)) => panic!(
+            "the host name {host:?} is no valid node name, yet it became {:?}",
+            config.main.cluster.map(|cluster| cluster.node_name)
+        ),
+        (false, Err(err)) => {
+            let text = err.to_string();
+            assert!(text.contains("set node_name"), "{text}");
+            assert!(text.contains(&format!("{host:?}")), "{text}");
+        }
     }
 }
 
