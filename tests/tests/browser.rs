@@ -358,7 +358,8 @@ async fn roles_in_chromium() {
     ];
     scenarios_with(&service, &["viewer", "operator", "admin"], &accounts).await;
     // What the UI did, seen from outside: the operator's run ended, and the audit log
-    // has the operator's actions and the admin's reload, made with their sessions.
+    // has the operator's actions and the admin's reload, made with their sessions, and
+    // the pause the viewer sent from the page, refused.
     service
         .wait_run_finished("tick", 1, WAIT)
         .await
@@ -372,9 +373,25 @@ async fn roles_in_chromium() {
     ] {
         assert!(audit.contains(needle), "{needle} not in:\n{audit}");
     }
-    assert!(
-        !audit.contains(r#""name":"vera"},"action":"pause""#),
-        "{audit}"
+    let vera_pauses: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("{err}: {line}")))
+        .filter(|entry: &serde_json::Value| {
+            entry["actor"] == serde_json::json!({"kind": "account", "name": "vera"})
+                && entry["action"] == "pause"
+        })
+        .collect();
+    assert_eq!(vera_pauses.len(), 1, "one pause by vera in:\n{audit}");
+    let refused = &vera_pauses[0];
+    assert_eq!(
+        refused["job"],
+        serde_json::json!({"kind": "job_exec", "id": "tick"})
+    );
+    assert_eq!(refused["result"], "refused", "{refused}");
+    assert_eq!(refused["status"], 403, "{refused}");
+    assert_eq!(
+        refused["reason"], "the role viewer may not pause jobs: it needs operator or admin",
+        "{refused}"
     );
     let dir = screenshots_dir(&service);
     for page in ["viewer-job", "audit"] {
