@@ -391,22 +391,34 @@ impl TestService {
     /// Spawns the controller and waits (at most 10 s) until `GET /svc/api/environment`
     /// answers 200. Panics when the process exits first or the time runs out.
     pub async fn start(&mut self) {
+        self.start_answering("/svc/api/environment", 200).await;
+    }
+
+    /// Spawns the controller and waits (at most 10 s) until `GET <path>` answers
+    /// `status` (for a service with a `user.conf`, whose Environment needs a session:
+    /// `/svc/api/session` and 401). Panics, with the controller's output, when the
+    /// process exits first or the time runs out (then naming the last answer).
+    pub async fn start_answering(&mut self, path: &str, status: u16) {
         self.spawn();
         let started = Instant::now();
         loop {
-            if let Some(status) = self.try_wait() {
+            if let Some(exit) = self.try_wait() {
                 panic!(
-                    "svc-controller exited with {} before its API answered (output below)",
-                    describe_status(status)
+                    "svc-controller exited with {} before GET {path} answered {status} \
+                     (output below)",
+                    describe_status(exit)
                 );
             }
-            if let Ok(response) = self.try_get("/svc/api/environment").await
-                && response.status == 200
-            {
-                return;
-            }
+            let last = match self.try_get(path).await {
+                Ok(response) if response.status == status => return,
+                Ok(response) => format!("{}: {}", response.status, response.raw),
+                Err(err) => format!("{err:#}"),
+            };
             if started.elapsed() > START_TIMEOUT {
-                panic!("svc-controller did not answer within {START_TIMEOUT:?} (output below)");
+                panic!(
+                    "GET {path} did not answer {status} within {START_TIMEOUT:?}; last: {last} \
+                     (output below)"
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

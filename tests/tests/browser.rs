@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
+use svc_tests::web::write_user_conf;
 use svc_tests::{TestService, WAIT, hmac_sha256_hex, job_section};
 
 /// Browser binary the scenarios drive.
@@ -250,44 +251,22 @@ async fn web_ui_end_to_end_in_chromium() {
 }
 
 /// A service whose `user.conf` names `LOGIN_USER`. The harness's `start` waits for the
-/// Environment to answer 200, which needs a session here, so this waits for the login
-/// page instead.
+/// Environment to answer 200, which needs a session here, so this waits for the session
+/// endpoint's 401 instead.
 async fn start_service_with_login() -> TestService {
-    use std::os::unix::fs::PermissionsExt as _;
     let builder = TestService::builder().svc("name = browser-test").job_file(
         "jobs",
         job_section("tick", &["interval = 1h", "command = echo tick"]),
     );
-    let dir = builder.dir_base().join("etc/svc");
-    std::fs::create_dir_all(&dir).expect("create etc/svc");
     let hash = svc_controller::password::hash_password(LOGIN_PASSWORD).expect("hash the password");
-    let file = dir.join("user.conf");
-    std::fs::write(
-        &file,
-        format!("[user \"{LOGIN_USER}\"]\npassword = {hash}\n"),
-    )
-    .expect("write user.conf");
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    write_user_conf(
+        builder.dir_base(),
+        &format!("[user \"{LOGIN_USER}\"]\npassword = {hash}\n"),
+        0o600,
+    );
     let mut service = builder.build();
-    service.spawn();
-    let started = std::time::Instant::now();
-    loop {
-        assert!(
-            service.try_wait().is_none(),
-            "svc-controller exited:\n{}",
-            service.stderr()
-        );
-        if let Ok(response) = service.try_get("/svc/api/session").await {
-            assert_eq!(response.status, 401, "{}", response.raw);
-            return service;
-        }
-        assert!(
-            started.elapsed() < WAIT,
-            "the service did not answer:\n{}",
-            service.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    service.start_answering("/svc/api/session", 401).await;
+    service
 }
 
 const LOGIN_USER: &str = "ann";
@@ -320,7 +299,6 @@ const ROLE_USERS: [(&str, &str); 3] = [("vera", "viewer"), ("otto", "operator"),
 /// role scenarios log in as each and check what each may and may not do.
 #[tokio::test(flavor = "multi_thread")]
 async fn roles_in_chromium() {
-    use std::os::unix::fs::PermissionsExt as _;
     require_prerequisites(true);
     let _browser = BROWSER.lock().await;
     let began = SystemTime::now();
@@ -334,22 +312,14 @@ async fn roles_in_chromium() {
             "ping",
             "[job.http \"ping\"]\nschedule = 0 0 1 1 *\nhttp_url = http://127.0.0.1:9/\n",
         );
-    let dir = builder.dir_base().join("etc/svc");
-    std::fs::create_dir_all(&dir).expect("create etc/svc");
     let hash = svc_controller::password::hash_password(LOGIN_PASSWORD).expect("hash the password");
     let users: String = ROLE_USERS
         .iter()
         .map(|(name, role)| format!("[user \"{name}\"]\npassword = {hash}\nrole = {role}\n"))
         .collect();
-    let file = dir.join("user.conf");
-    std::fs::write(&file, users).expect("write user.conf");
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    write_user_conf(builder.dir_base(), &users, 0o600);
     let mut service = builder.build();
-    service.spawn();
-    svc_tests::wait_until(WAIT, "the service answers", async || {
-        service.try_get("/svc/api/session").await.is_ok()
-    })
-    .await;
+    service.start_answering("/svc/api/session", 401).await;
     let accounts = [
         ("SVC_VIEWER", ROLE_USERS[0].0.to_string()),
         ("SVC_OPERATOR", ROLE_USERS[1].0.to_string()),

@@ -3,7 +3,7 @@
 //! assets, the login page, the public directory, webhook triggers and signed calls do
 //! not; `--check` reports a bad `user.conf` without showing the hash.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use svc_tests::web::{Answer, client, send, write_user_conf};
@@ -55,26 +55,8 @@ async fn start_with_users() -> TestService {
     let builder = builder();
     write_user_conf(builder.dir_base(), &users_text(), 0o600);
     let mut service = builder.build();
-    service.spawn();
-    let started = Instant::now();
-    loop {
-        if let Some(status) = service.try_wait() {
-            panic!(
-                "svc-controller exited with {status:?}:\n{}",
-                service.stderr()
-            );
-        }
-        if let Ok(response) = service.try_get("/svc/api/session").await {
-            assert_eq!(response.status, 401, "{}", response.raw);
-            return service;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the service did not answer:\n{}",
-            service.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    service.start_answering("/svc/api/session", 401).await;
+    service
 }
 
 async fn get(service: &TestService, path: &str, cookie: Option<&str>) -> Answer {

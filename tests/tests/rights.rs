@@ -3,8 +3,6 @@
 //! `public_read`, `trusted_proxies`, reload over HTTP, and the audit log (every kind of
 //! actor, refusals, rotation, pages).
 
-use std::time::{Duration, Instant};
-
 use serde_json::Value;
 use svc_tests::web::{Answer, client, send, write_user_conf};
 use svc_tests::{
@@ -60,30 +58,19 @@ fn builder(svc: &[&str]) -> TestServiceBuilder {
 }
 
 /// Starts a service whose `user.conf` names the three users; ready once the session
-/// endpoint answers (the Environment needs a session).
+/// endpoint answers as it does without a session (the Environment needs one): 401, or
+/// 200 when `public_read` lets anonymous reads in.
 async fn start_with_users(svc: &[&str]) -> TestService {
     let builder = builder(svc);
     write_user_conf(builder.dir_base(), &users_text(), 0o600);
     let mut service = builder.build();
-    service.spawn();
-    let started = Instant::now();
-    loop {
-        if let Some(status) = service.try_wait() {
-            panic!(
-                "svc-controller exited with {status:?}:\n{}",
-                service.stderr()
-            );
-        }
-        if service.try_get("/svc/api/session").await.is_ok() {
-            return service;
-        }
-        assert!(
-            started.elapsed() < WAIT,
-            "the service did not answer:\n{}",
-            service.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let status = if svc.contains(&"public_read = true") {
+        200
+    } else {
+        401
+    };
+    service.start_answering("/svc/api/session", status).await;
+    service
 }
 
 /// A logged-in user: the session cookie and the CSRF token of `GET /svc/api/session`.
@@ -161,6 +148,11 @@ async fn post_as(
         request = request.header(*key, *value);
     }
     send(request).await
+}
+
+/// A POST without a body, with a session and its own CSRF token.
+async fn post_with_session(service: &TestService, session: &Session, path: &str) -> Answer {
+    post_as(service, Some(session), Some(&session.csrf), path, "", &[]).await
 }
 
 /// A Job action with a session and its own CSRF token.
@@ -273,15 +265,7 @@ async fn each_role_may_do_what_it_grants_and_is_refused_the_rest() {
             answer.raw
         );
     }
-    let answer = post_as(
-        &service,
-        Some(&vera),
-        Some(&vera.csrf),
-        "/svc/api/job_http/pause?id=ping",
-        "",
-        &[],
-    )
-    .await;
+    let answer = post_with_session(&service, &vera, "/svc/api/job_http/pause?id=ping").await;
     answer.expect(403);
     // Never run, never paused: an empty status.
     assert_eq!(job_status(&service, &vera, "job_exec", "hello").await, "");
@@ -304,60 +288,31 @@ async fn each_role_may_do_what_it_grants_and_is_refused_the_rest() {
     // Nothing running: 200 and nothing changes, as with a signature.
     act(&service, &otto, "cancel", "hello").await.expect(200);
     // Run now of a JobHttp: the call is made (and fails: nothing listens on port 9).
-    post_as(
-        &service,
-        Some(&otto),
-        Some(&otto.csrf),
-        "/svc/api/job_http/trigger?id=ping",
-        "",
-        &[],
-    )
-    .await
-    .expect(200);
+    post_with_session(&service, &otto, "/svc/api/job_http/trigger?id=ping")
+        .await
+        .expect(200);
     wait_until(WAIT, "the JobHttp's run to end", async || {
         let status = job_status(&service, &otto, "job_http", "ping").await;
         !status.is_empty() && status != "started"
     })
     .await;
-    post_as(
-        &service,
-        Some(&otto),
-        Some(&otto.csrf),
-        "/svc/api/job_http/pause?id=ping",
-        "",
-        &[],
-    )
-    .await
-    .expect(200);
+    post_with_session(&service, &otto, "/svc/api/job_http/pause?id=ping")
+        .await
+        .expect(200);
     assert_eq!(
         job_status(&service, &otto, "job_http", "ping").await,
         "paused"
     );
     // (A resumed JobHttp calls at once, so its status may be `started` now.)
-    post_as(
-        &service,
-        Some(&otto),
-        Some(&otto.csrf),
-        "/svc/api/job_http/resume?id=ping",
-        "",
-        &[],
-    )
-    .await
-    .expect(200);
+    post_with_session(&service, &otto, "/svc/api/job_http/resume?id=ping")
+        .await
+        .expect(200);
     assert_ne!(
         job_status(&service, &otto, "job_http", "ping").await,
         "paused"
     );
     // ... but may not reload or read the audit log.
-    let refused = post_as(
-        &service,
-        Some(&otto),
-        Some(&otto.csrf),
-        "/svc/api/reload",
-        "",
-        &[],
-    )
-    .await;
+    let refused = post_with_session(&service, &otto, "/svc/api/reload").await;
     refused.expect(403);
     assert_eq!(
         refused.message(),
@@ -447,6 +402,7 @@ async fn an_admin_reloads_and_an_invalid_configuration_is_named() {
     let service = start_with_users(&[]).await;
     let ada = login(&service, "ada").await;
     let env = get_as(&service, Some(&ada), "/svc/api/environment").await;
+    env.expect(200);
     assert!(env.data()["jobs"].get("added").is_none());
 
     // A new job, taken in by the admin's reload.
@@ -455,17 +411,10 @@ async fn an_admin_reloads_and_an_invalid_configuration_is_named() {
         job_section("added", &["interval = 1h", "command = echo added"]),
     )
     .expect("write a job file");
-    let answer = post_as(
-        &service,
-        Some(&ada),
-        Some(&ada.csrf),
-        "/svc/api/reload",
-        "",
-        &[],
-    )
-    .await;
+    let answer = post_with_session(&service, &ada, "/svc/api/reload").await;
     answer.expect(200);
     let env = get_as(&service, Some(&ada), "/svc/api/environment").await;
+    env.expect(200);
     assert!(env.data()["jobs"].get("added").is_some(), "{}", env.raw);
 
     // An invalid one is refused, named, and changes nothing.
@@ -474,15 +423,7 @@ async fn an_admin_reloads_and_an_invalid_configuration_is_named() {
         job_section("broken", &["interval = soon", "command = true"]),
     )
     .expect("write a job file");
-    let answer = post_as(
-        &service,
-        Some(&ada),
-        Some(&ada.csrf),
-        "/svc/api/reload",
-        "",
-        &[],
-    )
-    .await;
+    let answer = post_with_session(&service, &ada, "/svc/api/reload").await;
     answer.expect(422);
     assert!(
         answer.message().contains("running jobs unchanged"),
@@ -503,6 +444,7 @@ async fn an_admin_reloads_and_an_invalid_configuration_is_named() {
         .await
         .expect(200);
     let env = get_as(&service, Some(&ada), "/svc/api/environment").await;
+    env.expect(200);
     assert!(env.data()["jobs"].get("added").is_none(), "{}", env.raw);
     let again = post_as(&service, None, None, "/svc/api/reload", &body, &signed).await;
     again.expect(401);
