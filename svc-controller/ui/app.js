@@ -1057,13 +1057,19 @@
     schedulePoll();
   }
 
-  /** One Environment fetch for a burst of events (a run's end and the next's begin). */
+  /** One Environment fetch for a burst of events (a run's end and the next's begin), and
+   * at most one a second: on a busy server every run sends two events, and each fetch
+   * is the whole Environment. */
+  var EVENT_REFRESH_GAP_MS = 1000;
+  var lastEventRefresh = 0;
   function refreshOnEvent() {
     if (refreshSoon) return;
+    var wait = Math.max(150, lastEventRefresh + EVENT_REFRESH_GAP_MS - Date.now());
     refreshSoon = setTimeout(function () {
       refreshSoon = null;
+      lastEventRefresh = Date.now();
       refresh();
-    }, 150);
+    }, wait);
   }
 
   /** Follows /svc/api/events; the polling of the spec stays the fallback. */
