@@ -189,6 +189,18 @@ pub(super) fn named_job(kind: Kind, pairs: &[(String, String)]) -> Option<JobRef
     Some(job_ref(kind, id))
 }
 
+/// Runs an action (its check, its effect and its audit entry) to its end on a task of
+/// its own, even when the client goes away meanwhile: the connection's handler is then
+/// dropped, and with it anything it awaits, so an action whose effect happened (a
+/// pause saved on a blocking thread, a reload the daemon did) would lose its entry.
+pub(super) async fn to_completion(
+    action: impl std::future::Future<Output = Result<Response, ApiError>> + Send + 'static,
+) -> Result<Response, ApiError> {
+    tokio::spawn(action)
+        .await
+        .unwrap_or_else(|err| Err(ApiError::internal("an action's task failed", err)))
+}
+
 /// Records the answer to an action in the audit log. A 401 is counted instead
 /// (`svc_unauthenticated_total`): it carried no valid signature and no session, so anyone
 /// can send it, and a flood of them must not push people's actions out of the rotated

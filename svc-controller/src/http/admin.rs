@@ -28,10 +28,13 @@ pub(super) async fn reload(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let actor = access::claimed_actor(&state, &headers);
-    let answer = reload_as(&state, &headers, &body).await;
-    access::record(&state, &client, actor, audit::Action::Reload, None, &answer);
-    answer
+    access::to_completion(async move {
+        let actor = access::claimed_actor(&state, &headers);
+        let answer = reload_as(&state, &headers, &body).await;
+        access::record(&state, &client, actor, audit::Action::Reload, None, &answer);
+        answer
+    })
+    .await
 }
 
 async fn reload_as(

@@ -184,7 +184,10 @@ pub(super) async fn pause(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    job_action(&state, &client, &headers, &body, JobAction::Pause).await
+    access::to_completion(async move {
+        job_action(&state, &client, &headers, &body, JobAction::Pause).await
+    })
+    .await
 }
 
 pub(super) async fn resume(
@@ -193,7 +196,10 @@ pub(super) async fn resume(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    job_action(&state, &client, &headers, &body, JobAction::Resume).await
+    access::to_completion(async move {
+        job_action(&state, &client, &headers, &body, JobAction::Resume).await
+    })
+    .await
 }
 
 /// `POST /svc/api/job_exec/trigger`: runs any Job now, whether it has a trigger path or
@@ -204,7 +210,10 @@ pub(super) async fn trigger(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    job_action(&state, &client, &headers, &body, JobAction::RunNow).await
+    access::to_completion(async move {
+        job_action(&state, &client, &headers, &body, JobAction::RunNow).await
+    })
+    .await
 }
 
 pub(super) async fn cancel(
@@ -213,5 +222,8 @@ pub(super) async fn cancel(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    job_action(&state, &client, &headers, &body, JobAction::Cancel).await
+    access::to_completion(async move {
+        job_action(&state, &client, &headers, &body, JobAction::Cancel).await
+    })
+    .await
 }

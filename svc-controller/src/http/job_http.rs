@@ -211,7 +211,10 @@ pub(super) async fn trigger(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    http_action(&state, &client, &headers, &query, HttpAction::RunNow).await
+    access::to_completion(async move {
+        http_action(&state, &client, &headers, &query, HttpAction::RunNow).await
+    })
+    .await
 }
 
 pub(super) async fn pause(
@@ -220,7 +223,10 @@ pub(super) async fn pause(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    http_action(&state, &client, &headers, &query, HttpAction::Pause).await
+    access::to_completion(async move {
+        http_action(&state, &client, &headers, &query, HttpAction::Pause).await
+    })
+    .await
 }
 
 pub(super) async fn resume(
@@ -229,5 +235,8 @@ pub(super) async fn resume(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    http_action(&state, &client, &headers, &query, HttpAction::Resume).await
+    access::to_completion(async move {
+        http_action(&state, &client, &headers, &query, HttpAction::Resume).await
+    })
+    .await
 }
