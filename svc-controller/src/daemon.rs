@@ -573,7 +573,12 @@ pub async fn run(
             node.as_ref().map(cluster::ClusterNode::link),
         )
     };
-    let replay = Arc::new(crate::replay::ReplayStores::open(&main.dir_replay())?);
+    // In cluster mode the checks go to the cluster's table; the local stores stay open
+    // (cheap) so that a node taken out of the cluster finds its own records.
+    let replay = crate::replay::Replay::new(
+        Arc::new(crate::replay::ReplayStores::open(&main.dir_replay())?),
+        engine.cluster().map(|link| link.store.clone()),
+    );
     // On this runtime, the HTTP front's: sending notifications waits behind runs.
     let (notifier, run_ends) = crate::notify::Notifier::start(&main.name, &config.notifs);
     engine.announce_run_ends_to(run_ends);

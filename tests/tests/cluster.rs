@@ -679,3 +679,43 @@ async fn pause_resume_and_cancel_reach_every_node() {
     }
     store.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_request_replayed_to_another_node_is_refused() {
+    let (_pg, url) = launch_postgres("svc_spent").await;
+    let shared = Shared::new();
+    let main_secret = "the-same-main-secret-on-every-node";
+    let mut nodes = Vec::new();
+    for n in 0..2 {
+        let builder = TestService::builder()
+            .svc("database_url = $SVC_TEST_DATABASE_URL")
+            .svc(format!("node_name = node-{n}"))
+            .svc(format!("secret = {main_secret}"))
+            .env("SVC_TEST_DATABASE_URL", &url)
+            .job_file("quiet", job("quiet", &shared.path, None, "true"));
+        nodes.push(builder.start().await);
+    }
+    // One signed run now, sent to node 0, then the very same request to node 1.
+    let body = format!("_svc_epoch={}&id=quiet", svc_tests::fresh_epoch());
+    let signature = hmac_sha256_hex(main_secret, &body);
+    let headers = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("x-svc-sign", signature.as_str()),
+    ];
+    nodes[0]
+        .post("/svc/api/job_exec/trigger", body.as_bytes(), &headers)
+        .await
+        .assert_status(200);
+    let replayed = nodes[1]
+        .post("/svc/api/job_exec/trigger", body.as_bytes(), &headers)
+        .await;
+    replayed.assert_status(401);
+    assert_eq!(replayed.message(), "signature already used");
+    let store = store(&url).await;
+    all_runs_done(&store, Duration::from_secs(30)).await;
+    assert_eq!(scalar(&store, "SELECT count(*) FROM svc_runs").await, 1);
+    for node in &mut nodes {
+        node.stop().await;
+    }
+    store.close().await;
+}

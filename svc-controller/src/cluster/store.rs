@@ -718,6 +718,25 @@ impl ClusterStore {
         Ok(fresh.rows_affected() == 1)
     }
 
+    /// Whether `key` was recorded in `store` within `ttl`, whichever node recorded it.
+    pub async fn is_seen(
+        &self,
+        store: ReplayStore,
+        key: &[u8],
+        ttl: Duration,
+    ) -> Result<bool, ClusterError> {
+        Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM svc_replay
+                            WHERE store = $1 AND key = $2
+                              AND seen_at > now() - make_interval(secs => $3))",
+        )
+        .bind(store.as_str())
+        .bind(key)
+        .bind(ttl.as_secs_f64())
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
     /// Forgets `key` in `store` (the trigger it came with was refused after all).
     pub async fn forget_seen(&self, store: ReplayStore, key: &[u8]) -> Result<(), ClusterError> {
         sqlx::query("DELETE FROM svc_replay WHERE store = $1 AND key = $2")

@@ -94,6 +94,17 @@ impl ApiError {
     pub fn log_not_found() -> ApiError {
         ApiError::not_found("log not found").named(names::LOG_NOT_FOUND)
     }
+    /// A replay check that could not be made (`what` it was for): 503, retry later, while
+    /// the cluster's database is away; else an internal error.
+    pub fn replay(fault: crate::replay::ReplayFault, what: &str) -> ApiError {
+        match fault {
+            crate::replay::ReplayFault::Unavailable => {
+                ApiError::from(crate::engine::EngineError::Unavailable)
+            }
+            crate::replay::ReplayFault::Failed(err) => ApiError::internal(what, err),
+        }
+    }
+
     /// A failure inside the service: logged in full, answered with a generic message.
     pub fn internal(context: &str, detail: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %detail, "{context}");

@@ -84,7 +84,7 @@ pub struct AppState {
     /// not base64 after it (refused at load when configured; see [`AppState::new`]).
     pub standard_key: Option<Arc<crate::config::WebhookKey>>,
     /// Deliveries and nonces already accepted.
-    pub replay: Arc<crate::replay::ReplayStores>,
+    pub replay: crate::replay::Replay,
     /// Users and sessions of the optional login (disabled without users).
     pub login: Arc<crate::login::Login>,
     /// Room for webhook bodies in flight (`max_body_in_flight`).
@@ -108,7 +108,7 @@ impl AppState {
     pub fn new(
         engine: Engine,
         secret: Secret,
-        replay: Arc<crate::replay::ReplayStores>,
+        replay: crate::replay::Replay,
         login: Arc<crate::login::Login>,
         body_budget: BodyBudget,
         audit: crate::audit::AuditLog,

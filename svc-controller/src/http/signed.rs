@@ -14,7 +14,6 @@
 //! captured request could be tried at all; the store remembers signatures far longer
 //! than that window.
 
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::HeaderMap;
@@ -22,7 +21,7 @@ use axum::http::HeaderMap;
 use super::query::{param, params};
 use super::{ApiError, AppState};
 use crate::auth;
-use crate::replay::{ReplayStores, Seen};
+use crate::replay::{Ledger, Replay, Seen};
 
 /// What a signed control request does; the replay store keys its signatures on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,57 +156,32 @@ pub(super) fn key(secret: &[u8], signed: &[u8]) -> Vec<u8> {
 }
 
 /// Spends the signature of an accepted control request (its [`key`]) for `action`: the
-/// first use passes, every later one is a 401. Runs on a blocking thread (the store
-/// fsyncs before answering).
-pub(super) async fn spend(
-    replay: &Arc<ReplayStores>,
-    action: Action,
-    key: Vec<u8>,
-) -> Result<(), ApiError> {
-    let replay = replay.clone();
-    let joined = tokio::task::spawn_blocking(move || {
-        replay
-            .signatures()
-            .check_and_record(action.store_key(), &key)
-    })
-    .await;
-    match joined {
-        Ok(Ok(Seen::New)) => Ok(()),
-        Ok(Ok(Seen::Replay)) => {
+/// first use passes, every later one is a 401 (on any node of a cluster).
+pub(super) async fn spend(replay: &Replay, action: Action, key: Vec<u8>) -> Result<(), ApiError> {
+    match replay
+        .check_and_record(Ledger::Signatures, action.store_key(), &key)
+        .await
+    {
+        Ok(Seen::New) => Ok(()),
+        Ok(Seen::Replay) => {
             tracing::info!("signed request refused: its signature was used before");
             Err(ApiError::unauthorized("signature already used"))
         }
-        Ok(Err(err)) => Err(ApiError::internal(
+        Err(fault) => Err(ApiError::replay(
+            fault,
             "replay store: cannot record a signature",
-            err,
         )),
-        Err(err) => Err(ApiError::internal("replay store: task failed", err)),
     }
 }
 
 /// Refuses a webhook whose signature (its [`key`]) was spent by a control request of
-/// any action. A look in memory, done on the caller's thread unless a write (which
-/// fsyncs) holds the store; then on a blocking thread.
-pub(super) async fn refuse_spent(replay: &Arc<ReplayStores>, key: Vec<u8>) -> Result<(), ApiError> {
-    let at_once = Action::ALL.iter().try_fold(false, |spent, action| {
-        let recorded = replay
-            .signatures()
-            .try_is_recorded(action.store_key(), &key)?;
-        Some(spent || recorded)
-    });
-    let spent = match at_once {
-        Some(spent) => spent,
-        None => {
-            let replay = replay.clone();
-            tokio::task::spawn_blocking(move || {
-                Action::ALL
-                    .iter()
-                    .any(|action| replay.signatures().is_recorded(action.store_key(), &key))
-            })
-            .await
-            .map_err(|err| ApiError::internal("replay store: task failed", err))?
-        }
-    };
+/// any action.
+pub(super) async fn refuse_spent(replay: &Replay, key: Vec<u8>) -> Result<(), ApiError> {
+    let scopes = Action::ALL.map(Action::store_key);
+    let spent = replay
+        .is_recorded_in_any(Ledger::Signatures, &scopes, &key)
+        .await
+        .map_err(|fault| ApiError::replay(fault, "replay store: cannot look up a signature"))?;
     if spent {
         tracing::info!("webhook refused: its signature was used by a control request");
         return Err(ApiError::unauthorized("signature already used"));

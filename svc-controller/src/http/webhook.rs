@@ -42,7 +42,7 @@ use crate::auth::{self, AuthError};
 use crate::config::{AuthKind, JobConfig, WebhookKey};
 use crate::delivery::DeliveryFacts;
 use crate::engine::{Accepted, EngineError, Kind, Trigger, TriggerSource};
-use crate::replay::{MAX_VALUE_LEN, ReplayStores, Seen};
+use crate::replay::{Ledger, MAX_VALUE_LEN, Seen};
 
 /// Message of the 200 answer to a repeated delivery.
 const DUPLICATE_DELIVERY: &str = "duplicate delivery: not run again";
@@ -74,108 +74,35 @@ impl ReplayKind {
     }
 }
 
-fn store(stores: &ReplayStores, kind: ReplayKind) -> &crate::replay::ReplayStore {
-    match kind {
-        ReplayKind::Delivery => stores.deliveries(),
-        ReplayKind::Nonce => stores.nonces(),
+impl ReplayKind {
+    fn ledger(self) -> Ledger {
+        match self {
+            ReplayKind::Delivery => Ledger::Deliveries,
+            ReplayKind::Nonce => Ledger::Nonces,
+        }
     }
 }
 
-/// The key of `job`'s `value` in the cluster's replay table: the job's ID, a zero byte
-/// (IDs hold none), the value.
-fn cluster_key(job: &str, value: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(job.len() + 1 + value.len());
-    key.extend_from_slice(job.as_bytes());
-    key.push(0);
-    key.extend_from_slice(value);
-    key
-}
-
-fn cluster_store(kind: ReplayKind) -> (crate::cluster::ReplayStore, std::time::Duration) {
-    let (store, secs) = match kind {
-        ReplayKind::Delivery => (
-            crate::cluster::ReplayStore::Deliveries,
-            crate::replay::DELIVERY_TTL_SECS,
-        ),
-        ReplayKind::Nonce => (
-            crate::cluster::ReplayStore::Nonces,
-            crate::replay::NONCE_TTL_SECS,
-        ),
-    };
-    let secs = u64::try_from(secs).unwrap_or(0);
-    (store, std::time::Duration::from_secs(secs))
-}
-
-/// Checks and records `value`: in cluster mode in the shared table, so that a delivery
-/// sent again to another node is refused there too (503 while the database is away);
-/// else in this node's store, on a blocking thread (the store fsyncs).
+/// Checks and records `value` for `job` ([`Replay`] decides where).
 async fn check_and_record(
     state: &AppState,
     kind: ReplayKind,
     job: String,
     value: Vec<u8>,
 ) -> Result<Seen, ApiError> {
-    if let Some(link) = state.engine.cluster() {
-        let (store, ttl) = cluster_store(kind);
-        return match link
-            .store
-            .seen_once(store, &cluster_key(&job, &value), ttl)
-            .await
-        {
-            Ok(true) => Ok(Seen::New),
-            Ok(false) => Ok(Seen::Replay),
-            Err(err) if err.is_unavailable() => {
-                Err(ApiError::from(crate::engine::EngineError::Unavailable))
-            }
-            Err(err) => {
-                crate::metrics::webhook_rejected("other");
-                Err(ApiError::internal(
-                    "replay store: cannot record a webhook",
-                    err,
-                ))
-            }
-        };
-    }
-    let stores = state.replay.clone();
-    let joined =
-        tokio::task::spawn_blocking(move || store(&stores, kind).check_and_record(&job, &value))
-            .await;
-    match joined {
-        Ok(Ok(seen)) => Ok(seen),
-        Ok(Err(err)) => {
+    state
+        .replay
+        .check_and_record(kind.ledger(), &job, &value)
+        .await
+        .map_err(|fault| {
             crate::metrics::webhook_rejected("other");
-            Err(ApiError::internal(
-                "replay store: cannot record a webhook",
-                err,
-            ))
-        }
-        Err(err) => {
-            crate::metrics::webhook_rejected("other");
-            Err(ApiError::internal("replay store: task failed", err))
-        }
-    }
+            ApiError::replay(fault, "replay store: cannot record a webhook")
+        })
 }
 
-/// Forgets `value` (in the cluster's table in cluster mode), waiting for it so that a
-/// retry sent right after the refusal finds it forgotten.
+/// Forgets `value` for `job`, so that a retry of a refused delivery can run.
 async fn forget(state: &AppState, kind: ReplayKind, job: String, value: Vec<u8>) {
-    if let Some(link) = state.engine.cluster() {
-        let (store, _) = cluster_store(kind);
-        if let Err(err) = link
-            .store
-            .forget_seen(store, &cluster_key(&job, &value))
-            .await
-        {
-            tracing::error!(error = %err, "replay store: forgetting an entry failed");
-        }
-        return;
-    }
-    let stores = state.replay.clone();
-    let joined =
-        tokio::task::spawn_blocking(move || store(&stores, kind).forget(&job, &value)).await;
-    if let Err(err) = joined {
-        tracing::error!(error = %err, "replay store: forgetting an entry failed");
-    }
+    state.replay.forget(kind.ledger(), &job, &value).await;
 }
 
 fn refuse_signature(id: &str, err: &AuthError) -> ApiError {
