@@ -141,10 +141,16 @@ async fn a_refused_ping_is_tried_again_and_its_secret_stays_out_of_the_log() {
         "ping=\"start\"",
         "attempt=1",
         "HTTP 500",
-        "/ping/[redacted]",
     ] {
         assert!(retried.contains(part), "{part} in {retried}");
     }
+    // The whole URL is the check's credential: its host, and nothing of its path.
+    let shown = sink.url("/[redacted]");
+    assert!(retried.contains(&shown), "{shown} in {retried}");
+    assert!(
+        !retried.contains("/ping"),
+        "no part of the path in {retried}"
+    );
     assert_eq!(svc.stop().await.code(), Some(0));
     assert!(
         !svc.stderr().contains(UUID),

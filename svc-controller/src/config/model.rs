@@ -600,9 +600,9 @@ impl fmt::Debug for WebhookNotif {
 }
 
 /// A job's `ping_url`: an `http://` or `https://` URL of a health-check service
-/// (healthchecks.io style) told when each run starts and how it ended. Such a URL
-/// usually carries the check's secret (a UUID or a ping key), so `Debug` shows it as
-/// [`proto::redact::redact_url`] does, and so must every log line.
+/// (healthchecks.io style) told when each run starts and how it ended. Whoever knows
+/// the URL can ping the check, so the whole URL is the credential: `Debug`, every log
+/// line and every configuration problem show it as [`redact_ping_url`] does.
 #[derive(Clone, PartialEq, Eq)]
 pub struct PingUrl(String);
 
@@ -617,10 +617,47 @@ impl PingUrl {
         &self.0
     }
 
-    /// The URL as it may be shown.
+    /// The URL as it may be shown: `scheme://host[:port]/[redacted]`.
     pub fn redacted(&self) -> String {
-        proto::redact::redact_url(&self.0)
+        redact_ping_url(&self.0)
     }
+}
+
+/// A `ping_url` (or what was written for one) as it may be shown:
+/// `scheme://host[:port]/[redacted]`, without user info, path, query or fragment.
+///
+/// The secret of a check is not always a long token: Dead Man's Snitch's is a
+/// 10-character path segment (`https://nosnch.in/c2354d53d2`), Uptime Kuma's a short
+/// one after `/api/push/`, and a healthchecks.io ping key may be short too. No
+/// heuristic tells such a segment from a plain word, so nothing after the host is
+/// shown. A value that does not start with `scheme://` shows as `[redacted]` whole (its
+/// host cannot be told from its secret); an empty one stays empty, as it holds nothing.
+pub(crate) fn redact_ping_url(url: &str) -> String {
+    let url = url.trim();
+    if url.is_empty() {
+        return String::new();
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return proto::redact::REDACTED.to_string();
+    };
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !scheme_ok {
+        return proto::redact::REDACTED.to_string();
+    }
+    // The authority ends where the path, query or fragment begins; a blank or a
+    // backslash ends it too, so that a mistyped URL cannot pass its secret off as host.
+    let end = rest
+        .find(|c: char| matches!(c, '/' | '?' | '#' | '\\') || c.is_whitespace())
+        .unwrap_or(rest.len());
+    let authority = &rest[..end];
+    // User info may hold a password, or be the check's key itself.
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!("{scheme}://{host}/{}", proto::redact::REDACTED)
 }
 
 impl fmt::Debug for PingUrl {

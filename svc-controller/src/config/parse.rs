@@ -17,7 +17,7 @@ use super::model::{
     DEFAULT_LOG_RETENTION, DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY,
     DEFAULT_RETRY_DELAY, EmailNotif, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig,
     MainConfig, NotifConfig, NotifKind, OnBusy, PingUrl, ResourceLimits, SmtpCredentials,
-    SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
+    SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, redact_ping_url, resolve_path,
 };
 use super::syntax::{self, Entry, Section, SectionKind};
 use crate::duration::parse_duration;
@@ -172,7 +172,11 @@ const SECRET_KEYS: &[&str] = &["secret", "smtp_password", "password"];
 
 /// Keys whose values are URLs that may carry a token: a problem shows the value as
 /// [`proto::redact::redact_url`] does.
-const URL_SECRET_KEYS: &[&str] = &["ping_url", "database_url"];
+const URL_SECRET_KEYS: &[&str] = &["database_url"];
+
+/// Keys whose values are URLs that are credentials whole (a health check's URL): a
+/// problem shows the value as [`redact_ping_url`] does, the same rule as the logs.
+const PING_URL_KEYS: &[&str] = &["ping_url"];
 
 fn new_issue(
     file: &Path,
@@ -183,6 +187,7 @@ fn new_issue(
 ) -> ConfigIssue {
     let secret = key.is_some_and(|key| SECRET_KEYS.contains(&key));
     let url_secret = key.is_some_and(|key| URL_SECRET_KEYS.contains(&key));
+    let ping_url = key.is_some_and(|key| PING_URL_KEYS.contains(&key));
     ConfigIssue {
         file: file.to_path_buf(),
         section: section.map(str::to_string),
@@ -191,6 +196,8 @@ fn new_issue(
             // An empty value is no secret, and says what is wrong.
             if secret && !v.is_empty() {
                 proto::redact::REDACTED.to_string()
+            } else if ping_url {
+                redact_ping_url(v)
             } else if url_secret {
                 proto::redact::redact_url(v)
             } else {

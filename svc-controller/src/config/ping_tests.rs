@@ -38,13 +38,26 @@ fn jobs_and_job_https_take_a_ping_url() {
 
 #[test]
 fn a_bad_ping_url_is_refused_without_showing_its_secret() {
-    for (value, message) in [
-        ("ftp://hc-ping.com/{UUID}", "not http or https"),
-        ("hc-ping.com/{UUID}", "not an absolute URL"),
-        ("https:///{UUID}", "no host"),
-        ("https://hc-ping.com:port/{UUID}", "not a number"),
-        ("\"https://hc-ping.com/ {UUID}\"", "white space"),
-        ("\"\"", "empty value"),
+    // What the problem shows of the value: the scheme and host at most, as a log line.
+    for (value, shown, message) in [
+        (
+            "ftp://hc-ping.com/{UUID}",
+            "ftp://hc-ping.com/[redacted]",
+            "not http or https",
+        ),
+        ("hc-ping.com/{UUID}", "[redacted]", "not an absolute URL"),
+        ("https:///{UUID}", "https:///[redacted]", "no host"),
+        (
+            "https://hc-ping.com:port/{UUID}",
+            "https://hc-ping.com:port/[redacted]",
+            "not a number",
+        ),
+        (
+            "\"https://hc-ping.com/ {UUID}\"",
+            "https://hc-ping.com/[redacted]",
+            "white space",
+        ),
+        ("\"\"", "", "empty value"),
     ] {
         let value = value.replace("{UUID}", UUID);
         for http in [false, true] {
@@ -63,10 +76,106 @@ fn a_bad_ping_url_is_refused_without_showing_its_secret() {
                 (tree.path("etc/svc/job.d/a.conf"), "job \"a\"")
             };
             let issues = tree.issues();
-            let unquoted = value.trim_matches('"');
-            let shown = proto::redact::redact_url(unquoted);
-            let issue = issue_about(&issues, &file, section, "ping_url", Some(&shown), message);
+            let issue = issue_about(&issues, &file, section, "ping_url", Some(shown), message);
             assert!(!issue.to_string().contains(UUID), "{issue}");
         }
+    }
+}
+
+/// Check URLs whose secret is no long token: a Dead Man's Snitch URL (a 10-character
+/// path segment), an Uptime Kuma push URL (a short token after `/api/push/`, and a
+/// query), a healthchecks.io ping key of letters only (and a slug), and a URL with user
+/// info. The whole URL is the credential: `Debug`, the log lines (`redacted`) and a
+/// configuration problem show the scheme and host only, never the path, query or user.
+#[test]
+fn a_ping_url_shows_its_host_only_whatever_its_secret_looks_like() {
+    for (url, secrets, shown) in [
+        (
+            "https://nosnch.in/c2354d53d2",
+            &["c2354d53d2"][..],
+            "https://nosnch.in/[redacted]",
+        ),
+        (
+            "https://kuma.example.org:3001/api/push/Xq7pT2wLk9?status=up&msg=OK&ping=",
+            &["Xq7pT2wLk9", "api/push", "status=up"][..],
+            "https://kuma.example.org:3001/[redacted]",
+        ),
+        (
+            "https://hc-ping.com/KeyOfLettersOnlyAbcdefg/db-backup?create=1",
+            &["KeyOfLettersOnlyAbcdefg", "db-backup"][..],
+            "https://hc-ping.com/[redacted]",
+        ),
+        (
+            "http://svc:hunter2@[::1]:8000/ping/k",
+            &["hunter2", "svc:", "/ping"][..],
+            "http://[::1]:8000/[redacted]",
+        ),
+    ] {
+        let tree = Tree::new("");
+        tree.job(
+            "a.conf",
+            &format!("[job \"a\"]\npath = /a\ncommand = true\nping_url = {url}\n"),
+        );
+        let config = tree.load();
+        let ping = config.jobs[0].ping_url.as_ref().expect("a's ping_url");
+        assert_eq!(ping.expose(), url, "the request gets the URL as written");
+        assert_eq!(ping.redacted(), shown, "{url}");
+        let debug = format!("{:?}", config.jobs[0]);
+        assert!(debug.contains(shown), "{debug}");
+        for secret in secrets {
+            assert!(!debug.contains(secret), "{secret} in {debug}");
+        }
+
+        // The same URL, refused for its scheme: the problem shows it by the same rule.
+        let refused = url.replacen("http", "ftp", 1).replacen("ftps", "ftp", 1);
+        let tree = Tree::new("");
+        let file = tree.job(
+            "a.conf",
+            &format!("[job \"a\"]\npath = /a\ncommand = true\nping_url = {refused}\n"),
+        );
+        let issues = tree.issues();
+        let shown = shown.replacen("http", "ftp", 1).replacen("ftps", "ftp", 1);
+        let issue = issue_about(
+            &issues,
+            &file,
+            "job \"a\"",
+            "ping_url",
+            Some(&shown),
+            "not http or https",
+        );
+        for secret in secrets {
+            assert!(!issue.to_string().contains(secret), "{secret} in {issue}");
+        }
+    }
+}
+
+/// The rule itself, on what a configuration may hold that is not a URL at all.
+#[test]
+fn what_is_not_a_url_shows_nothing_of_itself() {
+    use super::redact_ping_url;
+    for (value, shown) in [
+        ("", ""),
+        ("c2354d53d2", "[redacted]"),
+        ("nosnch.in/c2354d53d2", "[redacted]"),
+        ("no/scheme://nosnch.in/c2354d53d2", "[redacted]"),
+        ("https://nosnch.in", "https://nosnch.in/[redacted]"),
+        (
+            "https://nosnch.in?c2354d53d2",
+            "https://nosnch.in/[redacted]",
+        ),
+        (
+            "https://nosnch.in#c2354d53d2",
+            "https://nosnch.in/[redacted]",
+        ),
+        (
+            "https://nosnch.in\\c2354d53d2",
+            "https://nosnch.in/[redacted]",
+        ),
+        (
+            "https://nosnch.in c2354d53d2",
+            "https://nosnch.in/[redacted]",
+        ),
+    ] {
+        assert_eq!(redact_ping_url(value), shown, "{value:?}");
     }
 }
