@@ -209,8 +209,8 @@ impl Metrics {
         registry.register_with_unit(
             "job_interval",
             "Longest gap expected between two timer runs of each job with a timer: its \
-             interval, or the longest gap among the next 64 slots of its schedule, plus its \
-             random_delay",
+             interval, or the longest gap between the slots of its schedule over the next \
+             8 days (a weekend included), plus its random_delay",
             Unit::Seconds,
             job_interval.clone(),
         );

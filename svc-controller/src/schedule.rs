@@ -544,6 +544,32 @@ impl Schedule {
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
     }
 
+    /// The last slot at or before `until`, from `slot`, a slot at or before it.
+    fn last_slot_until(
+        &self,
+        slot: DateTime<Utc>,
+        until: DateTime<Utc>,
+        zone: &Zone,
+    ) -> DateTime<Utc> {
+        if self.next_in(slot, zone) > until {
+            return slot;
+        }
+        // Bisection, as in `Timer::missed_slot`: kept,
+        // next_in(low) <= until < next_in(high). Slots are whole seconds apart, so once
+        // `low` and `high` are a second or less apart, one slot at most lies after `low`
+        // up to `high`: the last one up to `until`.
+        let (mut low, mut high) = (slot, until);
+        while high - low > TimeDelta::seconds(1) {
+            let middle = low + (high - low) / 2;
+            if self.next_in(middle, zone) <= until {
+                low = middle;
+            } else {
+                high = middle;
+            }
+        }
+        self.next_in(low, zone)
+    }
+
     /// The first wall-clock time strictly after `civil` the schedule matches.
     fn next_civil_after(&self, civil: NaiveDateTime) -> Option<NaiveDateTime> {
         match self {
@@ -644,10 +670,30 @@ fn next_on_days(
     DateTime::<Utc>::MAX_UTC
 }
 
-/// How many upcoming slots of a schedule [`Timer::longest_gap`] looks at: enough to
-/// cover a day of a schedule every half hour, a week of a daily one, and two months of
-/// a monthly one, for a bounded cost per job.
-pub const GAP_SLOTS: usize = 64;
+/// How far past `now` [`Timer::longest_gap`] looks at a schedule's slots: a week, the
+/// cycle of a weekday rule (whose weekend is its longest gap), plus a day, so that every
+/// gap of a weekly pattern starts within it wherever in the week the walk begins.
+const GAP_HORIZON: TimeDelta = TimeDelta::days(8);
+
+/// The fewest slots [`Timer::longest_gap`] looks at, even past [`GAP_HORIZON`]: two
+/// months of a monthly schedule (whose months differ in length), and the
+/// daylight-saving changes of the next two months for a daily one.
+const GAP_MIN_SLOTS: usize = 64;
+
+/// The most slots [`Timer::longest_gap`] walks one by one, each a slot search: more
+/// than a day of a schedule every minute (1,440 slots a day), so that its quiet times of
+/// the day are measured one by one; a denser schedule jumps through the rest of the
+/// horizon (see [`GAP_JUMP`]). A walk of the whole horizon would cost 11,520 searches
+/// for a schedule every minute, at every start of every such job.
+const GAP_WALK_SLOTS: usize = 2_000;
+
+/// Past [`GAP_WALK_SLOTS`], how far [`Timer::longest_gap`] jumps at least: to the last
+/// slot within this (or within the longest gap found so far, if longer) of the one
+/// before, found by bisection, for about 15 slot searches a jump. The gaps passed over
+/// are no longer than the jump, and every longer gap is still measured, so a dense
+/// schedule's night or weekend is not missed; only a gap shorter than this that
+/// happens no more often than the walk's span could be.
+const GAP_JUMP: TimeDelta = TimeDelta::hours(1);
 
 /// `t + d`, saturating at the end of representable time.
 fn add(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
@@ -664,30 +710,57 @@ impl Timer {
     }
 
     /// The longest gap between two consecutive due times from `now` on: the interval,
-    /// or for a schedule the longest gap among its next [`GAP_SLOTS`] slots (`None` when
-    /// it has fewer than two). It is what `svc_job_interval_seconds` exports, so that an
+    /// or for a schedule the longest gap between its slots of the next
+    /// [`GAP_HORIZON`] (and at least its next [`GAP_MIN_SLOTS`] slots; `None` when it
+    /// has fewer than two). It is what `svc_job_interval_seconds` exports, so that an
     /// alert can say "no success for N intervals" of a cron job too: the longest gap,
-    /// not the usual one, so that the quiet night of an office-hours schedule does not
-    /// read as missed runs. Bounded work (at most [`GAP_SLOTS`] slot searches).
+    /// not the usual one, so that the quiet night and weekend of an office-hours
+    /// schedule do not read as missed runs. Bounded by time rather than by a count of
+    /// slots: 64 slots of a schedule every half hour on weekdays end before its weekend.
+    /// Bounded work all the same: at most [`GAP_WALK_SLOTS`] slot searches, then jumps
+    /// of at least [`GAP_JUMP`] (at most 192 of them).
     pub fn longest_gap(&self, now: DateTime<Utc>) -> Option<Duration> {
         match self {
             Timer::Interval(iv) => Some(Self::effective_interval(*iv)),
             Timer::Schedule(schedule, zone) => {
-                let mut previous = schedule.next_in(now, zone);
-                let mut longest: Option<Duration> = None;
-                for _ in 1..GAP_SLOTS {
-                    if previous == DateTime::<Utc>::MAX_UTC {
-                        break;
-                    }
-                    let next = schedule.next_in(previous, zone);
+                let next_in = |t: DateTime<Utc>| schedule.next_in(t, zone);
+                let horizon = now
+                    .checked_add_signed(GAP_HORIZON)
+                    .unwrap_or(DateTime::<Utc>::MAX_UTC);
+                let mut previous = next_in(now);
+                let mut longest: Option<TimeDelta> = None;
+                let mut walked = 1;
+                // One slot after the other: every gap measured.
+                while previous != DateTime::<Utc>::MAX_UTC
+                    && (previous < horizon || walked < GAP_MIN_SLOTS)
+                    && walked < GAP_WALK_SLOTS
+                {
+                    let next = next_in(previous);
                     if next == DateTime::<Utc>::MAX_UTC {
                         break;
                     }
-                    let gap = (next - previous).to_std().unwrap_or_default();
-                    longest = Some(longest.map_or(gap, |l| l.max(gap)));
+                    longest = Some(longest.map_or(next - previous, |l| l.max(next - previous)));
                     previous = next;
+                    walked += 1;
                 }
-                longest
+                // Dense slots (the walk ended short of the horizon): jumps. Each measures the gap
+                // after the slot it starts from, then goes to the last slot within `jump`
+                // of the next one. The gaps it passes over are no longer than `jump`, so
+                // every longer gap starts at a slot a jump starts from and is measured;
+                // a jump no longer than the longest gap so far loses nothing.
+                while previous != DateTime::<Utc>::MAX_UTC && previous < horizon {
+                    let next = next_in(previous);
+                    if next == DateTime::<Utc>::MAX_UTC {
+                        break;
+                    }
+                    let gap = longest.map_or(next - previous, |l| l.max(next - previous));
+                    longest = Some(gap);
+                    let Some(reach) = next.checked_add_signed(gap.max(GAP_JUMP)) else {
+                        break;
+                    };
+                    previous = schedule.last_slot_until(next, reach, zone);
+                }
+                longest.and_then(|gap| gap.to_std().ok())
             }
         }
     }
@@ -841,21 +914,55 @@ mod tests {
         assert_eq!(fast.longest_gap(now), Some(Duration::from_secs(1)));
     }
 
-    /// An office-hours schedule has its quiet night as its longest gap, whatever the
-    /// time of day the gap is computed at.
+    /// An office-hours schedule has its weekend as its longest gap, whatever the day and
+    /// time of day the gap is computed at (explicit times, not the day the test runs).
     #[test]
     fn longest_gap_of_a_schedule_covers_its_quiet_hours() {
-        // Every half hour from 09:00 to 17:30, on weekdays: the longest gap within the
-        // next 64 slots is the night, 17:30 to 09:00.
+        // Every half hour from 09:00 to 17:30, on weekdays: the longest gap is the
+        // weekend, Friday 17:30 to Monday 09:00 (the night, 15.5 h, is shorter).
         let office = Timer::Schedule(schedule("*/30 9-17 * * 1-5"), Zone::utc());
-        let night = Duration::from_secs(15 * 3600 + 30 * 60);
-        for now in [at(2026, 3, 2, 10, 0, 0), at(2026, 3, 2, 23, 0, 0)] {
-            assert_eq!(office.longest_gap(now), Some(night), "from {now}");
+        let weekend = Duration::from_secs(63 * 3600 + 30 * 60);
+        for now in [
+            // Monday 2026-03-02, in office hours and at night.
+            at(2026, 3, 2, 10, 0, 0),
+            at(2026, 3, 2, 23, 0, 0),
+            // Thursday: the weekend begins the next day.
+            at(2026, 3, 5, 12, 0, 0),
+            // Friday after the last slot, and Sunday: within the weekend, the next one
+            // is still ahead within the horizon.
+            at(2026, 3, 6, 18, 0, 0),
+            at(2026, 3, 8, 12, 0, 0),
+        ] {
+            assert_eq!(office.longest_gap(now), Some(weekend), "from {now}");
         }
         let daily = Timer::Schedule(schedule("daily@04:00"), Zone::utc());
         assert_eq!(
             daily.longest_gap(at(2026, 3, 2, 10, 0, 0)),
             Some(Duration::from_secs(86_400))
+        );
+    }
+
+    /// A schedule too dense to walk slot by slot up to the horizon still has its quiet
+    /// times measured: every 5 seconds in office hours (6,480 slots a day) has the
+    /// weekend, Friday 17:59:55 to Monday 09:00:00, as its longest gap, from a Monday
+    /// and from a Thursday. One every second all the time has 1 s, at a bounded cost.
+    #[test]
+    fn longest_gap_of_a_dense_schedule_covers_its_quiet_hours() {
+        let office = Timer::Schedule(schedule("*/5 * 9-17 * * 1-5"), Zone::utc());
+        let weekend = Duration::from_secs(63 * 3600 + 5);
+        for now in [at(2026, 3, 2, 10, 0, 0), at(2026, 3, 5, 12, 0, 0)] {
+            assert_eq!(office.longest_gap(now), Some(weekend), "from {now}");
+        }
+        // Dense, with a one-hour gap past where the walk stops: measured by the jumps.
+        let lunch = Timer::Schedule(schedule("* * 0-11,13-23 * * *"), Zone::utc());
+        assert_eq!(
+            lunch.longest_gap(at(2026, 3, 2, 13, 0, 0)),
+            Some(Duration::from_secs(3601))
+        );
+        let every_second = Timer::Schedule(schedule("* * * * * *"), Zone::utc());
+        assert_eq!(
+            every_second.longest_gap(at(2026, 3, 2, 10, 0, 0)),
+            Some(Duration::from_secs(1))
         );
     }
 
