@@ -224,8 +224,8 @@ impl Metrics {
         let job_running = Family::<JobLabels, Gauge>::default();
         registry.register(
             "job_running",
-            "1 while a run of each job is going on (it holds a max_job_running permit), \
-             else 0",
+            "1 while a run of each job is going on (a Job's run holds a max_job_running \
+             permit, a JobHttp call none), else 0",
             job_running.clone(),
         );
         let job_paused = Family::<JobLabels, Gauge>::default();
@@ -237,13 +237,14 @@ impl Metrics {
         let runs_running = Gauge::default();
         registry.register(
             "runs_running",
-            "Runs going on, each holding one of the max_job_running permits",
+            "Job runs going on, each holding one of the max_job_running permits (JobHttp \
+             calls take none and are not counted; svc_job_running shows them per job)",
             runs_running.clone(),
         );
         let max_job_running = Gauge::default();
         registry.register(
             "max_job_running",
-            "The max_job_running setting: how many runs may go on at once",
+            "The max_job_running setting: how many Job runs may go on at once",
             max_job_running.clone(),
         );
         let triggers_refused = Family::<ReasonLabels, Counter>::default();
@@ -648,7 +649,8 @@ pub fn timer_tick_skipped(reason: &'static str) {
 pub struct QueueSnapshot {
     /// Queued triggers plus runs waiting for a permit (`svc_run_queue_length`).
     pub waiting: usize,
-    /// Runs going on (`svc_runs_running`).
+    /// Job runs going on, each holding a `max_job_running` permit (`svc_runs_running`);
+    /// JobHttp calls take none, and are left out so the gauge compares with the setting.
     pub running: usize,
     /// Each configured job (`svc_job_queued`, `svc_job_running`, `svc_job_paused`).
     pub jobs: Vec<JobQueueState>,

@@ -10,7 +10,8 @@ use std::process::Command;
 
 use serde_json::Value;
 use svc_tests::prom::{Exposition, parse_openmetrics, promtool};
-use svc_tests::{TestService, WAIT, job_section, wait_for};
+use svc_tests::sink::Sink;
+use svc_tests::{TestService, WAIT, fresh_epoch, job_section, wait_for};
 
 /// Value of the sample whose series is exactly `series` (name and labels as rendered),
 /// or `None` when the exposition has no such line.
@@ -244,10 +245,13 @@ const JOBS: [&str; 4] = ["p_ok", "p_fail", "p_timeout", "p_cancel"];
 /// Prometheus client's OpenMetrics parser: each family has its type, help and unit, and
 /// each per-job series counts exactly the runs made, with a last success within the
 /// test's time span and durations the commands took. The queue gauges are read while a
-/// trigger waits, and again once it is gone.
+/// trigger waits, and again once it is gone. A JobHttp call going on meanwhile shows in
+/// its job's `svc_job_running`, not in `svc_runs_running`: it holds no permit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_series_tells_the_runs_made() {
     let began = unix_now();
+    // Never answers: the JobHttp call to it goes on until the test ends.
+    let silent = Sink::silent().await;
     let svc = TestService::builder()
         .svc("max_job_running = 4")
         .job_file(
@@ -277,6 +281,13 @@ async fn every_series_tells_the_runs_made() {
         .job_file(
             "p_cancel",
             job_section("p_cancel", &["path = /p_cancel", "command = sleep 30"]),
+        )
+        .job_http_file(
+            "p_http",
+            format!(
+                "[job.http \"p_http\"]\nhttp_url = {}\n",
+                silent.url("/hold")
+            ),
         )
         .start()
         .await;
@@ -331,6 +342,10 @@ async fn every_series_tells_the_runs_made() {
         .assert_status("fail");
     svc.wait_run_finished("p_timeout", 1, WAIT).await;
 
+    // A JobHttp call that goes on (it takes no max_job_running permit).
+    svc.job_http_trigger(&format!("id=p_http&_svc_epoch={}", fresh_epoch()))
+        .await
+        .assert_status(200);
     // A run that goes on, a trigger queued behind it, one more refused: the queue is
     // full.
     svc.trigger("/p_cancel", b"{}", &[])
@@ -347,13 +362,16 @@ async fn every_series_tells_the_runs_made() {
         busy.raw
     );
     // The other runs' logs have their final names; the engine records their ends
-    // right after, so the count of running runs comes down to p_cancel's alone.
+    // right after, so the count of running runs comes down to p_cancel's alone: the
+    // JobHttp call, going on too, holds no permit and is not counted.
+    let http_job = [("kind", "job_http"), ("job_id", "p_http")];
     let full = wait_for(
         WAIT,
-        "the queued trigger and one run in the metrics",
+        "the queued trigger, one run and the JobHttp call in the metrics",
         async || {
             let metrics = scrape(&svc).await;
             let full = metrics.value("svc_job_queued", &job("p_cancel")) == Some(1.0)
+                && metrics.value("svc_job_running", &http_job) == Some(1.0)
                 && metrics.value("svc_runs_running", &[]) == Some(1.0);
             full.then_some(metrics)
         },

@@ -19,7 +19,8 @@ impl Registry {
         self.queue_counted.store(false, Ordering::Release);
     }
 
-    /// Counts the waiting and running runs, in total and per job.
+    /// Counts the waiting runs and the running ones, per job (both kinds) and in total
+    /// (runs of either kind waiting; Job runs running, each holding a permit).
     fn queue_snapshot(&self) -> crate::metrics::QueueSnapshot {
         let mut snapshot = crate::metrics::QueueSnapshot {
             jobs: Vec::with_capacity(self.jobs.len() + self.http.len()),
@@ -36,7 +37,12 @@ impl Registry {
                     .is_some_and(|r| r.counter.is_none() && !r.ended);
                 let running = entry.run.as_ref().is_some_and(|r| r.counter.is_some());
                 snapshot.waiting += usize::from(queued) + usize::from(waiting);
-                snapshot.running += usize::from(running);
+                // Only a Job's run holds a `max_job_running` permit (a JobHttp call
+                // takes none): the total is compared with that setting, to tell that
+                // runs wait because every permit is taken.
+                if kind == Kind::Job {
+                    snapshot.running += usize::from(running);
+                }
                 // A removed job still running counts in the totals, not by itself.
                 if !entry.retired {
                     snapshot.jobs.push(crate::metrics::JobQueueState {
