@@ -185,9 +185,10 @@ impl Metrics {
         let job_last_success = Family::<JobLabels, SecondsGauge>::default();
         registry.register_with_unit(
             "job_last_success_timestamp",
-            "Unix time the last successful run of each job ended (after a restart, when \
-             the job's last run, which succeeded, began; absent while it has not \
-             succeeded since the start)",
+            "Unix time the last successful run of each job ended; after a restart of the \
+             controller, until the job's next success, the time that run began (what the \
+             job's state keeps), and only when it was the job's last run; absent while no \
+             success is known",
             Unit::Seconds,
             job_last_success.clone(),
         );
@@ -374,7 +375,6 @@ impl Metrics {
     fn run_finished(&self, kind: &str, job_id: &str, run: &RunRecord) {
         let job = JobLabels::new(kind, job_id);
         let kind = job.kind;
-        let success = run.status == RunStatus::Success;
         let seconds = Duration::from_millis(run.duration_ms).as_secs_f64();
         self.runs
             .get_or_create(&RunLabels {
@@ -391,14 +391,7 @@ impl Metrics {
             })
             .inc();
         self.job_last_duration.get_or_create(&job).set(seconds);
-        self.job_last_run_success
-            .get_or_create(&job)
-            .set(i64::from(success));
-        if success {
-            self.job_last_success
-                .get_or_create(&job)
-                .set(unix_seconds(run.ended_at));
-        }
+        self.record_last(&job, run.status.result(), run.ended_at);
         self.run_duration
             .get_or_create(&KindLabels { kind })
             .observe(seconds);
@@ -417,15 +410,25 @@ impl Metrics {
             }));
         }
         if let Some((result, began)) = last {
-            let success = result == RunResult::Success;
-            self.job_last_run_success
-                .get_or_create(&job)
-                .set(i64::from(success));
-            if success {
-                self.job_last_success
-                    .get_or_create(&job)
-                    .set(unix_seconds(began));
-            }
+            // The state file keeps when the last run began, not when it ended: the
+            // best time known without reading each job's history at every start.
+            self.record_last(&job, result, began);
+        }
+    }
+
+    /// How a job's last finished run ended, at `time`: the one rule behind
+    /// `svc_job_last_run_success` and `svc_job_last_success_timestamp_seconds`, for a
+    /// run's end ([`Self::run_finished`]) and for a job loaded ([`Self::job_loaded`]).
+    /// A failure leaves the last success as it was.
+    fn record_last(&self, job: &JobLabels, result: RunResult, time: DateTime<Utc>) {
+        let success = result == RunResult::Success;
+        self.job_last_run_success
+            .get_or_create(job)
+            .set(i64::from(success));
+        if success {
+            self.job_last_success
+                .get_or_create(job)
+                .set(unix_seconds(time));
         }
     }
 
@@ -451,12 +454,12 @@ impl Metrics {
                 job_id: job.job_id.clone(),
                 status: status.as_str(),
             });
-        }
-        for result in ["success", "fail"] {
+            // Labelled as `run_finished` labels it, so that no result is left behind;
+            // several statuses share a result, and removing it again does nothing.
             self.runs.remove(&RunLabels {
                 kind: job.kind,
                 job_id: job.job_id.clone(),
-                result,
+                result: status.result().log_status(),
             });
         }
         for family in [
@@ -598,7 +601,8 @@ pub fn run_finished(kind: &str, job_id: &str, run: &RunRecord) {
 /// A job was loaded (at start, or added by a reload): its runs by status start at zero,
 /// and `last` (how its last run ended and when it began, from its state file) makes
 /// `svc_job_last_run_success` and `svc_job_last_success_timestamp_seconds` survive a
-/// restart.
+/// restart. The state file keeps no end time, so a last success loaded is the time
+/// that run began (earlier than the end a run's end records, by its duration).
 pub fn job_loaded(kind: &str, job_id: &str, last: Option<(RunResult, DateTime<Utc>)>) {
     METRICS.job_loaded(kind, job_id, last);
 }
@@ -804,6 +808,45 @@ mod tests {
         }
     }
 
+    /// Whether `text` has job a's `svc_runs_total` of both results.
+    fn text_has_both_results(text: &str) -> bool {
+        ["success", "fail"].iter().all(|result| {
+            text.contains(&format!(
+                "svc_runs_total{{kind=\"job\",job_id=\"a\",result=\"{result}\"}}"
+            ))
+        })
+    }
+
+    /// The last success is when the run ended, as its end records it; a job loaded at
+    /// start has only when its last run began (all its state keeps), and a later
+    /// failure leaves either as it was. One rule for both.
+    #[test]
+    fn the_last_success_is_the_end_of_a_run_or_the_begin_of_a_loaded_one() {
+        let m = fresh();
+        let began = DateTime::from_timestamp(1_795_687_000, 0).unwrap_or_default();
+        m.run_finished(
+            "job",
+            "ended",
+            &RunRecord {
+                started_at: began,
+                ..end(true, Duration::from_secs(200))
+            },
+        );
+        m.job_loaded("job", "loaded", Some((RunResult::Success, began)));
+        for id in ["ended", "loaded"] {
+            m.run_finished("job", id, &end(false, Duration::from_millis(20)));
+        }
+        let text = m.render();
+        for line in [
+            "svc_job_last_success_timestamp_seconds{kind=\"job\",job_id=\"ended\"} 1795687200.5\n",
+            "svc_job_last_success_timestamp_seconds{kind=\"job\",job_id=\"loaded\"} 1795687000.0\n",
+            "svc_job_last_run_success{kind=\"job\",job_id=\"ended\"} 0\n",
+            "svc_job_last_run_success{kind=\"job\",job_id=\"loaded\"} 0\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+    }
+
     /// A job loaded at start shows its runs by status from zero and what its state file
     /// says of its last run; a reload that removes it takes every series of it away.
     #[test]
@@ -849,6 +892,12 @@ mod tests {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }
 
+        // A failure too, so that both results of `svc_runs_total` have a series.
+        m.run_finished("job", "a", &end(false, Duration::from_millis(20)));
+        assert!(
+            text_has_both_results(&m.render()),
+            "both results before the removal"
+        );
         m.job_removed("job", "a");
         // The next count no longer lists it either.
         m.apply_queue_snapshot(&QueueSnapshot::default());
