@@ -95,12 +95,15 @@ async fn a_run_pings_its_start_then_success_or_its_exit_code() {
 
     // Nothing more: one start and one end per run.
     assert_eq!(sink.received().len(), 4);
-    let metrics = svc.get("/svc/api/metrics").await;
-    assert!(
-        metrics.raw.contains("svc_pings_total{result=\"sent\"} 4"),
-        "{}",
-        metrics.raw
-    );
+    // The sink has the requests once they are read, the controller counts them as sent
+    // once it has read the answer: polled, not read once.
+    wait_until(WAIT, "4 pings counted as sent", async || {
+        svc.get("/svc/api/metrics")
+            .await
+            .raw
+            .contains("svc_pings_total{result=\"sent\"} 4")
+    })
+    .await;
     assert_eq!(svc.stop().await.code(), Some(0));
 }
 
