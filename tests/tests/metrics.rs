@@ -252,20 +252,18 @@ async fn every_series_tells_the_runs_made() {
     let began = unix_now();
     // Never answers: the JobHttp call to it goes on until the test ends.
     let silent = Sink::silent().await;
-    let svc = TestService::builder()
+    let mut svc = TestService::builder()
         .svc("max_job_running = 4")
         .job_file(
             "p_ok",
-            job_section(
-                "p_ok",
-                // A schedule that will not fall due during the test: the runs are the
-                // test's; its interval is a day.
-                &[
-                    "path = /p_ok",
-                    "schedule = 0 4 * * *",
-                    "command = sleep 0.05",
-                ],
-            ),
+            job_section("p_ok", &["path = /p_ok", "command = sleep 0.05"]),
+        )
+        // The interval series of a daily schedule. Paused from the start (its state file
+        // says so), so that no run of it, were the test to span 04:00 UTC, adds to the
+        // counts, the running gauge and the duration histogram checked below.
+        .job_file(
+            "p_timer",
+            job_section("p_timer", &["schedule = 0 4 * * *", "command = true"]),
         )
         .job_file(
             "p_fail",
@@ -289,15 +287,23 @@ async fn every_series_tells_the_runs_made() {
                 silent.url("/hold")
             ),
         )
-        .start()
-        .await;
+        .build();
+    let state = svc.state_path("p_timer");
+    std::fs::create_dir_all(state.parent().expect("the state directory"))
+        .expect("create the state directory");
+    std::fs::write(
+        &state,
+        "last_run = \nstatus = \ncounter = 0\npaused = true\n",
+    )
+    .expect("write p_timer's state file");
+    svc.start().await;
 
     // Before any run: every job's runs by status start at zero, the setting is there.
     // The timer task exports the interval as it starts, just after the controller.
-    let start = wait_for(WAIT, "p_ok's interval in the metrics", async || {
+    let start = wait_for(WAIT, "p_timer's interval in the metrics", async || {
         let metrics = scrape(&svc).await;
         metrics
-            .value("svc_job_interval_seconds", &job("p_ok"))
+            .value("svc_job_interval_seconds", &job("p_timer"))
             .is_some()
             .then_some(metrics)
     })
@@ -316,15 +322,22 @@ async fn every_series_tells_the_runs_made() {
     }
     assert_eq!(start.value("svc_max_job_running", &[]), Some(4.0));
     assert_eq!(
-        start.value("svc_job_interval_seconds", &job("p_ok")),
+        start.value("svc_job_interval_seconds", &job("p_timer")),
         Some(86_400.0),
         "a daily schedule's gap"
     );
     assert_eq!(
-        start.value("svc_job_interval_seconds", &job("p_fail")),
-        None,
-        "a job without a timer has no interval"
+        start.value("svc_job_paused", &job("p_timer")),
+        Some(1.0),
+        "paused before its timer could fire"
     );
+    for id in ["p_ok", "p_fail"] {
+        assert_eq!(
+            start.value("svc_job_interval_seconds", &job(id)),
+            None,
+            "{id}: a job without a timer has no interval"
+        );
+    }
 
     // Two successes, a failure, a timeout.
     for counter in 1..=2 {
