@@ -2,7 +2,8 @@
 //! `svc_tests::postgres`): concurrent migrations, timer slots claimed once among racing
 //! nodes, triggers accepted by any node and run once each with one run at a time per
 //! job, leases, reaping, replay stores, and an unreachable database told apart; each
-//! node's job definitions recorded and compared with the live nodes', and the heartbeat.
+//! node's job definitions recorded and compared with the live nodes', and the heartbeat;
+//! run logs copied in chunks and read by another node, the shared history and audit log.
 //!
 //! Each "node" is a `ClusterStore` with its own pool, as separate controllers would have.
 
@@ -14,7 +15,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::Row;
 use svc_controller::cluster::{
     ClusterError, ClusterStore, EnqueueOutcome, Finish, Heartbeat, JobDef, JobKey, JobKind,
-    NewTrigger, ReplayStore, RunOutcome, Signal, SignalOp, SlotClaim, StoreOptions,
+    LOG_CHUNK, NewTrigger, ReplayStore, RunOutcome, SharedRunState, Signal, SignalOp, SlotClaim,
+    StoreOptions,
 };
 use svc_controller::state::RunStatus;
 use svc_tests::postgres::PostgresServer;
@@ -1036,4 +1038,110 @@ async fn released_cancelled_raised_read_back_and_pruned() {
     for store in &stores {
         store.close().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_logs_copied_in_any_order_read_whole_and_are_trimmed() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("shared_logs")).await;
+    let (a, b) = (&stores[0], &stores[1]);
+    let talk = job("talk");
+    define(a, NODES[0], &[&talk]).await;
+    a.enqueue(&talk, &trigger(NODES[0], "webhook"))
+        .await
+        .expect("enqueue");
+    let run = a.claim_runs(NODES[0], 1).await.expect("claim").remove(0);
+    // Not text, and longer than two chunks.
+    let log: Vec<u8> = (0..150 * 1024).map(|n| (n % 251) as u8).collect();
+    let chunk = LOG_CHUNK;
+    // The copier's first round, then a later one, then a stale copy of the second chunk
+    // committing last: the log only grows.
+    a.copy_log(run.run_id, 0, &log[..70 * 1024])
+        .await
+        .expect("copy");
+    a.copy_log(run.run_id, chunk as u64, &log[chunk..100 * 1024])
+        .await
+        .expect("copy");
+    a.copy_log(run.run_id, chunk as u64, &log[chunk..80 * 1024])
+        .await
+        .expect("copy");
+    assert!(matches!(
+        a.copy_log(run.run_id, 10, &log[10..20]).await,
+        Err(ClusterError::BadData(_))
+    ));
+    // Another node reads it while it runs, from any offset.
+    let read = b.read_log(&talk, 1, 0).await.expect("read").expect("a run");
+    assert_eq!(read.state, SharedRunState::Running);
+    assert_eq!(read.node, NODES[0]);
+    assert_eq!(read.bytes, &log[..100 * 1024]);
+    let read = b
+        .read_log(&talk, 1, 65_000)
+        .await
+        .expect("read")
+        .expect("a run");
+    assert_eq!(read.bytes, &log[65_000..100 * 1024]);
+    // The final copy from where the copier was, then the end: read whole, done.
+    a.copy_log(run.run_id, chunk as u64, &log[chunk..])
+        .await
+        .expect("copy");
+    let started = Utc::now() - TimeDelta::seconds(3);
+    let mut outcome = RunOutcome::new(RunStatus::Success);
+    outcome.exit_code = Some(0);
+    outcome.ran = Some((started, started + TimeDelta::milliseconds(2500)));
+    a.finish_run(run.run_id, NODES[0], &outcome)
+        .await
+        .expect("finish");
+    let read = b.read_log(&talk, 1, 0).await.expect("read").expect("a run");
+    assert_eq!(read.state, SharedRunState::Done(RunStatus::Success));
+    assert_eq!(read.bytes, log);
+    assert!(b.read_log(&talk, 2, 0).await.expect("read").is_none());
+    // The history of every node: the node, the times it ran, the log.
+    let runs = b.runs_page(&talk, 10, None).await.expect("runs");
+    assert_eq!(runs.len(), 1);
+    let shown = &runs[0];
+    assert_eq!((shown.counter, shown.node.as_str()), (1, NODES[0]));
+    assert_eq!(shown.state, SharedRunState::Done(RunStatus::Success));
+    assert_eq!(shown.exit_code, Some(0));
+    assert!(shown.has_log);
+    let ran = shown.ended_at.expect("end") - shown.started_at.expect("start");
+    assert_eq!(ran.num_milliseconds(), 2500);
+    assert!(
+        b.runs_page(&talk, 10, Some(1))
+            .await
+            .expect("runs")
+            .is_empty()
+    );
+    // log_retention = 0 in the shared table: the log goes, the run stays.
+    a.trim_logs(&talk, 1).await.expect("trim");
+    assert!(b.runs_page(&talk, 10, None).await.expect("runs")[0].has_log);
+    a.trim_logs(&talk, 0).await.expect("trim");
+    assert!(!b.runs_page(&talk, 10, None).await.expect("runs")[0].has_log);
+    let read = b.read_log(&talk, 1, 0).await.expect("read").expect("a run");
+    assert!(read.bytes.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_audit_log_pages_every_nodes_entries_newest_first() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("shared_audit")).await;
+    let (a, b) = (&stores[0], &stores[1]);
+    let now = Utc::now();
+    let entry = |n: u32, node: &str| (now, serde_json::json!({ "n": n, "node": node }));
+    a.append_audit(&[entry(1, NODES[0]), entry(2, NODES[0])])
+        .await
+        .expect("append");
+    b.append_audit(&[entry(3, NODES[1])]).await.expect("append");
+    a.append_audit(&[]).await.expect("nothing to append");
+    let page = b.audit_page(None, 2).await.expect("page");
+    let seen: Vec<(u64, i64)> = page
+        .iter()
+        .map(|e| (e.seq, e.entry["n"].as_i64().expect("n")))
+        .collect();
+    assert_eq!(seen, vec![(3, 3), (2, 2)]);
+    let older = a.audit_page(Some(2), 2).await.expect("page");
+    assert_eq!(older.len(), 1);
+    assert_eq!(
+        older[0].entry,
+        serde_json::json!({ "n": 1, "node": NODES[0] })
+    );
 }

@@ -15,6 +15,8 @@
 //!   HTTP layer) from conflicts and bad data;
 //! - `store.rs`: [`ClusterStore`], one SQL transaction per operation;
 //! - `defhash.rs`: a job's definition hash, to tell nodes whose definitions differ;
+//! - `shared.rs`: what every node shows whoever did the work: runs, their logs (copied
+//!   in fixed chunks), the audit log;
 //! - `heartbeat.rs`: [`Heartbeat`], the task that keeps the node's leases.
 
 mod defhash;
@@ -22,6 +24,7 @@ mod error;
 mod heartbeat;
 mod migrations;
 mod model;
+mod shared;
 mod store;
 
 pub use defhash::{http_job_hash, job_hash};
@@ -31,4 +34,5 @@ pub use model::{
     ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger, ReapedRun,
     ReplayStore, RunOutcome, SchemaStatus, Signal, SignalOp, SlotClaim,
 };
+pub use shared::{LOG_CHUNK, SharedAudit, SharedLog, SharedRun, SharedRunState};
 pub use store::{ClusterStore, DEFAULT_LEASE, SIGNAL_CHANNEL, StoreOptions};

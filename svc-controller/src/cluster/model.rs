@@ -179,6 +179,9 @@ pub struct RunOutcome {
     pub signal: Option<i32>,
     pub http_status: Option<u16>,
     pub summary: Option<String>,
+    /// When its node began and ended it (the history's times, as on a single node);
+    /// `None` for a run that never began.
+    pub ran: Option<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
 impl RunOutcome {
@@ -190,6 +193,7 @@ impl RunOutcome {
             signal: None,
             http_status: None,
             summary: None,
+            ran: None,
         }
     }
 }

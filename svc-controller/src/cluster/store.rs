@@ -474,7 +474,9 @@ impl ClusterStore {
         Ok(Vec::new())
     }
 
-    /// Records the end of run `run_id`, only if it is still running on `node`. When it is
+    /// Records the end of run `run_id`, only if it is still running on `node`, with the
+    /// times its node ran it when the outcome has them (else the claim's time and now).
+    /// When it is
     /// not (its lease lapsed and it was reaped, or it was never this node's), nothing is
     /// written and [`Finish::LeaseLost`] says so.
     pub async fn finish_run(
@@ -485,8 +487,9 @@ impl ClusterStore {
     ) -> Result<Finish, ClusterError> {
         let done = sqlx::query(
             "UPDATE svc_runs
-             SET state = 'done', ended_at = now(), status = $3, exit_code = $4, signal = $5,
-                 http_status = $6, summary = $7
+             SET state = 'done', status = $3, exit_code = $4, signal = $5,
+                 http_status = $6, summary = $7,
+                 started_at = COALESCE($8, started_at), ended_at = COALESCE($9, now())
              WHERE run_id = $1 AND node = $2 AND state = 'running'",
         )
         .bind(run_id)
@@ -496,6 +499,8 @@ impl ClusterStore {
         .bind(outcome.signal)
         .bind(outcome.http_status.map(i32::from))
         .bind(outcome.summary.as_deref())
+        .bind(outcome.ran.map(|(started, _)| started))
+        .bind(outcome.ran.map(|(_, ended)| ended))
         .execute(&self.pool)
         .await?;
         Ok(if done.rows_affected() == 1 {
@@ -815,7 +820,7 @@ fn parse_kind(kind: &str) -> Result<JobKind, ClusterError> {
     JobKind::parse(kind).ok_or_else(|| ClusterError::BadData(format!("unknown job kind {kind:?}")))
 }
 
-fn job_key(row: &PgRow) -> Result<JobKey, ClusterError> {
+pub(super) fn job_key(row: &PgRow) -> Result<JobKey, ClusterError> {
     let kind: String = row.try_get("kind")?;
     Ok(JobKey {
         kind: parse_kind(&kind)?,
