@@ -905,6 +905,8 @@
     canceled: { sign: "⊘", text: "canceled" },
     timeout: { sign: "◔", text: "timeout" },
     interrupted: { sign: "↯", text: "interrupted" },
+    // Cluster mode: a run going on, on this node or another.
+    running: { sign: "▶", text: "running" },
   };
 
   function runBadge(status) {
@@ -959,11 +961,12 @@
     function row(run) {
       var started = isNever(run.started_at) ? h("span", { class: "muted" }, "—")
         : h("time", { datetime: run.started_at, title: run.started_at }, absTime(run.started_at));
-      var log = logs[run.counter]
+      // `run.log`: cluster mode, where any node's log is read from the shared table.
+      var log = logs[run.counter] || run.log
         ? h("a", { href: "#/" + kind + "/" + encodeURIComponent(id) + "/log/" + run.counter }, "log #" + run.counter)
         : h("span", { class: "muted", title: "removed by log_retention" }, "removed");
       return h("tr", { "data-run": run.counter, "data-status": run.status },
-        cell("Run", "#" + run.counter, "num"),
+        cell("Run", ["#" + run.counter, run.node ? h("span", { class: "sub", title: "node that ran it" }, run.node) : null], "num"),
         cell("Status", runBadge(run.status)),
         cell("Trigger", [run.trigger, run.cause ? h("span", { class: "sub" }, run.cause) : null]),
         cell("Started", started),

@@ -32,10 +32,7 @@ pub(super) struct ClusterNode {
 impl ClusterNode {
     /// What the engine needs of this node: the store and its name.
     pub fn link(&self) -> crate::engine::cluster::ClusterLink {
-        crate::engine::cluster::ClusterLink {
-            store: self.store.clone(),
-            node: self.name.clone(),
-        }
+        crate::engine::cluster::ClusterLink::new(self.store.clone(), self.name.clone())
     }
 
     /// Stops the heartbeat and closes the connections. Nothing else is written: the

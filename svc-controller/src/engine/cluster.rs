@@ -7,8 +7,11 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::{Trigger, TriggerSource};
-use crate::cluster::{ClaimedRun, ClusterStore, NewTrigger};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use super::{Kind, Trigger, TriggerSource};
+use crate::cluster::{ClaimedRun, ClusterStore, JobKey, JobKind, NewTrigger};
 use crate::delivery::DeliveryFacts;
 
 /// What the engine needs of the cluster: the store every trigger, claim and run's end
@@ -18,6 +21,58 @@ use crate::delivery::DeliveryFacts;
 pub struct ClusterLink {
     pub store: ClusterStore,
     pub node: String,
+    /// How far the logs of this node's running runs are copied to the shared table.
+    pub copied: CopiedLogs,
+}
+
+impl ClusterLink {
+    pub fn new(store: ClusterStore, node: String) -> ClusterLink {
+        ClusterLink {
+            store,
+            node,
+            copied: Default::default(),
+        }
+    }
+}
+
+/// How far each running run's log has been copied (bytes), by run ID: shared by the
+/// copier and the final copy at each run's end, so the final copy starts where the copier
+/// stopped.
+#[derive(Debug, Default, Clone)]
+pub struct CopiedLogs(Arc<Mutex<HashMap<i64, u64>>>);
+
+impl CopiedLogs {
+    pub(super) fn get(&self, run_id: i64) -> u64 {
+        self.lock().get(&run_id).copied().unwrap_or(0)
+    }
+
+    pub(super) fn set(&self, run_id: i64, copied: u64) {
+        self.lock().insert(run_id, copied);
+    }
+
+    pub(super) fn take(&self, run_id: i64) -> u64 {
+        self.lock().remove(&run_id).unwrap_or(0)
+    }
+
+    /// Forgets every run but those in `running`.
+    pub(super) fn keep_only(&self, running: &HashSet<i64>) {
+        self.lock().retain(|run_id, _| running.contains(run_id));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, u64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The store's name of a job of the engine.
+pub(super) fn job_key(kind: Kind, id: &str) -> JobKey {
+    let kind = match kind {
+        Kind::Job => JobKind::Job,
+        Kind::Http => JobKind::Http,
+    };
+    JobKey::new(kind, id)
 }
 
 /// A queued run's payload in `svc_runs.trigger`: what the node that claims the run needs
@@ -74,6 +129,36 @@ pub fn new_trigger(trigger: &Trigger, node: &str) -> NewTrigger {
         // A struct of strings always serialises; `Null` would only make the claim fail
         // to decode, never start a wrong run.
         payload: serde_json::to_value(&payload).unwrap_or(serde_json::Value::Null),
+    }
+}
+
+/// What a queued run's payload says of how it was started, for the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriggerSummary {
+    /// `timer`, `webhook`, ...; `unknown` when the payload cannot be read.
+    pub source: String,
+    pub delivery: Option<String>,
+    pub cause: Option<String>,
+}
+
+/// The history's view of a payload (whatever release wrote it: nothing is refused here).
+pub fn trigger_summary(payload: &serde_json::Value) -> TriggerSummary {
+    // An object only: serde would read an array as the fields in order.
+    let read = payload
+        .is_object()
+        .then(|| Payload::deserialize(payload).ok())
+        .flatten();
+    match read {
+        Some(payload) => TriggerSummary {
+            source: payload.source,
+            delivery: payload.delivery,
+            cause: payload.cause,
+        },
+        None => TriggerSummary {
+            source: "unknown".into(),
+            delivery: None,
+            cause: None,
+        },
     }
 }
 
@@ -179,5 +264,41 @@ mod tests {
         // Fields a newer release adds are ignored: the run still starts here.
         new.payload = serde_json::json!({ "source": "manual", "priority": 3 });
         assert!(trigger_of(&claimed(&new)).is_ok());
+    }
+
+    #[test]
+    fn the_copied_table_forgets_runs_that_no_longer_run() {
+        let copied = CopiedLogs::default();
+        copied.set(1, 10);
+        copied.set(2, 20);
+        copied.keep_only(&HashSet::from([2]));
+        assert_eq!(copied.get(1), 0);
+        assert_eq!(copied.take(2), 20);
+        assert_eq!(copied.get(2), 0);
+    }
+
+    #[test]
+    fn the_history_reads_source_delivery_and_cause_of_any_payload() {
+        let mut trigger = Trigger::new(TriggerSource::Webhook);
+        trigger.facts.id = Some("d-9".into());
+        trigger.cause = Some("slot 2026-11-28 04:00:00 UTC".into());
+        let summary = trigger_summary(&new_trigger(&trigger, "a").payload);
+        assert_eq!(summary.source, "webhook");
+        assert_eq!(summary.delivery.as_deref(), Some("d-9"));
+        assert_eq!(
+            summary.cause.as_deref(),
+            Some("slot 2026-11-28 04:00:00 UTC")
+        );
+        for unreadable in [
+            serde_json::json!(["webhook", "push"]),
+            serde_json::json!({ "body": "aGk=" }),
+            serde_json::Value::Null,
+        ] {
+            assert_eq!(
+                trigger_summary(&unreadable).source,
+                "unknown",
+                "{unreadable}"
+            );
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::cluster::{ClusterLink, new_trigger, trigger_of};
+use super::cluster::{ClusterLink, job_key, new_trigger, trigger_of};
 use super::{Accepted, Engine, EngineError, Kind, Trigger, events};
 use crate::cluster::{
     ClaimedRun, ClusterError, EnqueueOutcome, Finish, JobKey, JobKind, RunOutcome, Signal,
@@ -30,6 +30,9 @@ pub(super) struct Claim {
 pub(super) struct Finishing {
     pub claim: Claim,
     pub outcome: RunOutcome,
+    /// The run's log, copied whole to the shared table before the end is reported;
+    /// `None` for a run that never began.
+    pub log: Option<super::cluster_logs::LogCopy>,
 }
 
 /// How often an idle claimer looks at the queue (a wake-up comes sooner: a trigger
@@ -60,14 +63,6 @@ const PAUSE_SYNC_EVERY: Duration = Duration::from_secs(5);
 /// away.
 const FINISH_RETRY_MAX: Duration = Duration::from_secs(30);
 
-fn job_key(kind: Kind, id: &str) -> JobKey {
-    let kind = match kind {
-        Kind::Job => JobKind::Job,
-        Kind::Http => JobKind::Http,
-    };
-    JobKey::new(kind, id)
-}
-
 fn engine_kind(kind: JobKind) -> Kind {
     match kind {
         JobKind::Job => Kind::Job,
@@ -94,6 +89,7 @@ pub(super) fn outcome_of(record: &RunRecord) -> RunOutcome {
     if !record.summary.is_empty() {
         outcome.summary = Some(record.summary.clone());
     }
+    outcome.ran = Some((record.started_at, record.ended_at));
     outcome
 }
 
@@ -259,12 +255,14 @@ impl Engine {
     }
 
     /// Starts the node's cluster tasks: the claimer, the listener for signals (and the
-    /// pause states read back), and the housekeeping. They end at shutdown.
+    /// pause states read back), the housekeeping and the copier of running logs. They end
+    /// at shutdown.
     pub(super) fn start_cluster_tasks(&self, link: &ClusterLink) {
         let runtime = &self.inner.runtime;
         runtime.spawn(self.clone().claimer(link.clone()));
         runtime.spawn(self.clone().listener(link.clone()));
         runtime.spawn(self.clone().housekeeper(link.clone()));
+        runtime.spawn(self.clone().log_copier(link.clone()));
     }
 
     /// Claims queued runs while this node has free permits, and starts them.
@@ -356,7 +354,14 @@ impl Engine {
                 tracing::error!(job = %id, run_id = run.run_id, error = %err, "a claimed run cannot start");
                 let mut outcome = RunOutcome::new(RunStatus::Fail);
                 outcome.summary = Some(err.to_string());
-                self.report_end(link, Finishing { claim, outcome });
+                self.report_end(
+                    link,
+                    Finishing {
+                        claim,
+                        outcome,
+                        log: None,
+                    },
+                );
                 return;
             }
         };
@@ -399,18 +404,31 @@ impl Engine {
         );
     }
 
-    /// Reports a claimed run's end to the store, retried while the database is away (the
-    /// run's lease holds meanwhile, renewed by the heartbeat).
+    /// Reports a claimed run's end to the store, its whole log copied first, retried
+    /// while the database is away (the run's lease holds meanwhile, renewed by the
+    /// heartbeat).
     pub(super) fn report_end(&self, link: &ClusterLink, finishing: Finishing) {
-        let store = link.store.clone();
-        let node = link.node.clone();
+        let link = link.clone();
         let wake = self.clone();
         self.inner.cluster_work.spawn_on(
             async move {
-                let Finishing { claim, outcome } = finishing;
+                let (store, node) = (&link.store, &link.node);
+                let Finishing {
+                    claim,
+                    outcome,
+                    log,
+                } = finishing;
                 let mut wait = Duration::from_secs(1);
                 loop {
-                    match store.finish_run(claim.run_id, &node, &outcome).await {
+                    let copied = match &log {
+                        Some(log) => Engine::copy_final_log(&link, claim.run_id, log).await,
+                        None => Ok(()),
+                    };
+                    let finished = match copied {
+                        Ok(()) => store.finish_run(claim.run_id, node, &outcome).await,
+                        Err(err) => Err(err),
+                    };
+                    match finished {
                         Ok(Finish::Recorded) => break,
                         Ok(Finish::LeaseLost) => {
                             tracing::warn!(
@@ -429,6 +447,9 @@ impl Engine {
                             break;
                         }
                     }
+                }
+                if let Some(log) = &log {
+                    Engine::after_final_log(&link, claim.run_id, log).await;
                 }
                 // A permit is free and the job idle: the next run may be claimed.
                 wake.inner.claim_wake.notify_one();

@@ -9,6 +9,7 @@
 mod ahead;
 pub mod clock;
 pub mod cluster;
+pub mod cluster_logs;
 mod cluster_node;
 pub mod events;
 pub mod executor;

@@ -957,6 +957,12 @@ impl Engine {
                     entry.finishing = Some(super::cluster_node::Finishing {
                         claim,
                         outcome: super::cluster_node::outcome_of(&record),
+                        log: had_log.then(|| super::cluster_logs::LogCopy {
+                            job: super::cluster::job_key(kind, id),
+                            dir: entry.log_dir.clone(),
+                            counter: record.counter,
+                            keep: entry.def.log_retention(),
+                        }),
                     });
                 }
             }
@@ -1045,7 +1051,16 @@ impl Engine {
             if let Some(claim) = entry.run.as_mut().and_then(|run| run.claim.take()) {
                 let mut outcome = crate::cluster::RunOutcome::new(RunStatus::Fail);
                 outcome.summary = Some(ABANDONED.to_string());
-                entry.finishing = Some(super::cluster_node::Finishing { claim, outcome });
+                entry.finishing = Some(super::cluster_node::Finishing {
+                    claim,
+                    outcome,
+                    log: counter.map(|counter| super::cluster_logs::LogCopy {
+                        job: super::cluster::job_key(kind, id),
+                        dir: entry.log_dir.clone(),
+                        counter,
+                        keep: entry.def.log_retention(),
+                    }),
+                });
             }
             if counter.is_some() {
                 entry.state.started = false;

@@ -7,6 +7,9 @@
 //! `json!({"job_id", "name", "status", "counter", "content"})`: the keys in the order
 //! `serde_json`'s map writes them (`content` first). A log still being written is read
 //! to the length it had when the answer started.
+//!
+//! In cluster mode, a log this node does not have (another node ran the run) is read
+//! from the shared table, whole: its size is bounded by `log_max_size`.
 
 use std::io::Read as _;
 
@@ -17,7 +20,8 @@ use base64::Engine as _;
 use futures_util::{StreamExt as _, stream};
 
 use super::query::{job_id, param, params};
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, ok};
+use crate::engine::cluster_logs::shared_log_status;
 use crate::engine::{Kind, OpenLog};
 
 /// Bytes of log read and encoded at a time: a multiple of 3, so that the base64 of the
@@ -49,8 +53,27 @@ pub(super) async fn log_of(
         })
         .await??
     };
-    let (log, len) = opened.ok_or_else(ApiError::log_not_found)?;
-    Ok(streamed(&id, counter, log, len))
+    if let Some((log, len)) = opened {
+        return Ok(streamed(&id, counter, log, len));
+    }
+    // Not this node's run: in cluster mode, the copy in the shared table.
+    let shared = state
+        .engine
+        .cluster_log(kind, &id, counter, 0)
+        .await?
+        .ok_or_else(ApiError::log_not_found)?;
+    if shared.bytes.is_empty() && shared.state != crate::cluster::SharedRunState::Running {
+        // A run whose log was never copied (it did not begin) or was trimmed.
+        return Err(ApiError::log_not_found());
+    }
+    let status = shared_log_status(shared.state);
+    Ok(ok(serde_json::json!({
+        "job_id": id,
+        "name": format!("{id}.{counter}.{status}"),
+        "status": status,
+        "counter": counter,
+        "content": base64::engine::general_purpose::STANDARD.encode(&shared.bytes),
+    })))
 }
 
 /// The wrapper around the streamed base64 of `log`'s first `len` bytes.

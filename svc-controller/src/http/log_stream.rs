@@ -16,6 +16,10 @@
 //! file at the same offset because the rename keeps the content (the same inode). The
 //! stream ends when the run ends, when the client goes away (the next write fails; a
 //! keep-alive comment is sent every 15 seconds), or after [`MAX_STREAM`].
+//!
+//! In cluster mode, a log this node does not have (another node runs the run) is
+//! followed in the shared table instead, every [`POLL_SHARED_EVERY`], with the same
+//! events: its node copies it there as it grows.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -34,10 +38,15 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::query::{job_id, param, params};
 use super::{ApiError, AppState};
+use crate::cluster::SharedRunState;
 use crate::engine::Kind;
+use crate::engine::cluster_logs::shared_log_status;
 
 /// Period of the log file polls.
 pub const POLL_EVERY: Duration = Duration::from_millis(200);
+/// Period of the polls of a log in the cluster's shared table, which a node copies
+/// there every second.
+pub const POLL_SHARED_EVERY: Duration = Duration::from_millis(500);
 /// Largest number of log bytes in one `chunk` event.
 pub const MAX_CHUNK: usize = 64 * 1024;
 /// Largest number of bytes read by one poll.
@@ -140,10 +149,91 @@ fn chunk_events(bytes: &[u8], end_offset: u64, out: &mut VecDeque<Event>) {
     }
 }
 
+/// Follows one log in the cluster's shared table (a run another node runs or ran), from
+/// an offset.
+#[derive(Clone)]
+struct SharedFollower {
+    engine: crate::engine::Engine,
+    id: String,
+    counter: u64,
+    offset: u64,
+}
+
+impl SharedFollower {
+    /// What was copied since the last poll. An unreachable database is no end: the
+    /// stream waits for it.
+    async fn poll(&mut self) -> io::Result<Polled> {
+        let read = self
+            .engine
+            .cluster_log(Kind::Job, &self.id, self.counter, self.offset)
+            .await;
+        let log = match read {
+            Ok(Some(log)) => log,
+            Ok(None) => return Ok(Polled::Gone),
+            Err(crate::engine::EngineError::Unavailable) => return Ok(Polled::Growing(Vec::new())),
+            Err(err) => return Err(io::Error::other(err.to_string())),
+        };
+        self.offset += log.bytes.len() as u64;
+        Ok(match log.state {
+            SharedRunState::Running => Polled::Growing(log.bytes),
+            state => Polled::Ended {
+                status: shared_log_status(state),
+                rest: log.bytes,
+            },
+        })
+    }
+}
+
+/// Where a stream reads its log: this node's file, or the cluster's copy.
+enum Follower {
+    File(LogFollower),
+    Shared(SharedFollower),
+}
+
+impl Follower {
+    async fn poll(self) -> (Follower, io::Result<Polled>) {
+        match self {
+            Follower::File(mut follower) => {
+                let polled = tokio::task::spawn_blocking(move || {
+                    let result = follower.poll();
+                    (follower, result)
+                })
+                .await;
+                match polled {
+                    Ok((follower, result)) => (Follower::File(follower), result),
+                    Err(err) => {
+                        tracing::error!(error = %err, "log stream: poll task failed");
+                        let gone = LogFollower::new(PathBuf::new(), "", 0);
+                        (Follower::File(gone), Ok(Polled::Gone))
+                    }
+                }
+            }
+            Follower::Shared(mut follower) => {
+                let result = follower.poll().await;
+                (Follower::Shared(follower), result)
+            }
+        }
+    }
+
+    fn offset(&self) -> u64 {
+        match self {
+            Follower::File(follower) => follower.offset(),
+            Follower::Shared(follower) => follower.offset,
+        }
+    }
+
+    fn id_counter(&self) -> (&str, u64) {
+        match self {
+            Follower::File(follower) => (&follower.id, follower.counter),
+            Follower::Shared(follower) => (&follower.id, follower.counter),
+        }
+    }
+}
+
 /// State carried from one step of the event stream to the next.
 struct StreamState {
     pending: VecDeque<Event>,
-    follower: Option<LogFollower>,
+    follower: Option<Follower>,
     ticker: tokio::time::Interval,
     deadline: Instant,
 }
@@ -154,7 +244,7 @@ async fn next_event(mut state: StreamState) -> Option<(Result<Event, Infallible>
         if let Some(event) = state.pending.pop_front() {
             return Some((Ok(event), state));
         }
-        let mut follower = state.follower.take()?;
+        let follower = state.follower.take()?;
         if Instant::now() >= state.deadline {
             state
                 .pending
@@ -162,18 +252,7 @@ async fn next_event(mut state: StreamState) -> Option<(Result<Event, Infallible>
             continue;
         }
         state.ticker.tick().await;
-        let polled = tokio::task::spawn_blocking(move || {
-            let result = follower.poll();
-            (follower, result)
-        })
-        .await;
-        let (follower, result) = match polled {
-            Ok(pair) => pair,
-            Err(err) => {
-                tracing::error!(error = %err, "log stream: poll task failed");
-                return None;
-            }
-        };
+        let (follower, result) = follower.poll().await;
         match result {
             Ok(Polled::Growing(bytes)) => {
                 chunk_events(&bytes, follower.offset(), &mut state.pending);
@@ -181,7 +260,8 @@ async fn next_event(mut state: StreamState) -> Option<(Result<Event, Infallible>
             }
             Ok(Polled::Ended { status, rest }) => {
                 chunk_events(&rest, follower.offset(), &mut state.pending);
-                let name = format!("{}.{}.{}", follower.id, follower.counter, status);
+                let (id, counter) = follower.id_counter();
+                let name = format!("{id}.{counter}.{status}");
                 let data = json!({ "status": status, "name": name });
                 state
                     .pending
@@ -193,7 +273,8 @@ async fn next_event(mut state: StreamState) -> Option<(Result<Event, Infallible>
                     .push_back(Event::default().event("gone").data("{}"));
             }
             Err(err) => {
-                tracing::error!(job = %follower.id, counter = follower.counter, error = %err, "log stream: cannot read the log");
+                let (id, counter) = follower.id_counter();
+                tracing::error!(job = %id, counter, error = %err, "log stream: cannot read the log");
                 state
                     .pending
                     .push_back(Event::default().event("gone").data("{}"));
@@ -224,13 +305,26 @@ pub(super) async fn stream(
             .await
             .unwrap_or(false)
     };
-    if !exists {
-        return Err(ApiError::log_not_found());
-    }
+    let (follower, every) = if exists {
+        (Follower::File(follower), POLL_EVERY)
+    } else {
+        // Not this node's run: in cluster mode, the copy in the shared table.
+        let shared = state.engine.cluster_log(Kind::Job, &id, counter, 0).await?;
+        if shared.is_none() {
+            return Err(ApiError::log_not_found());
+        }
+        let follower = SharedFollower {
+            engine: state.engine.clone(),
+            id: id.clone(),
+            counter,
+            offset: 0,
+        };
+        (Follower::Shared(follower), POLL_SHARED_EVERY)
+    };
     let mut pending = VecDeque::new();
     let meta = json!({ "job_id": id, "counter": counter });
     pending.push_back(Event::default().event("meta").data(meta.to_string()));
-    let mut ticker = tokio::time::interval(POLL_EVERY);
+    let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let initial = StreamState {
         pending,
@@ -361,7 +455,7 @@ mod tests {
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let state = StreamState {
             pending: VecDeque::new(),
-            follower: Some(follower(&dir)),
+            follower: Some(Follower::File(follower(&dir))),
             ticker,
             deadline: Instant::now() + Duration::from_secs(5),
         };

@@ -1,0 +1,298 @@
+//! A cluster node's runs as every node shows them: the logs of the runs this node runs,
+//! copied into the shared table while they grow (every [`COPY_EVERY`]) and whole before
+//! the run's end is recorded; and the reads of the shared runs and logs that the HTTP
+//! layer serves when a run was not this node's. Nothing here runs on a single node.
+//!
+//! Each node still writes its own log files, as on a single node: a run never waits for
+//! the database, and an outage loses no line. The copy is what the other nodes read.
+
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::cluster::{ClusterLink, job_key, trigger_summary};
+use super::{Engine, EngineError, Kind};
+use crate::cluster::{ClusterError, ClusterStore, JobKey, LOG_CHUNK, SharedLog, SharedRunState};
+use crate::logstore::LogDir;
+use crate::state::RunStatus;
+
+/// How often the logs of running runs are copied: how far behind another node's view of
+/// a running log may be.
+const COPY_EVERY: Duration = Duration::from_secs(1);
+/// Most bytes of one log read and copied at a time (a multiple of [`LOG_CHUNK`]).
+const COPY_STEP: usize = 64 * LOG_CHUNK;
+/// Most runs a page of the shared history holds.
+pub const MAX_SHARED_PAGE: u32 = crate::history::MAX_PAGE as u32;
+
+/// The log of a claimed run whose end is to be reported: copied whole first.
+#[derive(Debug, Clone)]
+pub(super) struct LogCopy {
+    pub job: JobKey,
+    pub dir: LogDir,
+    pub counter: u64,
+    /// The job's `log_retention`: the shared table keeps as many logs of the job.
+    pub keep: usize,
+}
+
+/// A run of the shared table as the HTTP layer shows it: the history's fields, plus the
+/// node that ran it and whether its log can be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterRun {
+    pub counter: u64,
+    /// `None` while it runs.
+    pub status: Option<RunStatus>,
+    pub node: String,
+    pub trigger: String,
+    pub delivery: Option<String>,
+    pub cause: Option<String>,
+    pub attempt: u32,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub http_status: Option<u16>,
+    pub summary: String,
+    pub has_log: bool,
+}
+
+/// The shared log's status as a log file name says it.
+pub fn shared_log_status(state: SharedRunState) -> &'static str {
+    match state {
+        SharedRunState::Running => "started",
+        SharedRunState::Done(status) => status.result().log_status(),
+    }
+}
+
+/// Reads the log of run `counter` in `dir` from `from` to its end (at most `max` bytes).
+/// `None` when the log is gone. Blocking.
+fn read_log_from(
+    dir: &LogDir,
+    counter: u64,
+    from: u64,
+    max: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let Some((_, mut file)) = dir.open(counter)? else {
+        return Ok(None);
+    };
+    file.seek(SeekFrom::Start(from))?;
+    let mut bytes = Vec::new();
+    file.take(u64::try_from(max).unwrap_or(u64::MAX))
+        .read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
+}
+
+/// Copies run `run_id`'s log from byte `copied` to its end, a step at a time; answers how
+/// far it is copied. The copy starts at the chunk that holds byte `copied`, so a chunk
+/// that was copied while shorter is written again whole.
+async fn copy_rest(
+    store: &ClusterStore,
+    run_id: i64,
+    dir: &LogDir,
+    counter: u64,
+    mut copied: u64,
+) -> Result<u64, ClusterError> {
+    loop {
+        let from = copied - copied % LOG_CHUNK as u64;
+        let read = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || read_log_from(&dir, counter, from, COPY_STEP)).await
+        };
+        let bytes = match read {
+            Ok(Ok(Some(bytes))) => bytes,
+            // Gone (retention) or unreadable: nothing more to copy.
+            Ok(Ok(None)) => return Ok(copied),
+            Ok(Err(err)) => {
+                tracing::warn!(run_id, counter, error = %err, "cannot read a log to copy it to the cluster");
+                return Ok(copied);
+            }
+            Err(_) => return Ok(copied),
+        };
+        let end = from + bytes.len() as u64;
+        if end <= copied {
+            return Ok(copied);
+        }
+        store.copy_log(run_id, from, &bytes).await?;
+        copied = end;
+        if bytes.len() < COPY_STEP {
+            return Ok(copied);
+        }
+    }
+}
+
+impl Engine {
+    /// Copies the logs of this node's running claimed runs every [`COPY_EVERY`], so that
+    /// every node can show them while they run.
+    pub(super) async fn log_copier(self, link: ClusterLink) {
+        let stop = self.inner.cluster_stop.clone();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(COPY_EVERY) => {}
+                _ = stop.cancelled() => return,
+            }
+            let running: Vec<(i64, u64, LogDir)> = {
+                let registry = self.lock();
+                registry
+                    .jobs
+                    .values()
+                    .chain(registry.http.values())
+                    .filter_map(|entry| {
+                        let run = entry.run.as_ref()?;
+                        let (claim, counter) = (run.claim?, run.counter?);
+                        Some((claim.run_id, counter, entry.log_dir.clone()))
+                    })
+                    .collect()
+            };
+            link.copied
+                .keep_only(&running.iter().map(|(run_id, ..)| *run_id).collect());
+            for (run_id, counter, dir) in running {
+                let copied = link.copied.get(run_id);
+                match copy_rest(&link.store, run_id, &dir, counter, copied).await {
+                    Ok(now) => link.copied.set(run_id, now),
+                    // Copied at the run's end, or the next round.
+                    Err(err) => {
+                        tracing::debug!(run_id, error = %err, "a running log was not copied to the cluster");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Copies a claimed run's whole log before its end is reported (retried by the
+    /// caller while the database is away).
+    pub(super) async fn copy_final_log(
+        link: &ClusterLink,
+        run_id: i64,
+        log: &LogCopy,
+    ) -> Result<(), ClusterError> {
+        let copied = link.copied.get(run_id);
+        let copied = copy_rest(&link.store, run_id, &log.dir, log.counter, copied).await?;
+        link.copied.set(run_id, copied);
+        Ok(())
+    }
+
+    /// After a run's end is recorded: the copier forgets it, and the shared table keeps
+    /// as many logs of the job as this node does.
+    pub(super) async fn after_final_log(link: &ClusterLink, run_id: i64, log: &LogCopy) {
+        link.copied.take(run_id);
+        let keep = u32::try_from(log.keep).unwrap_or(u32::MAX);
+        if let Err(err) = link.store.trim_logs(&log.job, keep).await {
+            tracing::debug!(job = %log.job.id, error = %err, "old logs were not trimmed in the cluster");
+        }
+    }
+
+    /// In cluster mode, up to `limit` runs of a job from the shared table (every node's),
+    /// newest first, those numbered below `before` when given; `None` on a single node.
+    pub async fn cluster_runs(
+        &self,
+        kind: Kind,
+        id: &str,
+        limit: u32,
+        before: Option<u64>,
+    ) -> Result<Option<Vec<ClusterRun>>, EngineError> {
+        let Some(link) = self.cluster() else {
+            return Ok(None);
+        };
+        let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
+        let runs = link
+            .store
+            .runs_page(&job_key(kind, &id), limit.min(MAX_SHARED_PAGE), before)
+            .await
+            .map_err(|err| read_refused(err, "the run history"))?;
+        Ok(Some(
+            runs.into_iter()
+                .map(|run| {
+                    let trigger = trigger_summary(&run.payload);
+                    ClusterRun {
+                        counter: run.counter,
+                        status: match run.state {
+                            SharedRunState::Running => None,
+                            SharedRunState::Done(status) => Some(status),
+                        },
+                        node: run.node,
+                        trigger: trigger.source,
+                        delivery: trigger.delivery,
+                        cause: trigger.cause,
+                        attempt: run.attempt,
+                        started_at: run.started_at,
+                        ended_at: run.ended_at,
+                        exit_code: run.exit_code,
+                        signal: run.signal,
+                        http_status: run.http_status,
+                        summary: run.summary.unwrap_or_default(),
+                        has_log: run.has_log,
+                    }
+                })
+                .collect(),
+        ))
+    }
+
+    /// In cluster mode, the log of a job's run `counter` from byte `offset`, as the
+    /// shared table has it (whichever node ran it); `None` on a single node or when the
+    /// cluster has no such run.
+    pub async fn cluster_log(
+        &self,
+        kind: Kind,
+        id: &str,
+        counter: u64,
+        offset: u64,
+    ) -> Result<Option<SharedLog>, EngineError> {
+        let Some(link) = self.cluster() else {
+            return Ok(None);
+        };
+        let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
+        link.store
+            .read_log(&job_key(kind, &id), counter, offset)
+            .await
+            .map_err(|err| read_refused(err, "a run's log"))
+    }
+}
+
+/// A read of the shared table that failed: 503 while the database is away, else logged
+/// here and answered as unreadable.
+fn read_refused(err: ClusterError, what: &str) -> EngineError {
+    if err.is_unavailable() {
+        return EngineError::Unavailable;
+    }
+    tracing::error!(error = %err, "cannot read {what} from the cluster database");
+    EngineError::Unreadable
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_is_read_from_an_offset_to_its_end_in_bounded_steps() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = LogDir::new(tmp.path().to_path_buf(), "j");
+        std::fs::write(tmp.path().join("j.4.started"), b"0123456789").expect("write");
+        assert_eq!(
+            read_log_from(&dir, 4, 3, 100).expect("read"),
+            Some(b"3456789".to_vec())
+        );
+        assert_eq!(
+            read_log_from(&dir, 4, 3, 2).expect("read"),
+            Some(b"34".to_vec())
+        );
+        assert_eq!(
+            read_log_from(&dir, 4, 10, 2).expect("read"),
+            Some(Vec::new())
+        );
+        assert_eq!(read_log_from(&dir, 5, 0, 2).expect("read"), None);
+    }
+
+    #[test]
+    fn a_shared_log_is_named_as_a_log_file_would_be() {
+        assert_eq!(shared_log_status(SharedRunState::Running), "started");
+        assert_eq!(
+            shared_log_status(SharedRunState::Done(RunStatus::Success)),
+            "success"
+        );
+        assert_eq!(
+            shared_log_status(SharedRunState::Done(RunStatus::Interrupted)),
+            "fail"
+        );
+    }
+}
