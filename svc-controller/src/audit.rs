@@ -17,6 +17,10 @@
 //! by [`Entry`]: names, job IDs, addresses, statuses and reasons; never a secret, a
 //! signature, a password, a cookie or a token (the reasons are the service's own error
 //! messages, which never echo them).
+//!
+//! In cluster mode each node keeps its own file as above, and a copier also appends every
+//! record, with the node's name, to the cluster's shared table, which every node's audit
+//! view reads ([`AuditLog::copy_to_cluster`]).
 
 use std::fs::{self, File};
 use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
@@ -27,6 +31,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::error::TrySendError as TrySendCopy;
 
 /// Name of the current audit file in the log directory.
 pub const AUDIT_FILE: &str = "audit.log";
@@ -170,10 +175,31 @@ pub struct Record {
     /// The rest.
     #[serde(flatten)]
     pub entry: Entry,
+    /// In cluster mode's shared audit log: the node that recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
+
+/// What the writer hands to the copier of cluster mode ([`AuditLog::copy_to_cluster`]).
+enum ClusterCopy {
+    Record(Record),
+    /// Answered once everything sent before it is in the shared table (or failed to get
+    /// there).
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// Records waiting for the copier to the cluster at most; past it the shared table misses
+/// them (the node's own file still has them), and the service log says so.
+const CLUSTER_QUEUE: usize = 10_000;
+/// Most records the copier appends in one transaction.
+const CLUSTER_BATCH: usize = 256;
+/// The longest wait between two attempts of the copier while the database is away.
+const CLUSTER_RETRY_MAX: Duration = Duration::from_secs(30);
 
 enum Message {
     Entry(Entry, chrono::DateTime<chrono::Utc>),
+    /// From now on, hand each record to this copier too.
+    CopyTo(tokio::sync::mpsc::Sender<ClusterCopy>),
     /// Answered once everything sent before it is written.
     Flush(tokio::sync::oneshot::Sender<()>),
     /// Sync and end.
@@ -232,8 +258,26 @@ impl AuditLog {
         }
     }
 
+    /// In cluster mode: every entry written from now on is also appended to the
+    /// cluster's shared audit log with this node's name, by a task on the current
+    /// runtime, so that any node's audit view shows every node's actions. The node's own
+    /// file stays the one that never waits for the database: an outage longer than the
+    /// copier's queue leaves entries there only (said in the service log). The task ends
+    /// once the writer has stopped and what it handed over is copied; answers its handle.
+    pub fn copy_to_cluster(
+        &self,
+        store: crate::cluster::ClusterStore,
+        node: String,
+    ) -> tokio::task::JoinHandle<()> {
+        let (sender, receiver) = tokio::sync::mpsc::channel(CLUSTER_QUEUE);
+        if self.sender.try_send(Message::CopyTo(sender)).is_err() {
+            tracing::error!("audit log: the writer is not taking messages; entries stay local");
+        }
+        tokio::spawn(copy_records(receiver, store, node))
+    }
+
     /// Waits until every entry recorded before the call is written (readers call it so
-    /// that a page shows their own last action).
+    /// that a page shows their own last action); in cluster mode, also copied.
     pub async fn flush(&self) {
         let (done, wait) = tokio::sync::oneshot::channel();
         let sender = self.sender.clone();
@@ -286,6 +330,10 @@ struct Writer {
     next_seq: u64,
     /// A write error is logged once, until a write succeeds again.
     failing: bool,
+    /// Cluster mode's copier of every record.
+    copy: Option<tokio::sync::mpsc::Sender<ClusterCopy>>,
+    /// A full copier's queue is logged once, until a record gets in again.
+    copy_full: bool,
 }
 
 impl Writer {
@@ -311,6 +359,8 @@ impl Writer {
             size,
             next_seq: last + 1,
             failing: false,
+            copy: None,
+            copy_full: false,
         })
     }
 
@@ -320,9 +370,22 @@ impl Writer {
             while let Some(message) = next.take() {
                 match message {
                     Message::Entry(entry, time) => self.write(entry, time),
-                    Message::Flush(done) => {
-                        let _ = done.send(());
-                    }
+                    Message::CopyTo(copy) => self.copy = Some(copy),
+                    Message::Flush(done) => match &self.copy {
+                        // The copier answers once what came before is copied.
+                        Some(copy) => {
+                            if let Err(
+                                TrySendCopy::Full(ClusterCopy::Flush(done))
+                                | TrySendCopy::Closed(ClusterCopy::Flush(done)),
+                            ) = copy.try_send(ClusterCopy::Flush(done))
+                            {
+                                let _ = done.send(());
+                            }
+                        }
+                        None => {
+                            let _ = done.send(());
+                        }
+                    },
                     Message::Stop(done) => {
                         self.sync();
                         let _ = done.send(());
@@ -362,7 +425,9 @@ impl Writer {
             seq: self.next_seq,
             time: time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             entry,
+            node: None,
         };
+        self.hand_to_copier(&record);
         let mut line = match serde_json::to_vec(&record) {
             Ok(line) => line,
             Err(err) => {
@@ -399,6 +464,26 @@ impl Writer {
                 }
                 self.failing = true;
             }
+        }
+    }
+
+    /// In cluster mode, hands `record` to the copier, never waiting for it.
+    fn hand_to_copier(&mut self, record: &Record) {
+        let Some(copy) = &self.copy else {
+            return;
+        };
+        match copy.try_send(ClusterCopy::Record(record.clone())) {
+            Ok(()) => self.copy_full = false,
+            Err(TrySendCopy::Full(_)) => {
+                if !self.copy_full {
+                    tracing::warn!(
+                        "audit log: the copy to the cluster is behind; entries stay in this \
+                         node's file only until it catches up"
+                    );
+                }
+                self.copy_full = true;
+            }
+            Err(TrySendCopy::Closed(_)) => self.copy = None,
         }
     }
 
@@ -442,6 +527,61 @@ fn last_seq(path: &Path) -> Option<u64> {
         .rev()
         .find_map(|line| serde_json::from_slice::<Record>(line).ok())
         .map(|record| record.seq)
+}
+
+/// The copier of cluster mode: appends the writer's records to the shared table in
+/// batches, with the node's name, retrying while the database is away (a reader's flush
+/// is answered meanwhile: it does not wait for an outage).
+async fn copy_records(
+    mut receiver: tokio::sync::mpsc::Receiver<ClusterCopy>,
+    store: crate::cluster::ClusterStore,
+    node: String,
+) {
+    let mut batch: Vec<(chrono::DateTime<chrono::Utc>, serde_json::Value)> = Vec::new();
+    let mut flushes = Vec::new();
+    while let Some(first) = receiver.recv().await {
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                ClusterCopy::Record(mut record) => {
+                    let at = chrono::DateTime::parse_from_rfc3339(&record.time)
+                        .map_or_else(|_| chrono::Utc::now(), |at| at.to_utc());
+                    record.node = Some(node.clone());
+                    match serde_json::to_value(&record) {
+                        Ok(value) => batch.push((at, value)),
+                        Err(err) => {
+                            tracing::error!(error = %err, "audit log: cannot serialise an entry for the cluster")
+                        }
+                    }
+                }
+                ClusterCopy::Flush(done) => flushes.push(done),
+            }
+            if batch.len() < CLUSTER_BATCH {
+                next = receiver.try_recv().ok();
+            }
+        }
+        let mut wait = Duration::from_secs(1);
+        loop {
+            match store.append_audit(&batch).await {
+                Ok(()) => break,
+                Err(err) if err.is_unavailable() => {
+                    for done in flushes.drain(..) {
+                        let _ = done.send(());
+                    }
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(CLUSTER_RETRY_MAX);
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, entries = batch.len(), "audit log: entries not copied to the cluster");
+                    break;
+                }
+            }
+        }
+        batch.clear();
+        for done in flushes.drain(..) {
+            let _ = done.send(());
+        }
+    }
 }
 
 /// A page of the audit log, newest first.
@@ -581,6 +721,7 @@ mod tests {
                 seq: 10,
                 time: "2025-01-01T00:00:00.000Z".into(),
                 entry: entry(1),
+                node: None,
             };
             serde_json::to_vec(&record).expect("json").len() as u64 + 1
         };

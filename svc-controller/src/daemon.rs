@@ -30,6 +30,9 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(8);
 /// Time the shutdown then gives notifications and health pings under way, while the HTTP
 /// server ends its connections (at most 2 s): all within the 10 s of a stop.
 const NOTIFY_GRACE: Duration = Duration::from_millis(1500);
+/// How long the stop waits for the last audit entries to reach the cluster's table (the
+/// node's own file has them whatever happens).
+const AUDIT_COPY_GRACE: Duration = Duration::from_millis(500);
 
 /// Command line of `svc-controller`.
 ///
@@ -600,6 +603,10 @@ pub async fn run(
             .context("starting the audit log failed")?
             .context("cannot open the audit log")?
     };
+    // In cluster mode every node's audit view shows every node's entries.
+    let audit_copy = engine
+        .cluster()
+        .map(|link| audit.copy_to_cluster(link.store.clone(), link.node.clone()));
     // `POST /svc/api/reload` asks the main loop for the reload SIGHUP runs: one reload
     // at a time, whoever asks.
     let (reload_requests, reloads) = tokio::sync::mpsc::channel::<http::ReloadReply>(8);
@@ -659,9 +666,6 @@ pub async fn run(
     notify::stopping();
     let _ = stop_tx.send(());
     engine.shutdown(SHUTDOWN_LIMIT).await;
-    if let Some(node) = node {
-        node.leave().await;
-    }
     // The runs the stop ended are announced by now.
     let _ = tokio::join!(
         tokio::time::timeout(Duration::from_secs(2), server),
@@ -670,6 +674,19 @@ pub async fn run(
     );
     // After the server: the last answers' entries are in the queue.
     audit.shutdown().await;
+    if let Some(mut copy) = audit_copy
+        && tokio::time::timeout(AUDIT_COPY_GRACE, &mut copy)
+            .await
+            .is_err()
+    {
+        tracing::warn!("audit log: the last entries were not copied to the cluster in time");
+        copy.abort();
+    }
+    // Last: the heartbeat keeps the node's runs its own until they ended, and the audit
+    // copier needs the connections.
+    if let Some(node) = node {
+        node.leave().await;
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The admin's calls: `POST /svc/api/reload` (the daemon's reload, the one SIGHUP runs,
 //! asked for over a channel) and `GET /svc/api/audit` (pages of the audit log, newest
-//! first).
+//! first; in cluster mode the shared one, every node's entries).
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -119,6 +119,9 @@ pub(super) async fn audit(
     };
     // The caller's own last action is in the page.
     state.audit.flush().await;
+    if let Some(link) = state.engine.cluster() {
+        return shared_audit(&link.store, before, limit).await;
+    }
     let dir = state.audit.dir().to_path_buf();
     let page = super::blocking(move || audit::read_page(&dir, before, limit))
         .await?
@@ -130,5 +133,39 @@ pub(super) async fn audit(
         .collect();
     Ok(no_store(ok(
         json!({ "entries": entries, "next_before": page.next_before }),
+    )))
+}
+
+/// A page of cluster mode's shared audit log (every node's entries, numbered by the
+/// database), in the shape of a node's own: each entry with its `seq`, and its `node`.
+async fn shared_audit(
+    store: &crate::cluster::ClusterStore,
+    before: Option<u64>,
+    limit: usize,
+) -> Result<Response, ApiError> {
+    let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+    let page = store.audit_page(before, limit).await.map_err(|err| {
+        if err.is_unavailable() {
+            ApiError::from(crate::engine::EngineError::Unavailable)
+        } else {
+            ApiError::internal("audit log: cannot read the cluster's", err)
+        }
+    })?;
+    let next_before = page
+        .last()
+        .filter(|last| page.len() == limit as usize && last.seq > 1)
+        .map(|last| last.seq);
+    let entries: Vec<serde_json::Value> = page
+        .into_iter()
+        .map(|shared| {
+            let mut entry = shared.entry;
+            if let Some(fields) = entry.as_object_mut() {
+                fields.insert("seq".into(), json!(shared.seq));
+            }
+            entry
+        })
+        .collect();
+    Ok(no_store(ok(
+        json!({ "entries": entries, "next_before": next_before }),
     )))
 }
