@@ -1,8 +1,9 @@
 //! What every node of a cluster shows, whichever node did the work: two real controllers
 //! on one real PostgreSQL (`svc_tests::postgres`). A run made by one node is in the other
 //! node's run history (naming the node), its log reads the same from both, a running
-//! log streams from the node that does not run it, `log_retention` holds in the shared
-//! table, and an action on one node is in the other node's audit log.
+//! log streams from the node that does not run it, the other node's dashboard shows the
+//! run going on and then its result, `log_retention` holds in the shared table, and an
+//! action on one node is in the other node's audit log.
 
 use std::path::Path;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use serde_json::Value;
 use svc_controller::cluster::{ClusterStore, StoreOptions};
 use svc_tests::postgres::PostgresServer;
 use svc_tests::sse::SseStream;
-use svc_tests::{TestService, hmac_sha256_hex, job_section, wait_for};
+use svc_tests::{TestService, hmac_sha256_hex, job_section, wait_for, wait_until};
 
 const SECRET: &str = "cluster-views-secret";
 const WAIT: Duration = Duration::from_secs(30);
@@ -154,6 +155,11 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
     assert!(text.contains("2> to-stderr"), "{text}");
     assert_eq!(there.data()["name"], "talk.1.success");
     assert_eq!(there.data()["status"], "success");
+    // The other node's dashboard shows the job's result, as if it had run it.
+    wait_until(WAIT, "the other node to show talk's result", async || {
+        nodes[other].job_status("talk").await == "success"
+    })
+    .await;
     // No such run: 404 on either node.
     nodes[other].log("talk", 99).await.assert_status(404);
 
@@ -195,6 +201,16 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
         "{}/svc/api/job_exec/log/stream?id=follow&counter=1",
         nodes[other].base_url()
     );
+    // The other node shows it as the job's running run, which the UI streams.
+    wait_until(WAIT, "the other node to show follow running", async || {
+        let job = nodes[other].job("follow").await;
+        job["status"] == "started"
+            && job["logs"].as_array().is_some_and(|logs| {
+                logs.iter()
+                    .any(|log| log["counter"] == 1 && log["status"] == "started")
+            })
+    })
+    .await;
     let mut stream = SseStream::open(&url, &[]).await.expect("open the stream");
     let mut streamed = Vec::new();
     let mut ended = None;
@@ -234,6 +250,14 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
     assert_eq!(ended["name"], "follow.1.success");
     let whole = nodes[runner].log("follow", 1).await;
     assert_eq!(decode(&whole.data()["content"]), streamed);
+    wait_until(WAIT, "the other node to show follow's result", async || {
+        let job = nodes[other].job("follow").await;
+        job["status"] == "success"
+            && !job["logs"]
+                .as_array()
+                .is_some_and(|logs| logs.iter().any(|log| log["status"] == "started"))
+    })
+    .await;
 
     // An action on one node is in the other node's audit log, with the node's name.
     // Node 0 copies its entries as they are written: node 1 sees them shortly after.

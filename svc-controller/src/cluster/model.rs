@@ -41,6 +41,10 @@ pub enum SignalOp {
     Pause,
     Resume,
     Cancel,
+    /// A run of the job began on the sending node (with its counter).
+    Began,
+    /// A run of the job ended there and its end is recorded (with its counter).
+    Ended,
 }
 
 /// A signal between nodes ([`ClusterStore::signal`](super::ClusterStore::signal)): the
@@ -56,6 +60,10 @@ pub struct Signal {
     pub id: Option<String>,
     /// The node that sent it.
     pub node: String,
+    /// The run it is about, for [`SignalOp::Began`] and [`SignalOp::Ended`]. A node of an
+    /// earlier release ignores the field, and the ops it does not know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter: Option<u64>,
 }
 
 impl Signal {
@@ -65,6 +73,7 @@ impl Signal {
             kind: None,
             id: None,
             node: node.to_string(),
+            counter: None,
         }
     }
 
@@ -74,6 +83,15 @@ impl Signal {
             kind: Some(job.kind.as_str().to_string()),
             id: Some(job.id.clone()),
             node: node.to_string(),
+            counter: None,
+        }
+    }
+
+    /// A signal about run `counter` of `job` ([`SignalOp::Began`], [`SignalOp::Ended`]).
+    pub fn about_run(op: SignalOp, job: &JobKey, node: &str, counter: u64) -> Signal {
+        Signal {
+            counter: Some(counter),
+            ..Signal::about(op, job, node)
         }
     }
 
@@ -294,5 +312,24 @@ mod tests {
         assert_eq!(JobKind::Job.as_str(), "job");
         assert_eq!(JobKind::Http.as_str(), "job_http");
         assert_eq!(JobKind::parse("hook"), None);
+    }
+
+    #[test]
+    fn run_signals_carry_their_counter_and_older_signals_still_read() {
+        let job = JobKey::new(JobKind::Job, "build");
+        let ended = Signal::about_run(SignalOp::Ended, &job, "node-a", 42);
+        let text = ended.to_text();
+        assert_eq!(
+            text,
+            r#"{"op":"ended","kind":"job","id":"build","node":"node-a","counter":42}"#
+        );
+        assert_eq!(Signal::parse(&text), Some(ended));
+        // A pause, as an earlier release wrote it: no counter.
+        let pause = Signal::parse(r#"{"op":"pause","kind":"job","id":"build","node":"b"}"#)
+            .expect("read");
+        assert_eq!(pause.counter, None);
+        assert_eq!(pause.job(), Some(job));
+        // An op a later release may add is not read (the nodes poll anyway).
+        assert_eq!(Signal::parse(r#"{"op":"rebalance","node":"b"}"#), None);
     }
 }

@@ -1,7 +1,9 @@
 //! A cluster node's runs as every node shows them: the logs of the runs this node runs,
 //! copied into the shared table while they grow (every [`COPY_EVERY`]) and whole before
 //! the run's end is recorded; and the reads of the shared runs and logs that the HTTP
-//! layer serves when a run was not this node's. Nothing here runs on a single node.
+//! layer serves when a run was not this node's; and the runs of other nodes as this
+//! node's jobs show them (a run going on there, then its result in the job's state),
+//! told by their signals. Nothing here runs on a single node.
 //!
 //! Each node still writes its own log files, as on a single node: a run never waits for
 //! the database, and an outage loses no line. The copy is what the other nodes read.
@@ -12,8 +14,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::cluster::{ClusterLink, job_key, trigger_summary};
-use super::{Engine, EngineError, Kind};
-use crate::cluster::{ClusterError, ClusterStore, JobKey, LOG_CHUNK, SharedLog, SharedRunState};
+use super::events::EngineEvent;
+use super::{Engine, EngineError, Kind, TriggerSource};
+use crate::cluster::{
+    ClusterError, ClusterStore, JobKey, LOG_CHUNK, SharedLog, SharedRun, SharedRunState,
+};
 use crate::logstore::LogDir;
 use crate::state::RunStatus;
 
@@ -28,7 +33,6 @@ pub const MAX_SHARED_PAGE: u32 = crate::history::MAX_PAGE as u32;
 /// The log of a claimed run whose end is to be reported: copied whole first.
 #[derive(Debug, Clone)]
 pub(super) struct LogCopy {
-    pub job: JobKey,
     pub dir: LogDir,
     pub counter: u64,
     /// The job's `log_retention`: the shared table keeps as many logs of the job.
@@ -174,11 +178,84 @@ impl Engine {
 
     /// After a run's end is recorded: the copier forgets it, and the shared table keeps
     /// as many logs of the job as this node does.
-    pub(super) async fn after_final_log(link: &ClusterLink, run_id: i64, log: &LogCopy) {
+    pub(super) async fn after_final_log(
+        link: &ClusterLink,
+        run_id: i64,
+        job: &JobKey,
+        log: &LogCopy,
+    ) {
         link.copied.take(run_id);
         let keep = u32::try_from(log.keep).unwrap_or(u32::MAX);
-        if let Err(err) = link.store.trim_logs(&log.job, keep).await {
-            tracing::debug!(job = %log.job.id, error = %err, "old logs were not trimmed in the cluster");
+        if let Err(err) = link.store.trim_logs(job, keep).await {
+            tracing::debug!(job = %job.id, error = %err, "old logs were not trimmed in the cluster");
+        }
+    }
+
+    /// Another node signalled that run `counter` of a job began there (`ended` false) or
+    /// that its end is recorded (`ended` true): this node shows it as the job's running
+    /// run, then takes its result, time and counter into the job's state, as its own
+    /// runs' would be, and tells its watchers. Signals may come in any order: a late
+    /// `began` of a run whose end is known is ignored, and a run is read back from the
+    /// shared table rather than trusted from the signal.
+    pub(super) async fn remote_run(
+        self,
+        link: ClusterLink,
+        kind: Kind,
+        id: String,
+        counter: u64,
+        ended: bool,
+    ) {
+        let page = link
+            .store
+            .runs_page(&job_key(kind, &id), 1, Some(counter.saturating_add(1)))
+            .await;
+        let run = match page {
+            Ok(mut runs) if runs.first().is_some_and(|run| run.counter == counter) => {
+                runs.remove(0)
+            }
+            Ok(_) => return,
+            Err(err) => {
+                tracing::debug!(job = %id, counter, error = %err, "another node's run could not be read");
+                return;
+            }
+        };
+        let event = {
+            let mut registry = self.lock();
+            let Some(entry) = registry.get(kind, &id) else {
+                return;
+            };
+            // Known already: its end raised the counter.
+            if counter <= entry.state.counter {
+                return;
+            }
+            match (run.state, ended) {
+                (SharedRunState::Running, false) => {
+                    entry.remote_run = Some(counter);
+                    run_started_event(kind, &id, &run)
+                }
+                (SharedRunState::Done(status), true) => {
+                    if entry.remote_run.is_some_and(|remote| remote <= counter) {
+                        entry.remote_run = None;
+                    }
+                    entry.state.counter = counter;
+                    entry.state.last_result = Some(status.result());
+                    if let Some(started) = run.started_at {
+                        entry.state.last_run = entry.state.last_run.max(Some(started));
+                    }
+                    run_ended_event(kind, &id, status, &run)
+                }
+                // Began, but ended by the time it was read: its end signal follows.
+                _ => return,
+            }
+        };
+        self.changed();
+        self.publish(|| event);
+        if ended {
+            let engine = self.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                engine.persist(kind, &id, crate::fsutil::Durability::Atomic);
+            })
+            .await;
         }
     }
 
@@ -246,6 +323,35 @@ impl Engine {
             .read_log(&job_key(kind, &id), counter, offset)
             .await
             .map_err(|err| read_refused(err, "a run's log"))
+    }
+}
+
+fn run_started_event(kind: Kind, id: &str, run: &SharedRun) -> EngineEvent {
+    EngineEvent::RunStarted {
+        kind,
+        job_id: id.to_string(),
+        counter: run.counter,
+        trigger: TriggerSource::parse(&trigger_summary(&run.payload).source)
+            .unwrap_or(TriggerSource::Api),
+        attempt: run.attempt,
+        started_at: run.started_at.unwrap_or_default(),
+    }
+}
+
+fn run_ended_event(kind: Kind, id: &str, status: RunStatus, run: &SharedRun) -> EngineEvent {
+    let started_at = run.started_at.unwrap_or_default();
+    let ended_at = run.ended_at.unwrap_or(started_at);
+    EngineEvent::RunEnded {
+        kind,
+        job_id: id.to_string(),
+        counter: run.counter,
+        status,
+        started_at,
+        ended_at,
+        duration_ms: u64::try_from((ended_at - started_at).num_milliseconds()).unwrap_or(0),
+        exit_code: run.exit_code,
+        signal: run.signal,
+        http_status: run.http_status,
     }
 }
 

@@ -28,6 +28,7 @@ pub(super) struct Claim {
 /// cluster then lets another run of the job begin, and this node must be ready for it.
 #[derive(Debug, Clone)]
 pub(super) struct Finishing {
+    pub job: JobKey,
     pub claim: Claim,
     pub outcome: RunOutcome,
     /// The run's log, copied whole to the shared table before the end is reported;
@@ -357,6 +358,7 @@ impl Engine {
                 self.report_end(
                     link,
                     Finishing {
+                        job: run.job.clone(),
                         claim,
                         outcome,
                         log: None,
@@ -377,6 +379,9 @@ impl Engine {
                 registry.publish_queue_length();
                 drop(registry);
                 self.changed();
+                // The other nodes show it as the job's running run.
+                let began = Signal::about_run(SignalOp::Began, &run.job, &link.node, claim.counter);
+                self.send_signal(link, began);
             }
             _ => {
                 // Gone from this node's configuration since its definitions were recorded,
@@ -414,6 +419,7 @@ impl Engine {
             async move {
                 let (store, node) = (&link.store, &link.node);
                 let Finishing {
+                    job,
                     claim,
                     outcome,
                     log,
@@ -429,7 +435,15 @@ impl Engine {
                         Err(err) => Err(err),
                     };
                     match finished {
-                        Ok(Finish::Recorded) => break,
+                        Ok(Finish::Recorded) => {
+                            // The other nodes show the job's new result.
+                            let ended =
+                                Signal::about_run(SignalOp::Ended, &job, node, claim.counter);
+                            if let Err(err) = store.signal(&ended).await {
+                                tracing::debug!(error = %err, "a run's end was not signalled to the other nodes");
+                            }
+                            break;
+                        }
                         Ok(Finish::LeaseLost) => {
                             tracing::warn!(
                                 run_id = claim.run_id,
@@ -449,7 +463,7 @@ impl Engine {
                     }
                 }
                 if let Some(log) = &log {
-                    Engine::after_final_log(&link, claim.run_id, log).await;
+                    Engine::after_final_log(&link, claim.run_id, &job, log).await;
                 }
                 // A permit is free and the job idle: the next run may be claimed.
                 wake.inner.claim_wake.notify_one();
@@ -506,6 +520,23 @@ impl Engine {
             return;
         };
         let (kind, id) = (engine_kind(job.kind), job.id);
+        match (signal.op, signal.counter) {
+            (SignalOp::Began, Some(counter)) => {
+                let task = self
+                    .clone()
+                    .remote_run(link.clone(), kind, id, counter, false);
+                self.inner.runtime.spawn(task);
+                return;
+            }
+            (SignalOp::Ended, Some(counter)) => {
+                let task = self
+                    .clone()
+                    .remote_run(link.clone(), kind, id, counter, true);
+                self.inner.runtime.spawn(task);
+                return;
+            }
+            _ => {}
+        }
         let engine = self.clone();
         // Pauses are saved durably and cancels take the registry's lock: blocking work.
         self.inner.runtime.spawn_blocking(move || {
@@ -515,7 +546,7 @@ impl Engine {
                 SignalOp::Cancel => engine
                     .cancel(kind, &id, "cancelled through the API on another node")
                     .map(|_| ()),
-                SignalOp::Wake => Ok(()),
+                SignalOp::Wake | SignalOp::Began | SignalOp::Ended => Ok(()),
             };
             if let Err(err) = done {
                 tracing::debug!(job = %id, error = %err, "a signal from another node did not apply here");

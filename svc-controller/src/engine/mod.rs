@@ -369,6 +369,9 @@ struct Entry {
     saved: u64,
     /// In cluster mode, the end of the run just ended, reported once the job is idle.
     finishing: Option<cluster_node::Finishing>,
+    /// In cluster mode, the counter of the job's run going on on another node (shown as
+    /// the job's running run; its log is read from the shared table).
+    remote_run: Option<u64>,
 }
 
 /// The trigger in a job's one-slot queue, and its ID ([`QueuedTrigger::id`]): each
@@ -870,6 +873,7 @@ impl Engine {
             snapshots: 0,
             saved: 0,
             finishing: None,
+            remote_run: None,
             log_dir,
             state_path,
             save_lock: Arc::new(Mutex::new(())),

@@ -55,7 +55,8 @@ impl<'a> JobRef<'a> {
 
     pub fn status(&self) -> JobStatus {
         let entry = self.entry;
-        let running = entry.run.as_ref().is_some_and(|run| run.counter.is_some());
+        let running = entry.run.as_ref().is_some_and(|run| run.counter.is_some())
+            || entry.remote_run.is_some();
         if entry.state.paused {
             JobStatus::Paused
         } else if running || (self.kind == Kind::Http && entry.resumed) {
@@ -78,14 +79,16 @@ impl<'a> JobRef<'a> {
         self.entry.next_run
     }
 
-    /// Its logs, oldest first; a run going on is listed last, as `started`. Their file
-    /// names are [`crate::logstore::LogName`]s of the job's ID.
+    /// Its logs, oldest first; a run going on is listed last, as `started` (in cluster
+    /// mode, also one on another node). Their file names are
+    /// [`crate::logstore::LogName`]s of the job's ID.
     pub fn logs(&self) -> impl Iterator<Item = LogMeta> + 'a {
         let entry = self.entry;
         let running = entry
             .run
             .as_ref()
             .and_then(|run| run.counter)
+            .or(entry.remote_run)
             .map(|counter| LogMeta {
                 counter,
                 status: LogStatus::Started,

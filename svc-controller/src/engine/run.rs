@@ -955,10 +955,10 @@ impl Engine {
                 run.ended = true;
                 if let Some(claim) = run.claim.take() {
                     entry.finishing = Some(super::cluster_node::Finishing {
+                        job: super::cluster::job_key(kind, id),
                         claim,
                         outcome: super::cluster_node::outcome_of(&record),
                         log: had_log.then(|| super::cluster_logs::LogCopy {
-                            job: super::cluster::job_key(kind, id),
                             dir: entry.log_dir.clone(),
                             counter: record.counter,
                             keep: entry.def.log_retention(),
@@ -1052,10 +1052,10 @@ impl Engine {
                 let mut outcome = crate::cluster::RunOutcome::new(RunStatus::Fail);
                 outcome.summary = Some(ABANDONED.to_string());
                 entry.finishing = Some(super::cluster_node::Finishing {
+                    job: super::cluster::job_key(kind, id),
                     claim,
                     outcome,
                     log: counter.map(|counter| super::cluster_logs::LogCopy {
-                        job: super::cluster::job_key(kind, id),
                         dir: entry.log_dir.clone(),
                         counter,
                         keep: entry.def.log_retention(),
