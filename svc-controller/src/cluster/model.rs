@@ -325,8 +325,8 @@ mod tests {
         );
         assert_eq!(Signal::parse(&text), Some(ended));
         // A pause, as an earlier release wrote it: no counter.
-        let pause = Signal::parse(r#"{"op":"pause","kind":"job","id":"build","node":"b"}"#)
-            .expect("read");
+        let pause =
+            Signal::parse(r#"{"op":"pause","kind":"job","id":"build","node":"b"}"#).expect("read");
         assert_eq!(pause.counter, None);
         assert_eq!(pause.job(), Some(job));
         // An op a later release may add is not read (the nodes poll anyway).

@@ -11,9 +11,7 @@
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-
-use super::cluster::{ClusterLink, job_key, trigger_summary};
+use super::cluster::{ClusterLink, TriggerSummary, job_key, trigger_summary};
 use super::events::EngineEvent;
 use super::{Engine, EngineError, Kind, TriggerSource};
 use crate::cluster::{
@@ -39,25 +37,12 @@ pub(super) struct LogCopy {
     pub keep: usize,
 }
 
-/// A run of the shared table as the HTTP layer shows it: the history's fields, plus the
-/// node that ran it and whether its log can be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A run of the shared table as the HTTP layer shows it: the run, and what its
+/// trigger's payload says of how it was started.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClusterRun {
-    pub counter: u64,
-    /// `None` while it runs.
-    pub status: Option<RunStatus>,
-    pub node: String,
-    pub trigger: String,
-    pub delivery: Option<String>,
-    pub cause: Option<String>,
-    pub attempt: u32,
-    pub started_at: Option<DateTime<Utc>>,
-    pub ended_at: Option<DateTime<Utc>>,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub http_status: Option<u16>,
-    pub summary: String,
-    pub has_log: bool,
+    pub run: SharedRun,
+    pub trigger: TriggerSummary,
 }
 
 /// The shared log's status as a log file name says it.
@@ -279,27 +264,9 @@ impl Engine {
             .map_err(|err| read_refused(err, "the run history"))?;
         Ok(Some(
             runs.into_iter()
-                .map(|run| {
-                    let trigger = trigger_summary(&run.payload);
-                    ClusterRun {
-                        counter: run.counter,
-                        status: match run.state {
-                            SharedRunState::Running => None,
-                            SharedRunState::Done(status) => Some(status),
-                        },
-                        node: run.node,
-                        trigger: trigger.source,
-                        delivery: trigger.delivery,
-                        cause: trigger.cause,
-                        attempt: run.attempt,
-                        started_at: run.started_at,
-                        ended_at: run.ended_at,
-                        exit_code: run.exit_code,
-                        signal: run.signal,
-                        http_status: run.http_status,
-                        summary: run.summary.unwrap_or_default(),
-                        has_log: run.has_log,
-                    }
+                .map(|run| ClusterRun {
+                    trigger: trigger_summary(&run.payload),
+                    run,
                 })
                 .collect(),
         ))

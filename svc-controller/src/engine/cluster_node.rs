@@ -520,22 +520,15 @@ impl Engine {
             return;
         };
         let (kind, id) = (engine_kind(job.kind), job.id);
-        match (signal.op, signal.counter) {
-            (SignalOp::Began, Some(counter)) => {
-                let task = self
-                    .clone()
-                    .remote_run(link.clone(), kind, id, counter, false);
-                self.inner.runtime.spawn(task);
-                return;
-            }
-            (SignalOp::Ended, Some(counter)) => {
-                let task = self
-                    .clone()
-                    .remote_run(link.clone(), kind, id, counter, true);
-                self.inner.runtime.spawn(task);
-                return;
-            }
-            _ => {}
+        if let (op @ (SignalOp::Began | SignalOp::Ended), Some(counter)) =
+            (signal.op, signal.counter)
+        {
+            let ended = op == SignalOp::Ended;
+            let task = self
+                .clone()
+                .remote_run(link.clone(), kind, id, counter, ended);
+            self.inner.runtime.spawn(task);
+            return;
         }
         let engine = self.clone();
         // Pauses are saved durably and cancels take the registry's lock: blocking work.

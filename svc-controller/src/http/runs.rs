@@ -10,6 +10,7 @@ use super::query::{job_id, param, params};
 use super::{ApiError, AppState, ok};
 use serde_json::{Value, json};
 
+use crate::cluster::SharedRunState;
 use crate::engine::Kind;
 use crate::engine::cluster_logs::ClusterRun;
 use crate::history::MAX_PAGE;
@@ -70,32 +71,37 @@ pub(super) async fn job_http_runs(
 
 /// A run of the shared table: the fields of a history record (`ended_at` and
 /// `duration_ms` only once it ended), its node, and whether its log can be read.
-fn cluster_run(run: &ClusterRun) -> Value {
+fn cluster_run(shown: &ClusterRun) -> Value {
+    let (run, trigger) = (&shown.run, &shown.trigger);
+    let status = match run.state {
+        SharedRunState::Running => None,
+        SharedRunState::Done(status) => Some(status),
+    };
     let mut value = json!({
         "counter": run.counter,
-        "status": run.status.map_or("running", |status| status.as_str()),
-        "trigger": run.trigger,
+        "status": status.map_or("running", |status| status.as_str()),
+        "trigger": trigger.source,
         "attempt": run.attempt,
         "started_at": run.started_at,
         "exit_code": run.exit_code,
         "signal": run.signal,
-        "summary": run.summary,
+        "summary": run.summary.as_deref().unwrap_or_default(),
         "node": run.node,
         "log": run.has_log,
     });
     let Some(fields) = value.as_object_mut() else {
         return value;
     };
-    if let Some(delivery) = &run.delivery {
+    if let Some(delivery) = &trigger.delivery {
         fields.insert("delivery".into(), json!(delivery));
     }
-    if let Some(cause) = &run.cause {
+    if let Some(cause) = &trigger.cause {
         fields.insert("cause".into(), json!(cause));
     }
     if let Some(status) = run.http_status {
         fields.insert("http_status".into(), json!(status));
     }
-    if run.status.is_some() {
+    if status.is_some() {
         fields.insert("ended_at".into(), json!(run.ended_at));
         let duration = match (run.started_at, run.ended_at) {
             (Some(start), Some(end)) => {
@@ -111,6 +117,8 @@ fn cluster_run(run: &ClusterRun) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::{JobKey, JobKind, SharedRun};
+    use crate::engine::cluster::TriggerSummary;
     use crate::state::RunStatus;
 
     fn run(status: Option<RunStatus>) -> ClusterRun {
@@ -118,20 +126,27 @@ mod tests {
             .expect("time")
             .to_utc();
         ClusterRun {
-            counter: 7,
-            status,
-            node: "b".into(),
-            trigger: "webhook".into(),
-            delivery: Some("d-1".into()),
-            cause: None,
-            attempt: 1,
-            started_at: Some(start),
-            ended_at: status.map(|_| start + chrono::TimeDelta::milliseconds(1500)),
-            exit_code: status.map(|_| 0),
-            signal: None,
-            http_status: None,
-            summary: String::new(),
-            has_log: true,
+            run: SharedRun {
+                run_id: 3,
+                job: JobKey::new(JobKind::Job, "talk"),
+                counter: 7,
+                node: "b".into(),
+                state: status.map_or(SharedRunState::Running, SharedRunState::Done),
+                payload: json!({ "source": "webhook" }),
+                attempt: 1,
+                started_at: Some(start),
+                ended_at: status.map(|_| start + chrono::TimeDelta::milliseconds(1500)),
+                exit_code: status.map(|_| 0),
+                signal: None,
+                http_status: None,
+                summary: None,
+                has_log: true,
+            },
+            trigger: TriggerSummary {
+                source: "webhook".into(),
+                delivery: Some("d-1".into()),
+                cause: None,
+            },
         }
     }
 
@@ -142,6 +157,7 @@ mod tests {
         assert_eq!(value["node"], "b");
         assert_eq!(value["log"], true);
         assert_eq!(value["delivery"], "d-1");
+        assert_eq!(value["summary"], "");
         assert_eq!(value["duration_ms"], 1500);
         assert_eq!(value["ended_at"], "2026-11-28T04:00:01.500Z");
         assert!(value.get("cause").is_none() && value.get("http_status").is_none());
