@@ -12,6 +12,7 @@ use base64::Engine as _;
 use serde_json::Value;
 use svc_controller::cluster::{ClusterStore, StoreOptions};
 use svc_tests::postgres::PostgresServer;
+use svc_tests::sink::Sink;
 use svc_tests::sse::SseStream;
 use svc_tests::{TestService, hmac_sha256_hex, job_section, wait_for, wait_until};
 
@@ -29,13 +30,20 @@ fn job(name: &str, work: &Path, commands: &[&str], extra: &[&str]) -> String {
     job_section(name, &lines)
 }
 
-async fn start_nodes(url: &str, jobs: &[(&str, String)]) -> Vec<TestService> {
+async fn start_nodes(url: &str, jobs: &[(&str, String)], hook: &str) -> Vec<TestService> {
     let mut nodes = Vec::new();
     for n in 0..2 {
         let mut builder = TestService::builder()
             .svc("database_url = $SVC_TEST_DATABASE_URL")
             .svc(format!("node_name = node-{n}"))
-            .env("SVC_TEST_DATABASE_URL", url);
+            .env("SVC_TEST_DATABASE_URL", url)
+            .job_http_file(
+                "call",
+                format!(
+                    "[job.http \"call\"]\nhttp_url = {hook}\nhttp_method = POST\n\
+                     http_request_type = json\n"
+                ),
+            );
         for (name, text) in jobs {
             builder = builder.job_file(name, text.clone());
         }
@@ -119,7 +127,8 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
             ),
         ),
     ];
-    let mut nodes = start_nodes(&url, &jobs).await;
+    let sink = Sink::start(0).await;
+    let mut nodes = start_nodes(&url, &jobs, &sink.url("/hook")).await;
     let store = ClusterStore::new(&url, &StoreOptions::default()).expect("store");
 
     // A run, wherever it ran, is in the other node's history and its log reads the same
@@ -258,6 +267,31 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
                 .is_some_and(|logs| logs.iter().any(|log| log["status"] == "started"))
     })
     .await;
+
+    // A JobHttp's recent log lines (endpoint 6) are the cluster's: the same on both
+    // nodes, whichever made the call.
+    let query = format!("id=call&_svc_epoch={}", svc_tests::fresh_epoch());
+    nodes[0].job_http_trigger(&query).await.assert_status(200);
+    sink.wait_requests(1).await;
+    let store_done = async || {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM svc_runs WHERE id = 'call' AND state = 'done'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .expect("count")
+            == 1
+    };
+    wait_until(WAIT, "the JobHttp call to be recorded", store_done).await;
+    let mut lines = Vec::new();
+    for node in &nodes {
+        let answer = node.get("/svc/api/job_http/logs?id=call").await;
+        answer.assert_status(200);
+        lines.push(answer.data().clone());
+    }
+    assert_eq!(lines[0], lines[1], "the same recent lines on both nodes");
+    let text = lines[0].to_string();
+    assert!(text.contains("/hook") && text.contains("200"), "{text}");
 
     // An action on one node is in the other node's audit log, with the node's name.
     // Node 0 copies its entries as they are written: node 1 sees them shortly after.

@@ -322,6 +322,41 @@ fn run_ended_event(kind: Kind, id: &str, status: RunStatus, run: &SharedRun) -> 
     }
 }
 
+impl Engine {
+    /// In cluster mode, the last bytes (at most `tail` of each) of the newest logs of a
+    /// job in the shared table, newest first, of at most `runs` runs; `None` on a single
+    /// node.
+    pub async fn cluster_recent_logs(
+        &self,
+        kind: Kind,
+        id: &str,
+        runs: u32,
+        tail: usize,
+    ) -> Result<Option<Vec<Vec<u8>>>, EngineError> {
+        let Some(link) = self.cluster() else {
+            return Ok(None);
+        };
+        let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
+        let job = job_key(kind, &id);
+        let read = async {
+            let mut logs = Vec::new();
+            for run in link.store.runs_page(&job, runs, None).await? {
+                if !run.has_log {
+                    continue;
+                }
+                if let Some(log) = link.store.read_log(&job, run.counter, 0).await? {
+                    let cut = log.bytes.len().saturating_sub(tail);
+                    logs.push(log.bytes[cut..].to_vec());
+                }
+            }
+            Ok::<_, ClusterError>(logs)
+        };
+        read.await
+            .map(Some)
+            .map_err(|err| read_refused(err, "the recent logs"))
+    }
+}
+
 /// A read of the shared table that failed: 503 while the database is away, else logged
 /// here and answered as unreadable.
 fn read_refused(err: ClusterError, what: &str) -> EngineError {

@@ -20,6 +20,9 @@ pub const RECENT_LINES: usize = 100;
 /// Bytes read from the end of each log for endpoint 6: room for [`RECENT_LINES`] long
 /// lines, without reading a long log whole.
 const RECENT_BYTES: u64 = 256 * 1024;
+/// Logs read from the cluster's shared table for endpoint 6 at most (a JobHttp's log is
+/// a few lines: the request and the response).
+const RECENT_LOGS: u32 = 20;
 
 /// Endpoints 5 to 8 answer an unknown JobHttp ID with 400, as the spec and upstream do
 /// (a Job's unknown ID is 404).
@@ -57,26 +60,38 @@ pub(super) async fn recent_logs(
         .engine
         .log_counters(Kind::Http, &id)
         .map_err(unknown_is_invalid)?;
+    // In cluster mode the newest logs of the cluster, whichever node made the calls.
+    let shared = state
+        .engine
+        .cluster_recent_logs(Kind::Http, &id, RECENT_LOGS, RECENT_BYTES as usize)
+        .await?;
+    if let Some(logs) = shared {
+        return Ok(ok(json!(recent_lines(logs.into_iter().map(Ok))?)));
+    }
     let engine = state.engine.clone();
-    super::blocking(move || recent_lines(&engine, &id, &counters)).await?
+    super::blocking(move || {
+        let logs = counters.iter().rev().filter_map(|counter| {
+            engine
+                .read_log_end(Kind::Http, &id, *counter, RECENT_BYTES)
+                .transpose()
+        });
+        Ok::<_, ApiError>(ok(json!(recent_lines(logs)?)))
+    })
+    .await?
 }
 
-/// The last [`RECENT_LINES`] lines of the newest logs, from the end of each (a log's
-/// last [`RECENT_BYTES`], a cut first line left out: [`crate::logstore::last_lines`]).
-/// Blocking.
+/// The last [`RECENT_LINES`] lines of `logs` (newest first), from the end of each (a
+/// log's last [`RECENT_BYTES`], a cut first line left out:
+/// [`crate::logstore::last_lines`]), oldest first. Reads only as many logs as it needs.
 fn recent_lines(
-    engine: &crate::engine::Engine,
-    id: &str,
-    counters: &[u64],
-) -> Result<Response, ApiError> {
+    logs: impl Iterator<Item = Result<Vec<u8>, EngineError>>,
+) -> Result<Vec<String>, ApiError> {
     let mut lines: Vec<String> = Vec::new();
-    for counter in counters.iter().rev() {
+    for content in logs {
         if lines.len() >= RECENT_LINES {
             break;
         }
-        let Some(content) = engine.read_log_end(Kind::Http, id, *counter, RECENT_BYTES)? else {
-            continue;
-        };
+        let content = content?;
         let wanted = RECENT_LINES - lines.len();
         let mut log_lines = crate::logstore::last_lines(&content, RECENT_BYTES, wanted);
         log_lines.reverse();
@@ -84,7 +99,7 @@ fn recent_lines(
     }
     lines.truncate(RECENT_LINES);
     lines.reverse();
-    Ok(ok(json!(lines)))
+    Ok(lines)
 }
 
 pub(super) async fn log(
