@@ -65,10 +65,10 @@ const SOURCES: &[Source] = &[
         path: "docs/install.md",
     },
     Source {
-        slug: "operations",
-        title: "Operations",
-        summary: "Running svc day to day: roles, the audit log.",
-        path: "docs/operations.md",
+        slug: "cluster",
+        title: "Cluster mode",
+        summary: "Several controllers on one PostgreSQL: design, guarantees, failures, scale.",
+        path: "docs/cluster.md",
     },
     Source {
         slug: "performance",

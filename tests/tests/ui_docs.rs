@@ -159,6 +159,8 @@ async fn documentation_pages_load_and_every_internal_link_resolves() {
         "api",
         "scheduling",
         "formats",
+        "operations",
+        "cluster",
         "architecture",
         "changelog",
     ] {
