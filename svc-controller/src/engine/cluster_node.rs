@@ -430,6 +430,16 @@ impl Engine {
                         Some(log) => Engine::copy_final_log(&link, claim.run_id, log).await,
                         None => Ok(()),
                     };
+                    // Only an outage waits: a log the store refuses must not keep the
+                    // run's end (and the job's next run) from being recorded.
+                    let copied = match copied {
+                        Err(err) if !err.is_unavailable() => {
+                            tracing::warn!(run_id = claim.run_id, error = %err,
+                                "a run's log was not copied to the cluster; its end is recorded");
+                            Ok(())
+                        }
+                        other => other,
+                    };
                     let finished = match copied {
                         Ok(()) => store.finish_run(claim.run_id, node, &outcome).await,
                         Err(err) => Err(err),
