@@ -15,9 +15,12 @@
 //!   HTTP layer) from conflicts and bad data;
 //! - `store.rs`: [`ClusterStore`], one SQL transaction per operation;
 //! - `defhash.rs`: a job's definition hash, to tell nodes whose definitions differ;
+//! - `drift.rs`: read-only views of how the nodes' definitions stand (`--check`, the
+//!   API's cluster overview);
 //! - `heartbeat.rs`: [`Heartbeat`], the task that keeps the node's leases.
 
 mod defhash;
+mod drift;
 mod error;
 mod heartbeat;
 mod migrations;
@@ -28,7 +31,8 @@ pub use defhash::{http_job_hash, job_hash};
 pub use error::ClusterError;
 pub use heartbeat::{HEARTBEAT_EVERY, Heartbeat};
 pub use model::{
-    ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger, ReapedRun,
-    ReplayStore, RunOutcome, SchemaStatus, Signal, SignalOp, SlotClaim,
+    ClaimedRun, ClusterOverview, DefComparison, DefDrift, DefHolders, DifferingJob, EnqueueOutcome,
+    Finish, JobDef, JobKey, JobKind, NewTrigger, NodeInfo, ReapedRun, ReplayStore, RunOutcome,
+    SchemaStatus, Signal, SignalOp, SlotClaim,
 };
 pub use store::{ClusterStore, DEFAULT_LEASE, SIGNAL_CHANNEL, StoreOptions};
