@@ -426,7 +426,9 @@
       if (result.ok) {
         cluster = result.data || { enabled: false };
         clusterError = "";
-      } else {
+      } else if ((cluster && cluster.enabled) || result.status === 503) {
+        // Only a cluster node answers 503 here; any other failure before the first
+        // answer (the service unreachable: the banner says so) is tried again quietly.
         clusterError = explain(result);
       }
       driftIndex = {};

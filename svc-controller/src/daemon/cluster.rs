@@ -239,29 +239,38 @@ fn warn_of_drift(drift: &DefDrift) {
     }
 }
 
+/// How long a reload waits for its definitions to be recorded: the main loop, which
+/// also pings the watchdog and handles SIGTERM, waits meanwhile.
+const RECORD_LIMIT: Duration = Duration::from_secs(10);
+
 /// Records the definitions of a reloaded configuration (`defs`), so that this node
 /// claims runs of its new jobs and no longer of the removed ones, and names in the log
-/// the drift as the start does. One attempt, bounded by the pool's acquire timeout: a
-/// database that is away is a warning (the reload itself is done; the next reload or
-/// start records them).
+/// the drift as the start does. One attempt, bounded by [`RECORD_LIMIT`]: a database
+/// that is away is a warning (the reload itself is done; the next reload or start
+/// records them). No retry later: it could overwrite the rows of a newer reload.
 pub(super) async fn record_reloaded_defs(
     link: &crate::engine::cluster::ClusterLink,
     defs: &[JobDef],
 ) {
-    match link.store.sync_job_defs(&link.node, defs).await {
-        Ok(drift) => {
+    let recorded =
+        tokio::time::timeout(RECORD_LIMIT, link.store.sync_job_defs(&link.node, defs)).await;
+    let err = match recorded {
+        Ok(Ok(drift)) => {
             tracing::info!(
                 jobs = defs.len(),
                 "reloaded job definitions recorded in the cluster"
             );
             warn_of_drift(&drift);
+            return;
         }
-        Err(err) => tracing::warn!(
-            error = %err,
-            "the reloaded job definitions could not be recorded in the cluster: until the \
-             next reload or start, this node claims runs of the jobs it recorded before"
-        ),
-    }
+        Ok(Err(err)) => err.to_string(),
+        Err(_elapsed) => format!("no answer within {} s", RECORD_LIMIT.as_secs()),
+    };
+    tracing::warn!(
+        error = %err,
+        "the reloaded job definitions could not be recorded in the cluster: until the \
+         next reload or start, this node claims runs of the jobs it recorded before"
+    );
 }
 
 /// What `--check` says of a [`DefComparison`]: lines to print, and warnings.
