@@ -347,7 +347,7 @@ fn serve_or_check(cli: Cli) -> ExitCode {
             );
         }
         if let Some(cluster) = &config.main.cluster {
-            return check_cluster(cluster);
+            return check_cluster(cluster, &config);
         }
         return ExitCode::SUCCESS;
     }
@@ -398,9 +398,12 @@ const CLUSTER_REACH_LIMIT: Duration = Duration::from_secs(5);
 const CLUSTER_ANSWER_LIMIT: Duration = Duration::from_secs(30);
 
 /// `--check` with a `database_url`: reaches the server (within [`CLUSTER_REACH_LIMIT`]),
-/// then logs in and says whether the schema is current (within
-/// [`CLUSTER_ANSWER_LIMIT`]). Changes nothing in the database.
-fn check_cluster(cluster: &crate::config::ClusterConfig) -> ExitCode {
+/// then logs in, says whether the schema is current and, when it is, compares this
+/// configuration's job definitions with those the other live nodes recorded (all within
+/// [`CLUSTER_ANSWER_LIMIT`]). Changes nothing in the database. Definitions that differ are
+/// warnings: the exit status stays 0, since a rolling change of definitions passes
+/// through them.
+fn check_cluster(cluster: &crate::config::ClusterConfig, config: &Config) -> ExitCode {
     use crate::cluster::{ClusterStore, SchemaStatus, StoreOptions};
     let shown = cluster.shown_url();
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -418,6 +421,8 @@ fn check_cluster(cluster: &crate::config::ClusterConfig) -> ExitCode {
         acquire_timeout: CLUSTER_ANSWER_LIMIT,
         ..StoreOptions::default()
     };
+    let node = &cluster.node_name;
+    let defs = cluster::job_defs(config);
     let status = runtime.block_on(async {
         let store = ClusterStore::new(cluster.database_url.expose(), &options)?;
         // Not through the pool: it would retry a refused connection until its timeout,
@@ -427,32 +432,50 @@ fn check_cluster(cluster: &crate::config::ClusterConfig) -> ExitCode {
             return Err(err);
         }
         // The pool's timeout bounds the login; this one bounds the reads too.
-        let status = tokio::time::timeout(CLUSTER_ANSWER_LIMIT, store.schema_status()).await;
+        let reads = async {
+            let status = store.schema_status().await?;
+            // Only a current schema has the tables this release reads; a pending one is
+            // applied at start, and a newer or broken one is an error below.
+            let comparison = match status {
+                SchemaStatus::Current => Some(store.compare_job_defs(node, &defs).await?),
+                _ => None,
+            };
+            Ok::<_, crate::cluster::ClusterError>((status, comparison))
+        };
+        let status = tokio::time::timeout(CLUSTER_ANSWER_LIMIT, reads).await;
         store.close().await;
         Ok::<_, crate::cluster::ClusterError>(status)
     });
-    let node = &cluster.node_name;
     match status {
-        Ok(Ok(Ok(SchemaStatus::Current))) => {
+        Ok(Ok(Ok((SchemaStatus::Current, comparison)))) => {
             println!("  cluster: node {node} on {shown}: reachable, schema current");
+            if let Some(comparison) = comparison {
+                let report = cluster::drift_report(&comparison);
+                for line in &report.lines {
+                    println!("  cluster: {line}");
+                }
+                for warning in &report.warnings {
+                    eprintln!("warning: cluster: {warning}");
+                }
+            }
             ExitCode::SUCCESS
         }
-        Ok(Ok(Ok(SchemaStatus::Pending(versions)))) => {
+        Ok(Ok(Ok((SchemaStatus::Pending(versions), _)))) => {
             println!(
                 "  cluster: node {node} on {shown}: reachable, {} schema migration(s) to \
-                 apply at start ({versions:?})",
+                 apply at start ({versions:?}); job definitions not compared",
                 versions.len()
             );
             ExitCode::SUCCESS
         }
-        Ok(Ok(Ok(SchemaStatus::Newer(versions)))) => {
+        Ok(Ok(Ok((SchemaStatus::Newer(versions), _)))) => {
             eprintln!(
                 "error: database_url ({shown}): the schema is newer than this release (it has \
                  migrations {versions:?}); upgrade this node"
             );
             ExitCode::from(EXIT_CONFIG)
         }
-        Ok(Ok(Ok(SchemaStatus::Broken { version, reason }))) => {
+        Ok(Ok(Ok((SchemaStatus::Broken { version, reason }, _)))) => {
             eprintln!(
                 "error: database_url ({shown}): schema migration {version} is broken: {reason}"
             );
@@ -926,21 +949,28 @@ async fn reload(
             // Before the jobs that may name new ones.
             notifier.reload(&config.notifs);
             // New jobs' logs are listed and their state read or written: blocking work.
-            let config = {
+            // So is hashing every job's definition for the cluster (thousands of jobs).
+            let (config, defs) = {
                 let engine = engine.clone();
                 let reloaded = tokio::task::spawn_blocking(move || {
                     engine.reload(&config);
-                    config
+                    let defs = engine.cluster().map(|_| cluster::job_defs(&config));
+                    (config, defs)
                 })
                 .await;
                 match reloaded {
-                    Ok(config) => config,
+                    Ok(reloaded) => reloaded,
                     Err(err) => {
                         tracing::error!(error = %err, "reload failed");
                         return Err(vec!["the reload failed; see the service log".into()]);
                     }
                 }
             };
+            // After the engine's reload: a run of a new job claimed in between finds the
+            // job here, and one of a removed job claimed before goes back to the queue.
+            if let (Some(link), Some(defs)) = (engine.cluster(), defs) {
+                cluster::record_reloaded_defs(link, &defs).await;
+            }
             login.set_users(&config.users);
             tracing::info!(
                 jobs = config.jobs.len(),

@@ -18,6 +18,11 @@
  * session and its CSRF token (X-Svc-Csrf) instead of the secret, which is not asked for;
  * a viewer sees the actions disabled with the reason; an admin also gets the Audit view
  * (#/audit) with the Reload button.
+ *
+ * In cluster mode (GET /svc/api/cluster, read every 15 seconds) the dashboard shows a
+ * Cluster panel (the nodes, and the jobs whose definitions differ between live nodes),
+ * and a job whose definition here differs from another live node's carries a warning in
+ * the lists and on its page. A node without cluster mode is asked once.
  */
 (function () {
   "use strict";
@@ -42,6 +47,16 @@
   var session = null;
   var ROLE_RANK = { viewer: 0, operator: 1, admin: 2 };
   var filters = { text: "", status: "" };
+  // GET /svc/api/cluster's data: null until it answers; clusterError while it cannot be
+  // read (the last answer is kept and shown with it).
+  var cluster = null;
+  var clusterError = "";
+  // "<kind>/<id>" of each job whose definition here differs from another live node's:
+  // its entry of cluster.differ, looked up once per job and render.
+  var driftIndex = {};
+  var CLUSTER_REFRESH_MS = 15000;
+  // The dashboard's kinds as the cluster spells them.
+  var CLUSTER_KIND = { job: "job", http: "job_http" };
 
   // ----- small helpers -------------------------------------------------------------
 
@@ -402,6 +417,124 @@
     };
   }
 
+  // ----- cluster ---------------------------------------------------------------------
+
+  /** Reads GET /svc/api/cluster, then again every CLUSTER_REFRESH_MS while cluster mode is
+   * on (a node gets or loses it only by a restart, which reloads the page's data anyway). */
+  function refreshCluster() {
+    return api("GET", "/svc/api/cluster").then(function (result) {
+      if (result.ok) {
+        cluster = result.data || { enabled: false };
+        clusterError = "";
+      } else if ((cluster && cluster.enabled) || result.status === 503) {
+        // Only a cluster node answers 503 here; any other failure before the first
+        // answer (the service unreachable: the banner says so) is tried again quietly.
+        clusterError = explain(result);
+      }
+      driftIndex = {};
+      if (cluster && cluster.enabled) {
+        (cluster.differ || []).forEach(function (d) {
+          if (d.here) driftIndex[d.kind + "/" + d.id] = d;
+        });
+      }
+      if (view) view.update();
+      if (cluster && cluster.enabled === false && !clusterError) return;
+      setTimeout(refreshCluster, CLUSTER_REFRESH_MS);
+    });
+  }
+
+  /** The nodes whose definition of the job (an entry of cluster.differ) is not this node's. */
+  function otherHolders(d) {
+    var nodes = [];
+    (d.definitions || []).forEach(function (def) {
+      if (def.hash !== d.here) nodes = nodes.concat(def.nodes || []);
+    });
+    return nodes;
+  }
+
+  /** The cluster's entry of a job whose definition here differs, or null. */
+  function driftOf(kind, id) {
+    return driftIndex[CLUSTER_KIND[kind] + "/" + id] || null;
+  }
+
+  /** The warning a job's row carries when its definition differs on other nodes. */
+  function driftMark(kind, id) {
+    var d = driftOf(kind, id);
+    if (!d) return null;
+    var others = otherHolders(d).join(", ");
+    return h("span", { class: "drift", "data-drift": id,
+      title: "The definition of this job differs on " + others + ": a run does what the node that claims it defines." },
+    h("span", { "aria-hidden": "true" }, "⚠ "), "differs on " + others);
+  }
+
+  function shortHash(hash) {
+    return h("code", { title: hash }, String(hash || "").slice(0, 12));
+  }
+
+  /** Link to a job of this node, or its ID alone. */
+  function clusterJob(entry) {
+    var kind = entry.kind === "job_http" ? "http" : "job";
+    var here = (kind === "job" ? env && env.jobs : env && env.http_jobs) || {};
+    var defined = Object.keys(here).some(function (name) { return here[name].id === entry.id; });
+    var label = (kind === "job" ? "job " : "HTTP job ") + entry.id;
+    return defined ? h("a", { href: "#/" + kind + "/" + encodeURIComponent(entry.id) }, label) : h("span", null, label);
+  }
+
+  /** The dashboard's Cluster panel: nodes, then the jobs whose definitions differ. */
+  function clusterPanel(box) {
+    box.hidden = !((cluster && cluster.enabled) || clusterError);
+    if (box.hidden) return;
+    var data = cluster && cluster.enabled ? cluster : { nodes: [], differ: [], missing_here: [] };
+    var nodes = data.nodes || [];
+    var live = nodes.filter(function (n) { return n.live; }).length;
+    var rows = nodes.map(function (n) {
+      return h("tr", { "data-node": n.name },
+        cell("Node", h("span", null, h("strong", null, n.name),
+          n.name === data.node ? h("span", { class: "sub" }, "this node") : null), "name"),
+        cell("State", h("span", { class: "badge " + (n.live ? "success" : "never") }, n.live ? "live" : "gone")),
+        cell("Last heartbeat", timeCell(n.heartbeat)),
+        cell("Started", timeCell(n.started)),
+        cell("Max running", String(n.max_job_running)));
+    });
+    var differ = (data.differ || []).map(function (d) {
+      return h("li", { "data-differ": d.kind + "/" + d.id }, clusterJob(d), ": ",
+        (d.definitions || []).map(function (def, i) {
+          return [i ? "; " : "", shortHash(def.hash), " on ", (def.nodes || []).join(", ")];
+        }));
+    });
+    if (data.differ_total > differ.length) {
+      differ.push(h("li", { class: "muted" }, "and " + (data.differ_total - differ.length) + " more"));
+    }
+    var missing = (data.missing_here || []).map(function (m) {
+      return h("li", { "data-missing": m.kind + "/" + m.id }, clusterJob(m), ": defined on ",
+        (m.nodes || []).join(", "), ", not on this node");
+    });
+    if (data.missing_here_total > missing.length) {
+      missing.push(h("li", { class: "muted" }, "and " + (data.missing_here_total - missing.length) + " more"));
+    }
+    // append, not replaceChildren: it skips the absent parts and flattens the lists.
+    box.replaceChildren();
+    append(box, [
+      h("div", { class: "cluster-head" },
+        h("h2", { id: "cluster-heading" }, "Cluster"),
+        cluster && cluster.enabled ? h("span", { class: "muted" }, "this node: ", h("strong", null, data.node),
+          " · " + live + " of " + nodes.length + " nodes live") : null),
+      clusterError ? h("p", { class: "message error", id: "cluster-error" }, "Cannot read the cluster: " + clusterError) : null,
+      nodes.length ? h("div", { class: "table-wrap" }, table("Cluster nodes",
+        ["Node", "State", "Last heartbeat", "Started", "Max running"], rows)) : null,
+      differ.length
+        ? [h("h3", null, "Definitions that differ between live nodes"),
+          h("ul", { class: "drift-list", id: "cluster-differ" }, differ),
+          h("p", { class: "hint" }, "A run of these jobs does what the node that claims it defines. " +
+            "Make the files agree and reload the nodes; during a rolling change this is expected.")]
+        : (cluster && cluster.enabled ? h("p", { class: "hint", id: "cluster-agree" },
+          "Every live node defines its jobs alike.") : null),
+      missing.length
+        ? [h("h3", null, "Jobs other live nodes define and this one does not"),
+          h("ul", { class: "drift-list", id: "cluster-missing" }, missing)]
+        : null]);
+  }
+
   // ----- dashboard -------------------------------------------------------------------
 
   function matches(job) {
@@ -430,8 +563,11 @@
     var count = h("span", { class: "count", "aria-live": "polite" });
     var jobsBox = h("div", { class: "card table-wrap" });
     var httpBox = h("div", { class: "card table-wrap" });
+    var clusterBox = h("section", { class: "card panel cluster-panel", id: "cluster-panel",
+      "aria-labelledby": "cluster-heading", hidden: true });
     main.replaceChildren(
       h("h1", { class: "visually-hidden" }, "Dashboard"),
+      clusterBox,
       h("div", { class: "filters", role: "search" },
         h("label", { for: "filter-name" }, "Filter by name", textInput),
         h("label", { for: "filter-status" }, "Status", statusSelect),
@@ -440,6 +576,7 @@
       h("h2", { id: "http-heading" }, "HTTP jobs"), httpBox);
 
     function update() {
+      clusterPanel(clusterBox);
       if (!env) return;
       var jobs = sortedJobs(env.jobs), http = sortedJobs(env.http_jobs);
       var shownJobs = jobs.filter(matches), shownHttp = http.filter(matches);
@@ -474,7 +611,8 @@
       ? [h("code", null, job.path), h("span", { class: "sub" }, job.auth_kind)]
       : h("span", { class: "muted" }, "timer only");
     return h("tr", { "data-job": job.id },
-      cell("Name", h("a", { href: "#/job/" + encodeURIComponent(job.id) }, job.name), "name"),
+      cell("Name", h("span", null, h("a", { href: "#/job/" + encodeURIComponent(job.id) }, job.name),
+        driftMark("job", job.id)), "name"),
       cell("Status", badge(statusOf(job))),
       cell("Last run", timeCell(job.last_run)),
       cell("Next run", countdown(job)),
@@ -484,7 +622,8 @@
 
   function httpRow(job) {
     return h("tr", { "data-http": job.id },
-      cell("Name", h("a", { href: "#/http/" + encodeURIComponent(job.id) }, job.name), "name"),
+      cell("Name", h("span", null, h("a", { href: "#/http/" + encodeURIComponent(job.id) }, job.name),
+        driftMark("http", job.id)), "name"),
       cell("Status", badge(statusOf(job))),
       cell("Last run", timeCell(job.last_run)),
       cell("Next run", countdown(job)),
@@ -527,6 +666,7 @@
     var message = messageArea("action-message");
     var head = h("div", { class: "detail-head" });
     var description = h("div", { class: "description" });
+    var driftNote = h("p", { class: "message notice", id: "drift-note", role: "status", hidden: true });
     var info = h("div", { class: "card panel" });
     var side = h("div", { class: "card panel" });
     var logsBox = h("div");
@@ -602,7 +742,7 @@
     main.replaceChildren(
       h("p", { class: "crumbs" }, h("a", { href: "#/" }, "Dashboard"), " › ",
         kind === "job" ? "Job" : "HTTP job"),
-      head, description,
+      head, driftNote, description,
       h("div", { class: "grid" }, info, side),
       h("div", { class: "card panel viewer-logs" }, h("h2", null, "Logs"), logsBox),
       viewerBox, history.el);
@@ -618,6 +758,13 @@
       }
       document.title = job.name + " · " + (env.name || "svc");
       head.replaceChildren(h("h1", { id: "job-name" }, job.name), badge(statusOf(job), "job-status"));
+      var drift = driftOf(kind, id);
+      driftNote.hidden = !drift;
+      driftNote.replaceChildren();
+      if (drift) {
+        append(driftNote, ["⚠ This job's definition differs on " + otherHolders(drift).join(", ") +
+          " (this node's is ", shortHash(drift.here), "). A run does what the node that claims it defines."]);
+      }
       if (job.description !== lastDescription) {
         // Operator-written configuration, documented as HTML: shown as HTML. The page's
         // Content-Security-Policy still refuses any script in it.
@@ -1263,6 +1410,7 @@
   window.addEventListener("hashchange", onRoute);
   onRoute();
   refresh().then(schedulePoll, schedulePoll);
+  refreshCluster();
   initLiveUpdates();
   setInterval(tick, 1000);
 })();

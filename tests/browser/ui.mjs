@@ -164,6 +164,31 @@ async function docPages(page) {
 }
 
 const scenarios = {
+  // Cluster mode (tests/tests/browser.rs starts two nodes on one PostgreSQL whose
+  // definitions of `shared` differ, and `only-b` on the other node alone): the dashboard's
+  // Cluster panel lists both nodes and the drift, `shared` carries a warning in the list
+  // and on its page, `mine` none; it all fits 390 and 1280 px.
+  async cluster(page) {
+    await page.goto(`${BASE}/svc`);
+    await page.locator("#cluster-panel:not([hidden])").waitFor(STEP);
+    await waitForText(page, '#cluster-panel tr[data-node="drift-b"]', /live/, "the other node is live");
+    assert.equal(await page.locator("#cluster-panel tr[data-node]").count(), 2, "both nodes listed");
+    assert.match(await statusText(page, '#cluster-panel tr[data-node="drift-a"]'), /this node/);
+    await waitForText(page, '#cluster-differ li[data-differ="job/shared"]', /on drift-b/,
+      "the differing job names the other node");
+    await waitForText(page, '#cluster-missing li[data-missing="job/only-b"]', /drift-b/,
+      "the job only the other node defines");
+    await page.locator('tr[data-job="shared"] [data-drift]').waitFor(STEP);
+    assert.match(await statusText(page, 'tr[data-job="shared"] [data-drift]'), /differs on drift-b/);
+    assert.equal(await page.locator('tr[data-job="mine"] [data-drift]').count(), 0, "mine agrees");
+    await shootAtWidths(page, "cluster");
+    await openJob(page, "shared");
+    await waitForText(page, "#drift-note", /differs on drift-b/, "the job's page warns");
+    await shootAtWidths(page, "cluster-job");
+    await openJob(page, "mine");
+    assert.equal(await page.locator("#drift-note").isHidden(), true, "no warning on mine");
+  },
+
   // The dashboard lists every configured Job and JobHttp, with name, version, countdowns
   // and working filters; the page's own HMAC code gives the RFC 4231 answers.
   async dashboard(page) {

@@ -14,6 +14,8 @@
 //! by an earlier run, in either folder, does not pass for this run's.
 //! A third service runs the run history, live update and layout scenarios.
 //! A second service, with a `user.conf`, runs the login scenario.
+//! Two nodes of a cluster on a real PostgreSQL (`svc_tests::postgres`), whose
+//! definitions of one job differ, run the cluster scenario.
 //!
 //! Prerequisites (checked first; a missing one fails with the command that installs it):
 //!
@@ -267,6 +269,58 @@ async fn start_service_with_login() -> TestService {
     let mut service = builder.build();
     service.start_answering("/svc/api/session", 401).await;
     service
+}
+
+/// Two cluster nodes on one real PostgreSQL whose definitions of `shared` differ: the
+/// dashboard's Cluster panel and the warnings on the job, at 390 and 1280 px.
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_drift_in_chromium() {
+    require_prerequisites(true);
+    let _browser = BROWSER.lock().await;
+    let began = SystemTime::now();
+    let pg = tokio::task::spawn_blocking(svc_tests::postgres::PostgresServer::launch)
+        .await
+        .expect("launch PostgreSQL");
+    let url = pg.create_database("svc_browser");
+    let node = |name: &str| {
+        TestService::builder()
+            .svc("name = browser-test")
+            .svc("database_url = $SVC_TEST_DATABASE_URL")
+            .svc(format!("node_name = {name}"))
+            .env("SVC_TEST_DATABASE_URL", &url)
+    };
+    let a = node("drift-a")
+        .job_file(
+            "shared",
+            job_section("shared", &["interval = 1h", "command = true"]),
+        )
+        .job_file(
+            "mine",
+            job_section("mine", &["interval = 1h", "command = true"]),
+        )
+        .start()
+        .await;
+    let _b = node("drift-b")
+        .job_file(
+            "shared",
+            job_section("shared", &["interval = 1h", "command = false"]),
+        )
+        .job_file(
+            "only-b",
+            job_section("only-b", &["interval = 1h", "command = true"]),
+        )
+        .start()
+        .await;
+    scenarios(&a, &["cluster"]).await;
+    let dir = screenshots_dir(&a);
+    for name in [
+        "cluster-390.png",
+        "cluster-1280.png",
+        "cluster-job-390.png",
+        "cluster-job-1280.png",
+    ] {
+        assert_screenshot(&dir.join(name), began, 10_000);
+    }
 }
 
 const LOGIN_USER: &str = "ann";

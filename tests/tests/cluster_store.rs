@@ -2,8 +2,9 @@
 //! `svc_tests::postgres`): concurrent migrations, timer slots claimed once among racing
 //! nodes, triggers accepted by any node and run once each with one run at a time per
 //! job, leases, reaping, replay stores, and an unreachable database told apart; each
-//! node's job definitions recorded and compared with the live nodes', and the heartbeat;
-//! run logs copied in chunks and read by another node, the shared history and audit log.
+//! node's job definitions recorded and compared with the live nodes' (and read without
+//! writing, for `--check` and the API), and the heartbeat; run logs copied in chunks and
+//! read by another node, the shared history and audit log.
 //!
 //! Each "node" is a `ClusterStore` with its own pool, as separate controllers would have.
 
@@ -830,6 +831,139 @@ async fn each_nodes_definitions_are_recorded_and_compared_with_the_live_nodes() 
     // How long is shown, never asserted: it depends on the machine.
     eprintln!("three syncs of 10,000 jobs took {:?}", started.elapsed());
     assert_eq!(count(a, "SELECT count(*) FROM svc_job_defs").await, 20_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn definitions_are_compared_and_overviewed_without_writing() {
+    let pg = PostgresServer::launch();
+    let stores = nodes(&pg.create_database("drift_reads")).await;
+    let (a, b, c) = (&stores[0], &stores[1], &stores[2]);
+    for (store, node) in [(a, NODES[0]), (b, NODES[1]), (c, NODES[2])] {
+        store.register_node(node, 3).await.expect("register");
+    }
+    let on_a = [
+        def(JobKind::Job, "build", "h1"),
+        def(JobKind::Job, "deploy", "h1"),
+    ];
+    a.sync_job_defs(NODES[0], &on_a).await.expect("sync a");
+    b.sync_job_defs(
+        NODES[1],
+        &[
+            def(JobKind::Job, "build", "h1"),
+            def(JobKind::Job, "deploy", "h2"),
+            def(JobKind::Http, "ping", "h1"),
+        ],
+    )
+    .await
+    .expect("sync b");
+    // c is gone (no heartbeat within a lease): its definitions count nowhere.
+    c.sync_job_defs(
+        NODES[2],
+        &[
+            def(JobKind::Job, "build", "h9"),
+            def(JobKind::Job, "only-c", "h1"),
+        ],
+    )
+    .await
+    .expect("sync c");
+    sqlx::query("UPDATE svc_nodes SET heartbeat_at = now() - interval '1 hour' WHERE name = $1")
+        .bind(NODES[2])
+        .execute(a.pool())
+        .await
+        .expect("age c");
+    let before = count(a, "SELECT count(*) FROM svc_job_defs").await;
+
+    // a's files now define build otherwise and deploy as b does: compared with b alone
+    // (a's own recorded rows are left out), duplicates taken once.
+    let files = [
+        def(JobKind::Job, "build", "h3"),
+        def(JobKind::Job, "build", "h3"),
+        def(JobKind::Job, "deploy", "h2"),
+    ];
+    let comparison = a.compare_job_defs(NODES[0], &files).await.expect("compare");
+    assert_eq!(comparison.live_nodes, vec![NODES[1].to_string()]);
+    assert_eq!(
+        comparison.differ,
+        vec![(job("build"), vec![NODES[1].to_string()])]
+    );
+    assert_eq!(
+        comparison.missing_here,
+        vec![(
+            JobKey::new(JobKind::Http, "ping"),
+            vec![NODES[1].to_string()]
+        )]
+    );
+    // A node that never started is compared with every live node, a included.
+    let fresh = a
+        .compare_job_defs("never-started", &files)
+        .await
+        .expect("compare a fresh node");
+    assert_eq!(
+        fresh.live_nodes,
+        vec![NODES[0].to_string(), NODES[1].to_string()]
+    );
+    assert_eq!(
+        fresh.differ,
+        vec![
+            (
+                job("build"),
+                vec![NODES[0].to_string(), NODES[1].to_string()]
+            ),
+            (job("deploy"), vec![NODES[0].to_string()]),
+        ]
+    );
+
+    // The overview as a sees it: every node, deploy differing between a and b (c's build
+    // does not count), ping defined only on b.
+    let overview = a.overview(NODES[0], 1000).await.expect("overview");
+    let nodes: Vec<(&str, bool, u32)> = overview
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.live, n.max_job_running))
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            (NODES[0], true, 3),
+            (NODES[1], true, 3),
+            (NODES[2], false, 3)
+        ]
+    );
+    assert_eq!(overview.differ_total, 1);
+    let deploy = &overview.differ[0];
+    assert_eq!(deploy.job, job("deploy"));
+    assert_eq!(deploy.hash_of(NODES[0]), Some("h1"));
+    assert_eq!(deploy.hash_of(NODES[1]), Some("h2"));
+    assert_eq!(deploy.defs.len(), 2);
+    assert_eq!(
+        overview.missing_here,
+        vec![(
+            JobKey::new(JobKind::Http, "ping"),
+            vec![NODES[1].to_string()]
+        )]
+    );
+    assert_eq!(overview.missing_here_total, 1);
+    // A gone node still sees its own definitions against the live ones.
+    let from_c = c.overview(NODES[2], 1000).await.expect("overview of c");
+    let jobs: Vec<&JobKey> = from_c.differ.iter().map(|d| &d.job).collect();
+    assert_eq!(jobs, [&job("build"), &job("deploy")]);
+    // The lists are cut at the limit; the totals count the rest.
+    let cut = c.overview(NODES[2], 1).await.expect("cut overview");
+    assert_eq!(cut.differ.len(), 1);
+    assert_eq!(cut.differ_total, 2);
+    assert_eq!(cut.missing_here.len(), 1);
+    assert_eq!(cut.missing_here_total, 2);
+
+    // Nothing was written.
+    assert_eq!(count(a, "SELECT count(*) FROM svc_job_defs").await, before);
+    assert_eq!(
+        count(
+            a,
+            "SELECT count(*) FROM svc_nodes WHERE name = 'never-started'"
+        )
+        .await,
+        0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

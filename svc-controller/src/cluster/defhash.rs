@@ -1,5 +1,6 @@
 //! The definition hash of a job: what each node records in `svc_job_defs`, so that a node
-//! whose definition of a job differs from another live node's is told at start.
+//! whose definition of a job differs from another live node's is told (in the log at
+//! start and at each reload, by `--check`, and in the UI).
 //!
 //! The hash is SHA-256 over a canonical text built field by field (never a `Debug`
 //! output, which any refactoring may change), so that two releases that parse the same

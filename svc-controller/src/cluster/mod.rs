@@ -17,9 +17,12 @@
 //! - `defhash.rs`: a job's definition hash, to tell nodes whose definitions differ;
 //! - `shared.rs`: what every node shows whoever did the work: runs, their logs (copied
 //!   in fixed chunks), the audit log;
+//! - `drift.rs`: read-only views of how the nodes' definitions stand (`--check`, the
+//!   API's cluster overview);
 //! - `heartbeat.rs`: [`Heartbeat`], the task that keeps the node's leases.
 
 mod defhash;
+mod drift;
 mod error;
 mod heartbeat;
 mod migrations;
@@ -31,8 +34,9 @@ pub use defhash::{http_job_hash, job_hash};
 pub use error::ClusterError;
 pub use heartbeat::{HEARTBEAT_EVERY, Heartbeat};
 pub use model::{
-    ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger, ReapedRun,
-    ReplayStore, RunOutcome, SchemaStatus, Signal, SignalOp, SlotClaim,
+    ClaimedRun, ClusterOverview, DefComparison, DefDrift, DefHolders, DifferingJob, EnqueueOutcome,
+    Finish, JobDef, JobKey, JobKind, NewTrigger, NodeInfo, ReapedRun, ReplayStore, RunOutcome,
+    SchemaStatus, Signal, SignalOp, SlotClaim,
 };
 pub use shared::{LOG_CHUNK, SharedAudit, SharedLog, SharedRun, SharedRunState};
 pub use store::{ClusterStore, DEFAULT_LEASE, SIGNAL_CHANNEL, StoreOptions};

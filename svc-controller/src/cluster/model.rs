@@ -253,6 +253,85 @@ impl DefDrift {
     }
 }
 
+/// How a configuration's job definitions stand against those the other live nodes
+/// recorded, as [`ClusterStore::compare_job_defs`](super::ClusterStore::compare_job_defs)
+/// reads them, writing nothing (for `--check`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DefComparison {
+    /// The other live nodes compared with (sorted).
+    pub live_nodes: Vec<String>,
+    /// Jobs the configuration defines that some other live node defines differently,
+    /// each with those nodes' names (sorted). Sorted by job.
+    pub differ: Vec<(JobKey, Vec<String>)>,
+    /// Jobs some other live node defines and the configuration does not, each with
+    /// those nodes' names (sorted). Sorted by job.
+    pub missing_here: Vec<(JobKey, Vec<String>)>,
+}
+
+impl DefComparison {
+    /// True when every job agrees with every other live node.
+    pub fn is_empty(&self) -> bool {
+        self.differ.is_empty() && self.missing_here.is_empty()
+    }
+}
+
+/// A node as the cluster records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub name: String,
+    pub started_at: DateTime<Utc>,
+    pub heartbeat_at: DateTime<Utc>,
+    /// A heartbeat within one lease (the database's clock): the rule reaping goes by.
+    pub live: bool,
+    pub max_job_running: u32,
+}
+
+/// One definition of a job and the nodes that hold it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefHolders {
+    /// The definition hash ([`job_hash`](super::job_hash)): no secret goes into it.
+    pub hash: String,
+    /// The nodes whose definition it is (sorted).
+    pub nodes: Vec<String>,
+}
+
+/// A job whose definitions differ between live nodes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DifferingJob {
+    pub job: JobKey,
+    /// Each definition and its nodes, sorted by hash; two or more.
+    pub defs: Vec<DefHolders>,
+}
+
+impl DifferingJob {
+    /// The hash node `node` holds, when it defines the job.
+    pub fn hash_of(&self, node: &str) -> Option<&str> {
+        self.defs
+            .iter()
+            .find(|def| def.nodes.iter().any(|n| n == node))
+            .map(|def| def.hash.as_str())
+    }
+}
+
+/// What a node reports of its cluster
+/// ([`ClusterStore::overview`](super::ClusterStore::overview)): the nodes, and the jobs
+/// whose definitions differ, read in one snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterOverview {
+    /// Every registered node, live or not (sorted by name).
+    pub nodes: Vec<NodeInfo>,
+    /// Jobs whose definitions differ between live nodes (this node counted even when its
+    /// heartbeat lapsed), sorted by job; at most the limit asked for.
+    pub differ: Vec<DifferingJob>,
+    /// How many jobs differ in all.
+    pub differ_total: u64,
+    /// Jobs other live nodes define and this node does not, with those nodes (sorted);
+    /// at most the limit asked for.
+    pub missing_here: Vec<(JobKey, Vec<String>)>,
+    /// How many such jobs there are in all.
+    pub missing_here_total: u64,
+}
+
 /// A running run whose lease lapsed, recorded as interrupted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReapedRun {

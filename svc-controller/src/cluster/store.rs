@@ -84,6 +84,12 @@ impl ClusterStore {
         &self.pool
     }
 
+    /// The lease in seconds, which also tells a live node from a gone one (for the
+    /// store's other files: `drift.rs`).
+    pub(super) fn lease_secs(&self) -> f64 {
+        self.lease_secs
+    }
+
     /// Closes the pool's connections.
     pub async fn close(&self) {
         self.pool.close().await;

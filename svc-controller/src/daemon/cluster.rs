@@ -2,14 +2,16 @@
 //! up to date, register the node, record its job definitions (naming in the log those
 //! another live node defines differently), and start the heartbeat. All of it before the
 //! engine exists, so that a node that cannot reach the shared truth never serves.
+//! Also the recording of the definitions again at a reload, and the words `--check`
+//! says the same drift in.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::cluster::{
-    ClusterError, ClusterStore, DefDrift, HEARTBEAT_EVERY, Heartbeat, JobDef, JobKey, JobKind,
-    StoreOptions, http_job_hash, job_hash,
+    ClusterError, ClusterStore, DefComparison, DefDrift, HEARTBEAT_EVERY, Heartbeat, JobDef,
+    JobKey, JobKind, StoreOptions, http_job_hash, job_hash,
 };
 use crate::config::{ClusterConfig, Config};
 
@@ -81,7 +83,7 @@ impl JoinError {
 }
 
 /// Each configured job with its definition hash.
-fn job_defs(config: &Config) -> Vec<JobDef> {
+pub(super) fn job_defs(config: &Config) -> Vec<JobDef> {
     let jobs = config.jobs.iter().map(|job| JobDef {
         job: JobKey::new(JobKind::Job, job.id.clone()),
         hash: job_hash(job),
@@ -198,6 +200,12 @@ async fn join_once(
         .map_err(|err| (Step::Record, err))
 }
 
+/// `kind id` of each job, as the log and `--check` name them.
+fn job_names<'a>(jobs: impl Iterator<Item = &'a JobKey>) -> Vec<String> {
+    jobs.map(|job| format!("{} {}", job.kind.as_str(), job.id))
+        .collect()
+}
+
 /// Names in the log the jobs whose definitions differ from another live node's, and
 /// those another live node defines and this one does not.
 fn warn_of_drift(drift: &DefDrift) {
@@ -218,16 +226,158 @@ fn warn_of_drift(drift: &DefDrift) {
         );
     }
     if !drift.missing_here.is_empty() {
-        let named: Vec<String> = drift
-            .missing_here
-            .iter()
-            .map(|job| format!("{} {}", job.kind.as_str(), job.id))
-            .collect();
+        let named = job_names(drift.missing_here.iter());
         let named: Vec<&str> = named.iter().map(String::as_str).collect();
         tracing::warn!(
             count = drift.missing_here.len(),
             "jobs other live nodes of the cluster define and this node does not: {}",
             some_names(&named)
         );
+    }
+}
+
+/// How long a reload waits for its definitions to be recorded: the main loop, which
+/// also pings the watchdog and handles SIGTERM, waits meanwhile.
+const RECORD_LIMIT: Duration = Duration::from_secs(10);
+
+/// Records the definitions of a reloaded configuration (`defs`), so that this node
+/// claims runs of its new jobs and no longer of the removed ones, and names in the log
+/// the drift as the start does. One attempt, bounded by [`RECORD_LIMIT`]: a database
+/// that is away is a warning (the reload itself is done; the next reload or start
+/// records them). No retry later: it could overwrite the rows of a newer reload.
+pub(super) async fn record_reloaded_defs(
+    link: &crate::engine::cluster::ClusterLink,
+    defs: &[JobDef],
+) {
+    let recorded =
+        tokio::time::timeout(RECORD_LIMIT, link.store.sync_job_defs(&link.node, defs)).await;
+    let err = match recorded {
+        Ok(Ok(drift)) => {
+            tracing::info!(
+                jobs = defs.len(),
+                "reloaded job definitions recorded in the cluster"
+            );
+            warn_of_drift(&drift);
+            return;
+        }
+        Ok(Err(err)) => err.to_string(),
+        Err(_elapsed) => format!("no answer within {} s", RECORD_LIMIT.as_secs()),
+    };
+    tracing::warn!(
+        error = %err,
+        "the reloaded job definitions could not be recorded in the cluster: until the \
+         next reload or start, this node claims runs of the jobs it recorded before"
+    );
+}
+
+/// What `--check` says of a [`DefComparison`]: lines to print, and warnings.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct DriftReport {
+    pub lines: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// `--check`'s words for `comparison`: every job named (an operator fixing a rollout
+/// wants the whole list, unlike a log line), with the nodes on the other side.
+pub(super) fn drift_report(comparison: &DefComparison) -> DriftReport {
+    let mut report = DriftReport::default();
+    let others = comparison.live_nodes.len();
+    if others == 0 {
+        report
+            .lines
+            .push("no other live node to compare job definitions with".to_string());
+        return report;
+    }
+    let names: Vec<&str> = comparison.live_nodes.iter().map(String::as_str).collect();
+    if comparison.is_empty() {
+        report.lines.push(format!(
+            "job definitions agree with {others} other live node(s) ({})",
+            some_names(&names)
+        ));
+        return report;
+    }
+    report.lines.push(format!(
+        "job definitions compared with {others} other live node(s) ({}): {} differ, {} \
+         defined only elsewhere",
+        some_names(&names),
+        comparison.differ.len(),
+        comparison.missing_here.len()
+    ));
+    for (job, nodes) in &comparison.differ {
+        report.warnings.push(format!(
+            "{} {}: defined differently on {}",
+            job.kind.as_str(),
+            job.id,
+            nodes.join(", ")
+        ));
+    }
+    for (job, nodes) in &comparison.missing_here {
+        report.warnings.push(format!(
+            "{} {}: defined on {} but not in this configuration",
+            job.kind.as_str(),
+            job.id,
+            nodes.join(", ")
+        ));
+    }
+    report.warnings.push(
+        "job definitions that differ between nodes are a warning, not an error (a rolling \
+         change of definitions passes through it): the exit status stays 0"
+            .to_string(),
+    );
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str) -> JobKey {
+        JobKey::new(JobKind::Job, id)
+    }
+
+    #[test]
+    fn check_names_each_differing_job_with_its_nodes() {
+        let comparison = DefComparison {
+            live_nodes: vec!["b".into(), "c".into()],
+            differ: vec![(job("shared"), vec!["b".into(), "c".into()])],
+            missing_here: vec![(JobKey::new(JobKind::Http, "ping"), vec!["c".into()])],
+        };
+        let report = drift_report(&comparison);
+        assert_eq!(
+            report.lines,
+            [
+                "job definitions compared with 2 other live node(s) (b, c): 1 differ, 1 defined \
+              only elsewhere"
+            ]
+        );
+        assert_eq!(report.warnings.len(), 3, "{report:?}");
+        assert_eq!(
+            report.warnings[0],
+            "job shared: defined differently on b, c"
+        );
+        assert_eq!(
+            report.warnings[1],
+            "job_http ping: defined on c but not in this configuration"
+        );
+        assert!(report.warnings[2].contains("the exit status stays 0"));
+    }
+
+    #[test]
+    fn check_says_when_there_is_nothing_to_warn_of() {
+        let alone = drift_report(&DefComparison::default());
+        assert_eq!(
+            alone.lines,
+            ["no other live node to compare job definitions with"]
+        );
+        assert!(alone.warnings.is_empty());
+        let agreeing = drift_report(&DefComparison {
+            live_nodes: vec!["b".into()],
+            ..DefComparison::default()
+        });
+        assert_eq!(
+            agreeing.lines,
+            ["job definitions agree with 1 other live node(s) (b)"]
+        );
+        assert!(agreeing.warnings.is_empty());
     }
 }

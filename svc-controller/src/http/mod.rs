@@ -5,6 +5,7 @@
 mod access;
 mod admin;
 mod body_budget;
+mod cluster;
 mod codehost;
 mod error;
 pub mod events;
@@ -322,6 +323,7 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
         .route(open.post("/svc/api/logout"), post(login::logout))
         .route("/svc/api/session", get(login::session))
         .route("/svc/api/audit", get(admin::audit))
+        .route("/svc/api/cluster", get(cluster::overview))
         .route(open.post("/svc/api/reload"), post(admin::reload))
         .merge(ui::router(&mut open))
         .route("/svc/{*rest}", get(not_found))
@@ -646,6 +648,7 @@ mod tests {
             "/svc/api/metrics",
             "/svc/api/session",
             "/svc/api/audit",
+            "/svc/api/cluster",
             "/svc/api/nothing",
             "/svc/loginx",
             "/svc/assets",
