@@ -204,12 +204,35 @@ fn process_cpu(pid: u32) -> Option<f64> {
     Some((tick(11) + tick(12)) / CLK_TCK)
 }
 
-/// CPU seconds (user + system) used so far by PostgreSQL's processes that are alive now.
-/// Backends that ended meanwhile are lost from the sum, so each measured window keeps
-/// its connections open from start to end.
-fn pg_cpu(postmaster: Option<u32>) -> Option<f64> {
-    let pids = pg_pids(postmaster?);
-    Some(pids.into_iter().filter_map(process_cpu).sum())
+/// CPU seconds (user + system) used so far by each of PostgreSQL's processes.
+struct PgCpu(HashMap<u32, f64>);
+
+impl PgCpu {
+    fn read(postmaster: Option<u32>) -> Option<PgCpu> {
+        let pids = pg_pids(postmaster?);
+        Some(PgCpu(
+            pids.into_iter()
+                .filter_map(|pid| Some((pid, process_cpu(pid)?)))
+                .collect(),
+        ))
+    }
+
+    /// CPU seconds used between `self` and `later`: by the processes alive at both
+    /// reads, and all of it by those started meanwhile. A backend that ended meanwhile
+    /// is left out (its time cannot be read any more), so a window keeps the
+    /// connections it measures open to its end.
+    fn since(&self, later: &PgCpu) -> f64 {
+        later
+            .0
+            .iter()
+            .map(|(pid, cpu)| cpu - self.0.get(pid).copied().unwrap_or(0.0))
+            .sum()
+    }
+}
+
+/// PostgreSQL's CPU seconds since `before` (with `--pg-pid`).
+fn pg_cpu_since(postmaster: Option<u32>, before: &Option<PgCpu>) -> Option<f64> {
+    Some(before.as_ref()?.since(&PgCpu::read(postmaster)?))
 }
 
 /// Proportional set size (KiB) of PostgreSQL's processes, and how many there are: the
@@ -314,7 +337,7 @@ async fn claim_slots(args: &Args) -> Res<Value> {
     let stores: Vec<ClusterStore> = (0..args.slot_nodes)
         .map(|_| store(&args.url, NODE_POOL))
         .collect::<Res<_>>()?;
-    let cpu0 = pg_cpu(args.pg_pid);
+    let cpu0 = PgCpu::read(args.pg_pid);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for (n, node_store) in stores.iter().enumerate() {
@@ -361,7 +384,7 @@ async fn claim_slots(args: &Args) -> Res<Value> {
         latencies.append(&mut l);
     }
     let took = start.elapsed();
-    let cpu = pg_cpu(args.pg_pid).zip(cpu0).map(|(b, a)| b - a);
+    let cpu = pg_cpu_since(args.pg_pid, &cpu0);
     let total: usize = won.iter().sum();
     if total != args.slot_jobs {
         return Err(format!("{total} slots won for {} jobs", args.slot_jobs).into());
@@ -415,7 +438,7 @@ async fn claim_runs(args: &Args, admin: &ClusterStore) -> Res<Value> {
         .map(|_| store(&args.url, NODE_POOL))
         .collect::<Res<_>>()?;
     let window = Duration::from_secs_f64(args.claim_seconds);
-    let cpu0 = pg_cpu(args.pg_pid);
+    let cpu0 = PgCpu::read(args.pg_pid);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for (n, node_store) in stores.iter().enumerate() {
@@ -459,7 +482,7 @@ async fn claim_runs(args: &Args, admin: &ClusterStore) -> Res<Value> {
         runs += r;
     }
     let took = start.elapsed();
-    let cpu = pg_cpu(args.pg_pid).zip(cpu0).map(|(b, a)| b - a);
+    let cpu = pg_cpu_since(args.pg_pid, &cpu0);
     note(&format!(
         "claim_runs: {runs} runs claimed and finished by {} nodes in {} ms ({:.0} runs/s)",
         args.slot_nodes,
@@ -580,7 +603,7 @@ async fn many_nodes(args: &Args, admin: &ClusterStore) -> Res<Value> {
     drop(heard_tx);
 
     // Heartbeats, each node at its own phase of the period.
-    let cpu0 = pg_cpu(args.pg_pid);
+    let cpu0 = PgCpu::read(args.pg_pid);
     let xact0 = scalar_i64(
         admin,
         "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
@@ -610,7 +633,7 @@ async fn many_nodes(args: &Args, admin: &ClusterStore) -> Res<Value> {
     let window = BEAT_EVERY * args.beat_rounds;
     // The window is the periods themselves (the last beats end within it).
     tokio::time::sleep_until((start + window).into()).await;
-    let cpu = pg_cpu(args.pg_pid).zip(cpu0).map(|(b, a)| b - a);
+    let cpu = pg_cpu_since(args.pg_pid, &cpu0);
     let xact = scalar_i64(
         admin,
         "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
