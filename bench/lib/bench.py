@@ -232,6 +232,8 @@ def svc_main(args, dir_base, max_running):
         f"secret = {args.secret}\n"
         f"max_job_running = {max_running}\n"
         f"runner_path = {args.runner}\n"
+        + (f"database_url = {args.database_url}\n" if args.database_url else "")
+        + (f"node_name = {args.node_name}\n" if args.node_name else "")
     )
 
 
@@ -431,7 +433,11 @@ def cmd_gen_reqs(args):
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
     items = []
-    for name in job_names(args.jobs):
+    names = job_names(args.jobs)
+    # Each node's load generator starts at its own place in the round, so that the
+    # nodes do not send the same job's trigger at the same moment.
+    shift = args.rotate % len(names)
+    for name in names[shift:] + names[:shift]:
         body = BODY.format(job=name)
         sig = BAD_SIGNATURE if args.bad else sign(args.secret, body)
         items.append(
@@ -603,6 +609,191 @@ def cmd_load(args):
     if counter and args.drain:
         result["runs_total"] = settle(counter, args.drain) - runs_before
     write(os.path.join(args.res, args.label + ".wrk.txt"), text)
+    out(result)
+
+
+# ----- cluster: several nodes, one PostgreSQL ----------------------------------------------
+
+
+def psql(args, sql):
+    """One query's unaligned, header-less output, through psql on --db-url."""
+    try:
+        done = subprocess.run(
+            [args.psql, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", args.db_url, "-c", sql],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            env=dict(os.environ, PGCONNECT_TIMEOUT="10"),
+        )
+    except subprocess.TimeoutExpired:
+        die(f"psql did not answer within 20 s: {sql}")
+    if done.returncode != 0:
+        die(f"psql failed: {done.stderr.strip()} ({sql})")
+    return done.stdout.strip()
+
+
+def cluster_runs(args):
+    """(successful runs, runs queued or running, epoch of the last end) in svc_runs."""
+    text = psql(
+        args,
+        "SELECT count(*) FILTER (WHERE state = 'done' AND status = 'success'),"
+        " count(*) FILTER (WHERE state IN ('queued', 'running')),"
+        " coalesce(extract(epoch FROM max(ended_at)), 0) FROM svc_runs",
+    )
+    done, pending, last = text.split("|")
+    return int(done), int(pending), float(last)
+
+
+def success_runs(metrics_urls):
+    """Successful job runs of single-node svc, from svc_runs_total{result="success"}."""
+    total = 0
+    for url in metrics_urls:
+        status, _, body = http_get(url)
+        if status != 200:
+            die(f"{url} answered {status}")
+        for line in body.decode().splitlines():
+            if line.startswith("svc_runs_total{") and 'kind="job"' in line and 'result="success"' in line:
+                total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+class ConnSampler(threading.Thread):
+    """The most connections svc-controller held on the server, sampled every 0.5 s."""
+
+    def __init__(self, args):
+        super().__init__(daemon=True)
+        self.args, self.peak = args, 0
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            count = psql(
+                self.args,
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'svc-controller'",
+            )
+            self.peak = max(self.peak, int(count))
+            self.stop.wait(0.5)
+
+
+def tree_cpu(root):
+    """CPU seconds of process `root` and its children alive now (PostgreSQL's postmaster
+    and its backends)."""
+    total = cpu_seconds(root)[0]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == root:
+            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return total
+
+
+def cmd_cluster_load(args):
+    """Signed triggers to every node at once (one wrk per node, the connections shared
+    out), then runs counted until the queue drains (bounded by --drain): from svc_runs
+    with --db-url, from the metrics of single-node svc otherwise."""
+    urls = args.urls.split(",")
+    reqs = args.reqs.split(",")
+    pids = [int(p) for p in args.pids.split(",")] if args.pids else []
+    if len(reqs) != len(urls):
+        die("cluster-load: one --reqs file per URL")
+    cluster = bool(args.db_url)
+    metrics = [u + "/svc/api/metrics" for u in urls]
+    conns = [args.connections // len(urls) + (1 if i < args.connections % len(urls) else 0) for i in range(len(urls))]
+    if cluster:
+        runs_before = cluster_runs(args)[0]
+        sampler = ConnSampler(args)
+        sampler.start()
+    else:
+        runs_before = success_runs(metrics)
+    cpu_before = [cpu_seconds(p)[0] for p in pids]
+    pg_before = tree_cpu(args.pg_pid) if args.pg_pid else None
+    threads = 2 if len(urls) == 1 else 1
+    procs = []
+    start = time.time()
+    for url, req, c in zip(urls, reqs, conns):
+        cmd = ["wrk", f"-t{threads}", f"-c{c}", f"-d{args.seconds}s", "--timeout", "5s", "-s", args.script, url]
+        procs.append(
+            subprocess.Popen(
+                cmd, env=dict(os.environ, BENCH_REQS=req), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
+    results = []
+    for proc in procs:
+        try:
+            stdout, stderr = proc.communicate(timeout=args.seconds + 30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            die(f"wrk did not end within {args.seconds + 30} s")
+        if proc.returncode != 0:
+            die(f"wrk failed ({proc.returncode}): {stderr.strip()}")
+        lines = [l for l in stdout.splitlines() if l.startswith("BENCH_JSON ")]
+        if not lines:
+            die(f"no BENCH_JSON line in the output of wrk:\n{stdout}\n{stderr}")
+        results.append(json.loads(lines[0][len("BENCH_JSON ") :]))
+    load_end = time.time()
+    cpu_end = [cpu_seconds(p)[0] for p in pids]
+    pg_cpu = tree_cpu(args.pg_pid) - pg_before if args.pg_pid else None
+    duration = max(r["duration_us"] for r in results) / 1e6
+    # Runs until the queue drains: the nodes' queues (cluster) or the run counter stops
+    # moving for 1 s (single node, whose queue is not visible from outside).
+    deadline = time.monotonic() + args.drain
+    if cluster:
+        runs_at_load_end = cluster_runs(args)[0]
+        while True:
+            done, pending, last_end = cluster_runs(args)
+            if pending == 0 or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        sampler.stop.set()
+        sampler.join()
+        drained = pending == 0
+        end = last_end if last_end > 0 else time.time()
+    else:
+        runs_at_load_end = success_runs(metrics)
+        done, end, stable_since = runs_at_load_end, time.time(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            now_done = success_runs(metrics)
+            if now_done != done:
+                done, end, stable_since = now_done, time.time(), time.monotonic()
+            elif time.monotonic() - stable_since >= 1.0:
+                break
+        drained, pending = time.monotonic() - stable_since >= 1.0, None
+    runs = done - runs_before
+    result = {
+        "label": args.label,
+        "jobs": args.jobs,
+        "nodes": len(urls),
+        "connections": args.connections,
+        "seconds": duration,
+        "requests": sum(r["requests"] for r in results),
+        "s2xx": sum(r["s2xx"] for r in results),
+        "s4xx": sum(r["s4xx"] for r in results),
+        "s5xx": sum(r["s5xx"] for r in results),
+        "errors": sum(r["errors"] for r in results),
+        "p50_ms_max": max(r["p50_ms"] for r in results),
+        "p99_ms_max": max(r["p99_ms"] for r in results),
+        "runs": runs,
+        "runs_in_window": runs_at_load_end - runs_before,
+        "drained": drained,
+        "pending_at_end": pending,
+        "drain_s": max(0.0, end - load_end),
+        "per_node": results,
+        "node_cpu_s": [b - a for a, b in zip(cpu_before, cpu_end)],
+    }
+    result["accepted_per_sec"] = result["s2xx"] / duration
+    result["rps"] = result["requests"] / duration
+    # From the first trigger to the last run's end (or to the drain's bound).
+    result["runs_per_sec"] = runs / max(duration, end - start)
+    result["runs_in_window_per_sec"] = result["runs_in_window"] / duration
+    if cluster:
+        result["pg_connections_peak"] = sampler.peak
+        result["pg_cpu_s"] = pg_cpu
     out(result)
 
 
@@ -1218,6 +1409,78 @@ def cmd_report(args):
         row("slow connections still open at the end; refused at connect", sc.get("slow_open_at_end"), sc.get("slow_refused_at_connect"))
         row("RSS with them open vs before", mib(sc.get("rss_slow_open_kb")), mib(sc.get("rss_before_kb")), ratio(mib(sc.get("rss_slow_open_kb")), mib(sc.get("rss_before_kb"))), unit=" MiB")
 
+    if any(name.startswith("cluster_") for name in r):
+        cs, c1, c3 = r.get("cluster_single", {}), r.get("cluster_one", {}), r.get("cluster_three", {})
+        skipped = get("cluster_skipped", "reason")
+        jobs = cs.get("jobs") or c1.get("jobs") or c3.get("jobs")
+        title = f"CLUSTER ({jobs or '?'} jobs /bin/true, max_job_running = 16 per node, 32 connections; one PostgreSQL)"
+        rows.append((title, "", "", "", "", ""))
+        if skipped:
+            rows.append((f"  not run: {skipped}", "-", "-", "-", "", ""))
+
+        def sts(res):
+            if not res:
+                return "-"
+            return f"{res['s2xx']}/{res['s4xx']}/{res['s5xx']}" + (f" (+{res['errors']} err)" if res.get("errors") else "")
+
+        a1, a3, a0 = c1.get("accepted_per_sec"), c3.get("accepted_per_sec"), cs.get("accepted_per_sec")
+        row("accepted triggers/s (200): 1 node vs single node", a1, a0, ratio(a1, a0))
+        row("accepted triggers/s (200): 3 nodes vs 1 node", a3, a1, ratio(a3, a1))
+        u1, u3, u0 = c1.get("runs_per_sec"), c3.get("runs_per_sec"), cs.get("runs_per_sec")
+        row("runs ended successfully/s, until drained: 1 node vs single", u1, u0, ratio(u1, u0))
+        row("runs ended successfully/s, until drained: 3 nodes vs 1", u3, u1, ratio(u3, u1))
+        row("requests/s (all answers): 1 node vs single node", c1.get("rps"), cs.get("rps"), ratio(c1.get("rps"), cs.get("rps")))
+        row("requests/s (all answers): 3 nodes vs 1 node", c3.get("rps"), c1.get("rps"), ratio(c3.get("rps"), c1.get("rps")))
+        rows.append(("status 200/4xx (429)/5xx: 1 node; single", sts(c1), sts(cs), "-", "", ""))
+        rows.append(("status 200/4xx (429)/5xx: 3 nodes; 1 node", sts(c3), sts(c1), "-", "", ""))
+        for label, res in (("single node", cs), ("1 node", c1), ("3 nodes", c3)):
+            if res:
+                drained = (
+                    f"drained {fmt(res.get('drain_s'), ' s')} after the load"
+                    if res.get("drained")
+                    else f"NOT drained, {res.get('pending_at_end')} left"
+                )
+                row(f"{label}: runs ended successfully; accepted ({drained})", res["runs"], res["s2xx"])
+        bad = [res.get("s5xx", 0) + res.get("errors", 0) for res in (cs, c1, c3) if res]
+        row("5xx answers and errors (all three)", sum(bad) if bad else None, "-", None, "= 0", bool(bad) and sum(bad) == 0)
+        row("runs vs accepted triggers (all three, after drain)", sum(x.get("runs", 0) for x in (cs, c1, c3)), sum(x.get("s2xx", 0) for x in (cs, c1, c3)))
+        row("PostgreSQL connections of svc (peak): 3 nodes; 1 node", c3.get("pg_connections_peak"), c1.get("pg_connections_peak"))
+
+        def cpu(res, key):
+            value = res.get(key)
+            return sum(value) if isinstance(value, list) else value
+
+        row("CPU s in the load, nodes: 1 node; single node", cpu(c1, "node_cpu_s"), cpu(cs, "node_cpu_s"), unit=" s")
+        row("CPU s in the load, nodes: 3 nodes; 1 node", cpu(c3, "node_cpu_s"), cpu(c1, "node_cpu_s"), unit=" s")
+        row("CPU s in the load, PostgreSQL: 3 nodes; 1 node", c3.get("pg_cpu_s"), c1.get("pg_cpu_s"), unit=" s")
+        row("latency p99 (worst node): 3 nodes; 1 node", c3.get("p99_ms_max"), c1.get("p99_ms_max"), unit=" ms")
+        row("latency p99: 1 node; single node", c1.get("p99_ms_max"), cs.get("p99_ms_max"), unit=" ms")
+
+    sc = r.get("cluster_scale")
+    if sc:
+        d, sl, cl, mn = sc["sync_job_defs"], sc["claim_slot"], sc["claim_runs"], sc["many_nodes"]
+        rows.append((f"CLUSTER SCALE (store calls; {d['jobs']:,} jobs, {mn['nodes']} nodes)", "", "", "", "", ""))
+        row("sync_job_defs: first node; second node", d["nodes_ms"][0], d["nodes_ms"][1] if len(d["nodes_ms"]) > 1 else None, unit=" ms")
+        row(f"sync_job_defs: node {len(d['nodes_ms'])}; restart of the first", d["nodes_ms"][-1], d["restart_ms"], unit=" ms")
+        row(f"sync_job_defs with {d['differing_jobs']:,} differing", d["differing_ms"], unit=" ms")
+        row("svc_job_defs rows; size", d["def_rows"], d["def_table_bytes"] / 1048576, unit="", other_unit=" MiB")
+        row(f"claim_slot: {sl['jobs']:,} due at once x {sl['nodes']} nodes, offers/s", sl["offers_per_sec"])
+        row("claim_slot: all offered in; offer p99", sl["all_ms"], sl["offer_latency"].get("p99_ms"), unit=" ms")
+        row(f"claim_runs ({cl['limit']}) + finish_run, {cl['nodes']} nodes: runs/s", cl["runs_per_sec"])
+        row(f"claim_runs p50; p99 ({cl['queued_at_start']:,} queued)", cl["claim_latency"].get("p50_ms"), cl["claim_latency"].get("p99_ms"), unit=" ms")
+        row("enqueue/s (10 at once); p99", cl["enqueue_per_sec"], cl["enqueue_latency"].get("p99_ms"), other_unit=" ms")
+        row(f"heartbeat p50; p99 ({mn['nodes']} nodes, every {mn['beat_every_s']} s)", mn["spread"].get("p50_ms"), mn["spread"].get("p99_ms"), unit=" ms")
+        row(f"heartbeat p99; max, all {mn['nodes']} at once", mn["burst"].get("p99_ms"), mn["burst"].get("max_ms"), unit=" ms")
+        row("PostgreSQL CPU share during the heartbeats", mn["pg_cpu_share"] and mn["pg_cpu_share"] * 100, unit=" %")
+        row(f"NOTIFY heard by all {mn['nodes']} listeners p50; max", mn["notify_all_heard"].get("p50_ms"), mn["notify_all_heard"].get("max_ms"), unit=" ms")
+        row("connections open; max_connections", mn["connections_open"], mn["max_connections"])
+        row("PostgreSQL memory (PSS) per connection", mn["pss_per_connection_kb"] and mn["pss_per_connection_kb"] / 1024, unit=" MiB")
+        idle = sc.get("idle", {})
+        if idle:
+            row(f"paused_states ({idle['paused_states_rows']:,} jobs, each node every 5 s) p50; PG CPU", idle["paused_states"].get("p50_ms"), idle.get("paused_states_pg_cpu_ms"), unit=" ms")
+            row("claim_runs on an empty queue (each node every 250 ms) p50; PG CPU", idle["empty_claim"].get("p50_ms"), idle.get("empty_claim_pg_cpu_ms"), unit=" ms")
+        row("cluster-scale run took", sc["seconds"], unit=" s")
+
     rows.append(("BASELINES", "", "", "", "", ""))
     row("spawn loop: /bin/sh -c /bin/true per second", "-", spawn)
     row("floor server idle RSS", "-", mib(get(t_floor, "rss_before_kb")), unit=" MiB")
@@ -1276,6 +1539,8 @@ def main():
     s.add_argument("--logs", type=int, default=5)
     s.add_argument("--max-running", type=int, default=1)
     s.add_argument("--lead", type=int, default=2, help="timer: seconds before t0")
+    s.add_argument("--database-url", help="cluster mode: the [svc] database_url")
+    s.add_argument("--node-name", help="cluster mode: the [svc] node_name")
     s.set_defaults(func=cmd_gen_svc)
 
     s = sub.add_parser("gen-webhook")
@@ -1292,6 +1557,7 @@ def main():
     s.add_argument("--header", default="x-svc-sign")
     s.add_argument("--jobs", type=int, default=16)
     s.add_argument("--bad", action="store_true")
+    s.add_argument("--rotate", type=int, default=0, help="start the round at this job")
     s.set_defaults(func=cmd_gen_reqs)
 
     s = sub.add_parser("wait")
@@ -1335,6 +1601,21 @@ def main():
     s.add_argument("--after", type=float, default=0, help="seconds to wait, then RSS again")
     s.add_argument("--drain", type=float, default=0, help="wait (max) until runs settle")
     s.set_defaults(func=cmd_load)
+
+    s = sub.add_parser("cluster-load")
+    s.add_argument("--label", required=True)
+    s.add_argument("--urls", required=True, help="comma-separated base URLs, one per node")
+    s.add_argument("--reqs", required=True, help="comma-separated gen-reqs files, one per node")
+    s.add_argument("--script", required=True)
+    s.add_argument("--connections", type=int, default=32)
+    s.add_argument("--seconds", type=int, default=10)
+    s.add_argument("--pids", help="comma-separated pids of the nodes (CPU time)")
+    s.add_argument("--db-url", help="cluster mode: count runs in this database's svc_runs")
+    s.add_argument("--psql", default="psql")
+    s.add_argument("--pg-pid", type=int, help="PostgreSQL's postmaster (its CPU time)")
+    s.add_argument("--drain", type=float, default=30, help="wait (max) for the queue to drain")
+    s.add_argument("--jobs", type=int, help="how many jobs the requests go to (for the table)")
+    s.set_defaults(func=cmd_cluster_load)
 
     s = sub.add_parser("slow-clients")
     s.add_argument("--url", required=True)
