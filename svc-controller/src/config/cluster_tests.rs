@@ -193,3 +193,34 @@ fn in_cluster_mode_only_on_busy_queue_is_accepted() {
     );
     tree.load();
 }
+
+#[test]
+fn database_max_connections_sizes_the_pool() {
+    let cluster = Tree::new("database_url = postgres://db/svc\nnode_name = a\n")
+        .load()
+        .main
+        .cluster
+        .expect("cluster mode");
+    assert_eq!(cluster.max_connections, 10);
+    let cluster = Tree::new(
+        "database_url = postgres://db/svc\nnode_name = a\ndatabase_max_connections = 3\n",
+    )
+    .load()
+    .main
+    .cluster
+    .expect("cluster mode");
+    assert_eq!(cluster.max_connections, 3);
+    for bad in ["1", "0", "1001", "ten", "-2"] {
+        let tree = Tree::new(&format!(
+            "database_url = postgres://db/svc\nnode_name = a\ndatabase_max_connections = {bad}\n"
+        ));
+        issue_about(
+            &tree.issues(),
+            &tree.main_file(),
+            "svc",
+            "database_max_connections",
+            Some(bad),
+            "not a whole number from 2 to 1000",
+        );
+    }
+}

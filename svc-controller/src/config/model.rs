@@ -146,6 +146,9 @@ pub struct ClusterConfig {
     /// `node_name`, default the host name: this node's name in the cluster, unique among
     /// its live nodes.
     pub node_name: String,
+    /// `database_max_connections`: the most connections this node opens to the database
+    /// (its pool, the listener's included).
+    pub max_connections: u32,
 }
 
 impl ClusterConfig {

@@ -66,6 +66,7 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("audit_max_size", Scalar),
     ("database_url", Scalar),
     ("node_name", Scalar),
+    ("database_max_connections", Scalar),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -1218,18 +1219,26 @@ fn read_cluster(
     warnings: &mut Vec<ConfigIssue>,
 ) -> Option<ClusterConfig> {
     let node_name = r.parsed("node_name", check_node_name);
+    let max_connections = r.parsed("database_max_connections", check_database_connections);
     let Some(written) = r.text_or_empty("database_url").filter(|v| !v.is_empty()) else {
         // An empty value is no URL, as with `secret`: single-node mode.
-        if let Some(entry) = r.first("node_name") {
-            warnings.push(entry_issue(
-                r.file,
-                r.section,
-                entry,
-                "node_name does nothing without database_url (this node is not in a cluster)",
-            ));
+        for key in ["node_name", "database_max_connections"] {
+            if let Some(entry) = r.first(key) {
+                warnings.push(entry_issue(
+                    r.file,
+                    r.section,
+                    entry,
+                    &format!(
+                        "{key} does nothing without database_url (this node is not in a cluster)"
+                    ),
+                ));
+            }
         }
         return None;
     };
+    if max_connections.is_none() && r.has("database_max_connections") {
+        return None;
+    }
     let url_from_env = written.strip_prefix('$').map(|name| format!("${name}"));
     let url = r.parsed("database_url", |v| {
         let url = from_env(v, env)?;
@@ -1255,7 +1264,21 @@ fn read_cluster(
         database_url: Secret::new(url),
         url_from_env,
         node_name,
+        max_connections: max_connections.unwrap_or(DEFAULT_DATABASE_CONNECTIONS),
     })
+}
+
+/// A node's connections to the cluster's database when `database_max_connections` is not
+/// set: room for the listener, the claimer, the heartbeat and a burst of triggers.
+pub const DEFAULT_DATABASE_CONNECTIONS: u32 = 10;
+
+/// `database_max_connections`: 2 (one is held by the listener for the other nodes'
+/// signals, at least one is left for the work) to 1,000.
+fn check_database_connections(value: &str) -> Result<u32, String> {
+    match value.parse::<u32>() {
+        Ok(n) if (2..=1000).contains(&n) => Ok(n),
+        _ => Err("not a whole number from 2 to 1000 (one connection is the listener's)".into()),
+    }
 }
 
 /// A `database_url` must be a PostgreSQL URL with a host. The message never repeats the

@@ -104,12 +104,17 @@ pub(super) async fn join(
 ) -> Result<ClusterNode, JoinError> {
     let shown = cluster.shown_url();
     let node = cluster.node_name.as_str();
-    let store = ClusterStore::new(cluster.database_url.expose(), &StoreOptions::default())
-        .map_err(|source| JoinError::Store {
+    let options = StoreOptions {
+        max_connections: cluster.max_connections,
+        ..StoreOptions::default()
+    };
+    let store = ClusterStore::new(cluster.database_url.expose(), &options).map_err(|source| {
+        JoinError::Store {
             shown: shown.clone(),
             step: "reading the URL",
             source,
-        })?;
+        }
+    })?;
     let defs = job_defs(config);
     let deadline = Instant::now() + START_LIMIT;
     let mut announced = false;
