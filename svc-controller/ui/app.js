@@ -739,12 +739,13 @@
     }
 
     var history = historyPanel(kind, id);
+    var logsTitle = h("h2", { id: "logs-title" }, "Logs");
     main.replaceChildren(
       h("p", { class: "crumbs" }, h("a", { href: "#/" }, "Dashboard"), " › ",
         kind === "job" ? "Job" : "HTTP job"),
       head, driftNote, description,
       h("div", { class: "grid" }, info, side),
-      h("div", { class: "card panel viewer-logs" }, h("h2", null, "Logs"), logsBox),
+      h("div", { class: "card panel viewer-logs" }, logsTitle, logsBox),
       viewerBox, history.el);
 
     function update() {
@@ -757,6 +758,9 @@
         return;
       }
       document.title = job.name + " · " + (env.name || "svc");
+      // In cluster mode the run history lists every node's runs and logs; this list is
+      // what this node ran (and a run going on anywhere).
+      logsTitle.textContent = cluster && cluster.enabled ? "Logs on this node" : "Logs";
       head.replaceChildren(h("h1", { id: "job-name" }, job.name), badge(statusOf(job), "job-status"));
       var drift = driftOf(kind, id);
       driftNote.hidden = !drift;
