@@ -9,7 +9,14 @@ use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 /// Version, description and SQL of each migration, oldest first. A migration is never
 /// edited once released (the migrator refuses a changed checksum): changes are new files.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "cluster", include_str!("schema/0001_cluster.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "cluster", include_str!("schema/0001_cluster.sql")),
+    (
+        2,
+        "pause changes",
+        include_str!("schema/0002_pause_changes.sql"),
+    ),
+];
 
 type Resolved = Result<Vec<Migration>, BoxDynError>;
 

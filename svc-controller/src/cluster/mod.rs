@@ -35,8 +35,8 @@ pub use error::ClusterError;
 pub use heartbeat::{HEARTBEAT_EVERY, Heartbeat};
 pub use model::{
     ClaimedRun, ClusterOverview, DefComparison, DefDrift, DefHolders, DifferingJob, EnqueueOutcome,
-    Finish, JobDef, JobKey, JobKind, NewTrigger, NodeInfo, ReapedRun, ReplayStore, RunOutcome,
-    SchemaStatus, Signal, SignalOp, SlotClaim,
+    Finish, JobDef, JobKey, JobKind, NewTrigger, NodeInfo, PauseChanges, ReapedRun, ReplayStore,
+    RunOutcome, SchemaStatus, Signal, SignalOp, SlotClaim,
 };
 pub use shared::{LOG_CHUNK, SharedAudit, SharedLog, SharedRun, SharedRunState};
 pub use store::{ClusterStore, DEFAULT_LEASE, SIGNAL_CHANNEL, StoreOptions};

@@ -113,6 +113,15 @@ impl Signal {
     }
 }
 
+/// Pause states read back from the store ([`ClusterStore::pause_changes`](super::ClusterStore::pause_changes)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PauseChanges {
+    /// Each job whose pause state changed, with the state now, in the order of change.
+    pub changed: Vec<(JobKey, bool)>,
+    /// The highest change number read: the next read asks from it.
+    pub mark: i64,
+}
+
 /// A job of the cluster: its kind and ID.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobKey {

@@ -17,8 +17,8 @@ use sqlx::{Connection, Postgres, Row, Transaction};
 use super::error::ClusterError;
 use super::migrations;
 use super::model::{
-    ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger, ReapedRun,
-    ReplayStore, RunOutcome, SchemaStatus, Signal, SlotClaim,
+    ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger,
+    PauseChanges, ReapedRun, ReplayStore, RunOutcome, SchemaStatus, Signal, SlotClaim,
 };
 use crate::state::RunStatus;
 
@@ -31,6 +31,10 @@ const CLAIM_ATTEMPTS: usize = 10;
 
 /// The `LISTEN/NOTIFY` channel of the nodes' signals (pause, resume, cancel, work queued).
 pub const SIGNAL_CHANNEL: &str = "svc_cluster";
+
+/// The key of the transaction lock that orders pause changes (an arbitrary constant,
+/// "svcpause" in ASCII, unlikely to meet another application's advisory locks).
+const PAUSE_CHANGE_LOCK: i64 = 0x7376_6370_6175_7365;
 
 /// How a store connects and how long its leases last.
 #[derive(Debug, Clone)]
@@ -661,16 +665,50 @@ impl ClusterStore {
     /// Pauses or resumes `job` for the whole cluster. A queued run stays queued while the
     /// job is paused; claimers skip it until the job is resumed.
     pub async fn set_paused(&self, job: &JobKey, paused: bool) -> Result<(), ClusterError> {
+        let mut tx = self.pool.begin().await?;
+        // Held to the commit: change numbers commit in the order they are taken, so a
+        // reader that saw number N has seen every change below it (`pause_changes`).
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(PAUSE_CHANGE_LOCK)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
-            "INSERT INTO svc_jobs (kind, id, paused) VALUES ($1, $2, $3)
-             ON CONFLICT (kind, id) DO UPDATE SET paused = EXCLUDED.paused",
+            "INSERT INTO svc_jobs (kind, id, paused, paused_change)
+             VALUES ($1, $2, $3, nextval('svc_pause_changes'))
+             ON CONFLICT (kind, id) DO UPDATE
+             SET paused = EXCLUDED.paused, paused_change = EXCLUDED.paused_change",
         )
         .bind(job.kind.as_str())
         .bind(&job.id)
         .bind(paused)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(())
+    }
+
+    /// The pause states changed since change number `since` (every job's when `None`),
+    /// in the order they changed, and the number to ask from next time.
+    pub async fn pause_changes(&self, since: Option<i64>) -> Result<PauseChanges, ClusterError> {
+        let rows = sqlx::query(
+            "SELECT kind, id, paused, paused_change FROM svc_jobs
+             WHERE $1::bigint IS NULL OR paused_change > $1
+             ORDER BY paused_change, kind, id",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut changes = PauseChanges {
+            changed: Vec::with_capacity(rows.len()),
+            mark: since.unwrap_or(0),
+        };
+        for row in &rows {
+            let kind: String = row.try_get("kind")?;
+            let job = JobKey::new(parse_kind(&kind)?, row.try_get::<String, _>("id")?);
+            changes.changed.push((job, row.try_get("paused")?));
+            changes.mark = changes.mark.max(row.try_get("paused_change")?);
+        }
+        Ok(changes)
     }
 
     /// Takes or renews lease `name` for `holder` for `ttl`: taken when free or lapsed,

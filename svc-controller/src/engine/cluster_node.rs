@@ -57,9 +57,35 @@ const RUNS_KEPT: i64 = 1_000;
 /// scale is far more work than the reaping done every [`HOUSEKEEPING_EVERY`], and
 /// nothing needs it sooner.
 const PRUNE_EVERY: Duration = Duration::from_secs(10 * 60);
-/// How often the pause states are read back from the store: signals sent while a
-/// node's listening connection was down are lost, this repairs what they missed.
+/// How often the pause states changed since the last read are read back from the store:
+/// signals sent while a node's listening connection was down are lost, this repairs what
+/// they missed.
 const PAUSE_SYNC_EVERY: Duration = Duration::from_secs(5);
+/// Every job's pause state is read back this often, beside the reads of the changes
+/// since the last one: a safety net should the change numbers ever go back (a database
+/// restored from a backup).
+const PAUSE_FULL_READ_EVERY: Duration = Duration::from_secs(10 * 60);
+
+/// Where a node's read-back of pause states stands.
+#[derive(Debug, Default)]
+struct PauseReadBack {
+    /// The highest change number read; `None` before the first read.
+    mark: Option<i64>,
+    /// When every job's state was last read.
+    full_at: Option<tokio::time::Instant>,
+}
+
+impl PauseReadBack {
+    /// What the next read asks for: the changes since the mark, or everything when it is
+    /// the first read or the full read is due.
+    fn since(&self) -> Option<i64> {
+        let full_due = self
+            .full_at
+            .is_none_or(|at| at.elapsed() >= PAUSE_FULL_READ_EVERY);
+        if full_due { None } else { self.mark }
+    }
+}
+
 /// The longest wait between two attempts to report a run's end while the database is
 /// away.
 const FINISH_RETRY_MAX: Duration = Duration::from_secs(30);
@@ -485,6 +511,7 @@ impl Engine {
     /// Acts on the other nodes' signals, and reads the pause states back now and then.
     async fn listener(self, link: ClusterLink) {
         let stop = self.inner.cluster_stop.clone();
+        let mut read_back = PauseReadBack::default();
         loop {
             let mut listener = match link.store.listen().await {
                 Ok(listener) => listener,
@@ -506,7 +533,7 @@ impl Engine {
                             break;
                         }
                     },
-                    _ = sync.tick() => self.sync_pauses(&link).await,
+                    _ = sync.tick() => self.sync_pauses(&link, &mut read_back).await,
                     _ = stop.cancelled() => return,
                 }
             }
@@ -557,11 +584,19 @@ impl Engine {
         });
     }
 
-    /// Applies the cluster's pause states to this node's jobs where they differ.
-    async fn sync_pauses(&self, link: &ClusterLink) {
-        let Ok(states) = link.store.paused_states().await else {
+    /// Applies the cluster's pause states to this node's jobs where they differ: those
+    /// changed since the last read, or every job's at the first read and every
+    /// [`PAUSE_FULL_READ_EVERY`].
+    async fn sync_pauses(&self, link: &ClusterLink, read_back: &mut PauseReadBack) {
+        let since = read_back.since();
+        let Ok(changes) = link.store.pause_changes(since).await else {
             return;
         };
+        if since.is_none() {
+            read_back.full_at = Some(tokio::time::Instant::now());
+        }
+        read_back.mark = Some(changes.mark);
+        let states = changes.changed;
         let differing: Vec<(Kind, String, bool)> = {
             let mut registry = self.lock();
             states
@@ -661,5 +696,24 @@ impl Engine {
             return false;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn pause_states_are_read_whole_first_then_by_change_with_a_full_read_now_and_then() {
+        let mut read_back = PauseReadBack::default();
+        assert_eq!(read_back.since(), None, "the first read is every job's");
+        read_back.full_at = Some(tokio::time::Instant::now());
+        read_back.mark = Some(0);
+        assert_eq!(read_back.since(), Some(0));
+        read_back.mark = Some(41);
+        tokio::time::advance(PAUSE_FULL_READ_EVERY - Duration::from_secs(1)).await;
+        assert_eq!(read_back.since(), Some(41));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(read_back.since(), None, "the full read is due");
     }
 }
