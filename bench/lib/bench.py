@@ -1477,7 +1477,9 @@ def cmd_report(args):
         row("PostgreSQL memory (PSS) per connection", mn["pss_per_connection_kb"] and mn["pss_per_connection_kb"] / 1024, unit=" MiB")
         idle = sc.get("idle", {})
         if idle:
-            row(f"paused_states ({idle['paused_states_rows']:,} jobs, each node every 5 s) p50; PG CPU", idle["paused_states"].get("p50_ms"), idle.get("paused_states_pg_cpu_ms"), unit=" ms")
+            row(f"paused_states ({idle['paused_states_rows']:,} jobs, each node at start and every 10 min) p50; PG CPU", idle["paused_states"].get("p50_ms"), idle.get("paused_states_pg_cpu_ms"), unit=" ms")
+            if "pause_changes" in idle:
+                row("pause_changes since the last read (each node every 5 s) p50; PG CPU", idle["pause_changes"].get("p50_ms"), idle.get("pause_changes_pg_cpu_ms"), unit=" ms")
             row("claim_runs on an empty queue (each node every 250 ms) p50; PG CPU", idle["empty_claim"].get("p50_ms"), idle.get("empty_claim_pg_cpu_ms"), unit=" ms")
         row("cluster-scale run took", sc["seconds"], unit=" s")
 

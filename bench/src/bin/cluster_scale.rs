@@ -773,8 +773,9 @@ async fn many_nodes(args: &Args, admin: &ClusterStore) -> Res<Value> {
     }))
 }
 
-/// Step 7: what every node does while nothing happens, whatever the load: it reads all
-/// pause states back every 5 s (`paused_states`) and polls the queue every 250 ms
+/// Step 7: what every node does while nothing happens, whatever the load: it reads the
+/// pause states changed since its last read every 5 s (`pause_changes`; every job's,
+/// `paused_states`' work, at start and every 10 minutes) and polls the queue every 250 ms
 /// (`claim_runs` on an empty queue). Both are multiplied by the number of nodes.
 async fn idle_costs(args: &Args, admin: &ClusterStore) -> Res<Value> {
     // One connection, so that every call runs on the one backend whose CPU time is read.
@@ -798,6 +799,23 @@ async fn idle_costs(args: &Args, admin: &ClusterStore) -> Res<Value> {
     note(&format!(
         "paused_states ({rows} jobs): {:?}",
         stats(&mut reads.clone())
+    ));
+    // What a node reads every 5 s since the read-back goes by change number: the changes
+    // since its mark (one job paused meanwhile), an index probe.
+    let mark = reader.pause_changes(None).await?.mark;
+    admin.set_paused(&job_key(0), true).await?;
+    let (mut deltas, mut delta_rows) = (Vec::new(), 0);
+    let cpu0 = backend_cpu();
+    for _ in 0..100 {
+        let began = Instant::now();
+        delta_rows = reader.pause_changes(Some(mark)).await?.changed.len();
+        deltas.push(began.elapsed());
+    }
+    let delta_cpu = backend_cpu().zip(cpu0).map(|(b, a)| (b - a) / 100.0);
+    admin.set_paused(&job_key(0), false).await?;
+    note(&format!(
+        "pause_changes since the last read ({delta_rows} changed): {:?}",
+        stats(&mut deltas.clone())
     ));
     // The queue emptied (setup, not measured), as it is between bursts.
     sqlx::query(
@@ -830,6 +848,8 @@ async fn idle_costs(args: &Args, admin: &ClusterStore) -> Res<Value> {
         "paused_states_rows": rows,
         "paused_states": stats(&mut reads),
         "paused_states_pg_cpu_ms": read_cpu.map(|c| c * 1000.0),
+        "pause_changes": stats(&mut deltas),
+        "pause_changes_pg_cpu_ms": delta_cpu.map(|c| c * 1000.0),
         "empty_claim": stats(&mut polls),
         "empty_claim_pg_cpu_ms": poll_cpu.map(|c| c * 1000.0),
         "runs_rows": runs_rows,
