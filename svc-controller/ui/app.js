@@ -1300,7 +1300,9 @@
       cell("Who", actorText(entry.actor)),
       cell("Action", entry.action.replace("_", " ")),
       cell("Job", job),
-      cell("Address", entry.address || h("span", { class: "muted" }, "—")),
+      // Cluster mode: the node that recorded it, under the address.
+      cell("Address", [entry.address || h("span", { class: "muted" }, "—"),
+        entry.node ? h("span", { class: "sub", title: "node that recorded it" }, entry.node) : null]),
       cell("Result", h("span", { class: "audit-" + entry.result }, result)));
   }
 
