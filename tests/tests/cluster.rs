@@ -350,14 +350,15 @@ async fn a_killed_node_has_its_run_reaped_and_its_job_runs_elsewhere() {
     )];
     let mut nodes = start_nodes(&url, 3, &defs).await;
     let store = store(&url).await;
-    let first: (i64, String) = wait_for(Duration::from_secs(30), "a run of slow", async || {
-        sqlx::query_as("SELECT run_id, node FROM svc_runs WHERE state = 'running'")
-            .fetch_optional(store.pool())
-            .await
-            .expect("running")
-    })
-    .await;
-    let (run_id, victim) = first;
+    let first: (i64, String, i64) =
+        wait_for(Duration::from_secs(30), "a run of slow", async || {
+            sqlx::query_as("SELECT run_id, node, counter FROM svc_runs WHERE state = 'running'")
+                .fetch_optional(store.pool())
+                .await
+                .expect("running")
+        })
+        .await;
+    let (run_id, victim, counter) = first;
     let index: usize = victim
         .trim_start_matches("node-")
         .parse()
@@ -395,6 +396,25 @@ async fn a_killed_node_has_its_run_reaped_and_its_job_runs_elsewhere() {
     )
     .await;
     assert_ne!(next, victim);
+    // The other nodes showed the killed node's run as going on; its end was never
+    // signalled, and they read it back: no node shows it running any more.
+    for (n, node) in nodes.iter().enumerate() {
+        if n == index {
+            continue;
+        }
+        wait_until(
+            Duration::from_secs(30),
+            "the reaped run to show as ended on every live node",
+            async || {
+                let job = node.job("slow").await;
+                !job["logs"].as_array().is_some_and(|logs| {
+                    logs.iter()
+                        .any(|log| log["counter"] == counter && log["status"] == "started")
+                })
+            },
+        )
+        .await;
+    }
     let text = outputs(&nodes);
     assert!(
         text.contains("a run is recorded as interrupted: its node stopped renewing its lease"),

@@ -336,3 +336,46 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
     }
     store.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_node_died_stops_showing_as_running_elsewhere() {
+    let pg = tokio::task::spawn_blocking(PostgresServer::launch)
+        .await
+        .expect("launch PostgreSQL");
+    let url = pg.create_database("svc_views_reaped");
+    let work = tempfile::tempdir().expect("work dir");
+    let jobs = [("hold", job("hold", work.path(), &["sleep 600"], &[]))];
+    let sink = Sink::start(0).await;
+    let mut nodes = start_nodes(&url, &jobs, &sink.url("/hook")).await;
+    let store = ClusterStore::new(&url, &StoreOptions::default()).expect("store");
+    assert_eq!(trigger(&nodes[0], "hold", "h").await, 200);
+    let runner = run_node(&store, "hold", 1, "running").await;
+    let other = 1 - runner;
+    wait_until(WAIT, "the other node to show hold running", async || {
+        nodes[other].job_status("hold").await == "started"
+    })
+    .await;
+    // The runner dies: no end is ever signalled. Once the run is reaped (its lease is
+    // 30 s), the other node reads it back and shows how it ended.
+    nodes[runner].kill9().await;
+    wait_until(
+        Duration::from_secs(90),
+        "the other node to show the reaped run as ended",
+        async || {
+            let job = nodes[other].job("hold").await;
+            job["status"] == "failed"
+                && !job["logs"]
+                    .as_array()
+                    .is_some_and(|logs| logs.iter().any(|log| log["status"] == "started"))
+        },
+    )
+    .await;
+    let status: String =
+        sqlx::query_scalar("SELECT status FROM svc_runs WHERE id = 'hold' AND counter = 1")
+            .fetch_one(store.pool())
+            .await
+            .expect("status");
+    assert_eq!(status, "interrupted");
+    nodes[other].stop().await;
+    store.close().await;
+}

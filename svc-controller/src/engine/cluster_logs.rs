@@ -176,6 +176,27 @@ impl Engine {
         }
     }
 
+    /// Reads back the runs this node shows as going on elsewhere: an `ended` signal lost
+    /// while the listener reconnected, or never sent (the node died and its run was
+    /// reaped), would otherwise leave the job shown as running for ever. Called with the
+    /// pause read-back, every few seconds; the runs are few (one per job at most).
+    pub(super) fn recheck_remote_runs(&self, link: &ClusterLink) {
+        let remote: Vec<(Kind, String, u64)> = {
+            let registry = self.lock();
+            let jobs = registry.jobs.iter().map(|(id, e)| (Kind::Job, id, e));
+            let http = registry.http.iter().map(|(id, e)| (Kind::Http, id, e));
+            jobs.chain(http)
+                .filter_map(|(kind, id, entry)| Some((kind, id.clone(), entry.remote_run?)))
+                .collect()
+        };
+        for (kind, id, counter) in remote {
+            let task = self
+                .clone()
+                .remote_run(link.clone(), kind, id, counter, true);
+            self.inner.runtime.spawn(task);
+        }
+    }
+
     /// Another node signalled that run `counter` of a job began there (`ended` false) or
     /// that its end is recorded (`ended` true): this node shows it as the job's running
     /// run, then takes its result, time and counter into the job's state, as its own

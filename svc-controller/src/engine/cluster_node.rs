@@ -533,7 +533,10 @@ impl Engine {
                             break;
                         }
                     },
-                    _ = sync.tick() => self.sync_pauses(&link, &mut read_back).await,
+                    _ = sync.tick() => {
+                        self.sync_pauses(&link, &mut read_back).await;
+                        self.recheck_remote_runs(&link);
+                    }
                     _ = stop.cancelled() => return,
                 }
             }
