@@ -8,8 +8,6 @@
 //! snapshot, and PostgreSQL itself refuses any write in it, so a check can never change
 //! the cluster it looks at.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 use sqlx::{Postgres, Transaction};
 
@@ -29,14 +27,7 @@ impl ClusterStore {
         node: &str,
         defs: &[JobDef],
     ) -> Result<DefComparison, ClusterError> {
-        // One row per job, as `sync_job_defs` takes them.
-        let unique: BTreeMap<&JobKey, &str> = defs
-            .iter()
-            .map(|def| (&def.job, def.hash.as_str()))
-            .collect();
-        let kinds: Vec<&str> = unique.keys().map(|job| job.kind.as_str()).collect();
-        let ids: Vec<&str> = unique.keys().map(|job| job.id.as_str()).collect();
-        let hashes: Vec<&str> = unique.values().copied().collect();
+        let (kinds, ids, hashes) = super::store::def_columns(defs);
         let mut tx = self.read_only().await?;
         let live_nodes: Vec<String> = sqlx::query_scalar(
             "SELECT name FROM svc_nodes

@@ -247,15 +247,7 @@ impl ClusterStore {
         node: &str,
         defs: &[JobDef],
     ) -> Result<DefDrift, ClusterError> {
-        // One row per job, whatever the caller gives: an upsert that meets the same key
-        // twice in one statement is refused by PostgreSQL.
-        let unique: BTreeMap<&JobKey, &str> = defs
-            .iter()
-            .map(|def| (&def.job, def.hash.as_str()))
-            .collect();
-        let kinds: Vec<&str> = unique.keys().map(|job| job.kind.as_str()).collect();
-        let ids: Vec<&str> = unique.keys().map(|job| job.id.as_str()).collect();
-        let hashes: Vec<&str> = unique.values().copied().collect();
+        let (kinds, ids, hashes) = def_columns(defs);
         let mut tx = self.pool.begin().await?;
         let known: Option<i32> = sqlx::query_scalar("SELECT 1 FROM svc_nodes WHERE name = $1")
             .bind(node)
@@ -858,6 +850,20 @@ async fn is_paused(tx: &mut Transaction<'_, Postgres>, job: &JobKey) -> Result<b
             .fetch_one(&mut **tx)
             .await?,
     )
+}
+
+/// `defs` as the columns `UNNEST` takes (kinds, IDs, hashes), one row per job whatever
+/// the caller gives: an upsert that meets the same key twice in one statement is refused
+/// by PostgreSQL, and a comparison would count a job twice.
+pub(super) fn def_columns(defs: &[JobDef]) -> (Vec<&str>, Vec<&str>, Vec<&str>) {
+    let unique: BTreeMap<&JobKey, &str> = defs
+        .iter()
+        .map(|def| (&def.job, def.hash.as_str()))
+        .collect();
+    let kinds = unique.keys().map(|job| job.kind.as_str()).collect();
+    let ids = unique.keys().map(|job| job.id.as_str()).collect();
+    let hashes = unique.values().copied().collect();
+    (kinds, ids, hashes)
 }
 
 fn parse_kind(kind: &str) -> Result<JobKind, ClusterError> {
