@@ -13,9 +13,9 @@ use sqlx::{Postgres, Transaction};
 
 use super::error::ClusterError;
 use super::model::{
-    ClusterOverview, DefComparison, DefHolders, DifferingJob, JobDef, JobKey, JobKind, NodeInfo,
+    ClusterOverview, DefComparison, DefHolders, DifferingJob, JobDef, JobKey, NodeInfo,
 };
-use super::store::ClusterStore;
+use super::store::{ClusterStore, parse_kind};
 
 impl ClusterStore {
     /// How `defs` (a configuration's jobs and hashes, for node `node`) stand against the
@@ -185,10 +185,6 @@ impl ClusterStore {
 /// live.
 type NodeRow = (String, DateTime<Utc>, DateTime<Utc>, i32, bool);
 
-fn parse_kind(kind: &str) -> Result<JobKind, ClusterError> {
-    JobKind::parse(kind).ok_or_else(|| ClusterError::BadData(format!("unknown job kind {kind:?}")))
-}
-
 /// `(kind, id, node)` rows as `(job, node)`.
 fn keyed(rows: Vec<(String, String, String)>) -> Result<Vec<(JobKey, String)>, ClusterError> {
     rows.into_iter()
@@ -240,6 +236,7 @@ fn group_holders(rows: Vec<(JobKey, String, String)>) -> Vec<DifferingJob> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::JobKind;
 
     fn job(id: &str) -> JobKey {
         JobKey::new(JobKind::Job, id)

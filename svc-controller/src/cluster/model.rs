@@ -129,6 +129,14 @@ pub struct JobKey {
     pub id: String,
 }
 
+/// `kind id` (`job build`, `job_http ping`): how messages, the log and `--check` name a
+/// job of the cluster.
+impl std::fmt::Display for JobKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind.as_str(), self.id)
+    }
+}
+
 impl JobKey {
     pub fn new(kind: JobKind, id: impl Into<String>) -> JobKey {
         JobKey {

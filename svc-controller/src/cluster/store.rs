@@ -866,7 +866,7 @@ pub(super) fn def_columns(defs: &[JobDef]) -> (Vec<&str>, Vec<&str>, Vec<&str>) 
     (kinds, ids, hashes)
 }
 
-fn parse_kind(kind: &str) -> Result<JobKind, ClusterError> {
+pub(super) fn parse_kind(kind: &str) -> Result<JobKind, ClusterError> {
     JobKind::parse(kind).ok_or_else(|| ClusterError::BadData(format!("unknown job kind {kind:?}")))
 }
 

@@ -205,12 +205,6 @@ async fn join_once(
         .map_err(|err| (Step::Record, err))
 }
 
-/// `kind id` of each job, as the log and `--check` name them.
-fn job_names<'a>(jobs: impl Iterator<Item = &'a JobKey>) -> Vec<String> {
-    jobs.map(|job| format!("{} {}", job.kind.as_str(), job.id))
-        .collect()
-}
-
 /// Names in the log the jobs whose definitions differ from another live node's, and
 /// those another live node defines and this one does not.
 fn warn_of_drift(drift: &DefDrift) {
@@ -218,9 +212,7 @@ fn warn_of_drift(drift: &DefDrift) {
         let named: Vec<String> = drift
             .differ
             .iter()
-            .map(|(job, nodes)| {
-                format!("{} {} (on {})", job.kind.as_str(), job.id, nodes.join(", "))
-            })
+            .map(|(job, nodes)| format!("{job} (on {})", nodes.join(", ")))
             .collect();
         let named: Vec<&str> = named.iter().map(String::as_str).collect();
         tracing::warn!(
@@ -231,7 +223,7 @@ fn warn_of_drift(drift: &DefDrift) {
         );
     }
     if !drift.missing_here.is_empty() {
-        let named = job_names(drift.missing_here.iter());
+        let named: Vec<String> = drift.missing_here.iter().map(JobKey::to_string).collect();
         let named: Vec<&str> = named.iter().map(String::as_str).collect();
         tracing::warn!(
             count = drift.missing_here.len(),
@@ -310,17 +302,13 @@ pub(super) fn drift_report(comparison: &DefComparison) -> DriftReport {
     ));
     for (job, nodes) in &comparison.differ {
         report.warnings.push(format!(
-            "{} {}: defined differently on {}",
-            job.kind.as_str(),
-            job.id,
+            "{job}: defined differently on {}",
             nodes.join(", ")
         ));
     }
     for (job, nodes) in &comparison.missing_here {
         report.warnings.push(format!(
-            "{} {}: defined on {} but not in this configuration",
-            job.kind.as_str(),
-            job.id,
+            "{job}: defined on {} but not in this configuration",
             nodes.join(", ")
         ));
     }
