@@ -7,12 +7,13 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::{Kind, Trigger, TriggerSource};
 use crate::cluster::{ClaimedRun, ClusterStore, JobKey, JobKind, NewTrigger};
 use crate::delivery::DeliveryFacts;
+use crate::logstore::LogDir;
 
 /// What the engine needs of the cluster: the store every trigger, claim and run's end
 /// goes through, and the name this node registered under (the `node` of its claims and
@@ -35,31 +36,58 @@ impl ClusterLink {
     }
 }
 
-/// How far each running run's log has been copied (bytes), by run ID: shared by the
-/// copier and the final copy at each run's end, so the final copy starts where the copier
-/// stopped.
+/// The logs of the runs this node claimed and has not reported ended, by run ID: where
+/// each is and how far it has been copied (bytes). The copier goes through these (not
+/// through every job of the registry), and the final copy at a run's end starts where
+/// the copier stopped.
 #[derive(Debug, Default, Clone)]
-pub struct CopiedLogs(Arc<Mutex<HashMap<i64, u64>>>);
+pub struct CopiedLogs(Arc<Mutex<HashMap<i64, LogCopyState>>>);
+
+/// One claimed run's log, as [`CopiedLogs`] follows it.
+#[derive(Debug, Clone)]
+pub struct LogCopyState {
+    pub dir: LogDir,
+    pub counter: u64,
+    pub copied: u64,
+}
 
 impl CopiedLogs {
+    /// Follows the log of run `run_id` (this node's run `counter` in `dir`) from now on.
+    pub(super) fn track(&self, run_id: i64, dir: LogDir, counter: u64) {
+        let state = LogCopyState {
+            dir,
+            counter,
+            copied: 0,
+        };
+        self.lock().insert(run_id, state);
+    }
+
+    /// The runs followed now, with their state.
+    pub(super) fn tracked(&self) -> Vec<(i64, LogCopyState)> {
+        self.lock()
+            .iter()
+            .map(|(run_id, state)| (*run_id, state.clone()))
+            .collect()
+    }
+
+    /// How far run `run_id`'s log is copied (0 when it is not followed).
     pub(super) fn get(&self, run_id: i64) -> u64 {
-        self.lock().get(&run_id).copied().unwrap_or(0)
+        self.lock().get(&run_id).map_or(0, |state| state.copied)
     }
 
+    /// Notes that run `run_id`'s log is copied up to `copied`, if it is still followed.
     pub(super) fn set(&self, run_id: i64, copied: u64) {
-        self.lock().insert(run_id, copied);
+        if let Some(state) = self.lock().get_mut(&run_id) {
+            state.copied = state.copied.max(copied);
+        }
     }
 
-    pub(super) fn take(&self, run_id: i64) -> u64 {
-        self.lock().remove(&run_id).unwrap_or(0)
+    /// Stops following run `run_id` (its end is reported, or it went back to the queue).
+    pub(super) fn forget(&self, run_id: i64) {
+        self.lock().remove(&run_id);
     }
 
-    /// Forgets every run but those in `running`.
-    pub(super) fn keep_only(&self, running: &HashSet<i64>) {
-        self.lock().retain(|run_id, _| running.contains(run_id));
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, u64>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, LogCopyState>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -267,14 +295,24 @@ mod tests {
     }
 
     #[test]
-    fn the_copied_table_forgets_runs_that_no_longer_run() {
+    fn the_copied_table_follows_only_tracked_runs_and_never_goes_back() {
         let copied = CopiedLogs::default();
+        let dir = LogDir::new(std::path::PathBuf::from("/nowhere"), "j");
+        copied.track(1, dir.clone(), 4);
+        copied.track(2, dir, 5);
         copied.set(1, 10);
-        copied.set(2, 20);
-        copied.keep_only(&HashSet::from([2]));
+        copied.set(1, 7);
+        copied.set(3, 30);
+        assert_eq!(copied.get(1), 10, "never back");
+        assert_eq!(copied.get(3), 0, "an untracked run is not added");
+        copied.forget(1);
         assert_eq!(copied.get(1), 0);
-        assert_eq!(copied.take(2), 20);
-        assert_eq!(copied.get(2), 0);
+        let tracked: Vec<(i64, u64)> = copied
+            .tracked()
+            .into_iter()
+            .map(|(run_id, state)| (run_id, state.counter))
+            .collect();
+        assert_eq!(tracked, vec![(2, 5)]);
     }
 
     #[test]

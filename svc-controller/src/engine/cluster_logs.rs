@@ -119,24 +119,11 @@ impl Engine {
                 _ = tokio::time::sleep(COPY_EVERY) => {}
                 _ = stop.cancelled() => return,
             }
-            let running: Vec<(i64, u64, LogDir)> = {
-                let registry = self.lock();
-                registry
-                    .jobs
-                    .values()
-                    .chain(registry.http.values())
-                    .filter_map(|entry| {
-                        let run = entry.run.as_ref()?;
-                        let (claim, counter) = (run.claim?, run.counter?);
-                        Some((claim.run_id, counter, entry.log_dir.clone()))
-                    })
-                    .collect()
-            };
-            link.copied
-                .keep_only(&running.iter().map(|(run_id, ..)| *run_id).collect());
-            for (run_id, counter, dir) in running {
-                let copied = link.copied.get(run_id);
-                match copy_rest(&link.store, run_id, &dir, counter, copied).await {
+            // Only the runs this node claimed: a walk of the registry every second would
+            // hold its lock over every job, 100,000 of them at scale.
+            let running = link.copied.tracked();
+            for (run_id, log) in running {
+                match copy_rest(&link.store, run_id, &log.dir, log.counter, log.copied).await {
                     Ok(now) => link.copied.set(run_id, now),
                     // Copied at the run's end, or the next round.
                     Err(err) => {
@@ -161,15 +148,9 @@ impl Engine {
         Ok(())
     }
 
-    /// After a run's end is recorded: the copier forgets it, and the shared table keeps
-    /// as many logs of the job as this node does.
-    pub(super) async fn after_final_log(
-        link: &ClusterLink,
-        run_id: i64,
-        job: &JobKey,
-        log: &LogCopy,
-    ) {
-        link.copied.take(run_id);
+    /// After a run's end is recorded: the shared table keeps as many logs of the job as
+    /// this node does.
+    pub(super) async fn after_final_log(link: &ClusterLink, job: &JobKey, log: &LogCopy) {
         let keep = u32::try_from(log.keep).unwrap_or(u32::MAX);
         if let Err(err) = link.store.trim_logs(job, keep).await {
             tracing::debug!(job = %job.id, error = %err, "old logs were not trimmed in the cluster");

@@ -400,6 +400,9 @@ impl Engine {
                     queue_id: None,
                     claim: Some(claim),
                 };
+                // Followed by the log copier from now until its end is reported.
+                link.copied
+                    .track(claim.run_id, entry.log_dir.clone(), claim.counter);
                 self.spawn_run(kind, &id, entry, trigger, taken, None);
                 registry.run_tasks += 1;
                 registry.publish_queue_length();
@@ -421,6 +424,7 @@ impl Engine {
 
     /// Gives a claimed run that did not begin back to the queue.
     pub(super) fn release_claim(&self, link: &ClusterLink, claim: Claim) {
+        link.copied.forget(claim.run_id);
         let store = link.store.clone();
         let node = link.node.clone();
         self.inner.cluster_work.spawn_on(
@@ -498,8 +502,9 @@ impl Engine {
                         }
                     }
                 }
+                link.copied.forget(claim.run_id);
                 if let Some(log) = &log {
-                    Engine::after_final_log(&link, claim.run_id, &job, log).await;
+                    Engine::after_final_log(&link, &job, log).await;
                 }
                 // A permit is free and the job idle: the next run may be claimed.
                 wake.inner.claim_wake.notify_one();
