@@ -1245,6 +1245,12 @@ async fn run_logs_copied_in_any_order_read_whole_and_are_trimmed() {
             .expect("runs")
             .is_empty()
     );
+    // Tails of the newest logs, read from the chunks that hold them only.
+    for tail in [1000, 100 * 1024, 1024 * 1024] {
+        let tails = b.log_tails(&talk, 5, tail).await.expect("tails");
+        let from = log.len().saturating_sub(tail);
+        assert_eq!(tails, vec![log[from..].to_vec()], "tail {tail}");
+    }
     // log_retention = 0 in the shared table: the log goes, the run stays.
     a.trim_logs(&talk, 1).await.expect("trim");
     assert!(b.runs_page(&talk, 10, None).await.expect("runs")[0].has_log);
@@ -1252,6 +1258,7 @@ async fn run_logs_copied_in_any_order_read_whole_and_are_trimmed() {
     assert!(!b.runs_page(&talk, 10, None).await.expect("runs")[0].has_log);
     let read = b.read_log(&talk, 1, 0).await.expect("read").expect("a run");
     assert!(read.bytes.is_empty());
+    assert!(b.log_tails(&talk, 5, 1000).await.expect("tails").is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

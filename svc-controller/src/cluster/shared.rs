@@ -192,6 +192,57 @@ impl ClusterStore {
         }))
     }
 
+    /// The last `tail` bytes (at least; whole chunks are read) of the logs of `job`'s
+    /// newest `runs` runs that have one, newest first, in one statement: only the chunks
+    /// that hold the tails are read.
+    pub async fn log_tails(
+        &self,
+        job: &JobKey,
+        runs: u32,
+        tail: usize,
+    ) -> Result<Vec<Vec<u8>>, ClusterError> {
+        // The last chunk may hold a byte only: one more than the tail needs.
+        let chunks = i32::try_from(tail.div_ceil(LOG_CHUNK) + 1).unwrap_or(i32::MAX);
+        let rows = sqlx::query(
+            "WITH recent AS (
+                 SELECT run_id, counter FROM svc_runs
+                 WHERE kind = $1 AND id = $2 AND counter IS NOT NULL
+                 ORDER BY counter DESC LIMIT $3
+             ),
+             last AS (
+                 SELECT c.run_id, max(c.seq) AS top
+                 FROM svc_log_chunks c JOIN recent USING (run_id) GROUP BY c.run_id
+             )
+             SELECT r.counter, c.data
+             FROM recent r
+             JOIN last l ON l.run_id = r.run_id
+             JOIN svc_log_chunks c ON c.run_id = r.run_id AND c.seq > l.top - $4
+             ORDER BY r.counter DESC, c.seq",
+        )
+        .bind(job.kind.as_str())
+        .bind(&job.id)
+        .bind(i64::from(runs))
+        .bind(chunks)
+        .fetch_all(self.pool())
+        .await?;
+        let mut logs: Vec<(i64, Vec<u8>)> = Vec::new();
+        for row in &rows {
+            let counter: i64 = row.try_get("counter")?;
+            let data: Vec<u8> = row.try_get("data")?;
+            match logs.last_mut() {
+                Some((last, bytes)) if *last == counter => bytes.extend_from_slice(&data),
+                _ => logs.push((counter, data)),
+            }
+        }
+        Ok(logs
+            .into_iter()
+            .map(|(_, mut bytes)| {
+                bytes.drain(..bytes.len().saturating_sub(tail));
+                bytes
+            })
+            .collect())
+    }
+
     /// Deletes the logs of `job`'s finished runs but the newest `keep` (the job's
     /// `log_retention`); the runs themselves stay, for the history.
     pub async fn trim_logs(&self, job: &JobKey, keep: u32) -> Result<(), ClusterError> {

@@ -339,21 +339,9 @@ impl Engine {
             return Ok(None);
         };
         let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
-        let job = job_key(kind, &id);
-        let read = async {
-            let mut logs = Vec::new();
-            for run in link.store.runs_page(&job, runs, None).await? {
-                if !run.has_log {
-                    continue;
-                }
-                if let Some(log) = link.store.read_log(&job, run.counter, 0).await? {
-                    let cut = log.bytes.len().saturating_sub(tail);
-                    logs.push(log.bytes[cut..].to_vec());
-                }
-            }
-            Ok::<_, ClusterError>(logs)
-        };
-        read.await
+        link.store
+            .log_tails(&job_key(kind, &id), runs, tail)
+            .await
             .map(Some)
             .map_err(|err| read_refused(err, "the recent logs"))
     }
