@@ -644,7 +644,7 @@ pub async fn run(
             secret,
             replay,
             login.clone(),
-            http::BodyBudget::new(main.max_body_in_flight),
+            http::BodyBudget::new(main.max_body_in_flight, http::WEBHOOK_BODY_LIMIT as u64),
             audit.clone(),
             reload_requests,
         )

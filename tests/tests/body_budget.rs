@@ -1,6 +1,7 @@
 //! The webhook route refuses before it reads a body: an unknown path or a missing auth
 //! header gets its answer without `100 Continue`, and bodies in flight share one budget
-//! (`max_body_in_flight`), past which a request gets 503 with `Retry-After`.
+//! (`max_body_in_flight`), charged by the bytes received and per client address, past
+//! which a request gets 503 with `Retry-After`.
 
 use std::time::Duration;
 
@@ -64,30 +65,133 @@ async fn refusals_come_before_the_body_and_without_100_continue() {
     assert_eq!(answer.status, 100, "{answer:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bodies_in_flight_share_one_budget() {
-    let svc = service("max_body_in_flight = 1M").start().await;
-    let signed = "X-Svc-Sign: 00\r\n";
-    // A slow upload holds 900 KB of the 1 MiB budget while its body trickles in.
-    let mut slow = send_head(&svc, "/svc/api/job/run/hook", 900_000, signed).await;
-    assert_eq!(read_response(&mut slow).await.status, 100);
-    slow.write_all(&[b' '; 1000])
+/// Connects to the service from `source`, an address of the loopback range, so that one
+/// test can be several clients.
+async fn connect_from(svc: &TestService, source: [u8; 4]) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(std::net::SocketAddr::from((source, 0)))
+        .expect("bind a loopback source address");
+    socket
+        .connect(svc.listen_address().parse().expect("address"))
+        .await
+        .expect("connect")
+}
+
+/// A signed delivery of `body` to `/hook` from `source`; its answer.
+async fn signed_delivery_from(svc: &TestService, source: [u8; 4], body: &[u8]) -> RawResponse {
+    let mut stream = connect_from(svc, source).await;
+    let head = format!(
+        "POST /svc/api/job/run/hook HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nX-Svc-Sign: {}\r\nConnection: close\r\n\r\n",
+        svc.listen_address(),
+        body.len(),
+        svc_tests::hmac_sha256_hex("hook-secret", body),
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(body).await.expect("write the body");
+    read_response(&mut stream).await
+}
+
+/// Starts an upload from `source` announcing `length` bytes and sends `sent` of them.
+async fn upload_from(svc: &TestService, source: [u8; 4], length: usize, sent: usize) -> TcpStream {
+    let mut stream = connect_from(svc, source).await;
+    let head = format!(
+        "POST /svc/api/job/run/hook HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {length}\r\nX-Svc-Sign: 00\r\n\r\n",
+        svc.listen_address()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream
+        .write_all(&vec![b' '; sent])
         .await
         .expect("part of the body");
+    stream
+}
 
-    let mut second = send_head(&svc, "/svc/api/job/run/hook", 200_000, signed).await;
-    let refused = read_response(&mut second).await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lying_clients_cannot_hold_the_budget_for_others() {
+    // The review's attack: connections that announce 21 MiB and send one byte each made
+    // a signed delivery from elsewhere get 503 for as long as they stayed.
+    let svc = service("max_body_in_flight = 64M").start().await;
+    let mut liars = Vec::new();
+    for _ in 0..3 {
+        liars.push(upload_from(&svc, [127, 0, 0, 1], 21 << 20, 1).await);
+    }
+    // Bounded: the liars' bytes are in before the delivery's (the same loop would see
+    // a 503 at once on the old code, which reserved the announced length).
+    let answer = signed_delivery_from(&svc, [127, 0, 0, 2], b"{}").await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    // Even from the liars' own address: they hold three bytes, not 63 MiB.
+    let answer = signed_delivery_from(&svc, [127, 0, 0, 1], b"{}").await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    drop(liars);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_in_flight_are_charged_as_received_per_client_address() {
+    // 4 MiB in all; each address may hold a quarter, at least one largest body: the
+    // whole 4 MiB here, so the address share shows with a budget of 100 MiB below.
+    let svc = service("max_body_in_flight = 4M").start().await;
+    // A slow upload that has sent 3.5 MiB of its 4 MiB.
+    let sent = 3_500_000;
+    let slow = upload_from(&svc, [127, 0, 0, 1], 4_000_000, sent).await;
+    // Once its bytes are in, a delivery of 700 KB finds no room, from any address.
+    let big = vec![b' '; 700_000];
+    wait_until(
+        WAIT,
+        "the slow upload's bytes to hold the budget",
+        async || {
+            signed_delivery_from(&svc, [127, 0, 0, 3], &big)
+                .await
+                .status
+                == 503
+        },
+    )
+    .await;
+    let refused = signed_delivery_from(&svc, [127, 0, 0, 3], &big).await;
     assert_eq!(refused.status, 503, "{}", refused.text());
     assert_eq!(refused.header("retry-after"), Some("1"));
     // A small body still fits.
     let small = svc.trigger_with_secret("/hook", b"{}", "hook-secret").await;
     small.assert_status(200);
-
     // The slow client goes away: its share comes back.
     drop(slow);
     wait_until(WAIT, "the budget to be free again", async || {
-        let mut retry = send_head(&svc, "/svc/api/job/run/hook", 200_000, signed).await;
-        read_response(&mut retry).await.status == 100
+        signed_delivery_from(&svc, [127, 0, 0, 3], &big)
+            .await
+            .status
+            == 200
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_at_most_its_share() {
+    // 100 MiB in all: a quarter (25 MiB) per address, which is also the largest body.
+    let svc = service("max_body_in_flight = 100M").start().await;
+    let sent = 24 << 20;
+    let hog = upload_from(&svc, [127, 0, 0, 1], 25 << 20, sent).await;
+    let two_mib = vec![b' '; 2 << 20];
+    wait_until(
+        WAIT,
+        "the hog's bytes to fill its address's share",
+        async || {
+            signed_delivery_from(&svc, [127, 0, 0, 1], &two_mib)
+                .await
+                .status
+                == 503
+        },
+    )
+    .await;
+    let refused = signed_delivery_from(&svc, [127, 0, 0, 1], &two_mib).await;
+    assert!(
+        refused.text().contains("from this address"),
+        "{}",
+        refused.text()
+    );
+    // Another address has the rest of the budget.
+    let answer = signed_delivery_from(&svc, [127, 0, 0, 2], &two_mib).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    drop(hog);
 }

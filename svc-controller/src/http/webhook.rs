@@ -2,10 +2,10 @@
 //!
 //! The flow: path → job (404) and the presence of the auth headers the job's `auth_kind`
 //! needs (401), both before a byte of the body is read (so no `100 Continue` is sent to
-//! a request that is refused anyway); then a share of the body budget
-//! ([`BodyBudget`](super::BodyBudget): 503 with `Retry-After` when all bodies in flight
-//! use it up), the body, the signature (401), replay checks, then the trigger (412
-//! paused, 429 busy). Replay checks key on what is signed:
+//! a request that is refused anyway); then the body, charged to the body budget as it
+//! arrives ([`BodyBudget`](super::BodyBudget): 503 with `Retry-After` when the client's
+//! address or all bodies in flight use it up), the signature (401), replay checks, then
+//! the trigger (412 paused, 429 busy). Replay checks key on what is signed:
 //!
 //! - a signature spent by a signed control request ([`super::signed`]) is refused (401);
 //! - an `hmac-sha256` body that carries `_svc_epoch` (run-now from the UI or an upstream
@@ -30,9 +30,8 @@
 
 use std::borrow::Cow;
 
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Path, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
 use sha2::{Digest as _, Sha256};
@@ -252,16 +251,6 @@ fn filtered_out(job: &JobConfig, facts: &DeliveryFacts) -> Option<String> {
     None
 }
 
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 pub(super) async fn trigger(
     State(state): State<AppState>,
     Path(path): Path<String>,
@@ -275,25 +264,21 @@ pub(super) async fn trigger(
     let job = state.engine.job_for_path(&path).ok_or_else(unknown)?;
     let id: &str = &job.id;
     let peer = super::access::peer_of(request.extensions());
-    // What the `HeaderMap` and `Bytes` extractors would give, without copying the
-    // headers: reading the body needs only the rest of the request (its body limit is an
-    // extension), and a body that cannot be read is refused with that extractor's answer.
+    // The headers, taken without copying them: reading the body needs only the rest of
+    // the request.
     let headers = std::mem::take(request.headers_mut());
     if let Some(missing) = missing_auth_header(&job, &headers) {
         return Err(refuse_signature(id, &AuthError::Missing(missing)));
     }
-    let Some(_room) = state
-        .body_budget
-        .reserve(content_length(&headers), super::WEBHOOK_BODY_LIMIT)
-    else {
-        crate::metrics::webhook_rejected("body_budget");
-        tracing::debug!(job = %id, "webhook refused: the bodies in flight fill max_body_in_flight");
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many request bodies in flight: retry later",
-        ));
-    };
-    let body = Bytes::from_request(request, &state).await?;
+    // Charged as it arrives, to the client's address: see `BodyBudget`.
+    let client = super::access::Client::from_peer(peer, &headers, &state);
+    let mut charge = state.body_budget.open(client.address);
+    let body = super::body_budget::read_charged(
+        request.into_body(),
+        &mut charge,
+        super::WEBHOOK_BODY_LIMIT,
+    )
+    .await?;
 
     // The job's keys (decoded at load), else the main secret's.
     let secrets: Vec<&[u8]> = match (job.secrets.as_slice(), job.auth_kind) {
@@ -416,7 +401,6 @@ pub(super) async fn trigger(
         attempt: 1,
     };
     let answer = start(&state, id, trigger, recorded).await;
-    let client = super::access::Client::from_peer(peer, &headers, &state);
     let job = Some(super::access::job_ref(Kind::Job, id));
     super::access::record(
         &state,
