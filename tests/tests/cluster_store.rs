@@ -1204,16 +1204,39 @@ async fn run_logs_copied_in_any_order_read_whole_and_are_trimmed() {
         Err(ClusterError::BadData(_))
     ));
     // Another node reads it while it runs, from any offset.
-    let read = b.read_log(&talk, 1, 0).await.expect("read").expect("a run");
+    let read = b
+        .read_log(&talk, 1, 0, usize::MAX)
+        .await
+        .expect("read")
+        .expect("a run");
     assert_eq!(read.state, SharedRunState::Running);
     assert_eq!(read.node, NODES[0]);
     assert_eq!(read.bytes, &log[..100 * 1024]);
     let read = b
-        .read_log(&talk, 1, 65_000)
+        .read_log(&talk, 1, 65_000, usize::MAX)
         .await
         .expect("read")
         .expect("a run");
     assert_eq!(read.bytes, &log[65_000..100 * 1024]);
+    // A bounded read: only the bytes asked for, across a chunk's end.
+    for (offset, len) in [
+        (65_000usize, 1000usize),
+        (0, 0),
+        (60_000, 16 * 1024),
+        (99 * 1024, 4096),
+    ] {
+        let read = b
+            .read_log(&talk, 1, offset as u64, len)
+            .await
+            .expect("read")
+            .expect("a run");
+        let end = (offset + len).min(100 * 1024);
+        assert_eq!(
+            read.bytes,
+            &log[offset..end],
+            "offset {offset}, {len} bytes"
+        );
+    }
     // The final copy from where the copier was, then the end: read whole, done.
     a.copy_log(run.run_id, chunk as u64, &log[chunk..])
         .await
@@ -1225,10 +1248,19 @@ async fn run_logs_copied_in_any_order_read_whole_and_are_trimmed() {
     a.finish_run(run.run_id, NODES[0], &outcome)
         .await
         .expect("finish");
-    let read = b.read_log(&talk, 1, 0).await.expect("read").expect("a run");
+    let read = b
+        .read_log(&talk, 1, 0, usize::MAX)
+        .await
+        .expect("read")
+        .expect("a run");
     assert_eq!(read.state, SharedRunState::Done(RunStatus::Success));
     assert_eq!(read.bytes, log);
-    assert!(b.read_log(&talk, 2, 0).await.expect("read").is_none());
+    assert!(
+        b.read_log(&talk, 2, 0, usize::MAX)
+            .await
+            .expect("read")
+            .is_none()
+    );
     // The history of every node: the node, the times it ran, the log.
     let runs = b.runs_page(&talk, 10, None).await.expect("runs");
     assert_eq!(runs.len(), 1);
@@ -1256,7 +1288,11 @@ async fn run_logs_copied_in_any_order_read_whole_and_are_trimmed() {
     assert!(b.runs_page(&talk, 10, None).await.expect("runs")[0].has_log);
     a.trim_logs(&talk, 0).await.expect("trim");
     assert!(!b.runs_page(&talk, 10, None).await.expect("runs")[0].has_log);
-    let read = b.read_log(&talk, 1, 0).await.expect("read").expect("a run");
+    let read = b
+        .read_log(&talk, 1, 0, usize::MAX)
+        .await
+        .expect("read")
+        .expect("a run");
     assert!(read.bytes.is_empty());
     assert!(b.log_tails(&talk, 5, 1000).await.expect("tails").is_empty());
 }

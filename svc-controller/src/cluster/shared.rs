@@ -142,13 +142,15 @@ impl ClusterStore {
         Ok(())
     }
 
-    /// The log of `job`'s run `counter` from byte `offset`, or `None` when no node
-    /// claimed such a run (or it was pruned).
+    /// The log of `job`'s run `counter` from byte `offset`, at most `max_len` bytes of
+    /// it (only the chunks that hold them are read), or `None` when no node claimed such
+    /// a run (or it was pruned).
     pub async fn read_log(
         &self,
         job: &JobKey,
         counter: u64,
         offset: u64,
+        max_len: usize,
     ) -> Result<Option<SharedLog>, ClusterError> {
         let counter = i64::try_from(counter).unwrap_or(i64::MAX);
         let Some(row) = sqlx::query(
@@ -168,11 +170,17 @@ impl ClusterStore {
         // Read after the state, in a statement of its own: a run recorded as done had
         // its whole log copied before, so these rows are all of it.
         let first = i32::try_from(offset / LOG_CHUNK as u64).unwrap_or(i32::MAX);
+        let skip = usize::try_from(offset % LOG_CHUNK as u64).unwrap_or(0);
+        // Only the chunks that hold the bytes asked for.
+        let wanted = skip.saturating_add(max_len).div_ceil(LOG_CHUNK);
+        let end = first.saturating_add(i32::try_from(wanted).unwrap_or(i32::MAX));
         let chunks = sqlx::query(
-            "SELECT data FROM svc_log_chunks WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
+            "SELECT data FROM svc_log_chunks
+             WHERE run_id = $1 AND seq >= $2 AND seq < $3 ORDER BY seq",
         )
         .bind(run_id)
         .bind(first)
+        .bind(end)
         .fetch_all(self.pool())
         .await?;
         let mut bytes = Vec::new();
@@ -180,8 +188,8 @@ impl ClusterStore {
             let data: Vec<u8> = chunk.try_get("data")?;
             bytes.extend_from_slice(&data);
         }
-        let skip = usize::try_from(offset % LOG_CHUNK as u64).unwrap_or(0);
         bytes.drain(..skip.min(bytes.len()));
+        bytes.truncate(max_len);
         Ok(Some(SharedLog {
             run_id,
             node: row

@@ -274,22 +274,23 @@ impl Engine {
         ))
     }
 
-    /// In cluster mode, the log of a job's run `counter` from byte `offset`, as the
-    /// shared table has it (whichever node ran it); `None` on a single node or when the
-    /// cluster has no such run.
+    /// In cluster mode, the log of a job's run `counter` from byte `offset`, at most
+    /// `max_len` bytes of it, as the shared table has it (whichever node ran it); `None`
+    /// on a single node or when the cluster has no such run.
     pub async fn cluster_log(
         &self,
         kind: Kind,
         id: &str,
         counter: u64,
         offset: u64,
+        max_len: usize,
     ) -> Result<Option<SharedLog>, EngineError> {
         let Some(link) = self.cluster() else {
             return Ok(None);
         };
         let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
         link.store
-            .read_log(&job_key(kind, &id), counter, offset)
+            .read_log(&job_key(kind, &id), counter, offset, max_len)
             .await
             .map_err(|err| read_refused(err, "a run's log"))
     }

@@ -59,7 +59,7 @@ pub(super) async fn log_of(
     // Not this node's run: in cluster mode, the copy in the shared table.
     let shared = state
         .engine
-        .cluster_log(kind, &id, counter, 0)
+        .cluster_log(kind, &id, counter, 0, usize::MAX)
         .await?
         .ok_or_else(ApiError::log_not_found)?;
     if shared.bytes.is_empty() && shared.state != crate::cluster::SharedRunState::Running {

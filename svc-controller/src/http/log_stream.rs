@@ -12,7 +12,11 @@
 //! - `timeout`: the stream reached [`MAX_STREAM`]; the client should fall back to polling.
 //!
 //! The log file is polled every [`POLL_EVERY`] from the last offset sent: the `.started`
-//! file while it exists, then the renamed final file. Reading continues on the final
+//! file while it exists, then the renamed final file. A poll reads one chunk at most, and
+//! the next poll comes only once the client has taken that chunk's event (the body is
+//! pulled as the connection writes), at once while the log has more: a stream costs one
+//! chunk of memory, however large the log and however slowly (or not at all) its client
+//! reads. A client that reads nothing is dropped by the server's write timeout. Reading continues on the final
 //! file at the same offset because the rename keeps the content (the same inode). The
 //! stream ends when the run ends, when the client goes away (the next write fails; a
 //! keep-alive comment is sent every 15 seconds), or after [`MAX_STREAM`].
@@ -47,10 +51,8 @@ pub const POLL_EVERY: Duration = Duration::from_millis(200);
 /// Period of the polls of a log in the cluster's shared table, which a node copies
 /// there every second.
 pub const POLL_SHARED_EVERY: Duration = Duration::from_millis(500);
-/// Largest number of log bytes in one `chunk` event.
-pub const MAX_CHUNK: usize = 64 * 1024;
-/// Largest number of bytes read by one poll.
-pub const MAX_READ: usize = 16 * MAX_CHUNK;
+/// Largest number of log bytes in one `chunk` event, and in one poll.
+pub const MAX_CHUNK: usize = 16 * 1024;
 /// Longest life of one stream.
 pub const MAX_STREAM: Duration = Duration::from_secs(6 * 60 * 60);
 
@@ -107,16 +109,17 @@ impl LogFollower {
             .any(|status| self.path(status).is_file())
     }
 
-    /// Reads what was appended since the last poll (at most [`MAX_READ`] bytes; call
-    /// again for more).
+    /// Reads what was appended since the last poll, at most [`MAX_CHUNK`] bytes: a full
+    /// chunk means there may be more, whatever the file's name (call again).
     pub fn poll(&mut self) -> io::Result<Polled> {
-        match self.read_from(&self.path("started"), MAX_READ) {
+        match self.read_from(&self.path("started"), MAX_CHUNK) {
             Ok(bytes) => return Ok(Polled::Growing(bytes)),
             Err(err) if err.kind() == io::ErrorKind::NotFound => {}
             Err(err) => return Err(err),
         }
         for status in ["success", "fail"] {
-            match self.read_from(&self.path(status), usize::MAX) {
+            match self.read_from(&self.path(status), MAX_CHUNK) {
+                Ok(bytes) if bytes.len() == MAX_CHUNK => return Ok(Polled::Growing(bytes)),
                 Ok(rest) => return Ok(Polled::Ended { status, rest }),
                 Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                 Err(err) => return Err(err),
@@ -128,7 +131,7 @@ impl LogFollower {
     fn read_from(&mut self, path: &std::path::Path, max: usize) -> io::Result<Vec<u8>> {
         let mut file = File::open(path)?;
         file.seek(SeekFrom::Start(self.offset))?;
-        let mut bytes = Vec::new();
+        let mut bytes = Vec::with_capacity(max.min(MAX_CHUNK));
         file.take(u64::try_from(max).unwrap_or(u64::MAX))
             .read_to_end(&mut bytes)?;
         self.offset += bytes.len() as u64;
@@ -165,7 +168,7 @@ impl SharedFollower {
     async fn poll(&mut self) -> io::Result<Polled> {
         let read = self
             .engine
-            .cluster_log(Kind::Job, &self.id, self.counter, self.offset)
+            .cluster_log(Kind::Job, &self.id, self.counter, self.offset, MAX_CHUNK)
             .await;
         let log = match read {
             Ok(Some(log)) => log,
@@ -175,6 +178,8 @@ impl SharedFollower {
         };
         self.offset += log.bytes.len() as u64;
         Ok(match log.state {
+            // A full chunk: there may be more, whatever the run's state.
+            _ if log.bytes.len() >= MAX_CHUNK => Polled::Growing(log.bytes),
             SharedRunState::Running => Polled::Growing(log.bytes),
             state => Polled::Ended {
                 status: shared_log_status(state),
@@ -236,6 +241,8 @@ struct StreamState {
     follower: Option<Follower>,
     ticker: tokio::time::Interval,
     deadline: Instant,
+    /// The last poll read a full chunk: the next one comes at once, not at the tick.
+    behind: bool,
 }
 
 /// One step: the next pending event, else polls until there is one or the log ended.
@@ -251,8 +258,11 @@ async fn next_event(mut state: StreamState) -> Option<(Result<Event, Infallible>
                 .push_back(Event::default().event("timeout").data("{}"));
             continue;
         }
-        state.ticker.tick().await;
+        if !state.behind {
+            state.ticker.tick().await;
+        }
         let (follower, result) = follower.poll().await;
+        state.behind = matches!(&result, Ok(Polled::Growing(bytes)) if bytes.len() >= MAX_CHUNK);
         match result {
             Ok(Polled::Growing(bytes)) => {
                 chunk_events(&bytes, follower.offset(), &mut state.pending);
@@ -309,7 +319,10 @@ pub(super) async fn stream(
         (Follower::File(follower), POLL_EVERY)
     } else {
         // Not this node's run: in cluster mode, the copy in the shared table.
-        let shared = state.engine.cluster_log(Kind::Job, &id, counter, 0).await?;
+        let shared = state
+            .engine
+            .cluster_log(Kind::Job, &id, counter, 0, 0)
+            .await?;
         if shared.is_none() {
             return Err(ApiError::log_not_found());
         }
@@ -331,6 +344,7 @@ pub(super) async fn stream(
         follower: Some(follower),
         ticker,
         deadline: Instant::now() + MAX_STREAM,
+        behind: false,
     };
     let events = stream::unfold(initial, next_event);
     Ok(Sse::new(events)
@@ -422,17 +436,41 @@ mod tests {
     fn large_growth_is_read_in_bounded_steps() {
         let dir = tempfile::tempdir().expect("temporary directory");
         let started = dir.path().join("job.3.started");
-        let big = "x".repeat(MAX_READ + 10);
+        let big = "x".repeat(MAX_CHUNK + 10);
         append(&started, &big);
         let mut f = follower(&dir);
         match f.poll().expect("poll") {
-            Polled::Growing(bytes) => assert_eq!(bytes.len(), MAX_READ),
+            Polled::Growing(bytes) => assert_eq!(bytes.len(), MAX_CHUNK),
             other => panic!("expected growth, got {other:?}"),
         }
         match f.poll().expect("poll") {
             Polled::Growing(bytes) => assert_eq!(bytes.len(), 10),
             other => panic!("expected growth, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_large_finished_log_is_read_in_bounded_steps_then_ends() {
+        // The review's memory finding: a finished log was read whole by one poll.
+        let dir = tempfile::tempdir().expect("temporary directory");
+        append(
+            &dir.path().join("job.3.fail"),
+            &"y".repeat(3 * MAX_CHUNK + 7),
+        );
+        let mut f = follower(&dir);
+        for _ in 0..3 {
+            match f.poll().expect("poll") {
+                Polled::Growing(bytes) => assert_eq!(bytes.len(), MAX_CHUNK),
+                other => panic!("expected a chunk, got {other:?}"),
+            }
+        }
+        assert_eq!(
+            f.poll().expect("poll"),
+            Polled::Ended {
+                status: "fail",
+                rest: b"yyyyyyy".to_vec()
+            }
+        );
     }
 
     #[test]
@@ -458,6 +496,7 @@ mod tests {
             follower: Some(Follower::File(follower(&dir))),
             ticker,
             deadline: Instant::now() + Duration::from_secs(5),
+            behind: false,
         };
         let events: Vec<_> = stream::unfold(state, next_event).collect().await;
         // One chunk, then the end event.

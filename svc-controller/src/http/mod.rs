@@ -25,6 +25,7 @@ mod signed;
 mod ui;
 pub mod view;
 mod webhook;
+mod write_timeout;
 
 use std::convert::Infallible;
 use std::future::Future;

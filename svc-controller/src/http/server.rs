@@ -14,6 +14,8 @@
 //!   request, the newcomer gets a 503 with `Retry-After` and is closed. Either way the
 //!   service keeps answering, and an attacker's open connections cost it nothing but
 //!   memory.
+//! - Write timeout: a connection whose client takes nothing for [`WRITE_TIMEOUT`] while
+//!   an answer waits to be written is closed, so a stream nobody reads does not stay.
 //! - Graceful shutdown: stop accepting, let requests in flight finish (bounded by the
 //!   caller).
 
@@ -34,12 +36,15 @@ use tokio::sync::Notify;
 use tower::ServiceExt as _;
 
 use super::App;
+use super::write_timeout::WRITE_TIMEOUT;
 
 /// Time a client has to send a request head (and the idle limit between requests).
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request head accepted by the router.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
-/// Largest request head hyper buffers at all.
+/// Largest request head hyper buffers at all, and the most of an answer it buffers
+/// for a client that does not read (hyper's one limit for both): with a log stream's
+/// one chunk, what such a client costs beyond the kernel's socket buffers.
 pub const MAX_BUFFERED_HEAD: usize = 256 * 1024;
 /// Header lines hyper parses; far above what the byte limit allows, so that the
 /// router's [`MAX_HEADER_BYTES`] check (which answers in the JSON wrapper) decides.
@@ -256,6 +261,7 @@ pub async fn serve(
                 }))
             }
         });
+        let stream = super::write_timeout::WriteTimeout::new(stream, WRITE_TIMEOUT);
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
         let connections = connections.clone();
