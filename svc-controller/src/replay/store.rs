@@ -1,26 +1,5 @@
-//! Replay protection: webhook delivery IDs (codehost, or their signature when a delivery
-//! has no ID), what patchhost signatures cover (body and nonce), and the signatures of
-//! signed control requests (one-time), kept on disk so that a restart does not forget
-//! them.
-//!
-//! Each store is a map `(job id, value) -> time first seen` in memory, mirrored by an
-//! append-only file with one line per change, fsynced per append:
-//!
-//! ```text
-//! + <unix seconds> <hex job id> <hex value>     recorded
-//! - <unix seconds> <hex job id> <hex value>     forgotten (the trigger was refused)
-//! ```
-//!
-//! On open the file is replayed (a torn last line left by a crash, or any line that does
-//! not parse, is ignored), expired entries are dropped, and the live entries are written
-//! back atomically ([`crate::fsutil::atomic_write`]). The same compaction runs whenever
-//! the file holds more than twice as many lines as there are live entries. Entries expire
-//! after the store's time to live, checked as requests come; the number of live entries
-//! is capped, the oldest being dropped first when the cap is reached, so memory and disk
-//! stay bounded.
-//!
-//! All work happens under a std mutex with short synchronous file I/O; callers in async
-//! code run it on a blocking thread and never hold anything across an `.await`.
+//! One replay store: a map `(job, value) -> time first seen` in memory, mirrored by an
+//! append-only file (the format is in the parent module's documentation).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -29,141 +8,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// How long a codehost delivery ID is remembered: 24 hours.
-pub const DELIVERY_TTL_SECS: i64 = 24 * 60 * 60;
-/// How long a patchhost nonce is remembered: 90 days.
-pub const NONCE_TTL_SECS: i64 = 90 * 24 * 60 * 60;
-/// How long the signature of a control request is remembered: 24 hours (far beyond the
-/// `_svc_epoch` window of 5 minutes; requests without an epoch are one-time that long).
-pub const SIGNATURE_TTL_SECS: i64 = 24 * 60 * 60;
-/// Most live entries per store; beyond it the oldest are dropped.
-pub const MAX_ENTRIES: usize = 100_000;
-/// Longest delivery ID or nonce accepted, in bytes.
-pub const MAX_VALUE_LEN: usize = 256;
-/// The file is not compacted while it has fewer lines than this.
-const COMPACT_MIN_LINES: usize = 1024;
-
-/// Both stores. Cheap to share behind an `Arc`.
-#[derive(Debug)]
-pub struct ReplayStores {
-    deliveries: ReplayStore,
-    nonces: ReplayStore,
-    signatures: ReplayStore,
-}
-
-/// The stores could not be opened.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot open the replay store in {dir}: {message}")]
-pub struct ReplayError {
-    /// Directory of the stores.
-    pub dir: String,
-    /// What went wrong.
-    pub message: String,
-}
-
-/// A change could not be made durable. Nothing was recorded.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write the replay store {path}: {source}")]
-pub struct StoreError {
-    /// The store's file.
-    pub path: String,
-    /// The underlying error.
-    #[source]
-    pub source: io::Error,
-}
-
-/// Result of [`ReplayStore::check_and_record`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seen {
-    /// Not seen within the time to live: now recorded.
-    New,
-    /// Seen before and still remembered: nothing changed.
-    Replay,
-}
-
-impl ReplayStores {
-    /// Opens (or creates) the stores in `dir` (created with mode 0700 when missing):
-    /// `deliveries.log`, `nonces.log` and `signatures.log`.
-    pub fn open(dir: &Path) -> Result<ReplayStores, ReplayError> {
-        let error = |message: String| ReplayError {
-            dir: dir.display().to_string(),
-            message,
-        };
-        if !dir.is_dir() {
-            crate::fsutil::create_dir_with_mode(dir, 0o700)
-                .map_err(|err| error(format!("cannot create the directory: {err}")))?;
-        }
-        let now = unix_now();
-        let open = |name: &str, ttl: i64| {
-            ReplayStore::open_at(
-                &dir.join(name),
-                Limits::new(ttl, MAX_ENTRIES, COMPACT_MIN_LINES),
-                now,
-            )
-            .map_err(|err| error(format!("{name}: {err}")))
-        };
-        Ok(ReplayStores {
-            deliveries: open("deliveries.log", DELIVERY_TTL_SECS)?,
-            nonces: open("nonces.log", NONCE_TTL_SECS)?,
-            signatures: open("signatures.log", SIGNATURE_TTL_SECS)?,
-        })
-    }
-
-    /// Stores that live in memory only (for tests of code that needs an `AppState`).
-    pub fn in_memory() -> ReplayStores {
-        ReplayStores {
-            deliveries: ReplayStore::in_memory(Limits::new(
-                DELIVERY_TTL_SECS,
-                MAX_ENTRIES,
-                COMPACT_MIN_LINES,
-            )),
-            nonces: ReplayStore::in_memory(Limits::new(
-                NONCE_TTL_SECS,
-                MAX_ENTRIES,
-                COMPACT_MIN_LINES,
-            )),
-            signatures: ReplayStore::in_memory(Limits::new(
-                SIGNATURE_TTL_SECS,
-                MAX_ENTRIES,
-                COMPACT_MIN_LINES,
-            )),
-        }
-    }
-
-    /// Codehost delivery IDs (`X-GitHub-Delivery`), remembered 24 hours.
-    pub fn deliveries(&self) -> &ReplayStore {
-        &self.deliveries
-    }
-
-    /// Patchhost deliveries, keyed on the SHA-256 of what their signature covers (body
-    /// then `X-Payload-Nonce`), remembered 90 days.
-    pub fn nonces(&self) -> &ReplayStore {
-        &self.nonces
-    }
-
-    /// Signatures of signed control requests (pause, resume, cancel, run-now), one store
-    /// for every endpoint (job ""), remembered 24 hours.
-    pub fn signatures(&self) -> &ReplayStore {
-        &self.signatures
-    }
-}
-
-impl Default for ReplayStores {
-    fn default() -> Self {
-        ReplayStores::in_memory()
-    }
-}
+use super::{Seen, StoreError};
 
 /// Time to live, cap and compaction threshold of one store.
 #[derive(Debug, Clone, Copy)]
-struct Limits {
+pub(super) struct Limits {
     ttl_secs: i64,
     max_entries: usize,
     compact_min_lines: usize,
 }
 
 impl Limits {
-    fn new(ttl_secs: i64, max_entries: usize, compact_min_lines: usize) -> Limits {
+    pub(super) fn new(ttl_secs: i64, max_entries: usize, compact_min_lines: usize) -> Limits {
         Limits {
             ttl_secs,
             max_entries: max_entries.max(1),
@@ -300,14 +156,14 @@ fn parse_line(line: &[u8]) -> Option<(bool, i64, Key)> {
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
-fn unix_now() -> i64 {
+pub(super) fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 impl ReplayStore {
-    fn in_memory(limits: Limits) -> ReplayStore {
+    pub(super) fn in_memory(limits: Limits) -> ReplayStore {
         ReplayStore {
             path: None,
             limits,
@@ -317,7 +173,7 @@ impl ReplayStore {
 
     /// Loads `path` (missing = empty) as of `now`, then rewrites it with the live
     /// entries only, which also drops a torn last line.
-    fn open_at(path: &Path, limits: Limits, now: i64) -> io::Result<ReplayStore> {
+    pub(super) fn open_at(path: &Path, limits: Limits, now: i64) -> io::Result<ReplayStore> {
         let mut inner = Inner::default();
         let contents = match std::fs::read(path) {
             Ok(contents) => contents,
@@ -511,171 +367,9 @@ impl ReplayStore {
     }
 }
 
-/// Which record of accepted requests a check goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ledger {
-    /// Code host delivery IDs.
-    Deliveries,
-    /// What patchhost signatures cover (body and nonce).
-    Nonces,
-    /// The signatures of control requests.
-    Signatures,
-}
-
-impl Ledger {
-    fn local(self, stores: &ReplayStores) -> &ReplayStore {
-        match self {
-            Ledger::Deliveries => stores.deliveries(),
-            Ledger::Nonces => stores.nonces(),
-            Ledger::Signatures => stores.signatures(),
-        }
-    }
-
-    fn shared(self) -> (crate::cluster::ReplayStore, std::time::Duration) {
-        let (store, secs) = match self {
-            Ledger::Deliveries => (crate::cluster::ReplayStore::Deliveries, DELIVERY_TTL_SECS),
-            Ledger::Nonces => (crate::cluster::ReplayStore::Nonces, NONCE_TTL_SECS),
-            Ledger::Signatures => (crate::cluster::ReplayStore::Signatures, SIGNATURE_TTL_SECS),
-        };
-        (store, std::time::Duration::from_secs(secs.unsigned_abs()))
-    }
-}
-
-/// Why a replay check could not be made. Nothing was recorded.
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayFault {
-    /// Cluster mode: the cluster's database cannot be reached (passing: try later).
-    #[error("the cluster database is unreachable")]
-    Unavailable,
-    #[error("{0}")]
-    Failed(String),
-}
-
-/// The replay checks as the service makes them: in this node's stores, or in cluster
-/// mode in the cluster's table, so that a delivery, nonce or signature accepted by any
-/// node is refused by every other. The one place that decides between the two.
-#[derive(Debug, Clone)]
-pub struct Replay {
-    local: std::sync::Arc<ReplayStores>,
-    cluster: Option<crate::cluster::ClusterStore>,
-}
-
-/// The key of `scope`'s `value` in the cluster's table: the scope (a job ID or a
-/// signed action), a zero byte (scopes hold none), the value.
-fn shared_key(scope: &str, value: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(scope.len() + 1 + value.len());
-    key.extend_from_slice(scope.as_bytes());
-    key.push(0);
-    key.extend_from_slice(value);
-    key
-}
-
-fn fault(err: crate::cluster::ClusterError) -> ReplayFault {
-    if err.is_unavailable() {
-        ReplayFault::Unavailable
-    } else {
-        ReplayFault::Failed(err.to_string())
-    }
-}
-
-impl Replay {
-    pub fn new(
-        local: std::sync::Arc<ReplayStores>,
-        cluster: Option<crate::cluster::ClusterStore>,
-    ) -> Replay {
-        Replay { local, cluster }
-    }
-
-    /// Records `value` under `scope` unless it was seen within the ledger's time to
-    /// live. Off the async workers where the local store fsyncs.
-    pub async fn check_and_record(
-        &self,
-        ledger: Ledger,
-        scope: &str,
-        value: &[u8],
-    ) -> Result<Seen, ReplayFault> {
-        if let Some(cluster) = &self.cluster {
-            let (store, ttl) = ledger.shared();
-            return match cluster
-                .seen_once(store, &shared_key(scope, value), ttl)
-                .await
-            {
-                Ok(true) => Ok(Seen::New),
-                Ok(false) => Ok(Seen::Replay),
-                Err(err) => Err(fault(err)),
-            };
-        }
-        let (local, scope, value) = (self.local.clone(), scope.to_string(), value.to_vec());
-        tokio::task::spawn_blocking(move || ledger.local(&local).check_and_record(&scope, &value))
-            .await
-            .map_err(|err| ReplayFault::Failed(err.to_string()))?
-            .map_err(|err| ReplayFault::Failed(err.to_string()))
-    }
-
-    /// Forgets `value` under `scope` (the request it came with was refused after all),
-    /// waiting for it so that a retry sent right after finds it forgotten. A failure is
-    /// logged.
-    pub async fn forget(&self, ledger: Ledger, scope: &str, value: &[u8]) {
-        let forgotten = match &self.cluster {
-            Some(cluster) => {
-                let (store, _) = ledger.shared();
-                cluster
-                    .forget_seen(store, &shared_key(scope, value))
-                    .await
-                    .map_err(|err| err.to_string())
-            }
-            None => {
-                let (local, scope, value) = (self.local.clone(), scope.to_string(), value.to_vec());
-                tokio::task::spawn_blocking(move || ledger.local(&local).forget(&scope, &value))
-                    .await
-                    .map_err(|err| err.to_string())
-            }
-        };
-        if let Err(err) = forgotten {
-            tracing::error!(error = %err, "replay store: forgetting an entry failed");
-        }
-    }
-
-    /// Whether `value` is recorded under any of `scopes`. Locally a look in memory on
-    /// the caller's thread, unless a write (which fsyncs) holds the store.
-    pub async fn is_recorded_in_any(
-        &self,
-        ledger: Ledger,
-        scopes: &[&'static str],
-        value: &[u8],
-    ) -> Result<bool, ReplayFault> {
-        if let Some(cluster) = &self.cluster {
-            let (store, ttl) = ledger.shared();
-            for scope in scopes {
-                if cluster
-                    .is_seen(store, &shared_key(scope, value), ttl)
-                    .await
-                    .map_err(fault)?
-                {
-                    return Ok(true);
-                }
-            }
-            return Ok(false);
-        }
-        let at_once = scopes.iter().try_fold(false, |seen, scope| {
-            Some(seen || ledger.local(&self.local).try_is_recorded(scope, value)?)
-        });
-        if let Some(seen) = at_once {
-            return Ok(seen);
-        }
-        let (local, scopes, value) = (self.local.clone(), scopes.to_vec(), value.to_vec());
-        tokio::task::spawn_blocking(move || {
-            scopes
-                .iter()
-                .any(|scope| ledger.local(&local).is_recorded(scope, &value))
-        })
-        .await
-        .map_err(|err| ReplayFault::Failed(err.to_string()))
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::ReplayStores;
     use super::*;
 
     const T0: i64 = 1_700_000_000;
