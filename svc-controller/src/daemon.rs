@@ -6,6 +6,7 @@
 
 mod cluster;
 mod notify;
+mod replay_notes;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -345,6 +346,9 @@ fn serve_or_check(cli: Cli) -> ExitCode {
                 timer.describe(),
                 next.join(", ")
             );
+        }
+        for note in replay_notes::replay_notes(&config) {
+            println!("  {note}");
         }
         if let Some(cluster) = &config.main.cluster {
             return check_cluster(cluster, &config);

@@ -41,7 +41,10 @@ async fn push(
     delivery: &str,
 ) -> ApiResponse {
     let path = format!("/{host}");
-    let github_body = format!(r#"{{"ref":"{git_ref}","after":"{COMMIT}","commits":[]}}"#);
+    // A host never sends the same body as a new event (each push has content of its
+    // own): the delivery's name stands for that here.
+    let github_body =
+        format!(r#"{{"ref":"{git_ref}","after":"{COMMIT}","commits":[],"test":"{delivery}"}}"#);
     let hex = |body: &str| hmac_sha256_hex(secret, body.as_bytes());
     match host {
         "github" => {
@@ -56,7 +59,7 @@ async fn push(
         }
         "gitlab" => {
             let body = format!(
-                r#"{{"object_kind":"push","ref":"{git_ref}","after":"{COMMIT}","checkout_sha":"{COMMIT}"}}"#
+                r#"{{"object_kind":"push","ref":"{git_ref}","after":"{COMMIT}","checkout_sha":"{COMMIT}","test":"{delivery}"}}"#
             );
             let headers = [
                 ("X-Gitlab-Token", secret),
@@ -90,7 +93,7 @@ async fn push(
         "bitbucket" => {
             let name = git_ref.trim_start_matches("refs/heads/");
             let body = format!(
-                r#"{{"push":{{"changes":[{{"new":{{"type":"branch","name":"{name}","target":{{"hash":"{COMMIT}"}}}}}}]}}}}"#
+                r#"{{"push":{{"changes":[{{"new":{{"type":"branch","name":"{name}","target":{{"hash":"{COMMIT}"}}}}}}]}},"test":"{delivery}"}}"#
             );
             let signature = format!("sha256={}", hex(&body));
             let headers = [

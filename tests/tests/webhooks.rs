@@ -191,23 +191,26 @@ async fn codehost_repeated_delivery_runs_once() {
     assert_eq!(again.message(), "duplicate delivery: not run again");
     assert!(again.data().is_object(), "data is the Job: {}", again.raw);
 
-    // Another ID runs; so does a delivery without an ID, once: without an ID it is
-    // known by its signature, so leaving the header out skips no replay check.
-    github_delivery(&svc, "/dedup", b"{}", Some("another-delivery"))
+    // The review's finding: the same captured body under a new delivery ID, or none,
+    // ran again (the ID is not signed). It is known by its body too now.
+    for other_id in [Some("another-delivery"), None] {
+        let replay = github_delivery(&svc, "/dedup", b"{}", other_id).await;
+        replay.assert_status(401);
+        assert!(replay.message().starts_with("replay:"), "{}", replay.raw);
+    }
+    // A new event (another body) runs, with an ID or without one, once.
+    github_delivery(&svc, "/dedup", b"{\"n\":2}", Some("another-delivery"))
         .await
         .assert_status(200);
     svc.wait_run_finished("dedup", 2, WAIT).await;
-    github_delivery(&svc, "/dedup", b"{}", None)
+    github_delivery(&svc, "/dedup", b"{\"n\":3}", None)
         .await
         .assert_status(200);
     svc.wait_run_finished("dedup", 3, WAIT).await;
-    let unnamed_again = github_delivery(&svc, "/dedup", b"{}", None).await;
-    unnamed_again.assert_status(200);
-    assert_eq!(unnamed_again.message(), "duplicate delivery: not run again");
-    github_delivery(&svc, "/dedup", b"{\"other\":1}", None)
+    github_delivery(&svc, "/dedup", b"{\"n\":3}", None)
         .await
-        .assert_status(200);
-    assert_runs_exactly(&svc, "dedup", 4).await;
+        .assert_status(401);
+    assert_runs_exactly(&svc, "dedup", 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,20 +236,21 @@ async fn busy_job_with_a_queued_trigger_answers_429() {
         .job_file("busy", codehost_job("busy", "sleep 2"))
         .start()
         .await;
-    github_delivery(&svc, "/busy", b"{}", Some("one"))
+    // Each delivery has a body of its own, as a host's do.
+    github_delivery(&svc, "/busy", b"{\"n\":1}", Some("one"))
         .await
         .assert_status(200);
     svc.wait_run_started("busy", 1, WAIT).await;
-    github_delivery(&svc, "/busy", b"{}", Some("two"))
+    github_delivery(&svc, "/busy", b"{\"n\":2}", Some("two"))
         .await
         .assert_status(200);
-    github_delivery(&svc, "/busy", b"{}", Some("three"))
+    github_delivery(&svc, "/busy", b"{\"n\":3}", Some("three"))
         .await
         .assert_status(429);
     // Once the queued run has started the queue is free again, and the delivery refused
-    // with 429 was forgotten: its retry is accepted and queued.
+    // with 429 was forgotten (its ID and its body): its retry is accepted and queued.
     svc.wait_run_started("busy", 2, WAIT).await;
-    let retry = github_delivery(&svc, "/busy", b"{}", Some("three")).await;
+    let retry = github_delivery(&svc, "/busy", b"{\"n\":3}", Some("three")).await;
     retry.assert_status(200);
     assert_eq!(retry.message(), "", "{}", retry.raw);
 }

@@ -250,6 +250,10 @@ pub struct JobConfig {
     pub auth_kind_name: &'static str,
     /// `header_sign`, lower-cased, default [`DEFAULT_HEADER_SIGN`].
     pub header_sign: String,
+    /// `one_time_deliveries`, default false: an `hmac-sha256` delivery whose body was
+    /// delivered before (the same signature) is refused, as every other scheme's is.
+    /// Off by default because such clients send the same body again on purpose.
+    pub one_time_deliveries: bool,
     /// `secret`, repeated during a rotation (a delivery signed with any of them is
     /// accepted), as the keys deliveries are checked with: decoded at load for
     /// `standard` (`whsec_<base64>`), any other as its own bytes; empty = use the main

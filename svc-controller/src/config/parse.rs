@@ -87,6 +87,7 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("schedule", Scalar),
     ("path", Scalar),
     ("auth_kind", Scalar),
+    ("one_time_deliveries", Bool),
     ("header_sign", Scalar),
     ("command", List),
     ("log_retention", Scalar),
@@ -1624,6 +1625,7 @@ impl<'m> Loader<'m> {
             data: r.parsed("limit_memory", parse_bytes),
         };
         let sandbox = r.flag("sandbox").unwrap_or(true);
+        let one_time_deliveries = r.flag("one_time_deliveries").unwrap_or(false);
         let protected = &self.protected;
         let write_paths = r.list("write_paths", |v| check_write_path(v, protected));
         if sandbox
@@ -1784,6 +1786,7 @@ impl<'m> Loader<'m> {
             timezone,
             path,
             auth_kind,
+            one_time_deliveries,
             auth_kind_name,
             header_sign,
             secrets,

@@ -369,6 +369,7 @@ mod tests {
             auth_kind: Default::default(),
             auth_kind_name: "hmac-sha256",
             header_sign: "x-svc-sign".into(),
+            one_time_deliveries: false,
             secrets: Vec::new(),
             filter_event: Vec::new(),
             filter_ref: Vec::new(),

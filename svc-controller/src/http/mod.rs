@@ -25,6 +25,7 @@ mod signed;
 mod ui;
 pub mod view;
 mod webhook;
+mod webhook_replay;
 mod write_timeout;
 
 use std::convert::Infallible;

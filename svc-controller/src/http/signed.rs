@@ -1,18 +1,21 @@
 //! Signed control requests (pause, resume, cancel, run-now, reload; JobHttp pause and
-//! resume):
-//! the `X-Svc-Sign` check with the main secret, the `_svc_epoch` window, and one-time
-//! use.
+//! resume): the `X-Svc-Sign` check with the main secret, the `_svc_epoch` window, and
+//! the one spend store.
 //!
-//! A control request's signature is spent when it is accepted: it is recorded in the
-//! replay store of signatures with its action (keyed on the HMAC-SHA-256 of what was
-//! signed, so that a signature written in upper case or with a `sha256=` prefix is the
-//! same one) and refused on every later use for that action, and on the webhook route
-//! (a signed pause body is also a validly signed webhook body for a job that has no
-//! secret of its own). The action is part of the key because upstream clients sign only
-//! the form (`_svc_epoch` and `id`): a pause and a resume of one job sent within one
-//! second carry the same signature, and both must pass. The epoch bounds how long a
-//! captured request could be tried at all; the store remembers signatures far longer
-//! than that window.
+//! Every signature the service accepts, on any route, is spent in one store (the
+//! [`Replay`] ledger of signatures), keyed on its canonical spelling (the hex HMAC of
+//! what was signed, so that upper case or a `sha256=` prefix is the same signature):
+//! a control request that carries `_svc_epoch` is one-time, on every route, whatever
+//! its action; a signature a webhook spent is refused here, and one spent here is
+//! refused on the webhook route (a signed pause body is also a validly signed webhook
+//! body for a job that has no secret of its own, and a code host's JSON can hold
+//! `&id=X&_svc_epoch=...` in a commit message). Two requests with the same body in the
+//! same second are therefore one request: a client that pauses and resumes a job within
+//! a second adds a field of its own (`_svc_nonce=<random>`), which the signature covers
+//! and the service ignores. JobHttp pause and resume without `_svc_epoch` (upstream
+//! clients, while `require_epoch` is off) sign only `id=X`, the same bytes every time:
+//! they may repeat on their own route, and nowhere else. The epoch bounds how long a
+//! captured request could be tried at all; the store remembers far longer.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -21,7 +24,7 @@ use axum::http::HeaderMap;
 use super::query::{param, params};
 use super::{ApiError, AppState};
 use crate::auth;
-use crate::replay::{Ledger, Replay, Seen};
+use crate::replay::{Claim, Replay, RouteClass};
 
 /// What a signed control request does; the replay store keys its signatures on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +34,6 @@ pub(super) enum Action {
     Cancel,
     HttpPause,
     HttpResume,
-    /// Run-now through the webhook route, with `_svc_epoch` in the body.
-    RunNow,
     /// `job_exec/trigger`: run a Job now.
     Trigger,
     /// `job_http/trigger`: run a JobHttp now.
@@ -42,33 +43,26 @@ pub(super) enum Action {
 }
 
 impl Action {
-    const ALL: [Action; 9] = [
-        Action::Pause,
-        Action::Resume,
-        Action::Cancel,
-        Action::HttpPause,
-        Action::HttpResume,
-        Action::RunNow,
-        Action::Trigger,
-        Action::HttpTrigger,
-        Action::Reload,
-    ];
-
-    /// The replay store's job field for this action's signatures.
-    fn store_key(self) -> &'static str {
+    /// The action's name in the service log.
+    fn name(self) -> &'static str {
         match self {
-            Action::Pause => "control:pause",
-            Action::Resume => "control:resume",
-            Action::Cancel => "control:cancel",
-            Action::HttpPause => "control:job_http_pause",
-            Action::HttpResume => "control:job_http_resume",
-            Action::RunNow => "control:run",
-            Action::Trigger => "control:trigger",
-            Action::HttpTrigger => "control:job_http_trigger",
-            Action::Reload => "control:reload",
+            Action::Pause => "pause",
+            Action::Resume => "resume",
+            Action::Cancel => "cancel",
+            Action::HttpPause => "job_http pause",
+            Action::HttpResume => "job_http resume",
+            Action::Trigger => "trigger",
+            Action::HttpTrigger => "job_http trigger",
+            Action::Reload => "reload",
         }
     }
 }
+
+/// The spend store's route of one-time control requests (every action: a signature is
+/// one request, whatever it asks).
+const CONTROL_ROUTE: &str = "control";
+/// The route of JobHttp pause and resume without `_svc_epoch`, which may repeat.
+const REPEATABLE_CONTROL_ROUTE: &str = "control-without-epoch";
 
 /// Refuses an epoch more than [`auth::TIMESTAMP_WINDOW_SECS`] away from the server clock.
 pub(super) fn check_epoch(epoch: u64) -> Result<(), ApiError> {
@@ -112,15 +106,11 @@ pub(super) async fn check(
 ) -> Result<Vec<(String, String)>, ApiError> {
     verify(state, headers, signed)?;
     let pairs = params(signed);
+    let key = key(state.secret.expose().as_bytes(), signed);
     match (param(&pairs, "_svc_epoch"), epoch) {
         (Some(value), _) => {
             check_epoch(parse_epoch(value)?)?;
-            spend(
-                &state.replay,
-                action,
-                key(state.secret.expose().as_bytes(), signed),
-            )
-            .await?;
+            spend(&state.replay, action, key, CONTROL_ROUTE, false).await?;
         }
         (None, Epoch::Required) => return Err(missing_epoch()),
         (None, Epoch::Optional) if state.engine.main().require_epoch => {
@@ -128,7 +118,9 @@ pub(super) async fn check(
                 "missing _svc_epoch (require_epoch is set)",
             ));
         }
-        (None, Epoch::Optional) => {}
+        (None, Epoch::Optional) => {
+            spend(&state.replay, action, key, REPEATABLE_CONTROL_ROUTE, true).await?;
+        }
     }
     Ok(pairs)
 }
@@ -155,38 +147,38 @@ pub(super) fn key(secret: &[u8], signed: &[u8]) -> Vec<u8> {
     auth::hmac_sha256_hex(secret, signed).into_bytes()
 }
 
-/// Spends the signature of an accepted control request (its [`key`]) for `action`: the
-/// first use passes, every later one is a 401 (on any node of a cluster).
-pub(super) async fn spend(replay: &Replay, action: Action, key: Vec<u8>) -> Result<(), ApiError> {
-    match replay
-        .check_and_record(Ledger::Signatures, action.store_key(), &key)
-        .await
-    {
-        Ok(Seen::New) => Ok(()),
-        Ok(Seen::Replay) => {
-            tracing::info!("signed request refused: its signature was used before");
-            Err(ApiError::unauthorized("signature already used"))
+/// The answer to a signature the spend store refuses.
+pub(super) fn replayed() -> ApiError {
+    ApiError::unauthorized("replay: this signature was already used (a signed request is one-time)")
+}
+
+/// Spends the signature of an accepted control request (its [`key`]) on `route`: the
+/// first use passes; a later one (on any node of a cluster) is a 401, unless `route`
+/// accepts repeats and spent it itself.
+async fn spend(
+    replay: &Replay,
+    action: Action,
+    key: Vec<u8>,
+    route: &str,
+    repeatable: bool,
+) -> Result<(), ApiError> {
+    let claim = replay
+        .claim_signature(vec![key], route, RouteClass::Control, repeatable)
+        .await;
+    match claim {
+        Ok(Claim::New | Claim::Repeat) => Ok(()),
+        Ok(Claim::Spent) => {
+            tracing::info!(
+                action = action.name(),
+                "signed request refused: its signature was used before"
+            );
+            Err(replayed())
         }
         Err(fault) => Err(ApiError::replay(
             fault,
             "replay store: cannot record a signature",
         )),
     }
-}
-
-/// Refuses a webhook whose signature (its [`key`]) was spent by a control request of
-/// any action.
-pub(super) async fn refuse_spent(replay: &Replay, key: Vec<u8>) -> Result<(), ApiError> {
-    let scopes = Action::ALL.map(Action::store_key);
-    let spent = replay
-        .is_recorded_in_any(Ledger::Signatures, &scopes, &key)
-        .await
-        .map_err(|fault| ApiError::replay(fault, "replay store: cannot look up a signature"))?;
-    if spent {
-        tracing::info!("webhook refused: its signature was used by a control request");
-        return Err(ApiError::unauthorized("signature already used"));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -5,18 +5,9 @@
 //! a request that is refused anyway); then the body, charged to the body budget as it
 //! arrives ([`BodyBudget`](super::BodyBudget): 503 with `Retry-After` when the client's
 //! address or all bodies in flight use it up), the signature (401), replay checks, then
-//! the trigger (412 paused, 429 busy). Replay checks key on what is signed:
-//!
-//! - a signature spent by a signed control request ([`super::signed`]) is refused (401);
-//! - an `hmac-sha256` body that carries `_svc_epoch` (run-now from the UI or an upstream
-//!   client) must be inside the epoch window, and its signature is spent: one-time;
-//! - codehost: a repeated delivery ID answers 200 without running; a delivery without
-//!   one is de-duplicated on its signature instead;
-//! - patchhost: a repeat of the SHA-256 of body and nonce (what the signature covers,
-//!   so that bytes shifted from one to the other are the same delivery) is a 401.
-//!
-//! A delivery ID or patchhost key is recorded only once the signature is verified, and
-//! forgotten again when the trigger is refused, so that a retry can run.
+//! the trigger (412 paused, 429 busy). The replay checks, which key on what is signed
+//! and spend every accepted signature in the one spend store, are in
+//! [`super::webhook_replay`].
 //!
 //! Header values are read as raw bytes. No secret, expected signature or body is ever
 //! logged or echoed.
@@ -34,14 +25,11 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
-use sha2::{Digest as _, Sha256};
-
-use super::{ApiError, AppState, codehost, signed, wrapper};
+use super::{ApiError, AppState, codehost, webhook_replay, wrapper};
 use crate::auth::{self, AuthError};
 use crate::config::{AuthKind, JobConfig, WebhookKey};
 use crate::delivery::DeliveryFacts;
 use crate::engine::{Accepted, EngineError, Kind, Trigger, TriggerSource};
-use crate::replay::{Ledger, MAX_VALUE_LEN, Seen};
 
 /// Message of the 200 answer to a repeated delivery.
 const DUPLICATE_DELIVERY: &str = "duplicate delivery: not run again";
@@ -57,53 +45,6 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<Cow<'a, str>> {
     header_bytes(headers, name).map(String::from_utf8_lossy)
 }
 
-/// Which replay store a request is checked against, and the value it is keyed on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ReplayKind {
-    Delivery,
-    Nonce,
-}
-
-impl ReplayKind {
-    fn label(self) -> &'static str {
-        match self {
-            ReplayKind::Delivery => "delivery ID",
-            ReplayKind::Nonce => "nonce",
-        }
-    }
-}
-
-impl ReplayKind {
-    fn ledger(self) -> Ledger {
-        match self {
-            ReplayKind::Delivery => Ledger::Deliveries,
-            ReplayKind::Nonce => Ledger::Nonces,
-        }
-    }
-}
-
-/// Checks and records `value` for `job` ([`Replay`] decides where).
-async fn check_and_record(
-    state: &AppState,
-    kind: ReplayKind,
-    job: String,
-    value: Vec<u8>,
-) -> Result<Seen, ApiError> {
-    state
-        .replay
-        .check_and_record(kind.ledger(), &job, &value)
-        .await
-        .map_err(|fault| {
-            crate::metrics::webhook_rejected("other");
-            ApiError::replay(fault, "replay store: cannot record a webhook")
-        })
-}
-
-/// Forgets `value` for `job`, so that a retry of a refused delivery can run.
-async fn forget(state: &AppState, kind: ReplayKind, job: String, value: Vec<u8>) {
-    state.replay.forget(kind.ledger(), &job, &value).await;
-}
-
 fn refuse_signature(id: &str, err: &AuthError) -> ApiError {
     if *err == AuthError::BadPublicKey {
         crate::metrics::webhook_rejected("other");
@@ -114,26 +55,6 @@ fn refuse_signature(id: &str, err: &AuthError) -> ApiError {
     // (they are counted in svc_webhook_rejections_total).
     tracing::debug!(job = %id, reason = %err, "webhook refused");
     ApiError::unauthorized(err.to_string())
-}
-
-/// The `_svc_epoch` a signed run-now body carries: a top-level member of a JSON object
-/// (number or string), or a form field. `None` for other bodies (code hosts' payloads).
-fn body_epoch(body: &[u8]) -> Option<String> {
-    const NAME: &[u8] = b"_svc_epoch";
-    if !body.windows(NAME.len()).any(|window| window == NAME) {
-        return None;
-    }
-    if let Ok(serde_json::Value::Object(object)) = serde_json::from_slice(body) {
-        return match object.get("_svc_epoch")? {
-            serde_json::Value::Number(number) => Some(number.to_string()),
-            serde_json::Value::String(text) => Some(text.clone()),
-            // Present but not an epoch: refused as invalid.
-            _ => Some(String::new()),
-        };
-    }
-    form_urlencoded::parse(body)
-        .find(|(name, _)| name == "_svc_epoch")
-        .map(|(_, value)| value.into_owned())
 }
 
 /// The auth header a delivery for `job` lacks, if any: checked before the body is read.
@@ -148,6 +69,25 @@ fn missing_auth_header(job: &JobConfig, headers: &HeaderMap) -> Option<String> {
         AuthKind::Github => auth::Scheme::Codehost,
     };
     auth::missing_header(scheme, |name| header_bytes(headers, name)).map(str::to_string)
+}
+
+/// The keys a delivery for `job` may be signed with: the job's (decoded at load, the
+/// new one first during a rotation), else the main secret.
+fn job_secrets<'a>(state: &'a AppState, job: &'a JobConfig) -> Result<Vec<&'a [u8]>, ApiError> {
+    Ok(match (job.secrets.as_slice(), job.auth_kind) {
+        ([], AuthKind::Standard) => match &state.standard_key {
+            Some(key) => vec![key.bytes()],
+            None => {
+                crate::metrics::webhook_rejected("other");
+                return Err(ApiError::internal(
+                    "webhook: the main secret is not a Standard Webhooks key",
+                    &job.id,
+                ));
+            }
+        },
+        ([], _) => vec![state.secret.expose().as_bytes()],
+        (keys, _) => keys.iter().map(WebhookKey::bytes).collect(),
+    })
 }
 
 /// Checks a delivery's signature by its job's scheme, with each of `secrets`.
@@ -280,72 +220,9 @@ pub(super) async fn trigger(
     )
     .await?;
 
-    // The job's keys (decoded at load), else the main secret's.
-    let secrets: Vec<&[u8]> = match (job.secrets.as_slice(), job.auth_kind) {
-        ([], AuthKind::Standard) => match &state.standard_key {
-            Some(key) => vec![key.bytes()],
-            None => {
-                crate::metrics::webhook_rejected("other");
-                return Err(ApiError::internal(
-                    "webhook: the main secret is not a Standard Webhooks key",
-                    id,
-                ));
-            }
-        },
-        ([], _) => vec![state.secret.expose().as_bytes()],
-        (keys, _) => keys.iter().map(WebhookKey::bytes).collect(),
-    };
-    // The first secret names a delivery that has no ID of its own (below); during a
-    // rotation the new one goes first.
-    let secret = secrets[0];
+    let secrets = job_secrets(&state, &job)?;
     verify(&job, &secrets, &headers, &body).map_err(|err| refuse_signature(id, &err))?;
-
-    // What the replay checks key on, computed once the signature holds: the host's
-    // delivery ID (Standard Webhooks' is signed), else the HMAC of the body (the
-    // signature in its canonical spelling), and for sourcehut the SHA-256 of what its
-    // signature covers, body then nonce.
-    let replay = match job.auth_kind {
-        AuthKind::Sourcehut => {
-            // Verified above: present and not empty.
-            let nonce = header_bytes(&headers, auth::PATCHHOST_NONCE_HEADER).unwrap_or_default();
-            if nonce.len() > MAX_VALUE_LEN {
-                crate::metrics::webhook_rejected("other");
-                return Err(ApiError::bad_request(format!(
-                    "nonce longer than {MAX_VALUE_LEN} bytes"
-                )));
-            }
-            let mut digest = Sha256::new();
-            digest.update(&body);
-            digest.update(nonce);
-            Some((
-                ReplayKind::Nonce,
-                hex::encode(digest.finalize()).into_bytes(),
-            ))
-        }
-        _ => {
-            let signature = signed::key(secret, &body);
-            signed::refuse_spent(&state.replay, signature.clone())
-                .await
-                .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
-            if job.auth_kind == AuthKind::HmacSha256 {
-                if let Some(epoch) = body_epoch(&body) {
-                    signed::check_epoch(signed::parse_epoch(&epoch)?)
-                        .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
-                    signed::spend(&state.replay, signed::Action::RunNow, signature)
-                        .await
-                        .inspect_err(|_| crate::metrics::webhook_rejected("replay"))?;
-                }
-                None
-            } else {
-                // Without a delivery ID, the delivery is known by its signature.
-                let delivery = codehost::delivery_id(job.auth_kind, &headers).map_or_else(
-                    || [b"signature:".as_slice(), &signature].concat(),
-                    <[u8]>::to_vec,
-                );
-                Some((ReplayKind::Delivery, delivery))
-            }
-        }
-    };
+    let keys = webhook_replay::keys(&job, &secrets, &headers, &body)?;
 
     // What the delivery says of itself; a large body is read off the async workers.
     let facts = if codehost::is_large(&body) {
@@ -356,37 +233,17 @@ pub(super) async fn trigger(
     };
     if let Some(reason) = filtered_out(&job, &facts) {
         // Not recorded as a delivery: it started nothing, so it may come again.
+        webhook_replay::claim_skipped(&state, &keys).await?;
         crate::metrics::webhook_rejected("filtered");
         tracing::info!(job = %id, %reason, "webhook delivery skipped");
         return Ok(skipped_answer(id, "delivery", &reason));
     }
-
-    let recorded = match replay {
-        None => None,
-        Some((kind, value)) if value.len() > MAX_VALUE_LEN => {
-            crate::metrics::webhook_rejected("other");
-            return Err(ApiError::bad_request(format!(
-                "{} longer than {MAX_VALUE_LEN} bytes",
-                kind.label()
-            )));
-        }
-        Some((kind, value)) => {
-            let seen = check_and_record(&state, kind, id.to_owned(), value.clone()).await?;
-            match (seen, kind) {
-                (Seen::New, _) => Some((kind, value)),
-                (Seen::Replay, ReplayKind::Delivery) => {
-                    crate::metrics::webhook_rejected("replay");
-                    tracing::info!(job = %id, "duplicate webhook delivery: not run again");
-                    let job = super::view::job_json(&state.engine, Kind::Job, id)
-                        .unwrap_or(serde_json::Value::Null);
-                    return Ok(wrapper(StatusCode::OK, DUPLICATE_DELIVERY, job));
-                }
-                (Seen::Replay, ReplayKind::Nonce) => {
-                    crate::metrics::webhook_rejected("replay");
-                    tracing::info!(job = %id, "webhook refused: nonce already used");
-                    return Err(ApiError::unauthorized("nonce already used"));
-                }
-            }
+    let recorded = match webhook_replay::claim(&state, keys).await? {
+        webhook_replay::Claimed::Fresh(recorded) => recorded,
+        webhook_replay::Claimed::Duplicate => {
+            let job = super::view::job_json(&state.engine, Kind::Job, id)
+                .unwrap_or(serde_json::Value::Null);
+            return Ok(wrapper(StatusCode::OK, DUPLICATE_DELIVERY, job));
         }
     };
 
@@ -413,20 +270,18 @@ pub(super) async fn trigger(
     answer
 }
 
-/// Hands a verified delivery to the engine; a delivery it does not run is forgotten by
-/// the replay store, so that a retry can run.
+/// Hands a verified delivery to the engine; what a delivery it does not run recorded is
+/// taken back, so that a retry can run.
 async fn start(
     state: &AppState,
     id: &str,
     trigger: Trigger,
-    recorded: Option<(ReplayKind, Vec<u8>)>,
+    recorded: webhook_replay::Recorded,
 ) -> Result<Response, ApiError> {
     match state.engine.trigger(Kind::Job, id, trigger).await {
         Ok(Accepted::Skipped) => {
             // It started nothing: not remembered, so it may come again.
-            if let Some((kind, value)) = recorded {
-                forget(state, kind, id.to_owned(), value).await;
-            }
+            webhook_replay::release(state, id, recorded).await;
             Ok(skipped_answer(id, "delivery", BUSY_SKIP))
         }
         Ok(_) => Ok(super::job_answer(&state.engine, Kind::Job, id)),
@@ -436,9 +291,7 @@ async fn start(
                 EngineError::Busy => "busy",
                 _ => "other",
             });
-            if let Some((kind, value)) = recorded {
-                forget(state, kind, id.to_owned(), value).await;
-            }
+            webhook_replay::release(state, id, recorded).await;
             Err(err.into())
         }
     }

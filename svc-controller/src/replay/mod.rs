@@ -30,6 +30,7 @@ mod store;
 
 pub use service::{Ledger, Replay, ReplayFault};
 pub use store::ReplayStore;
+
 use store::{Limits, unix_now};
 
 /// How long a codehost delivery ID is remembered: 24 hours.
@@ -82,6 +83,47 @@ pub enum Seen {
     New,
     /// Seen before and still remembered: nothing changed.
     Replay,
+}
+
+/// Result of [`ReplayStore::claim`], the spend store's check of a signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Never spent within the time to live: now spent by the route that asked.
+    New,
+    /// Spent before by the same route, which accepts repeats: accepted, nothing changed.
+    Repeat,
+    /// Spent before: by a route of the other class, by another control route, or by
+    /// this route, which does not accept repeats.
+    Spent,
+}
+
+/// What kind of route spends a signature: a signature one kind accepted is refused by
+/// the other. Two webhook routes (two jobs' paths) do not refuse each other's: a code
+/// host sends the same body to each hook of a repository, and two jobs that share a
+/// secret accept each other's deliveries by design (give each its own `secret`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteClass {
+    /// Pause, resume, cancel, run now, reload, the JobHttp actions.
+    Control,
+    /// A job's webhook path.
+    Webhook,
+}
+
+impl RouteClass {
+    /// The store's scope of the entry that says a key was spent by this class.
+    pub(crate) fn marker(self) -> &'static str {
+        match self {
+            RouteClass::Control => "class:control",
+            RouteClass::Webhook => "class:webhook",
+        }
+    }
+
+    pub(crate) fn other(self) -> RouteClass {
+        match self {
+            RouteClass::Control => RouteClass::Webhook,
+            RouteClass::Webhook => RouteClass::Control,
+        }
+    }
 }
 
 impl ReplayStores {

@@ -2,7 +2,8 @@
 //! mode in the cluster's table.
 
 use super::{
-    DELIVERY_TTL_SECS, NONCE_TTL_SECS, ReplayStore, ReplayStores, SIGNATURE_TTL_SECS, Seen,
+    Claim, DELIVERY_TTL_SECS, NONCE_TTL_SECS, ReplayStore, ReplayStores, RouteClass,
+    SIGNATURE_TTL_SECS, Seen,
 };
 
 /// Which record of accepted requests a check goes to.
@@ -12,7 +13,7 @@ pub enum Ledger {
     Deliveries,
     /// What patchhost signatures cover (body and nonce).
     Nonces,
-    /// The signatures of control requests.
+    /// The spend store: every accepted signature, whatever its route.
     Signatures,
 }
 
@@ -129,41 +130,111 @@ impl Replay {
             tracing::error!(error = %err, "replay store: forgetting an entry failed");
         }
     }
+}
 
-    /// Whether `value` is recorded under any of `scopes`. Locally a look in memory on
-    /// the caller's thread, unless a write (which fsyncs) holds the store.
-    pub async fn is_recorded_in_any(
+/// The spend store: one record of every signature accepted, on any route.
+impl Replay {
+    /// Spends `keys` (the canonical spellings of one signature) for `route`, of
+    /// `class`; see [`ReplayStore::claim`]. In cluster mode the same rules hold across
+    /// nodes, with one gap: a control request and a webhook carrying the same signature
+    /// at the same instant on two nodes may both pass.
+    pub async fn claim_signature(
         &self,
-        ledger: Ledger,
-        scopes: &[&'static str],
-        value: &[u8],
-    ) -> Result<bool, ReplayFault> {
+        keys: Vec<Vec<u8>>,
+        route: &str,
+        class: RouteClass,
+        repeatable: bool,
+    ) -> Result<Claim, ReplayFault> {
         if let Some(cluster) = &self.cluster {
-            let (store, ttl) = ledger.shared();
-            for scope in scopes {
-                if cluster
-                    .is_seen(store, &shared_key(scope, value), ttl)
-                    .await
-                    .map_err(fault)?
-                {
-                    return Ok(true);
-                }
-            }
-            return Ok(false);
+            return claim_shared(cluster, &keys, route, class, repeatable).await;
         }
-        let at_once = scopes.iter().try_fold(false, |seen, scope| {
-            Some(seen || ledger.local(&self.local).try_is_recorded(scope, value)?)
-        });
-        if let Some(seen) = at_once {
-            return Ok(seen);
-        }
-        let (local, scopes, value) = (self.local.clone(), scopes.to_vec(), value.to_vec());
+        let (local, route) = (self.local.clone(), route.to_string());
         tokio::task::spawn_blocking(move || {
-            scopes
-                .iter()
-                .any(|scope| ledger.local(&local).is_recorded(scope, &value))
+            local.signatures().claim(&keys, &route, class, repeatable)
         })
         .await
+        .map_err(|err| ReplayFault::Failed(err.to_string()))?
         .map_err(|err| ReplayFault::Failed(err.to_string()))
     }
+
+    /// Takes back a [`Replay::claim_signature`] that answered [`Claim::New`] (the
+    /// request was refused after all), so that a retry on the same route can run. A
+    /// failure is logged.
+    pub async fn release_signature(&self, keys: Vec<Vec<u8>>, route: &str) {
+        let released = match &self.cluster {
+            Some(cluster) => {
+                let (store, _) = Ledger::Signatures.shared();
+                let mut result = Ok(());
+                for key in &keys {
+                    if let Err(err) = cluster.forget_seen(store, &shared_key(route, key)).await {
+                        result = Err(err.to_string());
+                    }
+                }
+                result
+            }
+            None => {
+                let (local, route) = (self.local.clone(), route.to_string());
+                tokio::task::spawn_blocking(move || local.signatures().release(&keys, &route))
+                    .await
+                    .map_err(|err| err.to_string())
+            }
+        };
+        if let Err(err) = released {
+            tracing::error!(error = %err, "spend store: releasing a signature failed");
+        }
+    }
+}
+
+/// [`Replay::claim_signature`] in the cluster's table, key by key: the other class's
+/// marker refuses; the route's own entry is written first wins (a one-time route's
+/// repeat is refused however the nodes race); a control route must also be the first
+/// of its class; then the class marker is written.
+async fn claim_shared(
+    cluster: &crate::cluster::ClusterStore,
+    keys: &[Vec<u8>],
+    route: &str,
+    class: RouteClass,
+    repeatable: bool,
+) -> Result<Claim, ReplayFault> {
+    let (store, ttl) = Ledger::Signatures.shared();
+    for key in keys {
+        let other = shared_key(class.other().marker(), key);
+        if cluster.is_seen(store, &other, ttl).await.map_err(fault)? {
+            return Ok(Claim::Spent);
+        }
+    }
+    let mut claimed = Vec::new();
+    let mut verdict = Claim::New;
+    for key in keys {
+        if !cluster
+            .seen_once(store, &shared_key(route, key), ttl)
+            .await
+            .map_err(fault)?
+        {
+            verdict = if repeatable {
+                Claim::Repeat
+            } else {
+                Claim::Spent
+            };
+            break;
+        }
+        claimed.push(key);
+        let first_of_class = cluster
+            .seen_once(store, &shared_key(class.marker(), key), ttl)
+            .await
+            .map_err(fault)?;
+        if !first_of_class && class == RouteClass::Control {
+            verdict = Claim::Spent;
+            break;
+        }
+    }
+    if verdict != Claim::New {
+        // Not ours after all: this route's entries go back.
+        for key in claimed {
+            if let Err(err) = cluster.forget_seen(store, &shared_key(route, key)).await {
+                tracing::error!(error = %err, "spend store: releasing a signature failed");
+            }
+        }
+    }
+    Ok(verdict)
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{Seen, StoreError};
+use super::{Claim, RouteClass, Seen, StoreError};
 
 /// Time to live, cap and compaction threshold of one store.
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +126,30 @@ impl Inner {
             text.extend_from_slice(line('+', *seen, key).as_bytes());
         }
         text
+    }
+}
+
+/// The spend store's rule for one key, from what is live: spent by the other class of
+/// route; spent by this route (a repeat); spent by another route of this class.
+pub(super) fn spend_verdict(
+    by_other_class: bool,
+    by_this_route: bool,
+    by_this_class: bool,
+    class: RouteClass,
+    repeatable: bool,
+) -> Claim {
+    if by_other_class {
+        Claim::Spent
+    } else if by_this_route {
+        if repeatable {
+            Claim::Repeat
+        } else {
+            Claim::Spent
+        }
+    } else if by_this_class && class == RouteClass::Control {
+        Claim::Spent
+    } else {
+        Claim::New
     }
 }
 
@@ -285,6 +309,74 @@ impl ReplayStore {
         Ok(Seen::New)
     }
 
+    /// Atomically, for the spend store: spends `keys` (the canonical spellings of one
+    /// accepted signature) for `route`, of `class`, unless [`spend_verdict`] finds them
+    /// spent. A spent key is two entries: `(class marker, key)` and `(route, key)`,
+    /// written with one fsync before the answer.
+    pub fn claim(
+        &self,
+        keys: &[Vec<u8>],
+        route: &str,
+        class: RouteClass,
+        repeatable: bool,
+    ) -> Result<Claim, StoreError> {
+        self.claim_at(keys, route, class, repeatable, unix_now())
+    }
+
+    pub(super) fn claim_at(
+        &self,
+        keys: &[Vec<u8>],
+        route: &str,
+        class: RouteClass,
+        repeatable: bool,
+        now: i64,
+    ) -> Result<Claim, StoreError> {
+        let ttl = self.limits.ttl_secs;
+        let mut inner = self.lock();
+        inner.expire(now, ttl);
+        let live = |scope: &str, key: &[u8]| inner.is_live(&Key::new(scope, key), now, ttl);
+        let verdicts = keys.iter().map(|key| {
+            spend_verdict(
+                live(class.other().marker(), key),
+                live(route, key),
+                live(class.marker(), key),
+                class,
+                repeatable,
+            )
+        });
+        let verdict = verdicts.fold(Claim::New, |all, one| match (all, one) {
+            (Claim::Spent, _) | (_, Claim::Spent) => Claim::Spent,
+            (Claim::Repeat, _) | (_, Claim::Repeat) => Claim::Repeat,
+            _ => Claim::New,
+        });
+        if verdict != Claim::New {
+            return Ok(verdict);
+        }
+        let entries: Vec<Key> = keys
+            .iter()
+            .flat_map(|key| [Key::new(class.marker(), key), Key::new(route, key)])
+            .collect();
+        let text: String = entries.iter().map(|key| line('+', now, key)).collect();
+        self.append(&mut inner, &text)?;
+        for key in entries {
+            inner.insert(key, now);
+        }
+        inner.cap(self.limits.max_entries);
+        self.maybe_compact(&mut inner);
+        Ok(Claim::New)
+    }
+
+    /// Takes back what [`ReplayStore::claim`] recorded for `keys` and `route` (the
+    /// request was refused after all), so that a retry on the same route can run. The
+    /// class marker stays: the signature was accepted once, and another class of route
+    /// has no business with it. A write error is logged, as by `forget`.
+    pub fn release(&self, keys: &[Vec<u8>], route: &str) {
+        let now = unix_now();
+        for key in keys {
+            self.forget_at(route, key, now);
+        }
+    }
+
     fn forget_at(&self, job: &str, value: &[u8], now: i64) {
         let key = Key {
             job: job.to_string(),
@@ -339,7 +431,7 @@ impl ReplayStore {
             }
             return Err(self.write_error(err));
         }
-        inner.file_lines += 1;
+        inner.file_lines += text.matches('\n').count();
         Ok(())
     }
 
@@ -368,289 +460,5 @@ impl ReplayStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::ReplayStores;
-    use super::*;
-
-    const T0: i64 = 1_700_000_000;
-    const TTL: i64 = 100;
-
-    fn open(dir: &Path, max: usize, compact_min: usize, now: i64) -> ReplayStore {
-        ReplayStore::open_at(
-            &dir.join("store.log"),
-            Limits::new(TTL, max, compact_min),
-            now,
-        )
-        .expect("open")
-    }
-
-    fn record(store: &ReplayStore, job: &str, value: &[u8], now: i64) -> Seen {
-        store.check_and_record_at(job, value, now).expect("record")
-    }
-
-    fn file_lines(dir: &Path) -> Vec<String> {
-        std::fs::read_to_string(dir.join("store.log"))
-            .expect("read")
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-
-    #[test]
-    fn insert_duplicate_and_per_job_keys() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = open(dir.path(), 10, 1000, T0);
-        assert_eq!(record(&store, "a", b"d1", T0), Seen::New);
-        assert_eq!(record(&store, "a", b"d1", T0 + 1), Seen::Replay);
-        // The same value for another job, and another value, are new.
-        assert_eq!(record(&store, "b", b"d1", T0 + 1), Seen::New);
-        assert_eq!(record(&store, "a", b"d2", T0 + 1), Seen::New);
-        // Raw bytes, including non-UTF-8 and spaces, are kept as they are.
-        assert_eq!(record(&store, "a", b"\xff x\n", T0 + 1), Seen::New);
-        assert_eq!(record(&store, "a", b"\xff x\n", T0 + 2), Seen::Replay);
-        assert_eq!(store.len(), 4);
-        // A replay changes nothing on disk.
-        assert_eq!(file_lines(dir.path()).len(), 4);
-    }
-
-    #[test]
-    fn a_look_answers_at_once_unless_a_write_holds_the_store() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = open(dir.path(), 10, 1000, unix_now());
-        assert_eq!(
-            store.check_and_record("a", b"sig").expect("record"),
-            Seen::New
-        );
-        assert_eq!(store.try_is_recorded("a", b"sig"), Some(true));
-        assert_eq!(store.try_is_recorded("a", b"other"), Some(false));
-        assert_eq!(store.try_is_recorded("b", b"sig"), Some(false));
-        // A write in progress holds the lock (through its fsync): no waiting.
-        let writing = store.lock();
-        assert_eq!(store.try_is_recorded("a", b"sig"), None);
-        drop(writing);
-        assert!(store.is_recorded("a", b"sig"));
-    }
-
-    #[test]
-    fn entries_expire_after_the_time_to_live() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = open(dir.path(), 10, 1000, T0);
-        assert_eq!(record(&store, "a", b"d", T0), Seen::New);
-        assert_eq!(record(&store, "a", b"d", T0 + TTL - 1), Seen::Replay);
-        assert_eq!(record(&store, "a", b"d", T0 + TTL), Seen::New);
-        assert_eq!(record(&store, "a", b"d", T0 + TTL + 1), Seen::Replay);
-        // Expired entries are dropped as time goes on.
-        assert_eq!(record(&store, "a", b"other", T0 + 3 * TTL), Seen::New);
-        assert_eq!(store.len(), 1);
-    }
-
-    #[test]
-    fn forget_lets_a_retry_run_and_survives_reopen() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = open(dir.path(), 10, 1000, T0);
-        assert_eq!(record(&store, "a", b"d", T0), Seen::New);
-        assert_eq!(record(&store, "a", b"e", T0), Seen::New);
-        store.forget_at("a", b"d", T0 + 1);
-        // Forgetting something unknown is a no-op.
-        store.forget_at("a", b"unknown", T0 + 1);
-        assert_eq!(file_lines(dir.path()).len(), 3);
-        drop(store);
-        let store = open(dir.path(), 10, 1000, T0 + 2);
-        assert_eq!(store.len(), 1);
-        assert_eq!(record(&store, "a", b"e", T0 + 2), Seen::Replay);
-        assert_eq!(record(&store, "a", b"d", T0 + 2), Seen::New);
-    }
-
-    #[test]
-    fn the_cap_drops_the_oldest() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = open(dir.path(), 3, 1000, T0);
-        for (i, value) in [b"1", b"2", b"3", b"4"].iter().enumerate() {
-            let now = T0 + i64::try_from(i).expect("small");
-            assert_eq!(record(&store, "a", *value, now), Seen::New);
-        }
-        assert_eq!(store.len(), 3);
-        assert_eq!(record(&store, "a", b"4", T0 + 5), Seen::Replay);
-        assert_eq!(record(&store, "a", b"2", T0 + 5), Seen::Replay);
-        // "1" was dropped: it is new again (and now "2" is the oldest to go).
-        assert_eq!(record(&store, "a", b"1", T0 + 5), Seen::New);
-        assert_eq!(record(&store, "a", b"2", T0 + 6), Seen::New);
-        drop(store);
-        // The cap also holds when a file written with a larger cap is loaded.
-        let store = open(dir.path(), 2, 1000, T0 + 7);
-        assert_eq!(store.len(), 2);
-        assert_eq!(file_lines(dir.path()).len(), 2);
-    }
-
-    #[test]
-    fn survives_reopen_and_expires_on_load() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = open(dir.path(), 10, 1000, T0);
-        assert_eq!(record(&store, "a", b"old", T0), Seen::New);
-        assert_eq!(record(&store, "a", b"new", T0 + 50), Seen::New);
-        drop(store);
-        let store = open(dir.path(), 10, 1000, T0 + 60);
-        assert_eq!(record(&store, "a", b"old", T0 + 60), Seen::Replay);
-        assert_eq!(record(&store, "a", b"new", T0 + 60), Seen::Replay);
-        drop(store);
-        // Reopened after "old" expired: it is gone from memory and from the file.
-        let store = open(dir.path(), 10, 1000, T0 + 120);
-        assert_eq!(store.len(), 1);
-        assert_eq!(file_lines(dir.path()).len(), 1);
-        assert_eq!(record(&store, "a", b"new", T0 + 120), Seen::Replay);
-        assert_eq!(record(&store, "a", b"old", T0 + 120), Seen::New);
-    }
-
-    #[test]
-    fn torn_last_line_and_garbage_are_ignored() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = open(dir.path(), 10, 1000, T0);
-        assert_eq!(record(&store, "a", b"kept", T0), Seen::New);
-        drop(store);
-        // A crash in the middle of an append of "torn", plus a line that never parsed.
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(dir.path().join("store.log"))
-            .expect("open");
-        let whole = line(
-            '+',
-            T0,
-            &Key {
-                job: "a".into(),
-                value: b"torn".to_vec(),
-            },
-        );
-        file.write_all(b"? what\n").expect("write");
-        file.write_all(&whole.as_bytes()[..whole.len() - 3])
-            .expect("write");
-        drop(file);
-        let store = open(dir.path(), 10, 1000, T0 + 1);
-        assert_eq!(store.len(), 1);
-        assert_eq!(record(&store, "a", b"kept", T0 + 1), Seen::Replay);
-        assert_eq!(record(&store, "a", b"torn", T0 + 1), Seen::New);
-        drop(store);
-        // The rewrite on open removed the fragment: the next append started a new line.
-        let store = open(dir.path(), 10, 1000, T0 + 2);
-        assert_eq!(store.len(), 2);
-        assert_eq!(record(&store, "a", b"torn", T0 + 2), Seen::Replay);
-        assert!(file_lines(dir.path()).iter().all(|l| l.starts_with("+ ")));
-    }
-
-    #[test]
-    fn compaction_keeps_live_entries_only() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = open(dir.path(), 1000, 8, T0);
-        // Six entries that will expire, and one that will still be live.
-        for i in 0..6u8 {
-            assert_eq!(record(&store, "a", &[b'x', i], T0), Seen::New);
-        }
-        assert_eq!(record(&store, "a", b"live", T0 + 50), Seen::New);
-        assert_eq!(file_lines(dir.path()).len(), 7);
-        // At T0 + TTL the six have expired: 8 lines for 2 live entries, compacted.
-        assert_eq!(record(&store, "a", b"late", T0 + TTL), Seen::New);
-        let lines = file_lines(dir.path());
-        assert_eq!(lines.len(), 2, "{lines:?}");
-        drop(store);
-        let store = open(dir.path(), 1000, 8, T0 + TTL + 1);
-        assert_eq!(record(&store, "a", b"live", T0 + TTL + 1), Seen::Replay);
-        assert_eq!(record(&store, "a", b"late", T0 + TTL + 1), Seen::Replay);
-        assert_eq!(record(&store, "a", &[b'x', 0], T0 + TTL + 1), Seen::New);
-    }
-
-    #[test]
-    fn forgotten_entries_are_compacted_away() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = open(dir.path(), 1000, 4, T0);
-        assert_eq!(record(&store, "a", b"keep", T0), Seen::New);
-        for i in 0..3u8 {
-            assert_eq!(record(&store, "a", &[i], T0), Seen::New);
-            store.forget_at("a", &[i], T0);
-        }
-        assert!(file_lines(dir.path()).len() <= 3);
-        assert_eq!(store.len(), 1);
-        drop(store);
-        let store = open(dir.path(), 1000, 4, T0 + 1);
-        assert_eq!(record(&store, "a", b"keep", T0 + 1), Seen::Replay);
-        assert_eq!(record(&store, "a", &[0], T0 + 1), Seen::New);
-    }
-
-    #[test]
-    fn concurrent_records_of_one_value_let_exactly_one_through() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = std::sync::Arc::new(open(dir.path(), 1000, 1000, T0));
-        let handles: Vec<_> = (0..8)
-            .map(|_| {
-                let store = store.clone();
-                std::thread::spawn(move || record(&store, "a", b"same", T0))
-            })
-            .collect();
-        let new = handles
-            .into_iter()
-            .map(|h| h.join().expect("thread"))
-            .filter(|seen| *seen == Seen::New)
-            .count();
-        assert_eq!(new, 1);
-    }
-
-    #[test]
-    fn a_write_failure_records_nothing() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = open(dir.path(), 10, 1000, T0);
-        // Make the append handle unusable: a read-only handle on the same file.
-        store.lock().file = Some(File::open(dir.path().join("store.log")).expect("open"));
-        let err = store
-            .check_and_record_at("a", b"d", T0)
-            .expect_err("write fails");
-        assert!(err.to_string().contains("store.log"), "{err}");
-        assert_eq!(store.len(), 0);
-        // The store recovers: the handle was reopened by the rewrite.
-        assert_eq!(record(&store, "a", b"d", T0), Seen::New);
-        assert_eq!(record(&store, "a", b"d", T0), Seen::Replay);
-    }
-
-    #[test]
-    fn stores_open_in_a_new_directory_and_reopen() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("var/lib/svc/replay");
-        let stores = ReplayStores::open(&path).expect("open");
-        assert_eq!(
-            stores
-                .nonces()
-                .check_and_record("job", b"n1")
-                .expect("record"),
-            Seen::New
-        );
-        assert_eq!(
-            stores
-                .deliveries()
-                .check_and_record("job", b"n1")
-                .expect("record"),
-            Seen::New
-        );
-        drop(stores);
-        let stores = ReplayStores::open(&path).expect("reopen");
-        assert_eq!(
-            stores
-                .nonces()
-                .check_and_record("job", b"n1")
-                .expect("record"),
-            Seen::Replay
-        );
-        assert_eq!(stores.deliveries().len(), 1);
-        let memory = ReplayStores::in_memory();
-        assert_eq!(
-            memory
-                .nonces()
-                .check_and_record("job", b"n")
-                .expect("record"),
-            Seen::New
-        );
-        assert_eq!(
-            memory
-                .nonces()
-                .check_and_record("job", b"n")
-                .expect("record"),
-            Seen::Replay
-        );
-    }
-}
+#[path = "store_tests.rs"]
+mod tests;
