@@ -745,6 +745,12 @@ fn prepare_state(main: &MainConfig) -> anyhow::Result<PreparedState> {
     for dir in [main.dir_job_state(), main.dir_job_http_state()] {
         crate::fsutil::remove_stale_temp_files(&dir);
     }
+    crate::space_reserve::install(&main.dir_state()).with_context(|| {
+        format!(
+            "cannot allocate the space reserve in {}",
+            main.dir_state().display()
+        )
+    })?;
     let secret = match &main.secret {
         Some(secret) => secret.clone(),
         None => {

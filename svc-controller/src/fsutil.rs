@@ -17,6 +17,11 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// takes the name), but after a power failure the name may still point to the old one.
 /// For writes whose loss is repaired at start (see the callers).
 pub fn replace_file(path: &Path, contents: &[u8]) -> io::Result<()> {
+    // The service's own records: written even on a disk a job filled.
+    crate::space_reserve::retry_when_full(|| replace_file_once(path, contents))
+}
+
+fn replace_file_once(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = parent_dir(path)?;
     let mut temp = tempfile::Builder::new()
         .prefix(TEMP_PREFIX)

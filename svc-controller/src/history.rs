@@ -131,6 +131,11 @@ impl HistoryFile {
     /// the file back to its last [`KEEP`] runs once it is over [`COMPACT_AT_BYTES`].
     /// Blocking.
     pub fn append(&self, lines: &str) -> io::Result<()> {
+        // A retry after a full disk starts on a line of its own, as after a crash.
+        crate::space_reserve::retry_when_full(|| self.append_once(lines))
+    }
+
+    fn append_once(&self, lines: &str) -> io::Result<()> {
         let (mut file, created) = match OpenOptions::new().append(true).read(true).open(&self.path)
         {
             Ok(file) => (file, false),

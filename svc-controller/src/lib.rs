@@ -31,6 +31,7 @@ pub mod rights;
 pub mod runtmp;
 pub mod sandboxes;
 pub mod schedule;
+pub mod space_reserve;
 pub mod spawner;
 pub mod state;
 pub mod statedir;

@@ -4,6 +4,10 @@
 //!   clear error (job status `failed`, the reason in the controller's log), the service
 //!   keeps answering, and the next run succeeds once space or write access returns. These
 //!   need root (mount); without root they are skipped with a loud message;
+//! - a job that fills the disk of the whole `var` tree: the service's own records (a
+//!   spent signature, an audit entry, the run's end) are still written, from the space
+//!   reserve it gives back, and new runs are refused with a 503 saying why until there
+//!   is room again;
 //! - JobHttp targets that hang, reset the connection, redirect endlessly or answer with
 //!   10 MB: each run ends within its `http_timeout`, with a clear log line, and the runner
 //!   keeps at most 64 KiB of a body. The targets are tiny servers in this file.
@@ -541,4 +545,88 @@ async fn a_10_mb_answer_is_cut_at_64_kib() {
         big_peak.is_some(),
         "the runner of the 10 MB answer was measured"
     );
+}
+
+// ----- a job that fills the disk ----------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_filling_the_disk_leaves_the_services_records_written() {
+    // The review's finding: a job filling the disk made other runs fail to create their
+    // logs, state files go unwritten, and a signed pause get 500 (the replay store could
+    // not record it).
+    if !is_root() {
+        eprintln!(
+            "\n!!!!! SKIPPED a_job_filling_the_disk_leaves_the_services_records_written: \
+             it mounts a tmpfs and needs root (CI runs as root) !!!!!\n"
+        );
+        return;
+    }
+    let builder = TestService::builder()
+        .job_file(
+            "hog",
+            job_section(
+                "hog",
+                &[
+                    // Started by its timer at once: nothing signed or audited before the
+                    // disk is full, so the pause's records need room of their own.
+                    "interval = 24h",
+                    // Fills the disk, says so (an empty file needs no room), and stays.
+                    "command = head -c 200000000 /dev/zero > fill; touch full; sleep 120",
+                ],
+            ),
+        )
+        .job_file(
+            "other",
+            job_section("other", &["path = /other", "command = true"]),
+        );
+    // State, logs, working directories and the audit log on one small disk.
+    let var = builder.dir_base().join("var");
+    let disk = Tmpfs::mount(&var, "64m");
+    let mut svc = builder.build();
+    svc.start().await;
+    let reserve = var.join("run/svc/space-reserve");
+    let reserved = reserve.is_file();
+    let work = var.join("lib/svc/job/hog");
+
+    wait_until(WAIT, "the hog to fill the disk", async || {
+        work.join("full").exists()
+    })
+    .await;
+    // While the disk is full: a signed pause is spent (the first spent signature makes
+    // the store's file), recorded and audited.
+    let paused = svc.pause("other").await;
+    assert_eq!(paused.code(), Some(200), "{}\n{}", paused.raw, svc.stderr());
+    // The audit log's writer thread takes the entry without the answer waiting for it.
+    wait_until(WAIT, "the pause in the audit log", async || {
+        std::fs::read_to_string(var.join("log/svc/audit.log")).is_ok_and(|audit| {
+            audit
+                .lines()
+                .any(|l| l.contains("\"pause\"") && l.contains("other"))
+        })
+    })
+    .await;
+    svc.resume("other").await.assert_status(200);
+    // New runs are refused, saying why.
+    let refused = svc.trigger("/other", b"{}", &[]).await;
+    refused.assert_status(503);
+    assert!(refused.message().contains("is full"), "{}", refused.raw);
+    // The hog's end is recorded.
+    svc.cancel("hog").await.assert_status(200);
+    wait_state(&svc, "hog", 1, "failed").await;
+    // Runs are allowed again once there is room.
+    std::fs::remove_file(work.join("fill")).expect("remove the filler");
+    wait_until(WAIT, "runs to be allowed again", async || {
+        svc.trigger("/other", b"{}", &[]).await.code() == Some(200)
+    })
+    .await;
+    svc.wait_run_finished("other", 1, WAIT)
+        .await
+        .assert_status("success");
+    assert!(reserved, "the reserve is allocated at start");
+    assert!(
+        std::fs::metadata(&reserve).is_ok_and(|m| m.len() > 0),
+        "the reserve is taken back"
+    );
+    svc.stop().await;
+    drop(disk);
 }

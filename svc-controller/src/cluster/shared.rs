@@ -61,7 +61,8 @@ pub struct SharedLog {
     pub run_id: i64,
     pub node: String,
     /// Read before the bytes: when it says `Done`, the bytes are the whole rest of the
-    /// log (a node copies the whole log before it records the end).
+    /// log, up to the length asked for (a node copies the whole log before it records
+    /// the end).
     pub state: SharedRunState,
     /// The log from the offset asked for.
     pub bytes: Vec<u8>,

@@ -200,6 +200,10 @@ pub enum EngineError {
     /// so the trigger was not accepted (the cause is logged). Passing: try again later.
     #[error("the cluster database is unreachable; try again later")]
     Unavailable,
+    /// The disk a job filled has not had room since: runs are refused (the reason says
+    /// which disk and how much room they wait for). Passing: try again later.
+    #[error("{0}")]
+    DiskFull(String),
 }
 
 impl EngineError {
@@ -213,6 +217,7 @@ impl EngineError {
             EngineError::NotSaved => "not_saved",
             EngineError::Unreadable => "unreadable",
             EngineError::Unavailable => "cluster_unavailable",
+            EngineError::DiskFull(_) => "disk_full",
         }
     }
 }
@@ -947,6 +952,11 @@ impl Engine {
         id: &str,
         trigger: Trigger,
     ) -> Result<Accepted, EngineError> {
+        if let Some(reason) = crate::space_reserve::runs_refused_now().await {
+            let refused = EngineError::DiskFull(reason);
+            crate::metrics::trigger_refused(refused.reason());
+            return Err(refused);
+        }
         if let Some(link) = self.cluster() {
             return self
                 .enqueue_trigger(link, kind, id, trigger)

@@ -82,6 +82,11 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
             }
         }
         clock.sleep_until(fire).await;
+        if let Some(reason) = crate::space_reserve::runs_refused_now().await {
+            tracing::warn!(job = %id, %reason, "timer slot skipped");
+            due = timer.next_due(due, clock.now());
+            continue;
+        }
         engine.timer_fired(kind, &id, runner.map(AheadRunner::into_runner));
         crate::metrics::timer_fired((clock.now() - fire).to_std().unwrap_or_default());
         due = timer.next_due(due, clock.now());

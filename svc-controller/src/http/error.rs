@@ -124,7 +124,7 @@ impl From<EngineError> for ApiError {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, message).named(names::JOB_ALREADY_RUN)
             }
             EngineError::Unreadable => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message),
-            EngineError::ShuttingDown | EngineError::NotSaved => {
+            EngineError::ShuttingDown | EngineError::NotSaved | EngineError::DiskFull(_) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
             }
             EngineError::Unavailable => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)

@@ -9,7 +9,7 @@
 //! to the length it had when the answer started.
 //!
 //! In cluster mode, a log this node does not have (another node ran the run) is read
-//! from the shared table, whole: its size is bounded by `log_max_size`.
+//! from the shared table the same way, a chunk at a time.
 
 use std::io::Read as _;
 
@@ -20,7 +20,7 @@ use base64::Engine as _;
 use futures_util::{StreamExt as _, stream};
 
 use super::query::{job_id, param, params};
-use super::{ApiError, AppState, ok};
+use super::{ApiError, AppState};
 use crate::engine::cluster_logs::shared_log_status;
 use crate::engine::{Kind, OpenLog};
 
@@ -56,35 +56,71 @@ pub(super) async fn log_of(
     if let Some((log, len)) = opened {
         return Ok(streamed(&id, counter, log, len));
     }
-    // Not this node's run: in cluster mode, the copy in the shared table.
-    let shared = state
+    // Not this node's run: in cluster mode, the copy in the shared table, read and sent
+    // a chunk at a time like a file.
+    let first = state
         .engine
-        .cluster_log(kind, &id, counter, 0, usize::MAX)
+        .cluster_log(kind, &id, counter, 0, CHUNK)
         .await?
         .ok_or_else(ApiError::log_not_found)?;
-    if shared.bytes.is_empty() && shared.state != crate::cluster::SharedRunState::Running {
+    if first.bytes.is_empty() && first.state != crate::cluster::SharedRunState::Running {
         // A run whose log was never copied (it did not begin) or was trimmed.
         return Err(ApiError::log_not_found());
     }
-    let status = shared_log_status(shared.state);
-    Ok(ok(serde_json::json!({
-        "job_id": id,
-        "name": format!("{id}.{counter}.{status}"),
-        "status": status,
-        "counter": counter,
-        "content": base64::engine::general_purpose::STANDARD.encode(&shared.bytes),
-    })))
+    let status = shared_log_status(first.state);
+    let name = format!("{id}.{counter}.{status}");
+    let reader = SharedChunks {
+        engine: state.engine.clone(),
+        kind,
+        id: id.clone(),
+        counter,
+        offset: 0,
+        next: Some(first.bytes),
+    };
+    let content = stream::unfold(reader, SharedChunks::next_encoded);
+    Ok(wrapped(&id, counter, &name, status, content))
+}
+
+/// A log in the cluster's shared table, read [`CHUNK`] bytes at a time: a read shorter
+/// than that is the end.
+struct SharedChunks {
+    engine: crate::engine::Engine,
+    kind: Kind,
+    id: String,
+    counter: u64,
+    offset: u64,
+    /// The chunk to send next; `None` once the end was sent.
+    next: Option<Vec<u8>>,
+}
+
+impl SharedChunks {
+    async fn next_encoded(mut self) -> Option<(std::io::Result<Bytes>, SharedChunks)> {
+        let chunk = self.next.take()?;
+        self.offset += chunk.len() as u64;
+        if chunk.len() == CHUNK {
+            let read = self
+                .engine
+                .cluster_log(self.kind, &self.id, self.counter, self.offset, CHUNK)
+                .await;
+            match read {
+                Ok(Some(log)) => self.next = Some(log.bytes),
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::error!(job = %self.id, error = %err, "cannot read a shared log");
+                    return Some((
+                        Err(std::io::Error::other("reading the shared log failed")),
+                        self,
+                    ));
+                }
+            }
+        }
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&chunk);
+        Some((Ok(Bytes::from(encoded)), self))
+    }
 }
 
 /// The wrapper around the streamed base64 of `log`'s first `len` bytes.
 fn streamed(id: &str, counter: u64, log: OpenLog, len: u64) -> Response {
-    let head = Bytes::from("{\"code\":200,\"data\":{\"content\":\"");
-    let tail = format!(
-        "\",\"counter\":{counter},\"job_id\":{},\"name\":{},\"status\":{}}},\"message\":\"\"}}",
-        json_string(id),
-        json_string(&log.name),
-        json_string(log.status.as_str()),
-    );
     let reader = Chunks {
         file: Some(log.file.take(len)),
         job: id.to_owned(),
@@ -112,6 +148,24 @@ fn streamed(id: &str, counter: u64, log: OpenLog, len: u64) -> Response {
             }
         }
     });
+    wrapped(id, counter, &log.name, log.status.as_str(), content)
+}
+
+/// The JobLog wrapper around `content`, the log's base64 in pieces.
+fn wrapped(
+    id: &str,
+    counter: u64,
+    name: &str,
+    status: &str,
+    content: impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static,
+) -> Response {
+    let head = Bytes::from("{\"code\":200,\"data\":{\"content\":\"");
+    let tail = format!(
+        "\",\"counter\":{counter},\"job_id\":{},\"name\":{},\"status\":{}}},\"message\":\"\"}}",
+        json_string(id),
+        json_string(name),
+        json_string(status),
+    );
     let body = stream::iter([Ok::<_, std::io::Error>(head)])
         .chain(content)
         .chain(stream::iter([Ok(Bytes::from(tail))]));

@@ -410,29 +410,41 @@ impl ReplayStore {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        if inner.file.is_none() {
-            inner.file = Some(
-                crate::fsutil::open_append_private(path).map_err(|err| self.write_error(err))?,
-            );
-        }
-        let Some(file) = inner.file.as_mut() else {
-            return Ok(());
-        };
-        let written = file
-            .write_all(text.as_bytes())
-            .and_then(|()| file.sync_data());
-        if let Err(err) = written {
+        let mut first = true;
+        while let Err(err) = Self::try_append(inner, path, text) {
             // The file may now end in a partial line: rewrite it from memory so that the
-            // next append starts on a line of its own. If that fails too, the torn line
-            // is dropped at the next open.
+            // next append starts on a line of its own (on a full disk the rewrite gives
+            // the space reserve back, and the append is tried once more). If the rewrite
+            // fails too, the torn line is dropped at the next open.
             inner.file = None;
-            if let Err(compact_err) = self.compact(inner) {
+            let rewritten = self.compact(inner);
+            if let Err(compact_err) = &rewritten {
                 tracing::error!(error = %compact_err, file = %path.display(), "replay store: rewrite after a failed append failed");
+            }
+            if std::mem::take(&mut first)
+                && rewritten.is_ok()
+                && crate::space_reserve::is_full(&err)
+            {
+                // The rewrite may have given the reserve back already; if not, now.
+                crate::space_reserve::give_back();
+                continue;
             }
             return Err(self.write_error(err));
         }
         inner.file_lines += text.matches('\n').count();
         Ok(())
+    }
+
+    /// One try of [`Self::append`]: open if need be, write, sync.
+    fn try_append(inner: &mut Inner, path: &Path, text: &str) -> io::Result<()> {
+        if inner.file.is_none() {
+            inner.file = Some(crate::fsutil::open_append_private(path)?);
+        }
+        let Some(file) = inner.file.as_mut() else {
+            return Ok(());
+        };
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_data())
     }
 
     fn maybe_compact(&self, inner: &mut Inner) {
