@@ -275,7 +275,7 @@ pub struct Login {
     sessions: Mutex<Sessions>,
     throttle: Mutex<Throttle>,
     verifying: tokio::sync::Semaphore,
-    /// Password checks made (against a real or the dummy hash).
+    /// Hashes verified, real and dummy (an attempt verifies one per cost).
     checks: AtomicU64,
     clock: Clock,
 }
@@ -471,7 +471,7 @@ impl Login {
         lock(&self.sessions).len()
     }
 
-    /// Password checks made so far, an unknown name's included.
+    /// Hashes verified so far, an unknown name's included (one per cost per attempt).
     pub fn checks(&self) -> u64 {
         self.checks.load(Ordering::Relaxed)
     }

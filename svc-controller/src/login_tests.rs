@@ -77,11 +77,11 @@ async fn an_unknown_name_is_checked_against_the_dummy_hash() {
         Err(Refusal::Invalid { known: false })
     );
     assert_eq!(login.checks(), 2, "the unknown name cost a hash check too");
-    // Even the dummy hash's own password does not log an unknown name in.
-    let started = Instant::now();
+    // Whatever the password, an unknown name is refused after its check (counted rather
+    // than timed: the dummy is as cheap as ann's test hash, on purpose).
     let unknown = login.attempt(IP1, "nobody", "whatever").await;
     assert_eq!(unknown, Err(Refusal::Invalid { known: false }));
-    assert!(started.elapsed() > Duration::from_millis(1));
+    assert_eq!(login.checks(), 3);
     assert_eq!(
         login.attempt(ClientKey::Unknown, "ann", "wrong").await,
         Err(Refusal::Invalid { known: true })
