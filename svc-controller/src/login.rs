@@ -19,28 +19,34 @@
 //!   with a session, which must also carry the session's CSRF token ([`SessionInfo::csrf`],
 //!   random per session, compared in constant time by [`SessionInfo::csrf_matches`]).
 //! - `POST /svc/api/login` checks a name and password ([`Login::attempt`]) against the
-//!   argon2 or bcrypt hash of `user.conf` (an unknown name is checked against a dummy
-//!   hash, so both failures take about the same time and say the same thing), then
-//!   starts a session: a random 32-byte token (hex) in the cookie `svc_session`
+//!   argon2 or bcrypt hash of `user.conf`, then starts a session. Every attempt costs the
+//!   same, whatever the name: it verifies one hash of each cost among the users' hashes
+//!   (the user's own where the name is a user's, else a dummy hash of that cost made at
+//!   load, see [`crate::password::dummy_hash_like`]), so an unknown name, a bcrypt user's
+//!   wrong password and an argon2 user's take the same time and get the same answer.
+//!   The session: a random 32-byte token (hex) in the cookie `svc_session`
 //!   (`Path=/svc; HttpOnly; SameSite=Strict; Max-Age=43200`, plus `Secure` behind a proxy
 //!   that sets `X-Forwarded-Proto: https`).
 //! - Sessions live in memory only (a restart ends them all), keyed by the SHA-256 of the
 //!   token (so a lookup's timing says nothing about the token), last [`SESSION_LIFETIME`]
 //!   from login, and are capped at [`MAX_SESSIONS`] (the oldest is dropped).
-//! - Failed logins are throttled in memory ([`Throttle`]), per client address (IPv6 by
-//!   /64: one attempt at a time) and per account (each configured user; all unknown
-//!   names share one entry): each attempt waits the longer of the two delays, which
-//!   double with every consecutive failure ([`FIRST_DELAY`] up to [`MAX_DELAY`]). So a
-//!   guesser spread over many addresses is slowed on the account it guesses, and slows
-//!   no other user's login (there is no global cap, which would let anyone lock everyone
-//!   out). At most [`MAX_CONCURRENT_VERIFICATIONS`] hashes are checked at once (each
+//! - Failed logins are throttled in memory (`login_throttle.rs`), per client address
+//!   (IPv6 by /64: one attempt at a time) and per attempted name (each name its own
+//!   entry, a user's or not, so the throttle tells nothing about who has an account):
+//!   each attempt waits the longer of the two delays, which double with every
+//!   consecutive failure ([`FIRST_DELAY`] up to [`MAX_DELAY`]). So a guesser spread over
+//!   many addresses is slowed on the name it guesses, and slows no other user's login
+//!   (there is no global cap, which would let anyone lock everyone out). The tables are
+//!   bounded: [`MAX_TRACKED_CLIENTS`] addresses, [`MAX_TRACKED_NAMES`] names, and
+//!   [`MAX_NAMES_PER_CLIENT`] new names per address. At most [`MAX_CONCURRENT_VERIFICATIONS`] hashes are checked at once (each
 //!   argon2 check takes about 19 MiB and tens of milliseconds).
 //!
 //! Tokens and passwords are never logged; hashes never leave [`Login`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::net::{IpAddr, Ipv6Addr};
+#[cfg(test)]
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
@@ -50,8 +56,16 @@ use rand::RngCore as _;
 use sha2::{Digest, Sha256};
 
 use crate::config::UserConfig;
-use crate::password::{hash_password, verify_password};
+use crate::password::{dummy_hash_like, hash_cost_key, hash_password, verify_password};
 use crate::rights::Role;
+
+#[path = "login_throttle.rs"]
+mod throttle;
+
+use throttle::Throttle;
+#[cfg(test)]
+use throttle::delay_after;
+pub use throttle::{ClientKey, MAX_NAMES_PER_CLIENT, MAX_TRACKED_NAMES, NameKey, Refusal};
 
 /// Name of the session cookie.
 pub const SESSION_COOKIE: &str = "svc_session";
@@ -76,8 +90,8 @@ pub const MAX_CONCURRENT_VERIFICATIONS: usize = 2;
 // ---------------------------------------------------------------------------------------
 // The dummy hash.
 
-/// Checked instead of a real hash when the name is unknown, so a failure takes as long
-/// for an unknown name as for a wrong password (default argon2id parameters).
+/// Checked when no user's hash gave a cost to copy (login disabled: nothing is checked
+/// then anyway), with the default argon2id parameters.
 static DUMMY_HASH: LazyLock<String> = LazyLock::new(|| {
     let mut random = [0u8; 24];
     rand::rng().fill_bytes(&mut random);
@@ -233,224 +247,35 @@ impl Sessions {
 }
 
 // ---------------------------------------------------------------------------------------
-// Throttle.
-
-/// Who a login attempt comes from: the peer address (IPv6 by its /64, IPv4-mapped IPv6
-/// as IPv4), or `Unknown` when the server did not record the peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ClientKey {
-    /// A peer address, masked.
-    Ip(IpAddr),
-    /// No peer address known: all such attempts share one entry.
-    Unknown,
-}
-
-impl ClientKey {
-    /// The key of a peer address.
-    pub fn from_addr(addr: IpAddr) -> ClientKey {
-        match addr {
-            IpAddr::V4(v4) => ClientKey::Ip(IpAddr::V4(v4)),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => ClientKey::Ip(IpAddr::V4(v4)),
-                None => {
-                    let masked = u128::from(v6) & !((1u128 << 64) - 1);
-                    ClientKey::Ip(IpAddr::V6(Ipv6Addr::from(masked)))
-                }
-            },
-        }
-    }
-}
-
-impl fmt::Display for ClientKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientKey::Ip(ip) => write!(f, "{ip}"),
-            ClientKey::Unknown => f.write_str("unknown"),
-        }
-    }
-}
-
-/// Why an attempt was not checked, or failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// Wrong password, or unknown name (`known` says which, for the log only).
-    Invalid {
-        /// The name exists.
-        known: bool,
-    },
-    /// Another attempt from the same address is being checked.
-    Busy,
-    /// Too many failures: from this address, or for this account.
-    TooMany {
-        /// When an attempt may be made again.
-        retry_after: Duration,
-    },
-}
-
-#[derive(Debug, Clone)]
-struct ClientState {
-    failures: u32,
-    blocked_until: Instant,
-    last_seen: Instant,
-    in_flight: bool,
-}
-
-/// The account an attempt is for: a configured user's name, or `None` for every name
-/// that is not one (so that guessed names cannot grow the table).
-pub type Account = Option<String>;
-
-/// Consecutive failures of one account.
-#[derive(Debug, Clone)]
-struct AccountState {
-    failures: u32,
-    blocked_until: Instant,
-    last_seen: Instant,
-}
-
-/// Failed-login bookkeeping; see the module documentation.
-#[derive(Debug, Default)]
-struct Throttle {
-    clients: HashMap<ClientKey, ClientState>,
-    accounts: HashMap<Account, AccountState>,
-}
-
-/// The wait imposed after `failures` consecutive failures.
-fn delay_after(failures: u32) -> Duration {
-    if failures == 0 {
-        return Duration::ZERO;
-    }
-    let factor = 1u32 << (failures - 1).min(16);
-    FIRST_DELAY.saturating_mul(factor).min(MAX_DELAY)
-}
-
-impl Throttle {
-    /// Admits an attempt: the time it must wait before its check, or a refusal. An
-    /// admitted attempt must be ended with [`Throttle::finish`] or [`Throttle::release`].
-    fn admit(
-        &mut self,
-        key: ClientKey,
-        account: &Account,
-        now: Instant,
-    ) -> Result<Duration, Refusal> {
-        self.prune(now);
-        let account_wait = match self.accounts.get_mut(account) {
-            Some(state)
-                if now.saturating_duration_since(state.last_seen) >= FORGET_FAILURES_AFTER =>
-            {
-                self.accounts.remove(account);
-                Duration::ZERO
-            }
-            Some(state) => state.blocked_until.saturating_duration_since(now),
-            None => Duration::ZERO,
-        };
-        let client = self.clients.entry(key).or_insert(ClientState {
-            failures: 0,
-            blocked_until: now,
-            last_seen: now,
-            in_flight: false,
-        });
-        // Without a known peer every client shares one entry: serialising them would
-        // let anyone block everyone's login, so only the delay applies there.
-        if client.in_flight && key != ClientKey::Unknown {
-            return Err(Refusal::Busy);
-        }
-        if now.saturating_duration_since(client.last_seen) >= FORGET_FAILURES_AFTER {
-            client.failures = 0;
-            client.blocked_until = now;
-        }
-        let wait = client
-            .blocked_until
-            .saturating_duration_since(now)
-            .max(account_wait);
-        if wait > MAX_HELD_WAIT {
-            return Err(Refusal::TooMany { retry_after: wait });
-        }
-        client.in_flight = true;
-        client.last_seen = now;
-        Ok(wait)
-    }
-
-    /// Records the outcome of an admitted attempt.
-    fn finish(&mut self, key: ClientKey, account: &Account, success: bool, now: Instant) {
-        if success {
-            self.clients.remove(&key);
-            self.accounts.remove(account);
-            return;
-        }
-        let state = self
-            .accounts
-            .entry(account.clone())
-            .or_insert(AccountState {
-                failures: 0,
-                blocked_until: now,
-                last_seen: now,
-            });
-        state.failures = state.failures.saturating_add(1);
-        state.blocked_until = now + delay_after(state.failures);
-        state.last_seen = now;
-        let client = self.clients.entry(key).or_insert(ClientState {
-            failures: 0,
-            blocked_until: now,
-            last_seen: now,
-            in_flight: false,
-        });
-        client.failures = client.failures.saturating_add(1);
-        client.blocked_until = now + delay_after(client.failures);
-        client.last_seen = now;
-        client.in_flight = false;
-    }
-
-    /// Ends an admitted attempt whose outcome is unknown (the client went away).
-    fn release(&mut self, key: ClientKey) {
-        if let Some(client) = self.clients.get_mut(&key) {
-            client.in_flight = false;
-        }
-    }
-
-    /// Keeps at most [`MAX_TRACKED_CLIENTS`] entries: forgotten ones first, then the
-    /// least recently seen.
-    fn prune(&mut self, now: Instant) {
-        if self.clients.len() < MAX_TRACKED_CLIENTS {
-            return;
-        }
-        self.clients.retain(|_, c| {
-            c.in_flight || now.saturating_duration_since(c.last_seen) < FORGET_FAILURES_AFTER
-        });
-        if self.clients.len() < MAX_TRACKED_CLIENTS {
-            return;
-        }
-        let mut idle: Vec<(Instant, ClientKey)> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| !c.in_flight)
-            .map(|(key, c)| (c.last_seen, *key))
-            .collect();
-        idle.sort_unstable_by_key(|(seen, _)| *seen);
-        let excess = self.clients.len() + 1 - MAX_TRACKED_CLIENTS;
-        for (_, key) in idle.into_iter().take(excess) {
-            self.clients.remove(&key);
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // Login: users, sessions and throttle together.
 
 /// What [`Login`] keeps of a configured user.
 #[derive(Clone)]
 struct UserEntry {
     hash: Arc<str>,
+    /// What checking `hash` costs ([`hash_cost_key`]).
+    cost: Option<String>,
     role: Role,
+}
+
+/// A dummy hash for one cost among the users' hashes.
+#[derive(Clone)]
+struct Dummy {
+    cost: String,
+    hash: Arc<str>,
 }
 
 /// Users, live sessions and the failed-login throttle of one service.
 pub struct Login {
     /// Name to hash and role.
     users: RwLock<HashMap<String, UserEntry>>,
+    /// One dummy hash per cost among the users' hashes, in a fixed order: what each
+    /// attempt verifies (a user's own hash standing in for the dummy of its cost).
+    dummies: RwLock<Vec<Dummy>>,
     sessions: Mutex<Sessions>,
     throttle: Mutex<Throttle>,
     verifying: tokio::sync::Semaphore,
-    /// Password checks made (against a real or the dummy hash).
+    /// Hashes verified, real and dummy (an attempt verifies one per cost).
     checks: AtomicU64,
     clock: Clock,
 }
@@ -508,6 +333,7 @@ impl Login {
     pub fn with_clock(users: &[UserConfig], clock: Clock) -> Login {
         let login = Login {
             users: RwLock::new(HashMap::new()),
+            dummies: RwLock::new(Vec::new()),
             sessions: Mutex::new(Sessions::default()),
             throttle: Mutex::new(Throttle::default()),
             verifying: tokio::sync::Semaphore::new(MAX_CONCURRENT_VERIFICATIONS),
@@ -531,6 +357,7 @@ impl Login {
             .map(|u| {
                 let account = UserEntry {
                     hash: Arc::from(u.password_hash.as_str()),
+                    cost: hash_cost_key(&u.password_hash),
                     role: u.role,
                 };
                 (u.name.clone(), account)
@@ -539,6 +366,7 @@ impl Login {
         if !new.is_empty() {
             LazyLock::force(&DUMMY_HASH);
         }
+        self.set_dummies(&new);
         let mut current = self.users.write().unwrap_or_else(|e| e.into_inner());
         // A changed role needs no new login: it is looked up with every request.
         let unchanged = |name: &str| {
@@ -548,6 +376,67 @@ impl Login {
         };
         lock(&self.sessions).retain_users(unchanged);
         *current = new;
+    }
+
+    /// Makes one dummy hash per cost among `users`' hashes, keeping those of costs
+    /// already known (a reload pays only for new costs).
+    fn set_dummies(&self, users: &HashMap<String, UserEntry>) {
+        let old = read(&self.dummies).clone();
+        let mut dummies: Vec<Dummy> = Vec::new();
+        for user in users.values() {
+            let Some(cost) = &user.cost else { continue };
+            if dummies.iter().any(|d| &d.cost == cost) {
+                continue;
+            }
+            let kept = old.iter().find(|d| &d.cost == cost).cloned();
+            let made = || {
+                dummy_hash_like(&user.hash).map(|hash| Dummy {
+                    cost: cost.clone(),
+                    hash: Arc::from(hash),
+                })
+            };
+            if let Some(dummy) = kept.or_else(made) {
+                dummies.push(dummy);
+            }
+        }
+        dummies.sort_by(|a, b| a.cost.cmp(&b.cost));
+        *self.dummies.write().unwrap_or_else(|e| e.into_inner()) = dummies;
+    }
+
+    /// The hashes an attempt for `name` verifies, in order, and which of them is the
+    /// user's (`None` for a name that is no user's): one per cost, the same costs for
+    /// every name.
+    fn hashes_for(&self, name: &str) -> (Vec<Arc<str>>, Option<usize>) {
+        let user = read(&self.users).get(name).cloned();
+        let dummies = read(&self.dummies);
+        let mut own = None;
+        let mut hashes: Vec<Arc<str>> = Vec::with_capacity(dummies.len().max(1));
+        for dummy in dummies.iter() {
+            match &user {
+                Some(user) if own.is_none() && user.cost.as_ref() == Some(&dummy.cost) => {
+                    own = Some(hashes.len());
+                    hashes.push(user.hash.clone());
+                }
+                _ => hashes.push(dummy.hash.clone()),
+            }
+        }
+        if let (Some(user), None) = (&user, own) {
+            // A hash without a cost key (which the configuration refuses) matches
+            // nothing; checked for the name's answer all the same.
+            own = Some(hashes.len());
+            hashes.push(user.hash.clone());
+        }
+        if hashes.is_empty() {
+            hashes.push(Arc::from(DUMMY_HASH.as_str()));
+        }
+        (hashes, own)
+    }
+
+    /// The costs an attempt for `name` pays (the tests compare names).
+    #[cfg(test)]
+    pub(crate) fn costs_for(&self, name: &str) -> Vec<Option<String>> {
+        let (hashes, _) = self.hashes_for(name);
+        hashes.iter().map(|h| hash_cost_key(h)).collect()
     }
 
     /// The user of a live session `token`, whether or not the account still exists: the
@@ -582,7 +471,7 @@ impl Login {
         lock(&self.sessions).len()
     }
 
-    /// Password checks made so far, an unknown name's included.
+    /// Hashes verified so far, an unknown name's included (one per cost per attempt).
     pub fn checks(&self) -> u64 {
         self.checks.load(Ordering::Relaxed)
     }
@@ -600,9 +489,8 @@ impl Login {
         name: &str,
         password: &str,
     ) -> Result<(), Refusal> {
-        let stored = read(&self.users).get(name).map(|a| a.hash.clone());
-        let account: Account = stored.as_ref().map(|_| name.to_owned());
-        let wait = lock(&self.throttle).admit(client, &account, (self.clock)())?;
+        let name_key = NameKey::of(name);
+        let wait = lock(&self.throttle).admit(client, name_key, (self.clock)())?;
         let mut admitted = Admitted {
             login: self,
             key: client,
@@ -611,18 +499,28 @@ impl Login {
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
-        let known = stored.is_some();
-        let hash: Arc<str> = stored.unwrap_or_else(|| Arc::from(DUMMY_HASH.as_str()));
+        // Looked up after the wait: a reload meanwhile counts.
+        let (hashes, own) = self.hashes_for(name);
+        let known = own.is_some();
         let matches = {
             let _permit = self.verifying.acquire().await;
             let password = password.to_string();
-            self.checks.fetch_add(1, Ordering::Relaxed);
-            tokio::task::spawn_blocking(move || verify_password(&password, &hash))
-                .await
-                .unwrap_or(false)
+            self.checks
+                .fetch_add(hashes.len() as u64, Ordering::Relaxed);
+            // Every hash is verified, the user's one among them: no early end, so the
+            // time does not depend on which one is the user's, or on whether one is.
+            let verified = tokio::task::spawn_blocking(move || {
+                hashes
+                    .iter()
+                    .map(|hash| verify_password(&password, hash))
+                    .collect::<Vec<bool>>()
+            })
+            .await
+            .unwrap_or_default();
+            own.is_some_and(|at| verified.get(at).copied().unwrap_or(false))
         };
         let success = known && matches;
-        lock(&self.throttle).finish(client, &account, success, (self.clock)());
+        lock(&self.throttle).finish(client, name_key, success, (self.clock)());
         admitted.finished = true;
         if success {
             Ok(())

@@ -154,6 +154,63 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
     }
 }
 
+/// What a check against `hash` costs, as a key: its family and parameters (argon2
+/// variant, version, memory, passes, lanes and output length; bcrypt cost). Two hashes
+/// with the same key take the same time to verify. `None` for a hash that
+/// [`check_password_hash`] refuses.
+pub fn hash_cost_key(hash: &str) -> Option<String> {
+    check_password_hash(hash).ok()?;
+    match hash_kind(hash)? {
+        HashKind::Argon2 => {
+            let parsed = PasswordHash::new(hash).ok()?;
+            let params = argon2::Params::try_from(&parsed).ok()?;
+            Some(format!(
+                "{}$v={}$m={},t={},p={},len={:?}",
+                parsed.algorithm,
+                parsed.version.unwrap_or(0x13),
+                params.m_cost(),
+                params.t_cost(),
+                params.p_cost(),
+                params.output_len()
+            ))
+        }
+        HashKind::Bcrypt => {
+            let parts: bcrypt::HashParts = hash.parse().ok()?;
+            Some(format!("bcrypt$cost={}", parts.get_cost()))
+        }
+    }
+}
+
+/// A hash of a random password that costs as much to verify as `hash` (same key for
+/// [`hash_cost_key`]): what an unknown name is checked against, so that its refusal
+/// takes as long as a user's wrong password. `None` for a hash that
+/// [`check_password_hash`] refuses.
+pub fn dummy_hash_like(hash: &str) -> Option<String> {
+    check_password_hash(hash).ok()?;
+    let mut random = [0u8; 24];
+    rand::rng().fill_bytes(&mut random);
+    let password = hex::encode(random);
+    match hash_kind(hash)? {
+        HashKind::Argon2 => {
+            let parsed = PasswordHash::new(hash).ok()?;
+            let params = argon2::Params::try_from(&parsed).ok()?;
+            let algorithm = argon2::Algorithm::try_from(parsed.algorithm).ok()?;
+            let version = argon2::Version::try_from(parsed.version.unwrap_or(0x13)).ok()?;
+            let mut salt = [0u8; 16];
+            rand::rng().fill_bytes(&mut salt);
+            let salt = SaltString::encode_b64(&salt).ok()?;
+            Argon2::new(algorithm, version, params)
+                .hash_password(password.as_bytes(), &salt)
+                .ok()
+                .map(|hash| hash.to_string())
+        }
+        HashKind::Bcrypt => {
+            let parts: bcrypt::HashParts = hash.parse().ok()?;
+            bcrypt::hash(password, parts.get_cost()).ok()
+        }
+    }
+}
+
 /// A cheap argon2 hash (tests only; the service hashes with the default parameters).
 #[cfg(test)]
 pub(crate) fn cheap_argon2(algorithm: argon2::Algorithm, password: &str) -> String {
@@ -244,6 +301,29 @@ mod tests {
                 .expect_err("plain text")
                 .contains("hash-password")
         );
+    }
+
+    #[test]
+    fn a_dummy_hash_costs_what_its_model_costs() {
+        let models = [
+            hash_password("x").expect("hash"),
+            cheap_argon2(Algorithm::Argon2i, "x"),
+            cheap_argon2(Algorithm::Argon2d, "x"),
+            bcrypt::hash("x", 4).expect("bcrypt hash"),
+            bcrypt::hash("x", 5)
+                .expect("bcrypt hash")
+                .replacen("$2b$", "$2y$", 1),
+        ];
+        for model in &models {
+            let dummy = dummy_hash_like(model).expect(model);
+            assert_eq!(check_password_hash(&dummy), Ok(()), "{dummy}");
+            assert_eq!(hash_cost_key(&dummy), hash_cost_key(model), "{model}");
+            assert!(!verify_password("x", &dummy), "a random password");
+        }
+        let keys: std::collections::HashSet<_> = models.iter().map(|m| hash_cost_key(m)).collect();
+        assert_eq!(keys.len(), models.len(), "{keys:?}");
+        assert_eq!(hash_cost_key("hunter2"), None);
+        assert_eq!(dummy_hash_like("hunter2"), None);
     }
 
     #[test]

@@ -392,10 +392,52 @@ fn child_setup(prepared: &Prepared<'_>) -> io::Result<()> {
         check(libc::dup2(prepared.stdin, 0))?;
         check(libc::dup2(prepared.stdout, 1))?;
         check(libc::dup2(prepared.stderr, 2))?;
+        close_on_exec_from(3)?;
         check(libc::setpgid(0, 0))?;
         check(libc::chdir(prepared.dir.as_ptr()))?;
     }
     (prepared.pre_exec)()
+}
+
+/// Highest descriptor the fallback of [`close_on_exec_from`] marks, whatever the limit
+/// says: a loop of one system call per descriptor must stay short.
+const FALLBACK_FD_CEILING: libc::rlim_t = 1 << 20;
+
+/// Marks every descriptor from `first` up close-on-exec, so that the program gets its
+/// standard streams and nothing else: not what the controller inherited from whoever
+/// started it without `O_CLOEXEC` (which would hand a job a file or socket of the
+/// service), nor anything of the runner's. Marked rather than closed, so that the error
+/// report pipe stays open until the program is executed. `close_range` (Linux 5.11 for
+/// the flag) does it in one call; an older kernel gets one `fcntl` per possible
+/// descriptor. Makes system calls only, as the child must.
+fn close_on_exec_from(first: libc::c_uint) -> io::Result<()> {
+    // SAFETY: a system call on the child's own descriptor table, with plain arguments.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if done == 0 {
+        return Ok(());
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: fills a local struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let end = limit.rlim_cur.min(FALLBACK_FD_CEILING) as libc::c_int;
+    for fd in first as libc::c_int..end {
+        // SAFETY: flags of a descriptor of the child's own; an unused number fails with
+        // EBADF, which is what nothing to mark means.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
 }
 
 /// Executes the first candidate path that is there; returns the error to report: the
@@ -494,6 +536,25 @@ mod tests {
             )
         );
         assert_eq!(err, "to-stderr\n");
+    }
+
+    #[test]
+    fn descriptors_the_runner_inherited_do_not_reach_the_command() {
+        // A descriptor without O_CLOEXEC, as a parent of the controller may leave one.
+        let file = tempfile::tempfile().expect("tempfile");
+        // SAFETY: duplicates a descriptor this test owns; the copy is closed below.
+        let inherited = unsafe { libc::dup(file.as_raw_fd()) };
+        assert!(inherited > 2, "dup: {}", io::Error::last_os_error());
+        let script = format!(
+            "if [ -e /proc/$$/fd/{inherited} ]; then echo leaked; else echo closed; fi; \
+             ls /proc/$$/fd"
+        );
+        let result = run(&["sh", "-c", &script], "/");
+        // SAFETY: closes the copy made above.
+        unsafe { libc::close(inherited) };
+        let (status, out, _) = result.expect("spawn");
+        assert!(status.success());
+        assert!(out.starts_with("closed\n"), "{out}");
     }
 
     #[test]

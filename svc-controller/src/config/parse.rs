@@ -1000,6 +1000,7 @@ fn parse_mailboxes(value: &str) -> Result<Vec<Mailbox>, String> {
 /// bytes the base64 decodes to); any other value is used as it is. The message never
 /// quotes the value.
 fn parse_webhook_key(value: &str) -> Result<WebhookKey, String> {
+    guards::check_secret_not_blank(value)?;
     let bytes = standard_key(value)?;
     if bytes.is_empty() {
         return Err("the key is empty".into());
@@ -1132,10 +1133,15 @@ fn read_main(
     config.dir_state = r
         .parsed("dir_state", |v| Ok(resolve_path(&base, Path::new(v))))
         .unwrap_or_else(|| base.join(DEFAULT_DIR_STATE));
-    config.secret = r
-        .text_or_empty("secret")
-        .filter(|s| !s.is_empty())
-        .map(Secret::new);
+    config.secret = r.secret("secret");
+    // Checked once `dir_state` is known: it must stay clear of the state directory too.
+    if let Some(dir) = config.dir_public.clone()
+        && let Err(message) = guards::check_dir_public(&config, &dir)
+        && let Some(entry) = r.first("dir_public")
+    {
+        r.fail(entry, &message);
+        config.dir_public = None;
+    }
     if let Some(v) = r.parsed("http_timeout", parse_positive_duration) {
         config.http_timeout = v;
     }
@@ -1568,7 +1574,10 @@ impl<'m> Loader<'m> {
             .unwrap_or((AuthKind::HmacSha256, AuthKind::HmacSha256.as_str()));
         // An empty `secret =` means the main secret, as before; a repeated key holds
         // the secrets of a rotation.
-        let secrets = r.non_empty_list("secret", |value| job_key(auth_kind, value));
+        let secrets = r.non_empty_list("secret", |value| {
+            guards::check_secret_not_blank(value)?;
+            job_key(auth_kind, value)
+        });
         let filter_event = r.list("filter_event", |v| Ok(v.to_ascii_lowercase()));
         let filter_ref = r.list("filter_ref", parse_ref_glob);
         let header_sign = r
@@ -1838,10 +1847,7 @@ impl<'m> Loader<'m> {
         let mut r = Reader::new(file, section, HTTP_JOB_KEYS, &mut self.errors);
 
         let description = r.text_or_empty("description").unwrap_or_default();
-        let secret = r
-            .text_or_empty("secret")
-            .filter(|s| !s.is_empty())
-            .map(Secret::new);
+        let secret = r.secret("secret");
         let timezone = r.zone(main);
         let timer = r.timer(&timezone);
         let http_method = r
@@ -2520,9 +2526,16 @@ pub fn job_id_from_name(name: &str) -> String {
         .collect()
 }
 
+#[path = "guards.rs"]
+mod guards;
+
 #[cfg(test)]
 #[path = "test_tree.rs"]
 mod test_tree;
+
+#[cfg(test)]
+#[path = "guards_tests.rs"]
+mod guards_tests;
 
 #[cfg(test)]
 #[path = "parse_tests.rs"]

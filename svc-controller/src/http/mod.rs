@@ -15,6 +15,7 @@ mod job_http;
 mod job_log;
 mod log_stream;
 mod login;
+mod origin;
 mod public;
 mod query;
 mod read_timeout;
@@ -172,6 +173,9 @@ struct OpenRoutes {
     get: Vec<RoutePattern>,
     /// Open to POST.
     post: Vec<RoutePattern>,
+    /// The webhook routes (open to POST too): no browser session authorises them, so the
+    /// `Origin` check leaves them to their signatures.
+    webhooks: Vec<RoutePattern>,
 }
 
 /// The paths a route pattern matches, as far as the login check needs them.
@@ -212,6 +216,20 @@ impl OpenRoutes {
         pattern
     }
 
+    /// Marks the webhook route `pattern` open to POST and outside the `Origin` check;
+    /// gives `pattern` back for `route`.
+    fn webhook(&mut self, pattern: &'static str) -> &'static str {
+        self.webhooks.push(RoutePattern::of(pattern));
+        self.post(pattern)
+    }
+
+    /// True when the `Origin` check applies to a request to `path` ([`origin`]): below
+    /// `/svc`, and not a webhook delivery.
+    fn origin_checked(&self, path: &str) -> bool {
+        (path == "/svc" || path.starts_with("/svc/"))
+            && !self.webhooks.iter().any(|pattern| pattern.matches(path))
+    }
+
     /// True when a request needs a session while login is enabled.
     fn needs_login(&self, method: &Method, path: &str) -> bool {
         if path != "/svc" && !path.starts_with("/svc/") {
@@ -237,6 +255,7 @@ pub fn router(state: AppState) -> App {
         public_read: state.engine.main().public_read,
         open: Arc::new(open),
         hosts: host::AllowedHosts::from_main(state.engine.main()).map(Arc::new),
+        proxies: state.proxies,
         body_timeout: state.engine.main().http_body_timeout,
     }
 }
@@ -299,14 +318,14 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
         ));
     let webhooks = Router::new()
         .route(
-            open.post("/svc/api/job/run/{*path}"),
+            open.webhook("/svc/api/job/run/{*path}"),
             post(webhook::trigger),
         )
         .route(
-            open.post("/svc/api/job_exec/run/{*path}"),
+            open.webhook("/svc/api/job_exec/run/{*path}"),
             post(webhook::trigger),
         )
-        .route(open.post("/svc/job/{*path}"), post(webhook::trigger))
+        .route(open.webhook("/svc/job/{*path}"), post(webhook::trigger))
         .route_layer((
             RequestBodyLimitLayer::new(WEBHOOK_BODY_LIMIT),
             DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT),
@@ -344,10 +363,12 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
 /// 1. the size of its head: over [`server::MAX_HEADER_BYTES`] it is answered 431;
 /// 2. its `Host`, on a loopback listener or with `allowed_hosts` ([`host`]): 421 when
 ///    it names another site;
-/// 3. its body gets [`BODY_READ_TIMEOUT`] between frames and `http_body_timeout` in all;
-/// 4. the login check, for a request whose route needs a session (`OpenRoutes`,
+/// 3. its `Origin`, for a browser's request that changes something ([`origin`]): 403
+///    when it names another site;
+/// 4. its body gets [`BODY_READ_TIMEOUT`] between frames and `http_body_timeout` in all;
+/// 5. the login check, for a request whose route needs a session (`OpenRoutes`,
 ///    [`crate::login::guard`]);
-/// 5. routing; then an error answer that is not JSON is put into the wrapper
+/// 6. routing; then an error answer that is not JSON is put into the wrapper
 ///    (`wrap_plain_errors`);
 ///
 /// and every answer is counted in `svc_http_requests_total` by route template (`other`
@@ -367,6 +388,9 @@ pub struct App {
     open: Arc<OpenRoutes>,
     /// The `Host` check; `None` when there is none (see [`host`]).
     hosts: Option<Arc<host::AllowedHosts>>,
+    /// `trusted_proxies`: whose `X-Forwarded-Proto` says how the client reached the
+    /// service, for the `Origin` check.
+    proxies: Arc<crate::proxies::TrustedProxies>,
     /// `http_body_timeout`: the whole-body deadline.
     body_timeout: std::time::Duration,
 }
@@ -405,6 +429,9 @@ where
             );
             return AppFuture::answered(head, refusal.into_response());
         }
+        if let Some(refusal) = self.foreign_origin(&request) {
+            return AppFuture::answered(head, refusal);
+        }
         let (idle, whole) = (BODY_READ_TIMEOUT.min(self.body_timeout), self.body_timeout);
         let mut request =
             request.map(|body| axum::body::Body::new(ReadTimeout::new(body, idle, whole)));
@@ -420,6 +447,28 @@ where
             head,
             step: Step::Routed(self.routes.call(request)),
         }
+    }
+}
+
+impl App {
+    /// The 403 answer of a browser's request that changes something and comes from
+    /// another site ([`origin`]); `None` when it goes on.
+    fn foreign_origin<B>(&self, request: &axum::http::Request<B>) -> Option<Response> {
+        let headers = request.headers();
+        if !origin::applies(request.method(), headers)
+            || !self.open.origin_checked(request.uri().path())
+        {
+            return None;
+        }
+        // As the client reached the service: https only on a trusted proxy's word.
+        let https = access::peer_of(request.extensions())
+            .is_some_and(|peer| self.proxies.trusts(peer))
+            && access::forwarded_https(headers);
+        if origin::same_origin(headers, request.uri(), https) {
+            return None;
+        }
+        tracing::debug!(path = request.uri().path(), "cross-origin request refused");
+        Some(ApiError::new(StatusCode::FORBIDDEN, origin::FOREIGN_ORIGIN).into_response())
     }
 }
 
@@ -631,6 +680,29 @@ async fn method_not_allowed() -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn webhooks_alone_are_left_out_of_the_origin_check() {
+        let (_, open) = routes();
+        for path in [
+            "/svc/api/job/run/a",
+            "/svc/api/job_exec/run/a/b",
+            "/svc/job/a",
+        ] {
+            assert!(!open.origin_checked(path), "{path}");
+        }
+        for path in [
+            "/svc/api/login",
+            "/svc/api/auth/login",
+            "/svc/api/logout",
+            "/svc/api/job_exec/pause",
+            "/svc/api/reload",
+            "/svc",
+        ] {
+            assert!(open.origin_checked(path), "{path}");
+        }
+        assert!(!open.origin_checked("/index.html"), "the public directory");
+    }
 
     #[test]
     fn what_needs_a_login() {
