@@ -707,6 +707,39 @@ pub fn kernel_abi() -> Option<u32> {
     }
 }
 
+/// Adds to `ruleset` a rule that grants reading (files, listing, executing) below the
+/// directory open as `dir`: a run's own `/proc`, mounted after the ruleset was built (the
+/// walk granted reading on the host's, a different file system). A kept ruleset shared by
+/// a busy job's runs gets one such rule per run until it is rebuilt.
+pub fn allow_reading_below(ruleset: RawFd, dir: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    /// `struct landlock_path_beneath_attr` (packed, as in the kernel's header).
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    let attr = PathBeneathAttr {
+        allowed_access: (AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir).bits(),
+        parent_fd: dir.as_raw_fd(),
+    };
+    // SAFETY: the attribute is a local of the layout the kernel expects, read during the
+    // call only; the descriptors are checked by the kernel.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Applies the ruleset to the calling (child) process; `no_new_privs` must be set.
 /// Async-signal-safe: one system call, no allocation.
 pub fn restrict(ruleset: RawFd) -> io::Result<()> {

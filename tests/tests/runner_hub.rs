@@ -40,6 +40,7 @@ async fn ruleset_reaches_the_runner(forked: bool) {
     sandbox.attached = Some(prepared.summary.clone());
     let request = ExecRequest {
         sandbox: Some(sandbox),
+        private_dirs: Vec::new(),
         ..commands_request(
             vec![
                 "echo w > in-work && echo wrote-work".into(),
@@ -100,6 +101,7 @@ fn commands_request(commands: Vec<String>, dir_work: String) -> ExecRequest {
         limits: Default::default(),
         keep_capabilities: None,
         sandbox: None,
+        private_dirs: Vec::new(),
         action: Action::Commands {
             commands,
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],

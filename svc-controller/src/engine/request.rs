@@ -267,6 +267,7 @@ pub fn job_request(
         },
         keep_capabilities: run_as.is_root().then_some(job.capabilities),
         sandbox: job.sandbox.then(|| sandbox(main, job, dir_work)),
+        private_dirs: Vec::new(),
         action: Action::Commands {
             commands: job.commands.clone(),
             env,
@@ -323,6 +324,7 @@ pub fn http_request(job: &HttpJobConfig, counter: u64, run_as: &RunAs) -> ExecRe
         // A JobHttp runs no command: the runner makes the call itself.
         keep_capabilities: None,
         sandbox: None,
+        private_dirs: Vec::new(),
         action: Action::Http(HttpCall {
             method: job.http_method.as_str().to_string(),
             url: job.http_url.clone(),
