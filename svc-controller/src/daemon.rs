@@ -346,6 +346,9 @@ fn serve_or_check(cli: Cli) -> ExitCode {
                 next.join(", ")
             );
         }
+        if let Ok(runner) = runner_path(config.main.runner_path.as_deref()) {
+            println!("  containment: {}", crate::containment::probe(&runner).line);
+        }
         if let Some(cluster) = &config.main.cluster {
             return check_cluster(cluster, &config);
         }
@@ -583,6 +586,12 @@ pub async fn run(
         None => None,
     };
     let runner = runner_path(main.runner_path.as_deref())?;
+    let containment = crate::containment::probe(&runner);
+    if containment.namespaces() {
+        tracing::info!(containment = %containment.line, "runs are contained in namespaces");
+    } else {
+        tracing::warn!(containment = %containment.line, "runs are not contained in namespaces");
+    }
     let engine = {
         let _inside = engine_runtime.enter();
         let hub = RunnerHub::start(

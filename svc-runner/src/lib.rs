@@ -63,8 +63,17 @@ pub struct Cli {
     /// Unix socket of the controller to connect to. A fork server does not connect to
     /// it (its runners are given their connections); there it names the controller the
     /// server belongs to, for whoever reads the process list.
-    #[arg(long, value_name = "PATH")]
-    pub socket: PathBuf,
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_unless_present = "probe_containment"
+    )]
+    pub socket: Option<PathBuf>,
+    /// Make a run's namespaces as for a run of commands (as user nobody when started as
+    /// root without CAP_SYS_ADMIN), end them, print one line saying how runs are
+    /// contained here and why, and exit: svc-controller's start-up and --check.
+    #[arg(long)]
+    pub probe_containment: bool,
     /// Serve the controller as its runner fork server: read its requests on standard
     /// input (a Unix socket) and fork one runner per request, whose connection comes
     /// with the request.

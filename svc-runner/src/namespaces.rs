@@ -261,3 +261,54 @@ impl Contained {
         drop(self);
     }
 }
+
+/// What `svc-runner --probe-containment` prints: how this host contains runs, and why
+/// not when it does not. Changes this process's user when it is root without
+/// CAP_SYS_ADMIN (it is a throwaway process): runs as another user then get a user
+/// namespace, and that is what is tried, as user nobody.
+pub async fn probe() -> String {
+    const NOBODY: u32 = 65534;
+    let fallback = "fallback: processes are ended by process group and as orphans of the \
+                    runner, which a job that kills its runner escapes";
+    if privileged() {
+        return match enter(&[], None) {
+            Ok(contained) => {
+                contained.end();
+                "namespaces: each run of commands in PID, mount and IPC namespaces of its \
+                 own (made with CAP_SYS_ADMIN)"
+                    .into()
+            }
+            Err(why) => format!("{fallback} ({why})"),
+        };
+    }
+    let root = nix::unistd::geteuid().is_root();
+    if root {
+        let nobody = nix::unistd::Gid::from_raw(NOBODY);
+        let switched = nix::unistd::setgroups(&[])
+            .and_then(|()| nix::unistd::setgid(nobody))
+            .and_then(|()| nix::unistd::setuid(nix::unistd::Uid::from_raw(NOBODY)));
+        if let Err(err) = switched {
+            return format!("{fallback} (no CAP_SYS_ADMIN, and cannot try as another user: {err})");
+        }
+    }
+    let ids = (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    match enter(&[], Some(ids)) {
+        Ok(contained) => {
+            contained.end();
+            let mut line = "namespaces: each run of commands in PID, mount and IPC namespaces of \
+                            its own, in a user namespace (no CAP_SYS_ADMIN)"
+                .to_string();
+            if root {
+                line.push_str(
+                    "; runs as root: fallback, their capabilities would not count in a user \
+                     namespace",
+                );
+            }
+            line
+        }
+        Err(why) => format!("{fallback} (no CAP_SYS_ADMIN, and no user namespace: {why})"),
+    }
+}
