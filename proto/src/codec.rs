@@ -157,6 +157,10 @@ mod tests {
                 readable_dirs: Vec::new(),
                 attached: None,
             }),
+            private_dirs: vec![crate::PrivateDir {
+                cover: "/var/lib/svc/tmp".into(),
+                keep: Some("backup_home".into()),
+            }],
             action: Action::Commands {
                 commands: vec!["echo 'hi'".into(), "false".into()],
                 env: vec![("PATH".into(), "/usr/bin:/bin".into())],

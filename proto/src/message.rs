@@ -127,7 +127,25 @@ pub struct ExecRequest {
     /// runner makes itself, or a job with `sandbox = false`).
     #[serde(default)]
     pub sandbox: Option<Sandbox>,
+    /// Directories of the service that hold every run's (or every job's) own entry:
+    /// in the run's mount namespace each is covered, and only the entry of this run's
+    /// job is put back, so that the commands cannot reach another run's request body,
+    /// temporary directory or working directory, not even to change its permissions
+    /// (which no file-system sandbox restricts). Empty: nothing covered (a JobHttp, or
+    /// a runner that cannot make namespaces).
+    #[serde(default)]
+    pub private_dirs: Vec<PrivateDir>,
     pub action: Action,
+}
+
+/// A directory the commands see empty but for one entry of their own
+/// ([`ExecRequest::private_dirs`]). Paths are absolute.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrivateDir {
+    /// The directory covered (with an empty, read-only file system).
+    pub cover: String,
+    /// The name of the one entry of `cover` put back (a directory), when there is one.
+    pub keep: Option<String>,
 }
 
 /// What the commands of a run may write and may not read: a Landlock ruleset applied to

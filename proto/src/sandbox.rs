@@ -41,7 +41,7 @@ use std::time::{Duration, SystemTime};
 
 use landlock::{
     ABI, Access as _, AccessFs, BitFlags, CompatLevel, Compatible as _, PathBeneath, Ruleset,
-    RulesetAttr as _, RulesetCreated, RulesetCreatedAttr as _, make_bitflags,
+    RulesetAttr as _, RulesetCreated, RulesetCreatedAttr as _, Scope, make_bitflags,
 };
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, openat};
@@ -287,9 +287,13 @@ fn build_base(protected_paths: &[String]) -> Result<Built, String> {
             ))));
         }
     };
+    // Scoped (ABI 6 and later): a command signals, and connects to abstract Unix
+    // sockets of, only processes of its own domain, its own descendants; not the runner,
+    // nor another run's processes, whatever its user may otherwise reach.
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(NEWEST))
+        .and_then(|ruleset| ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal))
         .and_then(Ruleset::create);
     let mut ruleset = match ruleset {
         Ok(ruleset) => ruleset,
@@ -369,8 +373,9 @@ pub fn prepare(spec: &crate::Sandbox, base: Option<Base>) -> Result<Prepared, St
     let writable = spec.write_paths.join(", ");
     let unreadable: Vec<String> = protected.iter().map(|p| p.display().to_string()).collect();
     let mut summary = format!(
-        "sandbox: landlock ABI {abi}, {}; writable: {writable}; unreadable: {}",
+        "sandbox: landlock ABI {abi}, {}{}; writable: {writable}; unreadable: {}",
         level(abi),
+        scoped(abi),
         unreadable.join(", ")
     );
     if !notes.is_empty() {
@@ -405,6 +410,16 @@ fn level(abi: i32) -> String {
         "partially enforced (this kernel does not restrict {})",
         names.join(", ")
     )
+}
+
+/// What the summary says of the scopes: ABI 6 brought the signal and abstract Unix
+/// socket scopes.
+fn scoped(abi: i32) -> &'static str {
+    if abi >= 6 {
+        ", signals and abstract Unix sockets scoped to the command"
+    } else {
+        ", signals and abstract Unix sockets not scoped (this kernel has no Landlock scopes)"
+    }
 }
 
 fn right_name(right: AccessFs) -> &'static str {
@@ -705,6 +720,39 @@ pub fn kernel_abi() -> Option<u32> {
         Support::Abi(abi) => u32::try_from(abi).ok(),
         Support::Disabled | Support::Missing | Support::Refused(_) => None,
     }
+}
+
+/// Adds to `ruleset` a rule that grants reading (files, listing, executing) below the
+/// directory open as `dir`: a run's own `/proc`, mounted after the ruleset was built (the
+/// walk granted reading on the host's, a different file system). A kept ruleset shared by
+/// a busy job's runs gets one such rule per run until it is rebuilt.
+pub fn allow_reading_below(ruleset: RawFd, dir: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    /// `struct landlock_path_beneath_attr` (packed, as in the kernel's header).
+    #[repr(C, packed)]
+    struct PathBeneathAttr {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    let attr = PathBeneathAttr {
+        allowed_access: (AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir).bits(),
+        parent_fd: dir.as_raw_fd(),
+    };
+    // SAFETY: the attribute is a local of the layout the kernel expects, read during the
+    // call only; the descriptors are checked by the kernel.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if result != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Applies the ruleset to the calling (child) process; `no_new_privs` must be set.

@@ -350,6 +350,9 @@ fn serve_or_check(cli: Cli) -> ExitCode {
         for note in replay_notes::replay_notes(&config) {
             println!("  {note}");
         }
+        if let Ok(runner) = runner_path(config.main.runner_path.as_deref()) {
+            println!("  containment: {}", crate::containment::probe(&runner).line);
+        }
         if let Some(cluster) = &config.main.cluster {
             return check_cluster(cluster, &config);
         }
@@ -587,6 +590,12 @@ pub async fn run(
         None => None,
     };
     let runner = runner_path(main.runner_path.as_deref())?;
+    let containment = crate::containment::probe(&runner);
+    if containment.namespaces() {
+        tracing::info!(containment = %containment.line, "runs are contained in namespaces");
+    } else {
+        tracing::warn!(containment = %containment.line, "runs are not contained in namespaces");
+    }
     let engine = {
         let _inside = engine_runtime.enter();
         let hub = RunnerHub::start(

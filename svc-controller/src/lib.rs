@@ -7,6 +7,7 @@ pub mod audit;
 pub mod auth;
 pub mod cluster;
 pub mod config;
+pub mod containment;
 pub mod daemon;
 pub mod delivery;
 pub mod duration;

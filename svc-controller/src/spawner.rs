@@ -17,7 +17,8 @@ use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 
 /// `PATH` of the runner process itself (the commands get their own).
-const RUNNER_PATH_ENV: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const RUNNER_PATH_ENV: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// What the spawner's thread is asked: a command to start, and where its child goes.
 type SpawnRequest = (Command, oneshot::Sender<io::Result<Child>>);

@@ -170,7 +170,12 @@ fn spawn(
     let limits = work.limits;
     let keep_capabilities = work.keep_capabilities;
     let sandbox = work.sandbox;
-    let runner_pid = nix::unistd::getpid();
+    // In the run's PID namespace the runner, outside it, is pid 0 to the command.
+    let runner_pid = if work.contained.is_some() {
+        nix::unistd::Pid::from_raw(0)
+    } else {
+        nix::unistd::getpid()
+    };
     // Runs in the child between the clone and the program: system calls only
     // (getrlimit, setrlimit, capget, capset, prctl, getppid, landlock_restrict_self),
     // no allocation.
@@ -196,8 +201,9 @@ fn spawn(
 
 /// In the command's process, before it executes: if the runner dies (killed, say) before
 /// it has told the controller the command's process group, nobody could end the command;
-/// so it gets SIGKILL when the runner dies. Checked against the runner's pid afterwards,
-/// in case the runner died before the call. Async-signal-safe.
+/// so it gets SIGKILL when the runner dies. Checked against the runner's pid afterwards
+/// (0 in the run's PID namespace, where an orphan's parent would be the init, 1), in
+/// case the runner died before the call. Async-signal-safe.
 fn end_with_runner(runner_pid: nix::unistd::Pid) -> std::io::Result<()> {
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
     if nix::unistd::getppid() != runner_pid {
@@ -329,15 +335,7 @@ async fn run_one(
     drop(stderr);
 
     end_group(work, pgid, term_sent, kill_sent).await;
-    let swept = process_tree::sweep(&BTreeSet::new()).await;
-    if swept > 0 {
-        work.reporter
-            .log(format!(
-                "killed {swept} leftover process{} of the command that had left its process group",
-                if swept == 1 { "" } else { "es" }
-            ))
-            .await;
-    }
+    sweep(work).await;
 
     let (code, signal) = exit.unwrap_or((None, None));
     let report = ExitReport {
@@ -348,6 +346,32 @@ async fn run_one(
         duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
     };
     Ok((report, ended))
+}
+
+/// Kills whatever the command left outside its process group: every other process of
+/// the run's PID namespace (through its init), or without one, the orphans re-parented
+/// to the runner.
+async fn sweep(work: &mut Work<'_>) {
+    let swept = match work.contained {
+        Some(contained) => match contained.sweep().await {
+            Ok(swept) => usize::try_from(swept).unwrap_or(usize::MAX),
+            Err(err) => {
+                work.reporter
+                    .log(format!("cannot sweep the run's namespace: {err}"))
+                    .await;
+                0
+            }
+        },
+        None => process_tree::sweep(&BTreeSet::new()).await,
+    };
+    if swept > 0 {
+        work.reporter
+            .log(format!(
+                "killed {swept} leftover process{} of the command that had left its process group",
+                if swept == 1 { "" } else { "es" }
+            ))
+            .await;
+    }
 }
 
 /// Ends what is left of process group `pgid` after the direct child exited: SIGTERM (unless

@@ -17,6 +17,7 @@ pub mod connection;
 pub mod credentials;
 pub mod fork_server;
 pub mod http_call;
+pub mod namespaces;
 pub mod process_tree;
 pub mod spawn;
 
@@ -35,6 +36,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::connection::{Reporter, Stop, StopHandle, wait_stop};
+use crate::namespaces::EnterError;
 
 /// Command line of `svc-runner`.
 #[derive(Debug, Clone, Parser)]
@@ -45,7 +47,9 @@ use crate::connection::{Reporter, Stop, StopHandle, wait_stop};
     long_about = "Runs one execution of an svc job for svc-controller; not meant to be started \
         by hand. svc-controller starts one runner per execution and hands it a one-time token \
         on standard input. The runner connects back to the controller on the Unix socket \
-        PATH, receives the work, switches to the job's user and group, runs the job's \
+        PATH, receives the work, makes the run's PID, mount and IPC namespaces (where it \
+        can; the run's log says how the run is contained), switches to the job's user and \
+        group, runs the job's \
         commands (or makes the HTTP call of a JobHttp) in their own process group, each \
         with no_new_privs, its resource limits and the run's Landlock file-system sandbox \
         (what it enforces is logged once per run), streams their output to the \
@@ -59,8 +63,17 @@ pub struct Cli {
     /// Unix socket of the controller to connect to. A fork server does not connect to
     /// it (its runners are given their connections); there it names the controller the
     /// server belongs to, for whoever reads the process list.
-    #[arg(long, value_name = "PATH")]
-    pub socket: PathBuf,
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_unless_present = "probe_containment"
+    )]
+    pub socket: Option<PathBuf>,
+    /// Make a run's namespaces as for a run of commands (as user nobody when started as
+    /// root without CAP_SYS_ADMIN), end them, print one line saying how runs are
+    /// contained here and why, and exit: svc-controller's start-up and --check.
+    #[arg(long)]
+    pub probe_containment: bool,
     /// Serve the controller as its runner fork server: read its requests on standard
     /// input (a Unix socket) and fork one runner per request, whose connection comes
     /// with the request.
@@ -169,6 +182,9 @@ pub struct Work<'a> {
     pub keep_capabilities: Option<u64>,
     /// The Landlock ruleset applied to each command ([`sandbox::restrict`]).
     pub sandbox: Option<std::os::fd::RawFd>,
+    /// The run's namespaces, when it has them ([`namespaces`]): the commands are born in
+    /// them, and what a command leaves is swept by the namespace's init.
+    pub contained: Option<&'a namespaces::Contained>,
 }
 
 /// Runs the whole life of a runner started by the controller: reads its token, connects
@@ -275,41 +291,14 @@ async fn serve(
     tokio::spawn(connection::listen(reader, stop.clone()));
     let mut reporter = Reporter::new(writer, stop.clone());
 
-    // Finished while the runner may still open every path (before it drops to the job's
-    // user), once for all the commands.
-    let sandbox = match (&request.sandbox, &request.action) {
-        (Some(spec), Action::Commands { .. }) => match (&spec.attached, sent_fd) {
-            (Some(summary), Some(ruleset)) => {
-                Some(sandbox::Prepared::attached(ruleset, summary.clone()))
-            }
-            // Not run without the sandbox it was meant to have; the run's log says why.
-            (Some(_), None) => {
-                let why = "the controller announced the sandbox's ruleset with the work and \
-                           sent none: not running the commands";
-                return report_error(&mut reporter, why.to_string()).await;
-            }
-            (None, _) => match sandbox::prepare(spec, base) {
-                Ok(prepared) => Some(prepared),
-                Err(err) => return report_error(&mut reporter, err).await,
-            },
-        },
-        _ => None,
+    let sandbox = match prepare_sandbox(&request, sent_fd, base) {
+        Ok(sandbox) => sandbox,
+        Err(why) => return report_error(&mut reporter, why).await,
     };
-
-    if let Some(wanted) = &request.credentials {
-        if let Err(err) = credentials::apply(wanted) {
-            return report_error(&mut reporter, err.to_string()).await;
-        }
-        // Queued: the start of the first command (or the call) comes right after.
-        reporter
-            .queue(RunnerMessage::Log {
-                line: format!(
-                    "running as user {} (uid {}, gid {})",
-                    wanted.user_name, wanted.uid, wanted.gid
-                ),
-            })
-            .await;
-    }
+    let contained = match switch_and_contain(&mut reporter, &request, sandbox.as_ref()).await {
+        Ok(contained) => contained,
+        Err(why) => return report_error(&mut reporter, why).await,
+    };
     match credentials::tie_to_parent(parent) {
         Ok(true) => {}
         Ok(false) => {
@@ -335,6 +324,7 @@ async fn serve(
         limits: request.limits,
         keep_capabilities: request.keep_capabilities,
         sandbox: sandbox.as_ref().and_then(sandbox::Prepared::ruleset_fd),
+        contained: contained.as_ref(),
     };
     let finish = match &request.action {
         Action::Commands {
@@ -348,6 +338,63 @@ async fn serve(
         },
     };
 
+    // Nothing of the run outlives its report: whatever a command left is swept already,
+    // and the end of the init ends anything started since.
+    if let Some(contained) = contained {
+        contained.end();
+    }
+    report_finish(reporter, &stop, finish).await
+}
+
+/// Makes the run's namespaces (for a run of commands) and switches to the job's user, in
+/// the order the runner's privileges allow; logs both. `Err`: the run cannot go on.
+async fn switch_and_contain(
+    reporter: &mut Reporter,
+    request: &proto::ExecRequest,
+    sandbox: Option<&sandbox::Prepared>,
+) -> Result<Option<namespaces::Contained>, String> {
+    let commands = matches!(request.action, Action::Commands { .. });
+    // Made before the switch to the job's user while the runner may (CAP_SYS_ADMIN),
+    // so that the namespace's init stays root, out of the job's reach.
+    let mut contained = (commands && namespaces::privileged())
+        .then(|| namespaces::enter(&request.private_dirs, None));
+
+    if let Some(wanted) = &request.credentials {
+        credentials::apply(wanted).map_err(|err| err.to_string())?;
+        // Queued: the start of the first command (or the call) comes right after.
+        reporter
+            .queue(RunnerMessage::Log {
+                line: format!(
+                    "running as user {} (uid {}, gid {})",
+                    wanted.user_name, wanted.uid, wanted.gid
+                ),
+            })
+            .await;
+    }
+    if commands && contained.is_none() {
+        contained = Some(enter_as_user(&request.private_dirs));
+    }
+    let contained = match contained.map(contained_note) {
+        None => None,
+        Some(Ok((contained, note))) => {
+            reporter.queue(RunnerMessage::Log { line: note }).await;
+            contained
+        }
+        Some(Err(why)) => return Err(why),
+    };
+    if contained.is_some()
+        && let Some(ruleset) = sandbox.and_then(sandbox::Prepared::ruleset_fd)
+        && let Err(err) = allow_reading_proc(ruleset)
+    {
+        return Err(format!(
+            "cannot let the sandbox read the run's /proc: {err}"
+        ));
+    }
+    Ok(contained)
+}
+
+/// Sends the end of the work, unless the controller is gone, and closes the connection.
+async fn report_finish(mut reporter: Reporter, stop: &StopHandle, finish: Finish) -> RunnerExit {
     if stop.current() == Some(Stop::ControllerGone) || !reporter.is_connected() {
         eprintln!(
             "svc-runner: lost the controller connection; result not reported: {}",
@@ -367,6 +414,90 @@ async fn serve(
         RunnerExit::Reported
     } else {
         RunnerExit::ConnectionFailed
+    }
+}
+
+/// The sandbox of a run of commands, finished while the runner may still open every
+/// path (before it drops to the job's user), once for all the commands; `Err` with why
+/// the commands must not run.
+fn prepare_sandbox(
+    request: &proto::ExecRequest,
+    sent_fd: Option<std::os::fd::OwnedFd>,
+    base: Option<sandbox::Base>,
+) -> Result<Option<sandbox::Prepared>, String> {
+    let (Some(spec), Action::Commands { .. }) = (&request.sandbox, &request.action) else {
+        return Ok(None);
+    };
+    match (&spec.attached, sent_fd) {
+        (Some(summary), Some(ruleset)) => {
+            Ok(Some(sandbox::Prepared::attached(ruleset, summary.clone())))
+        }
+        // Not run without the sandbox it was meant to have; the run's log says why.
+        (Some(_), None) => Err(
+            "the controller announced the sandbox's ruleset with the work \
+                                and sent none: not running the commands"
+                .to_string(),
+        ),
+        (None, _) => sandbox::prepare(spec, base).map(Some),
+    }
+}
+
+/// The namespaces of a runner without CAP_SYS_ADMIN, made after the switch to the job's
+/// user, in a user namespace that maps it to itself. Not for a run as root: its
+/// capabilities would only count in that namespace.
+fn enter_as_user(private: &[proto::PrivateDir]) -> Result<namespaces::Contained, EnterError> {
+    let uid = nix::unistd::geteuid();
+    if uid.is_root() {
+        return Err(EnterError::Refused(
+            "a run as root needs CAP_SYS_ADMIN for them (in a user namespace of its own its \
+             capabilities would not count)"
+                .into(),
+        ));
+    }
+    namespaces::enter(
+        private,
+        Some((uid.as_raw(), nix::unistd::getegid().as_raw())),
+    )
+}
+
+/// Lets the commands read the run's own `/proc` (mounted after the sandbox was built).
+fn allow_reading_proc(ruleset: std::os::fd::RawFd) -> std::io::Result<()> {
+    use std::os::fd::AsFd as _;
+    let proc = nix::fcntl::open(
+        "/proc",
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    sandbox::allow_reading_below(ruleset, proc.as_fd())
+}
+
+/// The line of the run's log that says how the run is contained; `Err` when the run
+/// cannot go on.
+fn contained_note(
+    entered: Result<namespaces::Contained, EnterError>,
+) -> Result<(Option<namespaces::Contained>, String), String> {
+    match entered {
+        Ok(contained) => {
+            let how = if contained.in_user_namespace {
+                " (in a user namespace)"
+            } else {
+                ""
+            };
+            let note = format!(
+                "contained: PID, mount and IPC namespaces of the run's own{how}: its processes \
+                 end with it, see no other run's, and reach no other run's files"
+            );
+            Ok((Some(contained), note))
+        }
+        Err(EnterError::Refused(why)) => Ok((
+            None,
+            format!(
+                "not contained in namespaces ({why}): its processes are ended by process \
+                 group and as orphans of the runner, which a process that kills the runner \
+                 escapes"
+            ),
+        )),
+        Err(EnterError::Failed(why)) => Err(why),
     }
 }
 

@@ -12,6 +12,16 @@ fn main() -> ExitCode {
     let parent = nix::unistd::getppid();
     let cli = svc_runner::Cli::parse();
     svc_runner::apply_nofile(cli.nofile);
+    if cli.probe_containment {
+        return in_runtime(async {
+            println!("{}", svc_runner::namespaces::probe().await);
+            RunnerExit::Reported
+        });
+    }
+    let Some(socket) = cli.socket else {
+        eprintln!("svc-runner: --socket is required");
+        return ExitCode::from(RunnerExit::NotDone.code());
+    };
     if cli.fork_server {
         // The server has no runtime (it forks); each forked runner starts its own.
         match fork_server::serve(parent) {
@@ -25,7 +35,7 @@ fn main() -> ExitCode {
             }
         }
     } else {
-        in_runtime(svc_runner::run(&cli.socket, parent))
+        in_runtime(svc_runner::run(&socket, parent))
     }
 }
 

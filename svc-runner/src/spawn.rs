@@ -231,7 +231,7 @@ fn candidates(program: &str, env: &[(String, String)]) -> Vec<String> {
 /// The signals whose disposition the child must set back to the default: those the
 /// runner handles (its runtime's SIGTERM) or ignores (the standard library ignores
 /// SIGPIPE). Looked up once, at the first command: the runner sets them up before.
-fn handled_signals() -> &'static [libc::c_int] {
+pub(crate) fn handled_signals() -> &'static [libc::c_int] {
     static HANDLED: std::sync::OnceLock<Vec<libc::c_int>> = std::sync::OnceLock::new();
     HANDLED.get_or_init(look_up_handled_signals)
 }
@@ -263,13 +263,13 @@ fn pidfd_open(pid: i32) -> Option<AsyncFd<OwnedFd>> {
 
 /// The child's stack: [`CHILD_STACK`] bytes above a page that faults, so that an
 /// overflow ends the child instead of writing into the runner's memory.
-struct Stack {
+pub(crate) struct Stack {
     base: *mut libc::c_void,
     len: usize,
 }
 
 impl Stack {
-    fn new() -> io::Result<Stack> {
+    pub(crate) fn new() -> io::Result<Stack> {
         // SAFETY: sysconf has no memory arguments.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
         let len = CHILD_STACK + page;
@@ -296,7 +296,7 @@ impl Stack {
     }
 
     /// The (16-byte aligned) top, where the child starts: the stack grows down.
-    fn top(&self) -> *mut libc::c_void {
+    pub(crate) fn top(&self) -> *mut libc::c_void {
         ((self.base as usize + self.len) & !15) as *mut libc::c_void
     }
 }
@@ -342,7 +342,7 @@ fn clone_child(prepared: &Prepared<'_>, stack: &Stack) -> io::Result<i32> {
     cloned
 }
 
-fn unsafe_zeroed_sigset() -> libc::sigset_t {
+pub(crate) fn unsafe_zeroed_sigset() -> libc::sigset_t {
     // SAFETY: a sigset_t of zeroes is a valid (empty) set.
     unsafe { std::mem::zeroed() }
 }

@@ -69,7 +69,12 @@ async fn both_streams_are_streamed_in_chunks() {
     assert_eq!(exits.len(), 2);
     assert!(exits.iter().all(|(_, e)| e.success()));
     assert!(exits[0].1.duration_ms >= 300, "{:?}", exits[0].1);
-    match &messages[0] {
+    // Before it, at most the line that says how the run is contained.
+    let first = messages
+        .iter()
+        .find(|m| !matches!(m, RunnerMessage::Log { line } if line.starts_with("contained: ") || line.starts_with("not contained")))
+        .expect("a message");
+    match first {
         RunnerMessage::CommandStarted {
             index: 0,
             command,
@@ -161,13 +166,16 @@ async fn time_limit_kills_the_command_and_its_grandchild() {
     let dir = c.dir.path().to_str().expect("utf8").to_string();
     let pidfile = c.dir.path().join("pid");
     let mut request = commands_request(
-        &[&format!("sleep 30 & echo $! > {}; wait", pidfile.display())],
+        &[&format!(
+            "sleep 30.101 & echo $! > {}; wait",
+            pidfile.display()
+        )],
         &dir,
     );
     request.timeout_ms = Some(500);
     c.execute(request).await;
     let messages = c.until_finished().await;
-    let pid = read_pid(&pidfile).await;
+    read_pid(&pidfile).await;
     let logs = logs(&messages);
     assert!(
         logs.iter()
@@ -179,7 +187,7 @@ async fn time_limit_kills_the_command_and_its_grandchild() {
     assert!(exits[0].1.timed_out && !exits[0].1.cancelled);
     assert_eq!(exits[0].1.signal, Some(15));
     assert_eq!(finished(&messages), (false, "timed out after 0.5s".into()));
-    assert!(gone(pid).await, "grandchild {pid} still exists");
+    assert!(none_runs("sleep 30.101").await, "the grandchild still runs");
     assert_eq!(c.exit_code().await, Some(0));
 }
 
@@ -191,7 +199,7 @@ async fn a_grandchild_that_left_with_setsid_is_swept_after_a_normal_exit() {
     // The background process keeps stdout open: the runner must not wait for it.
     c.execute(commands_request(
         &[&format!(
-            "setsid sleep 30 & echo $! > {}",
+            "setsid sleep 30.102 & echo $! > {}",
             pidfile.display()
         )],
         &dir,
@@ -200,7 +208,7 @@ async fn a_grandchild_that_left_with_setsid_is_swept_after_a_normal_exit() {
     let begin = tokio::time::Instant::now();
     let messages = c.until_finished().await;
     assert!(begin.elapsed() < std::time::Duration::from_secs(2));
-    let pid = read_pid(&pidfile).await;
+    read_pid(&pidfile).await;
     assert_eq!(finished(&messages), (true, "the command succeeded".into()));
     assert!(
         logs(&messages)
@@ -208,7 +216,10 @@ async fn a_grandchild_that_left_with_setsid_is_swept_after_a_normal_exit() {
             .any(|l| l.starts_with("killed 1 leftover process")),
         "{messages:?}"
     );
-    assert!(gone(pid).await, "setsid grandchild {pid} still exists");
+    assert!(
+        none_runs("sleep 30.102").await,
+        "the setsid grandchild still runs"
+    );
 }
 
 #[tokio::test]
@@ -218,7 +229,7 @@ async fn a_grandchild_that_left_with_setsid_is_killed_on_timeout() {
     let pidfile = c.dir.path().join("pid");
     let mut request = commands_request(
         &[&format!(
-            "setsid sleep 30 >/dev/null 2>&1 & echo $! > {}; sleep 30",
+            "setsid sleep 30.103 >/dev/null 2>&1 & echo $! > {}; sleep 30",
             pidfile.display()
         )],
         &dir,
@@ -226,9 +237,12 @@ async fn a_grandchild_that_left_with_setsid_is_killed_on_timeout() {
     request.timeout_ms = Some(400);
     c.execute(request).await;
     let messages = c.until_finished().await;
-    let pid = read_pid(&pidfile).await;
+    read_pid(&pidfile).await;
     assert_eq!(finished(&messages), (false, "timed out after 0.4s".into()));
-    assert!(gone(pid).await, "setsid grandchild {pid} still exists");
+    assert!(
+        none_runs("sleep 30.103").await,
+        "the setsid grandchild still runs"
+    );
 }
 
 #[tokio::test]
@@ -288,16 +302,19 @@ async fn losing_the_controller_kills_the_command_and_the_runner_exits() {
     let dir = c.dir.path().to_str().expect("utf8").to_string();
     let pidfile = c.dir.path().join("pid");
     c.execute(commands_request(
-        &[&format!("sleep 30 & echo $! > {}; wait", pidfile.display())],
+        &[&format!(
+            "sleep 30.104 & echo $! > {}; wait",
+            pidfile.display()
+        )],
         &dir,
     ))
     .await;
     c.until(|m| matches!(m, RunnerMessage::CommandStarted { .. }))
         .await;
-    let pid = read_pid(&pidfile).await;
+    read_pid(&pidfile).await;
     c.hang_up();
     assert_eq!(c.exit_code().await, Some(2));
-    assert!(gone(pid).await, "grandchild {pid} still exists");
+    assert!(none_runs("sleep 30.104").await, "the grandchild still runs");
 }
 
 #[tokio::test]
@@ -338,13 +355,16 @@ async fn sigterm_to_the_runner_ends_the_command_and_is_reported() {
     let dir = c.dir.path().to_str().expect("utf8").to_string();
     let pidfile = c.dir.path().join("pid");
     c.execute(commands_request(
-        &[&format!("sleep 30 & echo $! > {}; wait", pidfile.display())],
+        &[&format!(
+            "sleep 30.105 & echo $! > {}; wait",
+            pidfile.display()
+        )],
         &dir,
     ))
     .await;
     c.until(|m| matches!(m, RunnerMessage::CommandStarted { .. }))
         .await;
-    let pid = read_pid(&pidfile).await;
+    read_pid(&pidfile).await;
     let runner = c.runner.id().expect("runner pid");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(runner).expect("pid")),
@@ -357,7 +377,7 @@ async fn sigterm_to_the_runner_ends_the_command_and_is_reported() {
         (false, "cancelled: the runner received SIGTERM".into())
     );
     assert!(exits(&messages)[0].1.cancelled);
-    assert!(gone(pid).await, "grandchild {pid} still exists");
+    assert!(none_runs("sleep 30.105").await, "the grandchild still runs");
     assert_eq!(c.exit_code().await, Some(0));
 }
 
@@ -410,8 +430,9 @@ fn started_pid(messages: &[RunnerMessage], index: usize) -> u32 {
 async fn plain_words_run_without_a_shell_and_shell_syntax_with_one() {
     let mut c = start().await;
     let dir = c.dir.path().to_str().expect("utf8").to_string();
-    // `/proc/self/stat` starts with the pid of the process that reads it: the command
-    // itself when it runs directly, a child of the shell otherwise.
+    // `/proc/self/stat` holds the parent of the process that reads it (its fourth
+    // field): the runner when the command runs directly (pid 0 from inside the run's PID
+    // namespace, where the runner is not), the shell otherwise.
     c.execute(commands_request(
         &["cat /proc/self/stat", "cat /proc/self/stat | cat"],
         &dir,
@@ -420,22 +441,29 @@ async fn plain_words_run_without_a_shell_and_shell_syntax_with_one() {
     let messages = c.until_finished().await;
     assert!(finished(&messages).0, "{messages:?}");
     let stdout = String::from_utf8(output(&messages, OutputStream::Stdout)).expect("utf8");
-    let pids: Vec<u32> = stdout
+    let parents: Vec<u32> = stdout
         .lines()
         .map(|line| {
-            line.split(' ')
-                .next()
+            let after = line.rsplit_once(')').map_or("", |(_, after)| after);
+            after
+                .split_whitespace()
+                .nth(1)
                 .and_then(|p| p.parse().ok())
-                .expect("pid")
+                .expect("ppid")
         })
         .collect();
-    assert_eq!(pids.len(), 2, "{stdout}");
-    assert_eq!(pids[0], started_pid(&messages, 0), "run directly: {stdout}");
-    assert_ne!(
-        pids[1],
-        started_pid(&messages, 1),
-        "run by the shell: {stdout}"
-    );
+    assert_eq!(parents.len(), 2, "{stdout}");
+    let contained = logs(&messages)
+        .iter()
+        .any(|line| line.starts_with("contained: "));
+    let runner = if contained {
+        0
+    } else {
+        c.runner.id().expect("runner pid")
+    };
+    assert_eq!(parents[0], runner, "run directly: {stdout}");
+    assert_ne!(parents[1], runner, "run by the shell: {stdout}");
+    assert!(started_pid(&messages, 1) > 0);
 }
 
 #[tokio::test]

@@ -140,6 +140,7 @@ fn http_request(call: HttpCall) -> ExecRequest {
         credentials: None,
         limits: Default::default(),
         sandbox: None,
+        private_dirs: Vec::new(),
         keep_capabilities: None,
         action: Action::Http(call),
     }

@@ -3,7 +3,8 @@
 //! on timeout, on cancel, and on controller shutdown. `/proc` is searched for the
 //! distinctive `sleep 300.42NM` arguments of every process it starts.
 //!
-//! The limits of this cgroup-free method are in docs/reliability.md.
+//! How runs are contained (namespaces per run, or the fallback) and the limits of each
+//! are in docs/reliability.md.
 
 use std::time::{Duration, Instant};
 

@@ -22,7 +22,8 @@ fn extra_sections() -> Roff {
         "0",
         "The work was done and its result reported to the controller, whether the job \
          succeeded or failed. A fork server: the controller closed its socket and every \
-         runner it forked has ended.",
+         runner it forked has ended. With --probe-containment: the line saying how runs \
+         are contained was printed.",
     );
     entry(
         &mut roff,

@@ -1,6 +1,7 @@
 //! Building the runner's [`ExecRequest`] for a run: credentials, environment, working
 //! directory. Request data is passed in files and variables, never spliced into commands.
 
+use std::collections::BTreeSet;
 use std::os::unix::fs::{PermissionsExt, chown};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -267,6 +268,7 @@ pub fn job_request(
         },
         keep_capabilities: run_as.is_root().then_some(job.capabilities),
         sandbox: job.sandbox.then(|| sandbox(main, job, dir_work)),
+        private_dirs: private_dirs(main, job),
         action: Action::Commands {
             commands: job.commands.clone(),
             env,
@@ -296,6 +298,47 @@ fn sandbox(main: &MainConfig, job: &JobConfig, dir_work: &Path) -> Sandbox {
     }
 }
 
+/// What a run of `job` sees of the directories that hold every job's request bodies,
+/// temporary directories and default working directories: only its job's entry. The
+/// job's whole directory is put back (not only this run's body or `TMPDIR`), since the
+/// sandbox's rules name the job's directories and a job's runs share its working
+/// directory anyway. The working directories' parent is left as it is when the job was
+/// told to work or write in more than one of its entries (a `write_paths` shared on
+/// purpose).
+fn private_dirs(main: &MainConfig, job: &JobConfig) -> Vec<proto::PrivateDir> {
+    let text = |path: &Path| path.display().to_string();
+    let mut dirs = vec![
+        proto::PrivateDir {
+            cover: text(&main.dir_bodies()),
+            keep: Some(job.id.clone()),
+        },
+        proto::PrivateDir {
+            cover: text(&main.dir_run_tmp()),
+            keep: Some(job.id.clone()),
+        },
+    ];
+    let works = main.dir_lib().join("job");
+    let (dir_work, _) = dir_work(main, job);
+    // The entry of the working directories' parent that each of the job's directories
+    // is in; `None` for the parent itself.
+    let entries: BTreeSet<Option<&std::ffi::OsStr>> = std::iter::once(dir_work.as_path())
+        .chain(job.write_paths.iter().map(PathBuf::as_path))
+        .filter_map(|path| path.strip_prefix(&works).ok())
+        .map(|below| below.iter().next())
+        .collect();
+    if entries.len() <= 1 && !entries.contains(&None) {
+        dirs.push(proto::PrivateDir {
+            cover: text(&works),
+            keep: entries
+                .first()
+                .copied()
+                .flatten()
+                .map(|name| name.to_string_lossy().into_owned()),
+        });
+    }
+    dirs
+}
+
 /// The directory of the request bodies of job `id`'s runs (`<counter>.body`): the files
 /// in it are readable in the job's sandbox.
 pub fn bodies_dir(main: &MainConfig, id: &str) -> PathBuf {
@@ -323,6 +366,7 @@ pub fn http_request(job: &HttpJobConfig, counter: u64, run_as: &RunAs) -> ExecRe
         // A JobHttp runs no command: the runner makes the call itself.
         keep_capabilities: None,
         sandbox: None,
+        private_dirs: Vec::new(),
         action: Action::Http(HttpCall {
             method: job.http_method.as_str().to_string(),
             url: job.http_url.clone(),

@@ -191,6 +191,7 @@ pub fn commands_request(commands: &[&str], dir_work: &str) -> ExecRequest {
         limits: Default::default(),
         keep_capabilities: None,
         sandbox: None,
+        private_dirs: Vec::new(),
         action: Action::Commands {
             commands: commands.iter().map(|c| c.to_string()).collect(),
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
@@ -230,12 +231,25 @@ pub fn finished(messages: &[RunnerMessage]) -> (bool, String) {
     }
 }
 
-/// True when `pid` does not exist any more (checked with `kill(pid, 0)`, polled shortly).
-pub async fn gone(pid: i32) -> bool {
+/// True when no process of the host runs with `marker` in its command line (polled
+/// shortly). A pid a command reports is one of its run's PID namespace, which names
+/// nothing on the host: the test looks for what the command started by its arguments.
+pub async fn none_runs(marker: &str) -> bool {
     let until = tokio::time::Instant::now() + Duration::from_millis(500);
     loop {
-        let exists = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
-        if !exists {
+        let running = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+            .any(|cmdline| {
+                let text: Vec<u8> = cmdline
+                    .iter()
+                    .map(|b| if *b == 0 { b' ' } else { *b })
+                    .collect();
+                String::from_utf8_lossy(&text).contains(marker)
+            });
+        if !running {
             return true;
         }
         if tokio::time::Instant::now() >= until {
