@@ -21,6 +21,8 @@
 //! | `svc_job_queued` | gauge (0/1) | `kind`, `job_id` |
 //! | `svc_job_running` | gauge (0/1) | `kind`, `job_id` |
 //! | `svc_job_paused` | gauge (0/1) | `kind`, `job_id` |
+//! | `svc_job_cpu_seconds_total` | counter | `kind`, `job_id`, `mode` (`user`, `system`) |
+//! | `svc_job_last_run_peak_memory_bytes` | gauge | `kind`, `job_id` |
 //! | `svc_triggers_refused_total` | counter | `reason` (`not_found`, `paused`, `busy`, `shutting_down`, `not_saved`, `cluster_unavailable`) |
 //! | `svc_triggers_dropped_total` | counter | `reason` |
 //! | `svc_run_duration_seconds` | histogram | `kind` |
@@ -50,6 +52,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::history::RunRecord;
+
+#[path = "metrics_usage.rs"]
+mod usage;
 use crate::state::{RunResult, RunStatus};
 
 /// Upper bounds (seconds) of the run duration buckets: from 10 ms to one hour.
@@ -162,6 +167,7 @@ struct Metrics {
     http_requests: Family<HttpLabels, Counter>,
     connections_shed: Family<ReasonLabels, Counter>,
     pings: Family<ResultLabels, Counter>,
+    usage: usage::UsageMetrics,
 }
 
 impl Metrics {
@@ -345,8 +351,10 @@ impl Metrics {
             start,
         );
 
+        let usage = usage::UsageMetrics::register(&mut registry);
         Self {
             registry,
+            usage,
             runs,
             job_runs,
             job_last_success,
@@ -395,6 +403,9 @@ impl Metrics {
         self.run_duration
             .get_or_create(&KindLabels { kind })
             .observe(seconds);
+        if let Some(used) = &run.usage {
+            self.usage.run_finished(&job, used);
+        }
     }
 
     fn job_loaded(&self, kind: &str, job_id: &str, last: Option<(RunResult, DateTime<Utc>)>) {
@@ -448,6 +459,7 @@ impl Metrics {
     /// not stay in the exposition (and in dashboards and alerts) until the restart.
     fn job_removed(&self, kind: &str, job_id: &str) {
         let job = JobLabels::new(kind, job_id);
+        self.usage.job_removed(&job);
         for status in RunStatus::ALL {
             self.job_runs.remove(&JobStatusLabels {
                 kind: job.kind,

@@ -24,6 +24,7 @@ fn end(success: bool, duration: Duration) -> RunRecord {
         signal: None,
         http_status: None,
         summary: String::new(),
+        usage: None,
     }
 }
 
@@ -405,4 +406,37 @@ fn facade_records_into_the_process_registry() {
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
+}
+
+#[test]
+fn a_runs_usage_adds_cpu_seconds_and_sets_the_last_peak() {
+    let m = fresh();
+    let used = |user_ms, peak| RunRecord {
+        usage: Some(Box::new(proto::ResourceUsage {
+            cpu_user_ms: user_ms,
+            cpu_system_ms: 250,
+            peak_memory_bytes: peak,
+            io_read_bytes: None,
+            io_write_bytes: None,
+            measured_by: proto::UsageSource::Rusage,
+        })),
+        ..end(true, Duration::from_millis(900))
+    };
+    m.run_finished("job", "a", &used(1500, 1 << 20));
+    m.run_finished("job", "a", &used(500, 4096));
+    m.run_finished("job", "b", &end(true, Duration::from_millis(5)));
+    let text = m.render();
+    for line in [
+        "# TYPE svc_job_cpu_seconds counter\n",
+        "# UNIT svc_job_cpu_seconds seconds\n",
+        "svc_job_cpu_seconds_total{kind=\"job\",job_id=\"a\",mode=\"user\"} 2.0\n",
+        "svc_job_cpu_seconds_total{kind=\"job\",job_id=\"a\",mode=\"system\"} 0.5\n",
+        "svc_job_last_run_peak_memory_bytes{kind=\"job\",job_id=\"a\"} 4096\n",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    // A run without usage (a JobHttp, an older runner) adds no series.
+    assert!(!text.contains("job_id=\"b\",mode"), "{text}");
+    m.job_removed("job", "a");
+    assert!(!m.render().contains("svc_job_cpu_seconds_total{"));
 }
