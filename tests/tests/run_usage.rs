@@ -17,16 +17,32 @@ const BURN_TICKS: u64 = 50;
 /// Bytes the allocator holds at once.
 const HOLD_BYTES: u64 = 64 << 20;
 
-fn service() -> TestService {
-    let burn = format!(
-        "command = t=0; while [ $t -lt {BURN_TICKS} ]; do i=0; \
+/// A shell loop that ends once the kernel has charged its shell `BURN_TICKS`.
+fn burner() -> String {
+    format!(
+        "t=0; while [ $t -lt {BURN_TICKS} ]; do i=0; \
          while [ $i -lt 300 ]; do i=$((i+1)); done; \
          read -r _ _ _ _ _ _ _ _ _ _ _ _ _ u s _ < /proc/$$/stat; t=$((u+s)); done"
+    )
+}
+
+fn service() -> TestService {
+    let burn = format!("command = {}", burner());
+    // The burner runs in an orphan (its subshell exits at once), which the run's init
+    // reaps, not the runner; the command only waits, asleep, for the file it leaves.
+    let orphan = format!(
+        "command = (sh -c '{}; touch \"$TMPDIR/burnt\"' &); \
+         while [ ! -e \"$TMPDIR/burnt\" ]; do sleep 0.05; done",
+        burner()
     );
     let hold = format!("command = head -c {HOLD_BYTES} /dev/zero | tail -n 1 | wc -c");
     TestService::builder()
         .job_file("burn", job_section("burn", &["path = /burn", &burn]))
         .job_file("hold", job_section("hold", &["path = /hold", &hold]))
+        .job_file(
+            "orphan",
+            job_section("orphan", &["path = /orphan", &orphan]),
+        )
         .job_http_file(
             "call",
             "[job.http \"call\"]\nhttp_url = /svc/api/nothing-here\n",
@@ -55,7 +71,7 @@ fn number(run: &Value, field: &str) -> u64 {
 async fn cpu_time_and_peak_memory_of_known_workloads_are_recorded() {
     let mut svc = service();
     svc.start().await;
-    for path in ["/burn", "/hold"] {
+    for path in ["/burn", "/hold", "/orphan"] {
         svc.trigger(path, b"", &[]).await.assert_status(200);
     }
     svc.job_http_trigger(&format!("id=call&_svc_epoch={}", fresh_epoch()))
@@ -76,6 +92,16 @@ async fn cpu_time_and_peak_memory_of_known_workloads_are_recorded() {
     );
     // A burner of CPU, not of memory: a few MiB at most.
     assert!(number(&burn, "peak_memory_bytes") < 32 << 20, "{burn}");
+
+    // The orphan's CPU time counts too: the runner reaps the run's init before it
+    // measures.
+    let orphan = first_run(&svc, "job_exec", "orphan").await;
+    assert_eq!(orphan["status"], "success", "{orphan}");
+    let orphan_ms = number(&orphan, "cpu_user_ms") + number(&orphan, "cpu_system_ms");
+    assert!(
+        (least - 10..=least * 2).contains(&orphan_ms),
+        "{orphan_ms} ms of CPU recorded for a {least} ms orphan: {orphan}"
+    );
 
     let hold = first_run(&svc, "job_exec", "hold").await;
     assert_eq!(hold["status"], "success", "{hold}");
