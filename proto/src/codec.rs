@@ -206,6 +206,14 @@ mod tests {
                 success: false,
                 summary: "timed out".into(),
                 timed_out: true,
+                usage: Some(crate::ResourceUsage {
+                    cpu_user_ms: 510,
+                    cpu_system_ms: 12,
+                    peak_memory_bytes: 67_108_864,
+                    io_read_bytes: None,
+                    io_write_bytes: Some(4096),
+                    measured_by: crate::UsageSource::Rusage,
+                }),
             },
             RunnerMessage::Error {
                 message: "setuid: EPERM".into(),

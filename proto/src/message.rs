@@ -67,9 +67,44 @@ pub enum RunnerMessage {
         summary: String,
         #[serde(default)]
         timed_out: bool,
+        /// What the run's processes used (a run of commands; absent from older runners
+        /// and for an HTTP call, which the runner makes itself).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<ResourceUsage>,
     },
     /// The work could not be done at all (bad credentials, unusable request ...).
     Error { message: String },
+}
+
+/// The resources a run's processes used, measured when the work is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceUsage {
+    /// CPU time spent in user mode, in milliseconds.
+    pub cpu_user_ms: u64,
+    /// CPU time spent in the kernel on the processes' behalf, in milliseconds.
+    pub cpu_system_ms: u64,
+    /// Peak memory in bytes. Measured by [`UsageSource::Rusage`], the largest resident
+    /// set of any single process of the run, not the sum of processes alive at once.
+    pub peak_memory_bytes: u64,
+    /// Bytes read from storage (not from the page cache), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_read_bytes: Option<u64>,
+    /// Bytes written to storage (or to be, for dirty pages), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_write_bytes: Option<u64>,
+    /// How the numbers were measured, which tells what the peak means.
+    pub measured_by: UsageSource,
+}
+
+/// Where a [`ResourceUsage`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageSource {
+    /// The reaped processes' resource usage (`getrusage(RUSAGE_CHILDREN)`): every
+    /// process the runner or the run's init waited for.
+    Rusage,
+    /// The run's cgroup: every process that was ever in it.
+    Cgroup,
 }
 
 /// Which output a chunk came from.
@@ -293,8 +328,27 @@ mod base64_bytes {
 
 #[cfg(test)]
 mod tests {
-    use super::{HttpCall, HttpRequestType};
+    use super::{HttpCall, HttpRequestType, RunnerMessage};
     use crate::redact::Secret;
+
+    #[test]
+    fn an_older_runners_end_has_no_usage_and_a_newer_one_is_read_whole() {
+        let old = r#"{"type":"finished","success":true,"summary":"ok"}"#;
+        let Ok(RunnerMessage::Finished { usage, .. }) = serde_json::from_str(old) else {
+            panic!("an end without usage does not parse");
+        };
+        assert_eq!(usage, None);
+        let new = r#"{"type":"finished","success":true,"summary":"ok","usage":
+            {"cpu_user_ms":5,"cpu_system_ms":1,"peak_memory_bytes":4096,
+             "measured_by":"rusage","a_later_field":1}}"#;
+        let Ok(RunnerMessage::Finished {
+            usage: Some(usage), ..
+        }) = serde_json::from_str(new)
+        else {
+            panic!("an end with usage does not parse");
+        };
+        assert_eq!((usage.cpu_user_ms, usage.io_read_bytes), (5, None));
+    }
 
     #[test]
     fn an_http_call_debug_shows_no_secret_token_or_credential() {

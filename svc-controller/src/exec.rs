@@ -66,7 +66,7 @@ pub struct Outcome {
 /// The facts of a run's end that its history keeps: whether its time ran out, and the
 /// exit of its last command or the status of its HTTP call. (Whether it was cancelled
 /// is the engine's to say: it asked.)
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndDetail {
     /// Ended because its time limit ran out.
     pub timed_out: bool,
@@ -76,6 +76,9 @@ pub struct EndDetail {
     pub signal: Option<i32>,
     /// Status of a JobHttp's response.
     pub http_status: Option<u16>,
+    /// What the run's processes used, as its runner measured it. Boxed: a run's task
+    /// holds an end while it waits, and its size is bounded (`engine::task_sizes`).
+    pub usage: Option<Box<proto::ResourceUsage>>,
 }
 
 impl Outcome {
@@ -799,8 +802,10 @@ fn handle_message(
             success,
             summary,
             timed_out,
+            usage,
         } => {
             detail.timed_out |= timed_out;
+            detail.usage = usage.map(Box::new);
             return Some(Outcome {
                 success,
                 summary,

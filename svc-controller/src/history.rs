@@ -61,6 +61,10 @@ pub struct RunRecord {
     pub http_status: Option<u16>,
     /// The end's one line (`exit code 2 from command 1`, `HTTP 503`, ...).
     pub summary: String,
+    /// CPU time, peak memory and I/O of the run's processes (a run of commands whose
+    /// runner reported them; absent from older lines). Boxed, as in the run's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Box<proto::ResourceUsage>>,
 }
 
 impl RunRecord {
@@ -87,6 +91,7 @@ impl RunRecord {
             signal: None,
             http_status: None,
             summary: String::new(),
+            usage: None,
         }
         .with_summary(summary)
     }
@@ -242,6 +247,14 @@ mod tests {
             signal: (counter % 2 == 1).then_some(15),
             http_status: None,
             summary: "done".into(),
+            usage: (counter % 2 == 0).then_some(Box::new(proto::ResourceUsage {
+                cpu_user_ms: 510,
+                cpu_system_ms: 20,
+                peak_memory_bytes: 67_108_864,
+                io_read_bytes: Some(0),
+                io_write_bytes: None,
+                measured_by: proto::UsageSource::Rusage,
+            })),
         }
     }
 
@@ -259,6 +272,23 @@ mod tests {
             [3, 2, 1]
         );
         assert_eq!(history.page(10, None).expect("read")[0], record(5));
+    }
+
+    #[test]
+    fn a_line_written_before_usage_was_recorded_still_reads() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let history = HistoryFile::new(dir.path(), "build");
+        let old = r#"{"counter":7,"status":"success","trigger":"timer","attempt":1,"started_at":"2026-11-20T23:30:00Z","ended_at":"2026-11-20T23:30:01Z","duration_ms":1000,"exit_code":0,"signal":null,"summary":"ok"}"#;
+        std::fs::write(history.path(), format!("{old}\n")).expect("write");
+        history.append(&record(8).to_line()).expect("append");
+        let page = history.page(10, None).expect("read");
+        assert_eq!(page.len(), 2);
+        assert_eq!((page[1].counter, &page[1].usage), (7, &None));
+        assert_eq!(
+            page[0].usage.as_ref().map(|usage| usage.cpu_user_ms),
+            Some(510)
+        );
+        assert!(!record(7).to_line().contains("usage"), "no usage, no field");
     }
 
     #[test]

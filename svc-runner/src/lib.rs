@@ -20,6 +20,7 @@ pub mod http_call;
 pub mod namespaces;
 pub mod process_tree;
 pub mod spawn;
+pub mod usage;
 
 /// The sandbox of the commands: built here or by the controller, applied by
 /// [`commands`] (shared with the controller, which builds it for busy jobs).
@@ -339,11 +340,15 @@ async fn serve(
     };
 
     // Nothing of the run outlives its report: whatever a command left is swept already,
-    // and the end of the init ends anything started since.
+    // and the end of the init ends anything started since. The init is waited for, so
+    // that what the orphans it reaped used counts in the run's usage.
     if let Some(contained) = contained {
-        contained.end();
+        contained.finish().await;
     }
-    report_finish(reporter, &stop, finish).await
+    let usage = matches!(request.action, Action::Commands { .. })
+        .then(usage::of_reaped_children)
+        .flatten();
+    report_finish(reporter, &stop, finish, usage).await
 }
 
 /// Makes the run's namespaces (for a run of commands) and switches to the job's user, in
@@ -394,7 +399,12 @@ async fn switch_and_contain(
 }
 
 /// Sends the end of the work, unless the controller is gone, and closes the connection.
-async fn report_finish(mut reporter: Reporter, stop: &StopHandle, finish: Finish) -> RunnerExit {
+async fn report_finish(
+    mut reporter: Reporter,
+    stop: &StopHandle,
+    finish: Finish,
+    usage: Option<proto::ResourceUsage>,
+) -> RunnerExit {
     if stop.current() == Some(Stop::ControllerGone) || !reporter.is_connected() {
         eprintln!(
             "svc-runner: lost the controller connection; result not reported: {}",
@@ -407,6 +417,7 @@ async fn report_finish(mut reporter: Reporter, stop: &StopHandle, finish: Finish
             success: finish.success,
             summary: finish.summary,
             timed_out: finish.timed_out,
+            usage,
         })
         .await;
     reporter.close().await;

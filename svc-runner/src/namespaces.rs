@@ -260,7 +260,34 @@ impl Contained {
     pub fn end(self) {
         drop(self);
     }
+
+    /// Ends the namespace as [`Contained::end`] does, once every command of the run has
+    /// been waited for, and reaps the init (waiting at most [`INIT_EXIT_WAIT`]): what
+    /// the orphans it reaped used then counts in the runner's children's usage.
+    pub async fn finish(self) {
+        let init = self.init;
+        drop(self);
+        let until = tokio::time::Instant::now() + INIT_EXIT_WAIT;
+        loop {
+            match nix::sys::wait::waitpid(init, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+                Ok(nix::sys::wait::WaitStatus::StillAlive) => {}
+                // Reaped (or not the runner's to reap): either way, nothing to wait for.
+                _ => return,
+            }
+            if tokio::time::Instant::now() >= until {
+                return;
+            }
+            tokio::time::sleep(INIT_EXIT_POLL).await;
+        }
+    }
 }
+
+/// How long the runner waits for its run's init to exit before it reports the end
+/// without the usage of the orphans the init reaped: the init exits as soon as its pipe
+/// closes, and the kernel then kills what is left of the namespace.
+const INIT_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often the runner looks whether the init has exited.
+const INIT_EXIT_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// What `svc-runner --probe-containment` prints: how this host contains runs, and why
 /// not when it does not. Changes this process's user when it is root without

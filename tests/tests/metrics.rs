@@ -543,6 +543,8 @@ async fn every_series_tells_the_runs_made() {
         ("svc_job_queued", "gauge", ""),
         ("svc_job_running", "gauge", ""),
         ("svc_job_paused", "gauge", ""),
+        ("svc_job_cpu_seconds", "counter", "seconds"),
+        ("svc_job_last_run_peak_memory_bytes", "gauge", "bytes"),
         ("svc_run_queue_length", "gauge", ""),
         ("svc_runs_running", "gauge", ""),
         ("svc_max_job_running", "gauge", ""),

@@ -632,6 +632,7 @@ fn history_record(
         signal: outcome.detail.signal,
         http_status: outcome.detail.http_status,
         summary: String::new(),
+        usage: outcome.detail.usage.clone(),
     }
     .with_summary(&outcome.summary)
 }

@@ -367,6 +367,7 @@ mod tests {
                 exit_code,
                 signal,
                 http_status: None,
+                usage: None,
             },
             log_dir: LogDir::new("/nonexistent".into(), "j"),
         }
