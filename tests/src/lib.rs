@@ -77,9 +77,22 @@ pub fn has_landlock(test: &str) -> bool {
 /// The capability bounding set of `packaging/svc.service` (`CapabilityBoundingSet=`),
 /// with its `NoNewPrivileges=yes`, as `setpriv` arguments for
 /// [`TestServiceBuilder::wrapper`]: the controller runs as root with CAP_SETUID,
-/// CAP_SETGID, CAP_KILL and CAP_CHOWN only (`tests/work_dir.rs` checks it against the
-/// unit).
+/// CAP_SETGID, CAP_KILL, CAP_CHOWN, and CAP_SYS_ADMIN with CAP_SYS_CHROOT for the
+/// namespaces of each run, only (`tests/work_dir.rs` checks it against the unit).
 pub fn unit_like_wrapper() -> Vec<&'static str> {
+    vec![
+        "setpriv",
+        "--no-new-privs",
+        "--bounding-set=-all,+setuid,+setgid,+kill,+chown,+sys_admin,+sys_chroot",
+        "--inh-caps=-all",
+        "--",
+    ]
+}
+
+/// The unit's bounding set less CAP_SYS_ADMIN and CAP_SYS_CHROOT, as a drop-in that
+/// takes them back leaves it: runners make their namespaces in a user namespace, and
+/// runs as root fall back to process groups.
+pub fn without_sys_admin_wrapper() -> Vec<&'static str> {
     vec![
         "setpriv",
         "--no-new-privs",

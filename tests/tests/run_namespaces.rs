@@ -6,21 +6,24 @@
 //! runs as before.
 //!
 //! Each scenario runs with a root controller (namespaces made with CAP_SYS_ADMIN before
-//! the switch to the job's user) and with the packaged unit's capabilities only (a user
-//! namespace made after the switch). They need root; elsewhere they print a notice.
+//! the switch to the job's user, as under the packaged unit) and with the unit's
+//! capabilities less CAP_SYS_ADMIN (a drop-in that takes it back: a user namespace made
+//! after the switch). They need root; elsewhere they print a notice.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::Duration;
 
-use svc_tests::{TestService, TestServiceBuilder, WAIT, job_section, proc, unit_like_wrapper};
+use svc_tests::{
+    TestService, TestServiceBuilder, WAIT, job_section, proc, without_sys_admin_wrapper,
+};
 
 /// The two ways a run is contained: the log line each gives, and a builder for it.
 #[derive(Debug, Clone, Copy)]
 enum Way {
     /// Root controller: the runner has CAP_SYS_ADMIN.
     Privileged,
-    /// The packaged unit's capabilities: a user namespace per run.
+    /// The unit's capabilities less CAP_SYS_ADMIN: a user namespace per run.
     UserNamespace,
 }
 
@@ -28,7 +31,7 @@ impl Way {
     fn builder(self) -> TestServiceBuilder {
         match self {
             Way::Privileged => TestService::builder(),
-            Way::UserNamespace => TestService::builder().wrapper(&unit_like_wrapper()),
+            Way::UserNamespace => TestService::builder().wrapper(&without_sys_admin_wrapper()),
         }
     }
 
@@ -319,7 +322,7 @@ async fn a_runner_that_cannot_make_namespaces_says_so_and_runs_as_before() {
     if !can_run("a_runner_that_cannot_make_namespaces_says_so_and_runs_as_before") {
         return;
     }
-    // A run as root under the packaged unit's capabilities: no CAP_SYS_ADMIN, and a
+    // A run as root without CAP_SYS_ADMIN (a drop-in took it back), and a
     // user namespace would take the job's capabilities away.
     let marker = "sleep 300.4611";
     let _reaper = Reaper(vec![marker.to_string()]);

@@ -1,5 +1,6 @@
 //! Working directories under the packaged unit's privileges: the controller runs as root
-//! with only CAP_SETUID, CAP_SETGID, CAP_KILL and CAP_CHOWN, and a job that runs as
+//! with only CAP_SETUID, CAP_SETGID, CAP_KILL, CAP_CHOWN and, for the namespaces of each
+//! run, CAP_SYS_ADMIN and CAP_SYS_CHROOT, and a job that runs as
 //! another user must work on every run, not only the first.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -23,7 +24,18 @@ fn the_wrapper_matches_the_units_bounding_set() {
         .map(|cap| cap.trim_start_matches("CAP_").to_ascii_lowercase())
         .collect();
     caps.sort();
-    assert_eq!(caps, ["chown", "kill", "setgid", "setuid"], "{line}");
+    assert_eq!(
+        caps,
+        [
+            "chown",
+            "kill",
+            "setgid",
+            "setuid",
+            "sys_admin",
+            "sys_chroot"
+        ],
+        "{line}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
