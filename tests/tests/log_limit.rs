@@ -50,10 +50,9 @@ fn peak_kib(pid: i32) -> u64 {
         .expect("VmHWM")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_large_log_is_streamed_not_loaded() {
-    // A 40 MiB log from before log_max_size (an older version, or taken over from
-    // upstream): read whole, its base64 and the JSON holding it would cost ~150 MiB.
+/// A service whose job `old` has a finished log of about `mib` MiB, written before the
+/// service starts (as an older version, or upstream, could have left it); its content.
+async fn with_an_old_log(mib: usize) -> (TestService, String) {
     let builder = TestService::builder().job_file(
         "old",
         job_section("old", &["path = /old", "command = true"]),
@@ -61,10 +60,16 @@ async fn a_large_log_is_streamed_not_loaded() {
     let dir = builder.dir_base().join("var/log/svc/job/old");
     std::fs::create_dir_all(&dir).expect("log dir");
     let line = "2026-11-01 10:00:00 UTC 0123456789012345678901234567890123456789\n";
-    let lines = 40 * 1024 * 1024 / line.len();
-    let content = line.repeat(lines);
+    let content = line.repeat(mib * 1024 * 1024 / line.len());
     std::fs::write(dir.join("old.1.success"), &content).expect("write the log");
-    let svc = builder.start().await;
+    (builder.start().await, content)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_log_is_streamed_not_loaded() {
+    // A 40 MiB log from before log_max_size (an older version, or taken over from
+    // upstream): read whole, its base64 and the JSON holding it would cost ~150 MiB.
+    let (svc, content) = with_an_old_log(40).await;
     let pid = svc.pid().expect("pid");
     let before = peak_kib(pid);
 
@@ -95,16 +100,7 @@ async fn log_streams_nobody_reads_cost_a_bounded_amount() {
     // The review's memory finding: 64 clients that opened the stream of a finished
     // 10 MiB log and never read took the controller from 11 MB to 762 MB (the rest of
     // the log was read at once and queued as base64 events).
-    let builder = TestService::builder().job_file(
-        "old",
-        job_section("old", &["path = /old", "command = true"]),
-    );
-    let dir = builder.dir_base().join("var/log/svc/job/old");
-    std::fs::create_dir_all(&dir).expect("log dir");
-    let line = "2026-11-01 10:00:00 UTC 0123456789012345678901234567890123456789\n";
-    let content = line.repeat(10 * 1024 * 1024 / line.len());
-    std::fs::write(dir.join("old.1.success"), &content).expect("write the log");
-    let svc = builder.start().await;
+    let (svc, content) = with_an_old_log(10).await;
     let pid = svc.pid().expect("pid");
     let before = peak_kib(pid);
 

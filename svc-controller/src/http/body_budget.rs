@@ -20,7 +20,6 @@ use bytes::BytesMut;
 use http_body_util::BodyExt as _;
 
 use super::ApiError;
-use super::read_timeout::BodyReadTimedOut;
 
 /// Bytes of webhook bodies that may be held at once, all requests together, and by the
 /// requests of one client address; cheap to clone (one shared account).
@@ -199,14 +198,11 @@ pub(super) async fn read_charged(
 /// The answer to a body that could not be read: 408 when the client did not send it
 /// within the body timeouts, 413 past the route's limit, else 400.
 fn unreadable(err: axum::Error) -> ApiError {
+    if let Some(timed_out) = ApiError::body_timed_out(&err) {
+        return timed_out;
+    }
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&err);
     while let Some(cause) = source {
-        if cause.is::<BodyReadTimedOut>() {
-            return ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "the request body was not received in time (http_body_timeout)",
-            );
-        }
         if cause.is::<http_body_util::LengthLimitError>() {
             return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large");
         }

@@ -133,20 +133,31 @@ impl From<EngineError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// The 408 of a body that the client did not send within the body timeouts, when
+    /// `err` (or an error it came from) is that timeout.
+    pub(super) fn body_timed_out(err: &(dyn std::error::Error + 'static)) -> Option<ApiError> {
+        let mut source = Some(err);
+        while let Some(cause) = source {
+            if cause.is::<BodyReadTimedOut>() {
+                return Some(ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body was not received in time (http_body_timeout)",
+                ));
+            }
+            source = cause.source();
+        }
+        None
+    }
+}
+
 impl From<axum::extract::rejection::BytesRejection> for ApiError {
     /// A body that could not be read: 408 when the client did not send it within the
     /// body timeouts, else the extractor's own status (413 for a body over the limit,
     /// 400 otherwise) and text.
     fn from(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
-        while let Some(err) = source {
-            if err.is::<BodyReadTimedOut>() {
-                return ApiError::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "the request body was not received in time (http_body_timeout)",
-                );
-            }
-            source = err.source();
+        if let Some(timed_out) = ApiError::body_timed_out(&rejection) {
+            return timed_out;
         }
         ApiError::new(rejection.status(), rejection.body_text())
     }
