@@ -83,10 +83,6 @@ fn run(program: &str, args: &[&str]) {
     );
 }
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
 /// Fills the file system of `dir` with a file `filler`; returns its size.
 fn fill(dir: &Path) -> u64 {
     use std::io::Write as _;
@@ -121,11 +117,10 @@ async fn wait_state(svc: &TestService, id: &str, counter: u64, status: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_or_read_only_log_directory_fails_runs_cleanly_and_recovers() {
-    if !is_root() {
-        eprintln!(
-            "\n!!!!! SKIPPED a_full_or_read_only_log_directory_fails_runs_cleanly_and_recovers: \
-             it mounts a tmpfs and needs root (CI runs as root) !!!!!\n"
-        );
+    // It mounts a tmpfs (CI runs as root).
+    if !svc_tests::running_as_root(
+        "a_full_or_read_only_log_directory_fails_runs_cleanly_and_recovers",
+    ) {
         return;
     }
     let builder = TestService::builder().job_file(
@@ -554,11 +549,8 @@ async fn a_job_filling_the_disk_leaves_the_services_records_written() {
     // The review's finding: a job filling the disk made other runs fail to create their
     // logs, state files go unwritten, and a signed pause get 500 (the replay store could
     // not record it).
-    if !is_root() {
-        eprintln!(
-            "\n!!!!! SKIPPED a_job_filling_the_disk_leaves_the_services_records_written: \
-             it mounts a tmpfs and needs root (CI runs as root) !!!!!\n"
-        );
+    // It mounts a tmpfs (CI runs as root).
+    if !svc_tests::running_as_root("a_job_filling_the_disk_leaves_the_services_records_written") {
         return;
     }
     let builder = TestService::builder()
