@@ -149,6 +149,9 @@ mod tests {
                 nofile: Some(256),
                 address_space: None,
                 data: Some(512 << 20),
+                pids: Some(512),
+                memory: Some(256 << 20),
+                cpu_weight: None,
             },
             keep_capabilities: Some(1 << 10),
             sandbox: Some(Sandbox {
@@ -161,6 +164,7 @@ mod tests {
                 cover: "/var/lib/svc/tmp".into(),
                 keep: Some("backup_home".into()),
             }],
+            cgroup_procs: vec!["/sys/fs/cgroup/pids/svc-runs.0/job.1.0/cgroup.procs".into()],
             action: Action::Commands {
                 commands: vec!["echo 'hi'".into(), "false".into()],
                 env: vec![("PATH".into(), "/usr/bin:/bin".into())],

@@ -35,8 +35,9 @@ pub mod sandbox;
 pub use codec::{ControllerCodec, FrameCodec, ProtoError, RunnerCodec};
 pub use message::*;
 
-/// Version of this protocol. Bumped on any incompatible change of a message.
-pub const PROTOCOL_VERSION: u32 = 5;
+/// Version of this protocol. Bumped on any incompatible change of a message, and when a
+/// runner that ignored a new field would do less than asked (6: the run's cgroup).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Largest frame either side accepts, in bytes of JSON.
 pub const MAX_FRAME_LEN: usize = 1024 * 1024;

@@ -170,6 +170,11 @@ pub struct ExecRequest {
     /// a runner that cannot make namespaces).
     #[serde(default)]
     pub private_dirs: Vec<PrivateDir>,
+    /// The `cgroup.procs` files of the run's cgroup (one per hierarchy) that each
+    /// command joins before it executes, through descriptors the runner opens before it
+    /// switches to the job's user. Empty: the run has no cgroup.
+    #[serde(default)]
+    pub cgroup_procs: Vec<String>,
     pub action: Action,
 }
 
@@ -220,6 +225,20 @@ pub struct ResourceLimits {
     /// mappings).
     #[serde(default)]
     pub data: Option<u64>,
+    /// `limit_pids`: tasks of the whole run at once. The controller applies it through
+    /// the run's cgroup (or turns it into `nproc` where there is none); the runner does
+    /// not read it.
+    #[serde(default)]
+    pub pids: Option<u64>,
+    /// `limit_memory`: bytes of memory of the whole run. The controller applies it
+    /// through the run's cgroup (or turns it into `data` where there is none); the
+    /// runner does not read it.
+    #[serde(default)]
+    pub memory: Option<u64>,
+    /// `cpu_weight`: the run's share of the CPU (1 to 10000, 100 is even), through its
+    /// cgroup; the runner does not read it.
+    #[serde(default)]
+    pub cpu_weight: Option<u64>,
 }
 
 /// User and groups to switch to before doing the work (only possible when root).

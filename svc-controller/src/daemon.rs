@@ -353,6 +353,17 @@ fn serve_or_check(cli: Cli) -> ExitCode {
         if let Ok(runner) = runner_path(config.main.runner_path.as_deref()) {
             println!("  containment: {}", crate::containment::probe(&runner).line);
         }
+        if config.main.run_cgroups {
+            println!(
+                "  cgroups: {} (as found for this command; the service finds its own at start-up)",
+                crate::cgroups::RunCgroups::inspect()
+            );
+        } else {
+            println!(
+                "  cgroups: {}",
+                crate::cgroups::RunCgroups::none("run_cgroups = false").line()
+            );
+        }
         if let Some(cluster) = &config.main.cluster {
             return check_cluster(cluster, &config);
         }
@@ -590,6 +601,23 @@ pub async fn run(
         None => None,
     };
     let runner = runner_path(main.runner_path.as_deref())?;
+    // Before any child process: on cgroup v2 this process moves into a leaf of its own.
+    let cgroups = {
+        let (dir_base, wanted) = (main.dir_base.clone(), main.run_cgroups);
+        Arc::new(
+            tokio::task::spawn_blocking(move || match wanted {
+                true => crate::cgroups::RunCgroups::set_up(&dir_base),
+                false => crate::cgroups::RunCgroups::none("run_cgroups = false"),
+            })
+            .await
+            .context("setting up the runs' cgroups failed")?,
+        )
+    };
+    if cgroups.active() {
+        tracing::info!(cgroups = %cgroups.line(), "runs get cgroups of their own");
+    } else {
+        tracing::warn!(cgroups = %cgroups.line(), "runs get no cgroups");
+    }
     let containment = crate::containment::probe(&runner);
     if containment.namespaces() {
         tracing::info!(containment = %containment.line, "runs are contained in namespaces");
@@ -603,6 +631,7 @@ pub async fn run(
             runner,
             crate::engine::request::protected_paths(&main),
         )?;
+        hub.contain_runs_in(cgroups.clone());
         // The node leaves the cluster only after `engine.shutdown`: its heartbeat keeps
         // the leases of the runs that end meanwhile.
         Engine::new(
@@ -710,6 +739,7 @@ pub async fn run(
     );
     // After the server: the last answers' entries are in the queue.
     audit.shutdown().await;
+    let _ = tokio::task::spawn_blocking(move || cgroups.tear_down()).await;
     if let Some(mut copy) = audit_copy
         && tokio::time::timeout(AUDIT_COPY_GRACE, &mut copy)
             .await

@@ -28,6 +28,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::codec::Framed;
 
+use crate::cgroups::RunCgroups;
 use crate::forkserver::{ForkServer, ForkedRunner};
 use crate::fsutil;
 use crate::logstore::OutputKind;
@@ -79,6 +80,8 @@ pub struct EndDetail {
     /// What the run's processes used, as its runner measured it. Boxed: a run's task
     /// holds an end while it waits, and its size is bounded (`engine::task_sizes`).
     pub usage: Option<Box<proto::ResourceUsage>>,
+    /// The kernel killed a process of the run at its memory limit, and the run failed.
+    pub oom: bool,
 }
 
 impl Outcome {
@@ -149,6 +152,8 @@ struct HubInner {
     spawner: Arc<Spawner>,
     /// The runner fork server, started at the first run of commands.
     forks: tokio::sync::Mutex<ForkSlot>,
+    /// The runs' cgroups, once the service has set them up ([`RunnerHub::contain_runs_in`]).
+    cgroups: std::sync::OnceLock<Arc<RunCgroups>>,
     /// Whether runners of commands are forked by the fork server (tests turn it off to
     /// test the other way).
     fork_enabled: std::sync::atomic::AtomicBool,
@@ -278,6 +283,7 @@ pub struct LaunchedRunner {
     accepted_rx: oneshot::Receiver<Accepted>,
     launched_at: std::time::Instant,
     work: RunnerWork,
+    cgroups: Option<Arc<RunCgroups>>,
 }
 
 impl std::fmt::Debug for LaunchedRunner {
@@ -354,6 +360,7 @@ impl RunnerHub {
             pending: Mutex::new(HashMap::new()),
             spawner: Spawner::start().map_err(|source| HubError::Spawner { source })?,
             forks: tokio::sync::Mutex::default(),
+            cgroups: std::sync::OnceLock::new(),
             fork_enabled: std::sync::atomic::AtomicBool::new(true),
         });
         tokio::spawn(accept_loop(listener, Arc::downgrade(&inner)));
@@ -383,6 +390,12 @@ impl RunnerHub {
             Some(runner) => runner,
             None => self.launch(work).await,
         }
+    }
+
+    /// Runs of commands from now on each get a cgroup of `cgroups` (when it gives any),
+    /// with their limits. Set once; later calls change nothing.
+    pub fn contain_runs_in(&self, cgroups: Arc<RunCgroups>) {
+        let _ = self.inner.cgroups.set(cgroups);
     }
 
     /// Whether runners of commands are forked by the fork server (the default) or
@@ -500,6 +513,7 @@ impl RunnerHub {
             accepted_rx,
             launched_at: std::time::Instant::now(),
             work,
+            cgroups: self.inner.cgroups.get().cloned(),
         }
     }
 
@@ -533,6 +547,7 @@ impl RunnerHub {
             accepted_rx,
             launched_at: std::time::Instant::now(),
             work,
+            cgroups: self.inner.cgroups.get().cloned(),
         }
     }
 
@@ -558,6 +573,26 @@ impl LaunchedRunner {
     /// built the run's sandbox ([`proto::Sandbox::attached`]). `cancel` ends the work
     /// early when it receives a reason. Events go to `sink` as they happen.
     pub async fn execute(
+        mut self,
+        mut request: ExecRequest,
+        ruleset: Option<Arc<Prepared>>,
+        cancel: &mut watch::Receiver<Option<String>>,
+        sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    ) -> Outcome {
+        let cgroups = self.cgroups.take();
+        let cgroup = match crate::run_limits::apply(cgroups.as_ref(), &mut request).await {
+            Ok(cgroup) => cgroup,
+            Err(why) => return Outcome::fail(why),
+        };
+        let limits = request.limits;
+        let mut outcome = self.execute_in_runner(request, ruleset, cancel, sink).await;
+        if let Some(cgroup) = cgroup {
+            crate::run_limits::conclude(cgroup, &limits, &mut outcome, sink).await;
+        }
+        outcome
+    }
+
+    async fn execute_in_runner(
         self,
         request: ExecRequest,
         ruleset: Option<Arc<Prepared>>,

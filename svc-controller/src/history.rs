@@ -65,6 +65,10 @@ pub struct RunRecord {
     /// runner reported them; absent from older lines). Boxed, as in the run's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Box<proto::ResourceUsage>>,
+    /// Why a failed run failed, when it was not its commands' doing: `oom` (the kernel
+    /// killed a process of it at its memory limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl RunRecord {
@@ -92,6 +96,7 @@ impl RunRecord {
             http_status: None,
             summary: String::new(),
             usage: None,
+            reason: None,
         }
         .with_summary(summary)
     }
@@ -255,6 +260,7 @@ mod tests {
                 io_write_bytes: None,
                 measured_by: proto::UsageSource::Rusage,
             })),
+            reason: None,
         }
     }
 

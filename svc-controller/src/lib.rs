@@ -5,6 +5,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod cgroups;
 pub mod cluster;
 pub mod config;
 pub mod containment;
@@ -29,6 +30,7 @@ pub mod preview;
 pub mod proxies;
 pub mod replay;
 pub mod rights;
+pub mod run_limits;
 pub mod runtmp;
 pub mod sandboxes;
 pub mod schedule;

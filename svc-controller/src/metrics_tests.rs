@@ -25,6 +25,7 @@ fn end(success: bool, duration: Duration) -> RunRecord {
         http_status: None,
         summary: String::new(),
         usage: None,
+        reason: None,
     }
 }
 

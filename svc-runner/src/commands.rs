@@ -147,6 +147,19 @@ fn apply_limits(limits: &proto::ResourceLimits) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Moves the current (child) process into the run's cgroup, in each hierarchy: `0`
+/// written to `cgroup.procs` is the writer. Async-signal-safe.
+fn join_cgroup(procs: &[std::os::fd::RawFd]) -> std::io::Result<()> {
+    for fd in procs {
+        // SAFETY: writes one byte from a static buffer to a descriptor the runner keeps
+        // open until the command has started.
+        if unsafe { libc::write(*fd, b"0".as_ptr().cast(), 1) } != 1 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Sets `no_new_privs` in the current (child) process: from here on, no exec grants
 /// privileges (setuid and setgid bits, file capabilities are ignored), whoever the command
 /// runs as. Async-signal-safe.
@@ -170,6 +183,11 @@ fn spawn(
     let limits = work.limits;
     let keep_capabilities = work.keep_capabilities;
     let sandbox = work.sandbox;
+    let cgroup: Vec<std::os::fd::RawFd> = work
+        .cgroup
+        .iter()
+        .map(std::os::fd::AsRawFd::as_raw_fd)
+        .collect();
     // In the run's PID namespace the runner, outside it, is pid 0 to the command.
     let runner_pid = if work.contained.is_some() {
         nix::unistd::Pid::from_raw(0)
@@ -177,10 +195,11 @@ fn spawn(
         nix::unistd::getpid()
     };
     // Runs in the child between the clone and the program: system calls only
-    // (getrlimit, setrlimit, capget, capset, prctl, getppid, landlock_restrict_self),
-    // no allocation.
+    // (write, getrlimit, setrlimit, capget, capset, prctl, getppid,
+    // landlock_restrict_self), no allocation.
     let pre_exec = move || {
         end_with_runner(runner_pid)?;
+        join_cgroup(&cgroup)?;
         apply_limits(&limits)?;
         if let Some(keep) = keep_capabilities {
             crate::capabilities::keep_only(keep)?;

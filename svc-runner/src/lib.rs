@@ -186,6 +186,9 @@ pub struct Work<'a> {
     /// The run's namespaces, when it has them ([`namespaces`]): the commands are born in
     /// them, and what a command leaves is swept by the namespace's init.
     pub contained: Option<&'a namespaces::Contained>,
+    /// The run's cgroup (`cgroup.procs` of each hierarchy), opened while the runner
+    /// was still privileged: each command joins it before it executes.
+    pub cgroup: &'a [std::os::fd::OwnedFd],
 }
 
 /// Runs the whole life of a runner started by the controller: reads its token, connects
@@ -296,6 +299,13 @@ async fn serve(
         Ok(sandbox) => sandbox,
         Err(why) => return report_error(&mut reporter, why).await,
     };
+    // Opened before the switch to the job's user: the kernel judges a move into a
+    // cgroup by who opened its `cgroup.procs`, so the commands can join the run's
+    // cgroup but the job's user cannot move anything anywhere.
+    let cgroup = match open_cgroup(&request.cgroup_procs) {
+        Ok(cgroup) => cgroup,
+        Err(why) => return report_error(&mut reporter, why).await,
+    };
     let contained = match switch_and_contain(&mut reporter, &request, sandbox.as_ref()).await {
         Ok(contained) => contained,
         Err(why) => return report_error(&mut reporter, why).await,
@@ -326,6 +336,7 @@ async fn serve(
         keep_capabilities: request.keep_capabilities,
         sandbox: sandbox.as_ref().and_then(sandbox::Prepared::ruleset_fd),
         contained: contained.as_ref(),
+        cgroup: &cgroup,
     };
     let finish = match &request.action {
         Action::Commands {
@@ -349,6 +360,21 @@ async fn serve(
         .then(usage::of_reaped_children)
         .flatten();
     report_finish(reporter, &stop, finish, usage).await
+}
+
+/// Opens the `cgroup.procs` files of the run's cgroup for writing. `Err`: the run
+/// cannot have the limits it was promised, and says why.
+fn open_cgroup(files: &[String]) -> Result<Vec<std::os::fd::OwnedFd>, String> {
+    files
+        .iter()
+        .map(|file| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(file)
+                .map(std::os::fd::OwnedFd::from)
+                .map_err(|err| format!("cannot join the run's cgroup {file}: {err}"))
+        })
+        .collect()
 }
 
 /// Makes the run's namespaces (for a run of commands) and switches to the job's user, in

@@ -142,6 +142,7 @@ fn http_request(call: HttpCall) -> ExecRequest {
         sandbox: None,
         private_dirs: Vec::new(),
         keep_capabilities: None,
+        cgroup_procs: Vec::new(),
         action: Action::Http(call),
     }
 }

@@ -4,8 +4,11 @@
 //! - `limit_nofile = N`: RLIMIT_NOFILE (open files per process);
 //! - `limit_as = SIZE`: RLIMIT_AS (address space per process), bytes with an optional
 //!   `K`, `M` or `G` suffix (powers of 1024);
-//! - `limit_memory = SIZE`: RLIMIT_DATA (heap and anonymous mappings per process), same
-//!   syntax; a job sets it or `limit_as`, not both.
+//! - `limit_memory = SIZE`: where runs have no cgroups (here: `run_cgroups = false`),
+//!   RLIMIT_DATA (heap and anonymous mappings per process), same syntax; a job sets it
+//!   or `limit_as`, not both (with cgroups it is the run's limit: `run_cgroups.rs`);
+//! - `limit_pids = N`: without cgroups, the RLIMIT_NPROC of a job that sets no
+//!   `limit_nproc`.
 //!
 //! Each limit is set as both the soft and the hard limit of every command (the commands
 //! cannot raise it back); a job without the key keeps the limits the controller has.
@@ -186,8 +189,9 @@ async fn limit_as_stops_a_command_that_allocates_too_much() {
 const DD_200M: &str = "dd if=/dev/zero of=/dev/null bs=200M count=1 && echo allocated";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn limit_memory_caps_the_heap_of_each_command() {
+async fn limit_memory_caps_the_heap_of_each_command_without_cgroups() {
     let svc = TestService::builder()
+        .svc("run_cgroups = false")
         .job_file(
             "memory",
             job_section(
@@ -315,4 +319,47 @@ async fn check_reports_bad_limit_values_with_file_section_key_and_value() {
     let job = svc.job("heap").await;
     assert_eq!(job["limit_memory"], 256u64 * 1024 * 1024, "{job}");
     assert!(job.get("limit_as").is_none(), "{job}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_pids_without_cgroups_is_the_users_process_limit() {
+    let svc = TestService::builder()
+        .svc("run_cgroups = false")
+        .job_file(
+            "pids",
+            job_section(
+                "pids",
+                &[
+                    "path = /pids",
+                    "limit_pids = 300",
+                    "command = echo nproc=$(ulimit -Sp)/$(ulimit -Hp)",
+                ],
+            ),
+        )
+        .job_file(
+            "both",
+            job_section(
+                "both",
+                &[
+                    "path = /both",
+                    "limit_pids = 300",
+                    "limit_nproc = 250",
+                    "command = echo nproc=$(ulimit -Sp)/$(ulimit -Hp)",
+                ],
+            ),
+        )
+        .start()
+        .await;
+    let (status, texts) = output_of_run(&svc, "/pids", "pids").await;
+    assert_eq!(status, "success", "{texts:?}");
+    assert!(texts.contains(&"nproc=300/300".to_string()), "{texts:?}");
+    // A job's own limit_nproc wins.
+    let (status, texts) = output_of_run(&svc, "/both", "both").await;
+    assert_eq!(status, "success", "{texts:?}");
+    assert!(texts.contains(&"nproc=250/250".to_string()), "{texts:?}");
+    assert!(
+        svc.stderr().contains("runs get no cgroups"),
+        "{}",
+        svc.stderr()
+    );
 }

@@ -1,7 +1,9 @@
 //! What each run used: the CPU time and peak memory of a run of commands are measured
 //! (from the reaped processes' resource usage) and kept in the run history
 //! (`GET /svc/api/job_exec/runs`, field `usage`) and in the metrics; a JobHttp call,
-//! which runs no process, has none.
+//! which runs no process, has none. The service here gives runs no cgroups
+//! (`run_cgroups = false`), so that the reaped processes' usage is what is tested on
+//! every host; `run_cgroups.rs` tests the usage read from a run's cgroup.
 //!
 //! The workloads are known in CPU time, not in wall time, so that a loaded machine does
 //! not change what is recorded: the burner loops until the kernel has charged it half a
@@ -37,6 +39,7 @@ fn service() -> TestService {
     );
     let hold = format!("command = head -c {HOLD_BYTES} /dev/zero | tail -n 1 | wc -c");
     TestService::builder()
+        .svc("run_cgroups = false")
         .job_file("burn", job_section("burn", &["path = /burn", &burn]))
         .job_file("hold", job_section("hold", &["path = /hold", &hold]))
         .job_file(

@@ -102,6 +102,7 @@ fn commands_request(commands: Vec<String>, dir_work: String) -> ExecRequest {
         keep_capabilities: None,
         sandbox: None,
         private_dirs: Vec::new(),
+        cgroup_procs: Vec::new(),
         action: Action::Commands {
             commands,
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],

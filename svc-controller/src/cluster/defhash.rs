@@ -146,7 +146,17 @@ fn job_text(job: &JobConfig) -> Canonical {
     c.option("limit_nproc", limit(job.limits.nproc).as_deref());
     c.option("limit_nofile", limit(job.limits.nofile).as_deref());
     c.option("limit_as", limit(job.limits.address_space).as_deref());
-    c.option("limit_memory", limit(job.limits.data).as_deref());
+    c.option("limit_memory", limit(job.limits.memory).as_deref());
+    // Keys newer than the hash's form count only when set, so that a job without them
+    // keeps its hash across an upgrade of part of a cluster.
+    for (key, value) in [
+        ("limit_pids", job.limits.pids),
+        ("cpu_weight", job.limits.cpu_weight),
+    ] {
+        if let Some(value) = value {
+            c.field(key, &value.to_string());
+        }
+    }
     let write_paths: Vec<String> = job
         .write_paths
         .iter()

@@ -82,6 +82,12 @@ pub struct MainConfig {
     pub http_timeout: Duration,
     /// `max_job_running` (legacy `max_hook_running`), default 1, at least 1.
     pub max_job_running: usize,
+    /// `limit_pids`: tasks of each run at once, for jobs that set none.
+    pub limit_pids: Option<u64>,
+    /// `run_cgroups`, default true: each run of commands in a cgroup of its own where
+    /// the host allows it ([`crate::cgroups`]); false applies the limits to each process
+    /// instead.
+    pub run_cgroups: bool,
     /// `is_development`, default false.
     pub is_development: bool,
     /// `user`: default user for job commands; `None` = the controller's own.
@@ -288,8 +294,8 @@ pub struct JobConfig {
     /// `capabilities`: the capabilities a job that runs as root keeps, as a bit mask
     /// (bit N = capability number N); every other one is dropped. 0 by default.
     pub capabilities: u64,
-    /// `limit_nproc`, `limit_nofile`, `limit_as`, `limit_memory`: resource limits of
-    /// each command.
+    /// `limit_nproc`, `limit_nofile`, `limit_as`, `limit_memory`, `limit_pids`,
+    /// `cpu_weight`: resource limits of each command and of the whole run.
     pub limits: ResourceLimits,
     /// `write_paths`, repeated: absolute paths where the commands may write besides
     /// their working directory and `TMPDIR`.
@@ -369,9 +375,17 @@ pub struct ResourceLimits {
     pub nofile: Option<u64>,
     /// `limit_as`: address space per process in bytes (`RLIMIT_AS`).
     pub address_space: Option<u64>,
-    /// `limit_memory`: writable private memory per process in bytes (`RLIMIT_DATA`: heap
-    /// and anonymous mappings, not reserved address space nor mapped files).
-    pub data: Option<u64>,
+    /// `limit_memory`: bytes of memory of the whole run, its cgroup's limit where the
+    /// host gives runs cgroups ([`crate::cgroups`]); else of each process, as
+    /// `RLIMIT_DATA` (heap and anonymous mappings).
+    pub memory: Option<u64>,
+    /// `limit_pids` (the job's, else `[svc]`'s): tasks of the whole run at once, its
+    /// cgroup's `pids.max` ([`crate::cgroups::DEFAULT_LIMIT_PIDS`] when neither sets
+    /// it); without cgroups, a value set here is the job user's `RLIMIT_NPROC`.
+    pub pids: Option<u64>,
+    /// `cpu_weight`: the run's share of the CPU against other runs, 1 to 10000 (100 is
+    /// even), where runs have cgroups with the `cpu` controller.
+    pub cpu_weight: Option<u64>,
 }
 
 /// HTTP method of a JobHttp.

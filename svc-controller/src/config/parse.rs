@@ -67,6 +67,8 @@ const MAIN_KEYS: &[(&str, KeyKind)] = &[
     ("database_url", Scalar),
     ("node_name", Scalar),
     ("database_max_connections", Scalar),
+    ("limit_pids", Scalar),
+    ("run_cgroups", Bool),
 ];
 
 const JOB_KEYS: &[(&str, KeyKind)] = &[
@@ -102,6 +104,8 @@ const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("limit_nofile", Scalar),
     ("limit_as", Scalar),
     ("limit_memory", Scalar),
+    ("limit_pids", Scalar),
+    ("cpu_weight", Scalar),
     ("write_paths", List),
     ("sandbox", Bool),
     ("notif_on_success", List),
@@ -474,6 +478,14 @@ fn parse_limit(value: &str) -> Result<u64, String> {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
         Err(_) => Err("not a whole number of at least 1".into()),
+    }
+}
+
+/// `cpu_weight`: 1 to 10000, as cgroup v2's `cpu.weight`.
+fn parse_cpu_weight(value: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(n @ 1..=10000) => Ok(n),
+        _ => Err("not a whole number from 1 to 10000 (100 is an even share)".into()),
     }
 }
 
@@ -1082,7 +1094,9 @@ fn read_main(
         secret: None,
         http_timeout: DEFAULT_HTTP_TIMEOUT,
         max_job_running: 1,
+        limit_pids: None,
         is_development: false,
+        run_cgroups: true,
         user: None,
         group: None,
         runner_path: None,
@@ -1164,6 +1178,10 @@ fn read_main(
     }
     if let Some(n) = job_running.or(hook_running) {
         config.max_job_running = n;
+    }
+    config.limit_pids = r.parsed("limit_pids", parse_limit);
+    if let Some(v) = r.flag("run_cgroups") {
+        config.run_cgroups = v;
     }
     if let Some(v) = r.flag("is_development") {
         config.is_development = v;
@@ -1631,7 +1649,9 @@ impl<'m> Loader<'m> {
             nproc: r.parsed("limit_nproc", parse_limit),
             nofile: r.parsed("limit_nofile", parse_limit),
             address_space: r.parsed("limit_as", parse_bytes),
-            data: r.parsed("limit_memory", parse_bytes),
+            memory: r.parsed("limit_memory", parse_bytes),
+            pids: r.parsed("limit_pids", parse_limit).or(main.limit_pids),
+            cpu_weight: r.parsed("cpu_weight", parse_cpu_weight),
         };
         let sandbox = r.flag("sandbox").unwrap_or(true);
         let one_time_deliveries = r.flag("one_time_deliveries").unwrap_or(false);

@@ -489,7 +489,7 @@ fn job_resource_limits() {
             nproc: Some(50),
             nofile: Some(128),
             address_space: Some(512 << 20),
-            data: None,
+            ..ResourceLimits::default()
         }
     );
     assert_eq!(limits[1].address_space, Some(2 << 30));
@@ -504,7 +504,7 @@ fn limit_memory_is_rlimit_data_and_excludes_limit_as() {
         "[job \"x\"]\npath = /p\ncommand = true\nlimit_memory = 256M\n",
     );
     let jobs = tree.load().jobs;
-    assert_eq!(jobs[0].limits.data, Some(256 << 20));
+    assert_eq!(jobs[0].limits.memory, Some(256 << 20));
     assert_eq!(jobs[0].limits.address_space, None);
 
     let tree = Tree::new("");

@@ -633,6 +633,7 @@ fn history_record(
         http_status: outcome.detail.http_status,
         summary: String::new(),
         usage: outcome.detail.usage.clone(),
+        reason: outcome.detail.oom.then(|| "oom".to_string()),
     }
     .with_summary(&outcome.summary)
 }

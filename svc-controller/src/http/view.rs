@@ -139,6 +139,10 @@ struct JobView<'a> {
     limit_as: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limit_memory: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit_pids: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_weight: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     write_paths: Vec<String>,
     /// Shown only when off.
@@ -238,7 +242,9 @@ fn entry_view(look: &JobSnapshot) -> EntryView<'_> {
             limit_nproc: job.limits.nproc,
             limit_nofile: job.limits.nofile,
             limit_as: job.limits.address_space,
-            limit_memory: job.limits.data,
+            limit_memory: job.limits.memory,
+            limit_pids: job.limits.pids,
+            cpu_weight: job.limits.cpu_weight,
             write_paths: job
                 .write_paths
                 .iter()

@@ -368,6 +368,7 @@ mod tests {
                 signal,
                 http_status: None,
                 usage: None,
+                oom: false,
             },
             log_dir: LogDir::new("/nonexistent".into(), "j"),
         }
