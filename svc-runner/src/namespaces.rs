@@ -174,34 +174,19 @@ fn covers(private: &[PrivateDir]) -> io::Result<Vec<init::Cover>> {
 /// clone so that none is handled in it with the runner's handlers; returns its pid.
 fn clone_init(plan: &init::Plan, flags: libc::c_int) -> io::Result<libc::c_int> {
     let stack = crate::spawn::Stack::new()?;
-    let mut all = crate::spawn::unsafe_zeroed_sigset();
-    let mut old = crate::spawn::unsafe_zeroed_sigset();
-    // SAFETY: fills a local signal set.
-    unsafe { libc::sigfillset(&mut all) };
-    // SAFETY: sets this thread's mask from local sets.
-    let masked = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old) };
-    if masked != 0 {
-        return Err(io::Error::from_raw_os_error(masked));
-    }
-    // SAFETY: without CLONE_VM the init runs `init::main` on its own copy of `stack`
-    // and of `plan` (both alive at the clone), and only makes system calls on them; the
-    // runner's memory is never shared with it.
-    let pid = unsafe {
-        libc::clone(
-            init::main,
-            stack.top(),
-            flags | libc::SIGCHLD,
-            plan as *const init::Plan as *mut libc::c_void,
-        )
-    };
-    let cloned = if pid < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(pid)
-    };
-    // SAFETY: restores this thread's mask from a local set.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    cloned
+    crate::spawn::with_signals_blocked(|| {
+        // SAFETY: without CLONE_VM the init runs `init::main` on its own copy of `stack`
+        // and of `plan` (both alive at the clone), and only makes system calls on them;
+        // the runner's memory is never shared with it.
+        unsafe {
+            libc::clone(
+                init::main,
+                stack.top(),
+                flags | libc::SIGCHLD,
+                plan as *const init::Plan as *mut libc::c_void,
+            )
+        }
+    })
 }
 
 /// Moves the runner into the init's namespaces (`flags`), all of them or none.

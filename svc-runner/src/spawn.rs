@@ -311,6 +311,26 @@ impl Drop for Stack {
 /// Clones the child on `stack`, with all signals blocked around it, and returns its
 /// pid once it has executed the program or exited.
 fn clone_child(prepared: &Prepared<'_>, stack: &Stack) -> io::Result<i32> {
+    with_signals_blocked(|| {
+        // SAFETY: the child runs `child_main` on `stack`, which outlives it: with
+        // CLONE_VFORK this thread is suspended until the child has executed a program
+        // or exited, and only then can `stack` and `prepared` go. `child_main` only
+        // reads `prepared` and makes system calls.
+        unsafe {
+            libc::clone(
+                child_main,
+                stack.top(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                prepared as *const Prepared<'_> as *mut libc::c_void,
+            )
+        }
+    })
+}
+
+/// Runs `clone` (which returns a pid, or -1 and sets `errno`) with every signal of this
+/// thread blocked, so that none is handled in the child with the runner's handlers, and
+/// the mask restored afterwards.
+pub(crate) fn with_signals_blocked(clone: impl FnOnce() -> libc::c_int) -> io::Result<i32> {
     let mut all: libc::sigset_t = unsafe_zeroed_sigset();
     let mut old: libc::sigset_t = unsafe_zeroed_sigset();
     // SAFETY: fills a local signal set.
@@ -320,18 +340,8 @@ fn clone_child(prepared: &Prepared<'_>, stack: &Stack) -> io::Result<i32> {
     if masked != 0 {
         return Err(io::Error::from_raw_os_error(masked));
     }
-    // SAFETY: the child runs `child_main` on `stack`, which outlives it: with
-    // CLONE_VFORK this thread is suspended until the child has executed a program or
-    // exited, and only then can `stack` and `prepared` go. `child_main` only reads
-    // `prepared` and makes system calls.
-    let pid = unsafe {
-        libc::clone(
-            child_main,
-            stack.top(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            prepared as *const Prepared<'_> as *mut libc::c_void,
-        )
-    };
+    let pid = clone();
+    // Read before the mask is restored, which may change errno.
     let cloned = if pid < 0 {
         Err(io::Error::last_os_error())
     } else {
