@@ -244,6 +244,13 @@ fn tune_allocator() {
     }
 }
 
+/// How long an idle blocking thread is kept (tokio's default: 10 s). tokio queues
+/// blocking work for an idle or busy thread when it cannot start a new one, but panics
+/// when its pool has no thread at all; a host whose task table a job filled (without
+/// cgroups, [`crate::cgroups`]) must not find the pool empty, so threads, once started,
+/// stay. An idle thread costs a few KiB.
+const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(24 * 3600);
+
 /// The engine's runtime: one thread (and its blocking threads) at the service's own
 /// priority, above the HTTP threads (see [`HTTP_NICE`]). It runs the runs, the timers
 /// and the runner connections, and starts the runners, which inherit its priority.
@@ -251,6 +258,7 @@ fn engine_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("svc-engine")
+        .thread_keep_alive(BLOCKING_KEEP_ALIVE)
         .enable_all()
         .build()
 }
@@ -374,6 +382,7 @@ fn serve_or_check(cli: Cli) -> ExitCode {
     let http_nice = http_thread_nice();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_keep_alive(BLOCKING_KEEP_ALIVE)
         .on_thread_start(move || set_thread_nice(http_nice))
         .build()
     {
