@@ -1074,12 +1074,41 @@
     return span(ms / 1000);
   }
 
-  /** How a run's work ended: exit code, signal or HTTP status. */
+  /** How a run's work ended: exit code, signal or HTTP status, after `oom` when the
+   * kernel killed it at its memory limit. */
   function runExit(run) {
+    if (run.reason === "oom") {
+      var how = runExit({ exit_code: run.exit_code, signal: run.signal });
+      return [h("span", { class: "badge run-fail", title: "killed at its memory limit (limit_memory)" }, "oom"), " ", how];
+    }
     if (typeof run.http_status === "number") return "HTTP " + run.http_status;
     if (typeof run.signal === "number") return "signal " + run.signal;
     if (typeof run.exit_code === "number") return "exit " + run.exit_code;
     return h("span", { class: "muted" }, "—");
+  }
+
+  /** A size in bytes, in KiB, MiB or GiB. */
+  function bytesText(n) {
+    if (n < 1048576) return Math.round(n / 1024) + " KiB";
+    if (n < 1073741824) return (n / 1048576).toFixed(1) + " MiB";
+    return (n / 1073741824).toFixed(2) + " GiB";
+  }
+
+  /** The CPU time of a run (user and system together; each in the tooltip). */
+  function runCpu(run) {
+    var u = run.usage;
+    if (!u) return h("span", { class: "muted", title: "not measured" }, "—");
+    return h("span", { title: "user " + runDuration(u.cpu_user_ms) + ", system " + runDuration(u.cpu_system_ms) },
+      runDuration(u.cpu_user_ms + u.cpu_system_ms));
+  }
+
+  /** The peak memory of a run: of all its processes at once (measured by its cgroup) or
+   * of its largest process (from the reaped processes' usage). */
+  function runMemory(run) {
+    var u = run.usage;
+    if (!u) return h("span", { class: "muted", title: "not measured" }, "—");
+    var of = u.measured_by === "cgroup" ? "all of the run's processes at once" : "the run's largest process";
+    return h("span", { title: "peak memory of " + of }, bytesText(u.peak_memory_bytes));
   }
 
   /** The run history of one job (GET …/runs): newest first, filtered by status on the
@@ -1123,6 +1152,8 @@
         cell("Started", started),
         cell("Duration", runDuration(run.duration_ms), "num"),
         cell("Exit", runExit(run)),
+        cell("CPU", runCpu(run), "num"),
+        cell("Peak memory", runMemory(run), "num"),
         cell("Attempt", String(run.attempt || 1), "num"),
         cell("Log", log));
     }
@@ -1133,7 +1164,7 @@
         box.replaceChildren(empty(loading ? "Loading…" : "No finished runs yet."));
       } else {
         box.replaceChildren(table("Run history", ["Run", "Status", "Trigger", "Started (your time)",
-          "Duration", "Exit", "Attempt", "Log"], shown.map(row)));
+          "Duration", "Exit", "CPU", "Peak memory", "Attempt", "Log"], shown.map(row)));
       }
       older.hidden = !more;
       older.disabled = loading;

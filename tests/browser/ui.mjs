@@ -512,6 +512,8 @@ const scenarios = {
     assert.match(rows[2].text, /✗\s*failed/, "a failure has its sign and word");
     assert.match(rows[2].text, /exit 3/, "the failure's exit code");
     assert.match(rows[3].text, /exit 0/);
+    // What the run used: its CPU time and peak memory, from its usage.
+    assert.match(rows[3].text, /\d+(\.\d)? (ms|s)\d+(\.\d)? (KiB|MiB)/, "CPU time and peak memory");
     assert.match(rows[0].text, /⊘\s*canceled/);
     assert.match(rows[1].text, /◔\s*timeout/);
     assert.match(rows[3].text, /webhook/, "the trigger");
