@@ -248,33 +248,24 @@ fn read_job(
             },
         );
     }
-    if let (Some(state), Some(newest)) = (&files.state, files.logs.keys().next_back())
-        && state.counter.max(state.counter_reserved) < *newest
+    let newest = files.logs.keys().next_back().copied().unwrap_or(0);
+    if let Some(state) = &files.state
+        && state.counter > newest
     {
         problems.push(format!(
-            "{when}: state file of {id} has counter {} (reserved up to {}) but a log of run \
-             {newest} exists (the counter must be reserved before the log is created)",
-            state.counter, state.counter_reserved
+            "{when}: the state file of {id} has counter {} but its newest log is run \
+             {newest} (a state write named a run before its log existed)",
+            state.counter
         ));
     }
     files
 }
 
-/// The state file format of docs/formats.md, exactly: four `key = value` lines (a
-/// `counter_reserved` line may follow `counter`), then for a queued trigger `queued`,
-/// optionally followed by `queued_event` and `queued_body` (base64), then its
-/// `queued_id` (16 hex digits).
+/// The state file format of docs/formats.md, exactly: four `key = value` lines, then
+/// for a queued trigger `queued`, optionally followed by `queued_event` and
+/// `queued_body` (base64), then its `queued_id` (16 hex digits).
 fn strict_state(text: &str) -> Result<(), String> {
-    let mut lines: Vec<&str> = text.lines().collect();
-    if let Some(reserved) = lines
-        .get(3)
-        .and_then(|l| l.strip_prefix("counter_reserved = "))
-    {
-        if reserved.parse::<u64>().is_err() {
-            return Err(format!("has counter_reserved {reserved:?}"));
-        }
-        lines.remove(3);
-    }
+    let lines: Vec<&str> = text.lines().collect();
     let keys: Vec<&str> = lines
         .iter()
         .map(|line| line.split(" = ").next().unwrap_or_default())
@@ -867,12 +858,6 @@ fn the_state_file_checker_refuses_torn_files() {
         strict_state("last_run = \nstatus = \ncounter = 0\npaused = true\n"),
         Ok(())
     );
-    assert_eq!(
-        strict_state(
-            "last_run = \nstatus = \ncounter = 3\ncounter_reserved = 102\npaused = true\n"
-        ),
-        Ok(())
-    );
     let queued = "last_run = \nstatus = \ncounter = 3\npaused = false\nqueued = webhook\n\
                   queued_body = e30=\nqueued_id = 00000000deadbeef\n";
     assert_eq!(strict_state(queued), Ok(()));
@@ -890,7 +875,8 @@ fn the_state_file_checker_refuses_torn_files() {
         "last_run = \nstatus = \ncounter = -1\npaused = false\n",
         "last_run = \nstatus = \ncounter = 1\npaused = maybe\n",
         "status = \nlast_run = \ncounter = 1\npaused = false\n",
-        "last_run = \nstatus = \ncounter = 1\ncounter_reserved = many\npaused = false\n",
+        // Earlier releases reserved run numbers in blocks; this one writes no such line.
+        "last_run = \nstatus = \ncounter = 3\ncounter_reserved = 102\npaused = true\n",
         "last_run = \nstatus = \ncounter = 1\npaused = false\ncounter_reserved = 9\n",
     ] {
         assert!(strict_state(bad).is_err(), "{bad:?} is refused");
