@@ -5,8 +5,9 @@
 //!   job, a long job, pause/resume in a tight loop), and sometimes in the middle of its
 //!   own start-up; after each kill the files on disk are checked, and after each restart
 //!   the repairs: every state file parses, no finished log is torn, lost or changed, run
-//!   counters never go backwards or repeat, every interrupted run becomes `fail` with its
-//!   final line, and no runner or command process is left;
+//!   counters never go backwards or repeat and follow each other without a gap over all
+//!   the kills (each job's logs are runs 1 to its newest, each once), every interrupted
+//!   run becomes `fail` with its final line, and no runner or command process is left;
 //! - a runner killed in the middle of a run fails that run with a clear line, and the
 //!   controller carries on.
 //!
@@ -116,6 +117,8 @@ struct JobFiles {
     state: Option<JobState>,
     state_status: String,
     logs: BTreeMap<u64, SeenLog>,
+    /// The run numbers of its history's whole lines, in file order.
+    recorded: Vec<u64>,
 }
 
 fn hash(content: &str) -> u64 {
@@ -155,6 +158,10 @@ fn read_job(
         Err(err) => problems.push(format!("{when}: read {}: {err}", state_path.display())),
     }
 
+    files.recorded = history_records(svc, id)
+        .iter()
+        .filter_map(|record| record["counter"].as_u64())
+        .collect();
     let mut per_counter: BTreeMap<u64, Vec<LogFile>> = BTreeMap::new();
     for log in svc.job_logs(id) {
         per_counter.entry(log.counter).or_default().push(log);
@@ -248,7 +255,31 @@ fn read_job(
             },
         );
     }
+    check_contiguous(id, &files, when, problems);
+    files
+}
+
+/// Run numbers follow each other: the job's logs (none is deleted here) are runs 1 to
+/// the newest, each once, and neither the state file nor the history names a run
+/// without a log (a number no log records would be a gap once the next run follows it;
+/// each log is made durably before its number shows anywhere).
+fn check_contiguous(id: &str, files: &JobFiles, when: &str, problems: &mut Vec<String>) {
     let newest = files.logs.keys().next_back().copied().unwrap_or(0);
+    // The gaps, as ranges of missing numbers: after a skipped block, 99 in a row.
+    let mut gaps: Vec<String> = Vec::new();
+    let mut expected = 1;
+    for counter in files.logs.keys().copied() {
+        if counter > expected {
+            gaps.push(format!("{expected} to {}", counter - 1));
+        }
+        expected = counter + 1;
+    }
+    if !gaps.is_empty() {
+        problems.push(format!(
+            "{when}: {id} has logs up to run {newest} but none of runs {}",
+            gaps.join(", ")
+        ));
+    }
     if let Some(state) = &files.state
         && state.counter > newest
     {
@@ -258,7 +289,19 @@ fn read_job(
             state.counter
         ));
     }
-    files
+    let mut recorded = BTreeSet::new();
+    for counter in &files.recorded {
+        if !recorded.insert(*counter) {
+            problems.push(format!(
+                "{when}: the history of {id} records run {counter} twice"
+            ));
+        }
+        if !files.logs.contains_key(counter) {
+            problems.push(format!(
+                "{when}: the history of {id} records run {counter}, which has no log"
+            ));
+        }
+    }
 }
 
 /// The state file format of docs/formats.md, exactly: four `key = value` lines, then
@@ -510,14 +553,21 @@ impl History {
     }
 }
 
-/// The status the run history recorded for run `counter` of job `id`, if any.
-fn recorded_status(svc: &TestService, id: &str, counter: u64) -> Option<String> {
+/// The records of job `id`'s run history that parse (a kill may tear the last line).
+fn history_records(svc: &TestService, id: &str) -> Vec<serde_json::Value> {
     let path = svc
         .dir_base()
         .join(format!("var/log/svc/history/job/{id}.jsonl"));
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .collect()
+}
+
+/// The status the run history recorded for run `counter` of job `id`, if any.
+fn recorded_status(svc: &TestService, id: &str, counter: u64) -> Option<String> {
+    history_records(svc, id)
+        .into_iter()
         .find(|record| record["counter"] == counter)
         .and_then(|record| record["status"].as_str().map(str::to_string))
 }
