@@ -213,6 +213,38 @@ impl HistoryFile {
         Ok(records)
     }
 
+    /// The highest run number among the file's last records, 0 when it has none. Reads
+    /// the file's end only, a page at first and more while no whole record is in it: a
+    /// start reads this for each job whose state file is gone (a reboot empties
+    /// `/var/run`), possibly thousands. Blocking.
+    pub fn newest_counter(&self) -> io::Result<u64> {
+        let mut file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(err) => return Err(err),
+        };
+        let len = file.metadata()?.len();
+        let mut want: u64 = 4096;
+        loop {
+            let start = len.saturating_sub(want);
+            file.seek(SeekFrom::Start(start))?;
+            let mut tail = Vec::new();
+            (&mut file).take(len - start).read_to_end(&mut tail)?;
+            // Unless the file starts there, the first line is cut.
+            let newest = tail
+                .split(|&byte| byte == b'\n')
+                .skip(usize::from(start > 0))
+                .filter_map(|line| serde_json::from_slice::<RunRecord>(line).ok())
+                .map(|record| record.counter)
+                .max();
+            match newest {
+                Some(counter) => return Ok(counter),
+                None if start == 0 => return Ok(0),
+                None => want = want.saturating_mul(4),
+            }
+        }
+    }
+
     /// A page of the last [`KEEP`] runs, newest first: at most `limit` of them (at most
     /// [`MAX_PAGE`]) whose counter is below `before` when given. Blocking.
     pub fn page(&self, limit: usize, before: Option<u64>) -> io::Result<Vec<RunRecord>> {
@@ -278,6 +310,25 @@ mod tests {
             [3, 2, 1]
         );
         assert_eq!(history.page(10, None).expect("read")[0], record(5));
+    }
+
+    #[test]
+    fn the_newest_counter_is_read_from_the_end_of_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let history = HistoryFile::new(dir.path(), "build");
+        assert_eq!(history.newest_counter().expect("no file"), 0);
+        // Lines longer than a page, so that the last page holds none whole, and a torn
+        // line at the end.
+        let long = |n: u64| RunRecord {
+            delivery: Some("d".repeat(5000)),
+            ..record(n)
+        };
+        let mut text: String = (1..=40).map(|n| long(n).to_line()).collect();
+        text.push_str(&record(41).to_line()[..30]);
+        std::fs::write(history.path(), &text).expect("write");
+        assert_eq!(history.newest_counter().expect("read"), 40);
+        std::fs::write(history.path(), "not a record\n").expect("write");
+        assert_eq!(history.newest_counter().expect("read"), 0);
     }
 
     #[test]

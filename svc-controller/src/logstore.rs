@@ -185,25 +185,46 @@ impl LogDir {
     /// Starts the log of run `counter` with its first line, `header`. The file appears
     /// under its `.started` name with that line already in it (written under a
     /// `.creating` name, then renamed), so that a log never lacks its header, even when
-    /// the controller is killed as it creates it. The new name is not synced to disk
-    /// here: the run's counter and `started` mark are already durable in the state file
-    /// (a power failure now is recovered from it as an interrupted run), and the name
-    /// reaches disk with the directory sync after [`RunLog::finish`].
+    /// the controller is killed as it creates it. The new name is durable (the directory
+    /// is synced) before this returns: it is the record that run `counter` began, from
+    /// which a start after any crash, a power failure included, numbers the next run, so
+    /// the number must be on disk before anything else shows it. The header needs no
+    /// sync: a power failure may leave the log empty, and the repair at the next start
+    /// ends it as interrupted all the same.
     pub fn create(&self, counter: u64, header: &str) -> io::Result<RunLog> {
-        fs::create_dir_all(&self.dir)?;
         let path = self.path(counter, LogStatus::Started);
         let creating = self.creating_path(counter);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .open(&creating)?;
+        let open = || {
+            OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&creating)
+        };
+        let mut file = match open() {
+            // The job's first run: its directory is made, and its name made durable
+            // with the log's.
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                fs::create_dir_all(&self.dir)?;
+                if let Some(parent) = self.dir.parent() {
+                    fsutil::sync_dir(parent)?;
+                }
+                open()?
+            }
+            other => other?,
+        };
         let named = file
             .write_all(format_line(Utc::now(), header).as_bytes())
             .and_then(|()| fs::rename(&creating, &path));
         if let Err(err) = named {
             // A full disk, say: leave nothing half-made behind.
             let _ = fs::remove_file(&creating);
+            return Err(err);
+        }
+        if let Err(err) = self.sync() {
+            // A name that may not survive a power failure must not number a run: the
+            // run goes on as one whose log could not be made (see the engine's begin).
+            let _ = fs::remove_file(&path);
             return Err(err);
         }
         // Appends from here on (the descriptor keeps its offset at the end).

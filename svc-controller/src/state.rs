@@ -93,14 +93,10 @@ pub struct JobState {
     /// True while a run is going on. Only ever `true` in a file when the controller died
     /// during a run; the next start repairs it.
     pub started: bool,
-    /// Counter of the last run started; the next run gets `counter + 1`.
+    /// Number of the last run started as far as this file knows; the next run gets the
+    /// highest of it and the numbers of the job's logs, plus one. A run does not write
+    /// the file as it starts: its log, created durably first, records its number.
     pub counter: u64,
-    /// Counters up to this one are reserved for runs of this controller: a run whose
-    /// counter is within the reservation starts without writing this file first (like a
-    /// database sequence's cache). Written only when above `counter`; a start after a
-    /// crash continues after it, so a counter is never used twice, even after a power
-    /// failure. A clean stop gives the unused rest back.
-    pub counter_reserved: u64,
     pub paused: bool,
     /// The trigger waiting in the job's one-slot queue, kept so that an accepted trigger
     /// survives a pause, a reload and a restart. The run that takes it off the queue
@@ -166,9 +162,6 @@ impl JobState {
         let _ = writeln!(text, "last_run = {last_run}");
         let _ = writeln!(text, "status = {}", self.status_text());
         let _ = writeln!(text, "counter = {}", self.counter);
-        if self.counter_reserved > self.counter {
-            let _ = writeln!(text, "counter_reserved = {}", self.counter_reserved);
-        }
         let _ = writeln!(text, "paused = {}", self.paused);
         if let Some(queued) = &self.queued {
             let _ = writeln!(text, "queued = {}", queued.source);
@@ -232,11 +225,10 @@ impl JobState {
                         .parse()
                         .map_err(|e| fail(format!("counter {value:?}: {e}")))?;
                 }
-                "counter_reserved" => {
-                    state.counter_reserved = value
-                        .parse()
-                        .map_err(|e| fail(format!("counter_reserved {value:?}: {e}")))?;
-                }
+                // Earlier releases reserved run numbers in blocks and wrote the end of
+                // the block here. It is not trusted: after a crash it would skip numbers
+                // no run used. A start numbers the next run from the logs instead.
+                "counter_reserved" => {}
                 "paused" => {
                     state.paused = match value {
                         "true" => true,
@@ -393,24 +385,19 @@ mod tests {
             last_result: Some(RunResult::Fail),
             started: false,
             counter: 42,
-            counter_reserved: 0,
             paused: true,
             queued: None,
         }
     }
 
     #[test]
-    fn a_reservation_is_written_only_above_the_counter() {
-        let mut state = sample();
-        state.counter_reserved = 42;
-        assert!(!state.to_text().contains("counter_reserved"));
-        state.counter_reserved = 141;
+    fn a_counter_reservation_of_an_earlier_release_is_ignored() {
+        let state = sample();
         let text = state.to_text();
-        assert!(
-            text.contains("counter = 42\ncounter_reserved = 141\n"),
-            "{text}"
-        );
-        assert_eq!(JobState::parse(&text, "t").expect("parse"), state);
+        let old = text.replace("counter = 42\n", "counter = 42\ncounter_reserved = 141\n");
+        assert_ne!(old, text);
+        assert_eq!(JobState::parse(&old, "t").expect("parse"), state);
+        assert!(!text.contains("counter_reserved"), "{text}");
     }
 
     #[test]

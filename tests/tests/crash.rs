@@ -5,8 +5,9 @@
 //!   job, a long job, pause/resume in a tight loop), and sometimes in the middle of its
 //!   own start-up; after each kill the files on disk are checked, and after each restart
 //!   the repairs: every state file parses, no finished log is torn, lost or changed, run
-//!   counters never go backwards or repeat, every interrupted run becomes `fail` with its
-//!   final line, and no runner or command process is left;
+//!   counters never go backwards or repeat and follow each other without a gap over all
+//!   the kills (each job's logs are runs 1 to its newest, each once), every interrupted
+//!   run becomes `fail` with its final line, and no runner or command process is left;
 //! - a runner killed in the middle of a run fails that run with a clear line, and the
 //!   controller carries on.
 //!
@@ -116,6 +117,8 @@ struct JobFiles {
     state: Option<JobState>,
     state_status: String,
     logs: BTreeMap<u64, SeenLog>,
+    /// The run numbers of its history's whole lines, in file order.
+    recorded: Vec<u64>,
 }
 
 fn hash(content: &str) -> u64 {
@@ -155,6 +158,10 @@ fn read_job(
         Err(err) => problems.push(format!("{when}: read {}: {err}", state_path.display())),
     }
 
+    files.recorded = history_records(svc, id)
+        .iter()
+        .filter_map(|record| record["counter"].as_u64())
+        .collect();
     let mut per_counter: BTreeMap<u64, Vec<LogFile>> = BTreeMap::new();
     for log in svc.job_logs(id) {
         per_counter.entry(log.counter).or_default().push(log);
@@ -248,33 +255,60 @@ fn read_job(
             },
         );
     }
-    if let (Some(state), Some(newest)) = (&files.state, files.logs.keys().next_back())
-        && state.counter.max(state.counter_reserved) < *newest
-    {
-        problems.push(format!(
-            "{when}: state file of {id} has counter {} (reserved up to {}) but a log of run \
-             {newest} exists (the counter must be reserved before the log is created)",
-            state.counter, state.counter_reserved
-        ));
-    }
+    check_contiguous(id, &files, when, problems);
     files
 }
 
-/// The state file format of docs/formats.md, exactly: four `key = value` lines (a
-/// `counter_reserved` line may follow `counter`), then for a queued trigger `queued`,
-/// optionally followed by `queued_event` and `queued_body` (base64), then its
-/// `queued_id` (16 hex digits).
-fn strict_state(text: &str) -> Result<(), String> {
-    let mut lines: Vec<&str> = text.lines().collect();
-    if let Some(reserved) = lines
-        .get(3)
-        .and_then(|l| l.strip_prefix("counter_reserved = "))
-    {
-        if reserved.parse::<u64>().is_err() {
-            return Err(format!("has counter_reserved {reserved:?}"));
+/// Run numbers follow each other: the job's logs (none is deleted here) are runs 1 to
+/// the newest, each once, and neither the state file nor the history names a run
+/// without a log (a number no log records would be a gap once the next run follows it;
+/// each log is made durably before its number shows anywhere).
+fn check_contiguous(id: &str, files: &JobFiles, when: &str, problems: &mut Vec<String>) {
+    let newest = files.logs.keys().next_back().copied().unwrap_or(0);
+    // The gaps, as ranges of missing numbers: after a skipped block, 99 in a row.
+    let mut gaps: Vec<String> = Vec::new();
+    let mut expected = 1;
+    for counter in files.logs.keys().copied() {
+        if counter > expected {
+            gaps.push(format!("{expected} to {}", counter - 1));
         }
-        lines.remove(3);
+        expected = counter + 1;
     }
+    if !gaps.is_empty() {
+        problems.push(format!(
+            "{when}: {id} has logs up to run {newest} but none of runs {}",
+            gaps.join(", ")
+        ));
+    }
+    if let Some(state) = &files.state
+        && state.counter > newest
+    {
+        problems.push(format!(
+            "{when}: the state file of {id} has counter {} but its newest log is run \
+             {newest} (a state write named a run before its log existed)",
+            state.counter
+        ));
+    }
+    let mut recorded = BTreeSet::new();
+    for counter in &files.recorded {
+        if !recorded.insert(*counter) {
+            problems.push(format!(
+                "{when}: the history of {id} records run {counter} twice"
+            ));
+        }
+        if !files.logs.contains_key(counter) {
+            problems.push(format!(
+                "{when}: the history of {id} records run {counter}, which has no log"
+            ));
+        }
+    }
+}
+
+/// The state file format of docs/formats.md, exactly: four `key = value` lines, then
+/// for a queued trigger `queued`, optionally followed by `queued_event` and
+/// `queued_body` (base64), then its `queued_id` (16 hex digits).
+fn strict_state(text: &str) -> Result<(), String> {
+    let lines: Vec<&str> = text.lines().collect();
     let keys: Vec<&str> = lines
         .iter()
         .map(|line| line.split(" = ").next().unwrap_or_default())
@@ -519,14 +553,21 @@ impl History {
     }
 }
 
-/// The status the run history recorded for run `counter` of job `id`, if any.
-fn recorded_status(svc: &TestService, id: &str, counter: u64) -> Option<String> {
+/// The records of job `id`'s run history that parse (a kill may tear the last line).
+fn history_records(svc: &TestService, id: &str) -> Vec<serde_json::Value> {
     let path = svc
         .dir_base()
         .join(format!("var/log/svc/history/job/{id}.jsonl"));
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .collect()
+}
+
+/// The status the run history recorded for run `counter` of job `id`, if any.
+fn recorded_status(svc: &TestService, id: &str, counter: u64) -> Option<String> {
+    history_records(svc, id)
+        .into_iter()
         .find(|record| record["counter"] == counter)
         .and_then(|record| record["status"].as_str().map(str::to_string))
 }
@@ -867,12 +908,6 @@ fn the_state_file_checker_refuses_torn_files() {
         strict_state("last_run = \nstatus = \ncounter = 0\npaused = true\n"),
         Ok(())
     );
-    assert_eq!(
-        strict_state(
-            "last_run = \nstatus = \ncounter = 3\ncounter_reserved = 102\npaused = true\n"
-        ),
-        Ok(())
-    );
     let queued = "last_run = \nstatus = \ncounter = 3\npaused = false\nqueued = webhook\n\
                   queued_body = e30=\nqueued_id = 00000000deadbeef\n";
     assert_eq!(strict_state(queued), Ok(()));
@@ -890,7 +925,8 @@ fn the_state_file_checker_refuses_torn_files() {
         "last_run = \nstatus = \ncounter = -1\npaused = false\n",
         "last_run = \nstatus = \ncounter = 1\npaused = maybe\n",
         "status = \nlast_run = \ncounter = 1\npaused = false\n",
-        "last_run = \nstatus = \ncounter = 1\ncounter_reserved = many\npaused = false\n",
+        // Earlier releases reserved run numbers in blocks; this one writes no such line.
+        "last_run = \nstatus = \ncounter = 3\ncounter_reserved = 102\npaused = true\n",
         "last_run = \nstatus = \ncounter = 1\npaused = false\ncounter_reserved = 9\n",
     ] {
         assert!(strict_state(bad).is_err(), "{bad:?} is refused");

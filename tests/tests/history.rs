@@ -164,8 +164,7 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     // recorded it (the history, the log and the job's status agree) and keeps the one
     // line, adding no `interrupted` one.
     svc.trigger("/long", b"", &[]).await.assert_status(200);
-    // After a kill the counters go on from the next reserved block: the run's number
-    // is found from its log.
+    // After a kill the numbers go on from the newest log, without a gap.
     let third = wait_for(WAIT, "the third run of long started", async || {
         svc.job_logs("long")
             .into_iter()
@@ -173,6 +172,7 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
             .map(|log| log.counter)
     })
     .await;
+    assert_eq!(third, 3);
     svc.kill9().await;
     let history = svc.dir_base().join("var/log/svc/history/job/long.jsonl");
     let text = std::fs::read_to_string(&history).expect("the history of long");

@@ -86,18 +86,18 @@ async fn a_queued_trigger_survives_a_crash_and_runs_exactly_once() {
     svc.kill9().await;
     std::fs::write(&go, b"").expect("let later runs go");
     svc.start().await;
-    // Counters 2 to 100 were reserved before the kill: the queued trigger runs as 101.
-    let log = svc.wait_run_finished("hold", 101, WAIT).await;
+    // The queued trigger runs as 2, the number after the newest log's.
+    let log = svc.wait_run_finished("hold", 2, WAIT).await;
     log.assert_status("success");
     assert!(
-        log.texts().iter().any(|t| t == "run 101 body second"),
+        log.texts().iter().any(|t| t == "run 2 body second"),
         "{}",
         log.content()
     );
     svc.job_log("hold", 1).expect("log 1").assert_status("fail");
-    // Taken off the queue in the same write that saved its counter: another start
-    // finds nothing queued, and nothing runs again.
-    wait_until(WAIT, "run 101's end is saved", async || {
+    // Its taking recorded before its command started, and its end saved without it:
+    // another start finds nothing queued, and nothing runs again.
+    wait_until(WAIT, "run 2's end is saved", async || {
         svc.state_file("hold")
             .is_some_and(|state| state.get("status").map(String::as_str) == Some("success"))
     })
@@ -108,11 +108,11 @@ async fn a_queued_trigger_survives_a_crash_and_runs_exactly_once() {
     let state = svc.state_file("hold").expect("state file");
     assert_eq!(
         state.get("counter").map(String::as_str),
-        Some("101"),
+        Some("2"),
         "{state:?}"
     );
     let counters: Vec<u64> = svc.job_logs("hold").iter().map(|log| log.counter).collect();
-    assert_eq!(counters, vec![1, 101], "the trigger ran once");
+    assert_eq!(counters, vec![1, 2], "the trigger ran once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,17 +197,17 @@ async fn a_queued_trigger_whose_run_was_killed_is_not_run_again() {
     })
     .await;
     svc.kill9().await;
-    for counter in [101, 102] {
+    for counter in [3, 4] {
         release(counter);
     }
     svc.start().await;
-    // A new trigger runs as 101, the first counter after the reservation: had the
-    // queued trigger run again, it would have had 101.
+    // A new trigger runs as 3, the number after run 2's: had the queued trigger run
+    // again, it would have had 3.
     svc.trigger("/gate", b"third", &[]).await.assert_status(200);
-    let log = svc.wait_run_finished("gate", 101, WAIT).await;
+    let log = svc.wait_run_finished("gate", 3, WAIT).await;
     log.assert_status("success");
     assert!(
-        log.texts().iter().any(|t| t == "run 101 body third"),
+        log.texts().iter().any(|t| t == "run 3 body third"),
         "{}",
         log.content()
     );
@@ -215,7 +215,7 @@ async fn a_queued_trigger_whose_run_was_killed_is_not_run_again() {
         .expect("the log of run 2")
         .assert_status("fail");
     let counters: Vec<u64> = svc.job_logs("gate").iter().map(|log| log.counter).collect();
-    assert_eq!(counters, vec![1, 2, 101], "the queued trigger ran once");
+    assert_eq!(counters, vec![1, 2, 3], "the queued trigger ran once");
     assert!(
         !svc.state_file("gate")
             .expect("state file")

@@ -24,7 +24,7 @@ async fn a_start_leaves_unchanged_state_files_alone() {
         .build();
     let state = svc.state_path("idle");
     std::fs::create_dir_all(state.parent().expect("state dir")).expect("mkdir");
-    // Ran an hour ago (counter 3, no reservation beyond it): nothing to repair.
+    // Ran an hour ago (counter 3): nothing to repair.
     let last_run = (chrono::Utc::now() - chrono::Duration::hours(1))
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     std::fs::write(

@@ -18,6 +18,8 @@ mod queue_gauge;
 pub mod read;
 pub mod request;
 pub use cluster::ClusterLink;
+#[cfg(test)]
+mod counter_tests;
 mod run;
 mod syncer;
 #[cfg(test)]
@@ -766,43 +768,7 @@ impl Engine {
             None
         });
         let newest = logs.last().cloned();
-        let mut state = loaded.clone().unwrap_or_else(|| {
-            let mut state = JobState::default();
-            if let Some(log) = &newest {
-                state.counter = log.counter;
-                state.last_run = log_dir.first_line_time(log.counter, log.status);
-                if let LogStatus::Finished(result) = log.status {
-                    state.last_result = Some(result);
-                }
-            }
-            state
-        });
-        if state.started {
-            // The controller stopped during a run. If that run's log was finished (the
-            // stop came between the log's rename and the state write), its result
-            // stands; otherwise the run was interrupted (its log is now `.fail`).
-            state.started = false;
-            state.last_result = match &newest {
-                Some(log) if log.counter == state.counter => match log.status {
-                    LogStatus::Finished(result) => Some(result),
-                    LogStatus::Started => Some(RunResult::Fail),
-                },
-                _ => Some(RunResult::Fail),
-            };
-        }
-        if let Some(log) = &newest
-            && log.counter > state.counter
-        {
-            // The state file is older than the newest log (runs within a counter
-            // reservation do not write it when they start): never reuse a counter.
-            state.counter = log.counter;
-            if let LogStatus::Finished(result) = log.status {
-                state.last_result = Some(result);
-            }
-            if let Some(time) = log_dir.first_line_time(log.counter, log.status) {
-                state.last_run = Some(time);
-            }
-        }
+        let mut state = self.state_on_disk(kind, id, loaded.as_ref(), newest.as_ref(), &log_dir);
         // A queued trigger whose taking was recorded (the run that took it was
         // interrupted, or its state write was not made) has had its run: never again.
         if let Some(queued_id) = state.queued.as_ref().and_then(|queued| queued.id) {
@@ -822,15 +788,11 @@ impl Engine {
             }
         }
         crate::metrics::job_loaded(kind.as_str(), id, state.last_result.zip(state.last_run));
-        // Counters reserved before a crash and never used are skipped, not reused; a
-        // clean stop has given them back already.
-        state.counter = state.counter.max(state.counter_reserved);
-        state.counter_reserved = state.counter;
         if let Err(err) = log_dir.enforce_retention(&mut logs, def.log_retention()) {
             tracing::error!(job = id, error = %err, "cannot delete old logs");
         }
-        // Compared as written (a reservation equal to the counter is not), or every start
-        // would rewrite and sync every unchanged state file.
+        // Only when what it says changed, or every start would rewrite and sync every
+        // state file.
         if loaded.as_ref().map(JobState::to_text) != Some(state.to_text()) {
             if let Some(dir) = state_path.parent()
                 && let Err(err) = std::fs::create_dir_all(dir)
@@ -883,6 +845,67 @@ impl Engine {
             state_path,
             save_lock: Arc::new(Mutex::new(())),
         }
+    }
+
+    /// The job's state as its file says (rebuilt from the newest log without one),
+    /// brought up to date with what runs left on disk: a run the stop interrupted is
+    /// failed, and the counter is the highest number any run of the job used, so that
+    /// the next run neither reuses a number nor leaves a gap.
+    fn state_on_disk(
+        &self,
+        kind: Kind,
+        id: &str,
+        loaded: Option<&JobState>,
+        newest: Option<&LogMeta>,
+        log_dir: &LogDir,
+    ) -> JobState {
+        let mut state = loaded.cloned().unwrap_or_else(|| {
+            let mut state = JobState::default();
+            if let Some(log) = newest {
+                state.counter = log.counter;
+                state.last_run = log_dir.first_line_time(log.counter, log.status);
+                if let LogStatus::Finished(result) = log.status {
+                    state.last_result = Some(result);
+                }
+            }
+            state
+        });
+        if state.started {
+            // The controller stopped during a run. If that run's log was finished (the
+            // stop came between the log's rename and the state write), its result
+            // stands; otherwise the run was interrupted (its log is now `.fail`).
+            state.started = false;
+            state.last_result = match newest {
+                Some(log) if log.counter == state.counter => match log.status {
+                    LogStatus::Finished(result) => Some(result),
+                    LogStatus::Started => Some(RunResult::Fail),
+                },
+                _ => Some(RunResult::Fail),
+            };
+        }
+        if let Some(log) = newest
+            && log.counter > state.counter
+        {
+            // The state file is older than the newest log (a run does not write it when
+            // it starts; its log's name, durable first, records its number): the next
+            // run follows the newest log, neither reusing a number nor leaving a gap.
+            state.counter = log.counter;
+            if let LogStatus::Finished(result) = log.status {
+                state.last_result = Some(result);
+            }
+            if let Some(time) = log_dir.first_line_time(log.counter, log.status) {
+                state.last_run = Some(time);
+            }
+        }
+        if loaded.is_none() {
+            // Without a state file, the history may know a newer run than the logs: one
+            // whose log could not be made, whose number the state file alone recorded.
+            match self.history_file(kind, id).newest_counter() {
+                Ok(recorded) => state.counter = state.counter.max(recorded),
+                Err(err) => tracing::error!(job = id, error = %err, "cannot read the run history"),
+            }
+        }
+        state
     }
 
     /// Starts the timer of every job that has one, and the runs of triggers that were
@@ -1684,17 +1707,15 @@ impl Engine {
             }
         }
         let engine = self.clone();
-        let released = tokio::task::spawn_blocking(move || {
-            // The ends of the last runs reach the disk before the service says it stopped.
-            engine.inner.syncer.flush();
-            engine.release_reservations();
-        });
-        if tokio::time::timeout_at(deadline + Duration::from_secs(1), released)
+        // The ends of the last runs reach the disk before the service says it stopped.
+        let flushed = tokio::task::spawn_blocking(move || engine.inner.syncer.flush());
+        if tokio::time::timeout_at(deadline + Duration::from_secs(1), flushed)
             .await
             .is_err()
         {
             tracing::warn!(
-                "counter reservations not given back in time: the next start skips them"
+                "the ends of the last runs were not all written in time: the next start \
+                 repairs them from their logs"
             );
         }
         if self.cluster().is_some() {
@@ -1708,26 +1729,6 @@ impl Engine {
             {
                 tracing::warn!("the ends of some runs did not reach the cluster database");
             }
-        }
-    }
-
-    /// Gives back the counters reserved and not used, so that a clean stop leaves no gap
-    /// in the run numbers. Blocking.
-    fn release_reservations(&self) {
-        let mut reserved = Vec::new();
-        {
-            let mut registry = self.lock();
-            for kind in [Kind::Job, Kind::Http] {
-                for (id, entry) in registry.map(kind).iter_mut() {
-                    if entry.state.counter_reserved > entry.state.counter {
-                        entry.state.counter_reserved = entry.state.counter;
-                        reserved.push((kind, id.clone()));
-                    }
-                }
-            }
-        }
-        for (kind, id) in reserved {
-            self.persist(kind, &id, Durability::Durable);
         }
     }
 }

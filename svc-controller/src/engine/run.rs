@@ -321,6 +321,16 @@ enum Requeued {
     RunNow,
 }
 
+/// What [`Engine::begin_run`] hands on.
+struct BeganRun {
+    context: RunContext,
+    /// The run's log, or why it could not be made.
+    log: std::io::Result<RunLog>,
+    /// The job's take record and the ID of the queued trigger the run took, for the
+    /// caller to write before the command starts.
+    taking: Option<(PathBuf, u64)>,
+}
+
 /// What a run's begin writes before its command starts ([`Engine::begin_run`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BeginWrite {
@@ -330,9 +340,6 @@ enum BeginWrite {
     /// The take record of the queued trigger with this ID.
     Taken(u64),
 }
-
-/// Counters reserved by one write of the state file (see [`Engine::begin_run`]).
-pub(super) const COUNTER_BLOCK: u64 = 100;
 
 /// Reason written into the log of a run whose task ended abnormally.
 const ABANDONED: &str = "internal error: the run's task ended abnormally (see the service log)";
@@ -455,10 +462,12 @@ fn begin_on_disk(
     trigger: &Trigger,
     busy: bool,
 ) -> Option<DiskBegun> {
-    let (context, taking) = engine.begin_run(kind, id)?;
-    let header = run_header(&context.def, context.counter, trigger);
+    let BeganRun {
+        context,
+        log,
+        taking,
+    } = engine.begin_run(kind, id, trigger)?;
     let mut files = RunFiles::default();
-    let log = context.log_dir.create(context.counter, &header);
     // Once the log exists (when it could be made), so that a watcher can open it.
     engine.publish(|| super::events::EngineEvent::RunStarted {
         kind,
@@ -813,21 +822,25 @@ fn write_body_file(
 }
 
 impl Engine {
-    /// Gives the run its counter and marks the job started; `None` when the run must not
-    /// happen (job paused or gone, or the service is stopping). Also returns, when the
-    /// run takes the queued trigger the state file holds, the job's take record and the
-    /// trigger's ID, for the caller to write ([`crate::state::write_taken`]) before the
-    /// command starts.
+    /// Gives the run its number and its log, and marks the job started; `None` when the
+    /// run must not happen (job paused or gone, or the service is stopping). Also
+    /// returns, when the run takes the queued trigger the state file holds, the job's
+    /// take record and the trigger's ID, for the caller to write
+    /// ([`crate::state::write_taken`]) before the command starts.
     ///
-    /// Only what must be durable before the run's command starts is written: the state
-    /// file when the counter leaves the reservation ([`COUNTER_BLOCK`] counters are
-    /// reserved at a time, so a counter is never used twice, even after a power
-    /// failure), which also leaves the taken trigger out; else, for a run that takes the
-    /// queued trigger the state file holds, the job's take record, so that it runs
-    /// exactly once. The state file, rewritten later without the trigger, needs no sync
-    /// before the command. Otherwise the started mark lives in memory and in the run's
-    /// log, from which a start after a crash repairs the state.
-    fn begin_run(&self, kind: Kind, id: &str) -> Option<(RunContext, Option<(PathBuf, u64)>)> {
+    /// The log's name, durable before this returns, records the number: a start after
+    /// any crash numbers the next run after the newest log (`Engine::load_entry`), so
+    /// numbers neither repeat nor leave a gap. Nothing shows the number before: the save
+    /// lock, held from the numbering to the log's sync, keeps state writes from naming
+    /// it earlier, and the run is listed as started only then. A run without a log is
+    /// recorded by a durable state write instead.
+    ///
+    /// Otherwise the state file is written before the command only when it holds the
+    /// taken trigger without an ID (an earlier release's file); a run that takes the
+    /// trigger the file holds has its take record written instead, so that it runs
+    /// exactly once. The started mark lives in memory and in the run's log, from which a
+    /// start after a crash repairs the state.
+    fn begin_run(&self, kind: Kind, id: &str, trigger: &Trigger) -> Option<BeganRun> {
         if self.is_shutting_down() {
             return None;
         }
@@ -837,7 +850,8 @@ impl Engine {
             (entry.save_lock.clone(), entry.state_path.clone())
         };
         // Held to the end of the write, if any: no other write is in flight meanwhile,
-        // so `queue_on_disk` tells what the file holds.
+        // so `queue_on_disk` tells what the file holds, and none names the new number
+        // before its log exists.
         let _ordered = save_lock
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -859,7 +873,7 @@ impl Engine {
             entry.state.last_run = Some(started_at);
             entry.resumed = false;
             let taking = entry.run.as_ref().and_then(|run| run.queue_id);
-            let mut write = match (entry.queue_on_disk, entry.queue_on_disk_id) {
+            let write = match (entry.queue_on_disk, entry.queue_on_disk_id) {
                 (false, _) => BeginWrite::Nothing,
                 // The file holds the trigger this run takes.
                 (true, Some(on_disk)) if taking == Some(on_disk) => BeginWrite::Taken(on_disk),
@@ -869,14 +883,6 @@ impl Engine {
                 // Written by an earlier release, without IDs: the file is rewritten.
                 (true, None) => BeginWrite::State,
             };
-            if entry.state.counter > entry.state.counter_reserved {
-                entry.state.counter_reserved = entry.state.counter + COUNTER_BLOCK - 1;
-                // The new state leaves the taken trigger out: one write does both.
-                write = BeginWrite::State;
-            }
-            if let Some(run) = entry.run.as_mut() {
-                run.counter = Some(entry.state.counter);
-            }
             let context = RunContext {
                 def: entry.def.clone(),
                 counter: entry.state.counter,
@@ -885,6 +891,23 @@ impl Engine {
             };
             registry.publish_queue_length();
             (context, write)
+        };
+        let header = run_header(&context.def, context.counter, trigger);
+        let log = context.log_dir.create(context.counter, &header);
+        if let Some(run) = self
+            .lock()
+            .map(kind)
+            .get_mut(id)
+            .and_then(|entry| entry.run.as_mut())
+        {
+            run.counter = Some(context.counter);
+        }
+        // Without a log, the state file records the number; the new state leaves the
+        // taken trigger out, so one write does both.
+        let write = if log.is_err() {
+            BeginWrite::State
+        } else {
+            write
         };
         let taking = match write {
             BeginWrite::Nothing => None,
@@ -897,7 +920,11 @@ impl Engine {
             BeginWrite::Taken(queue_id) => Some((crate::state::taken_path(&state_path), queue_id)),
         };
         self.changed();
-        Some((context, taking))
+        Some(BeganRun {
+            context,
+            log,
+            taking,
+        })
     }
 
     /// Records the end of a run: finishes its log (renamed to its result), applies

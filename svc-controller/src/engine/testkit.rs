@@ -467,10 +467,13 @@ impl Harness {
     /// runs queued (it writes the state file off the run path).
     pub fn state_file(&self, id: &str) -> JobState {
         self.engine.inner.syncer.flush();
-        let path = self.config.main.dir_job_state().join(id);
-        JobState::load(&path)
+        JobState::load(&self.state_path(id))
             .expect("a readable state file")
             .expect("a state file")
+    }
+
+    pub fn state_path(&self, id: &str) -> PathBuf {
+        self.config.main.dir_job_state().join(id)
     }
 
     pub fn log_dir(&self, id: &str) -> PathBuf {

@@ -217,7 +217,7 @@ fn after_a_crash_with_take_record(id: u64, taken: Option<u64>) -> Harness {
             &state,
             format!(
                 "last_run = 2026-01-01T00:00:00Z\nstatus = started\ncounter = 7\n\
-                 counter_reserved = 106\npaused = false\nqueued = api\nqueued_id = {id:016x}\n"
+                 paused = false\nqueued = api\nqueued_id = {id:016x}\n"
             ),
         )
         .expect("write the state file");
@@ -237,7 +237,7 @@ async fn a_queued_trigger_whose_taking_was_recorded_is_not_run_again_after_a_cra
     assert!(h.runs.none().await, "not run again");
     let state = h.state_file("hook");
     assert_eq!(state.queued, None, "and no longer queued");
-    assert_eq!(state.counter, 106, "the reserved counters are skipped");
+    assert_eq!(state.counter, 7, "no number is skipped");
 }
 
 /// A take record of another trigger (an earlier one) leaves the queued one to run.
@@ -247,7 +247,7 @@ async fn a_queued_trigger_with_no_record_of_its_taking_runs_after_a_crash() {
         let mut h = after_a_crash_with_take_record(0xabc, taken);
         h.engine.start_timers();
         let run = h.runs.next().await;
-        assert_eq!(run.id(), ("hook", 107), "with the record {taken:?}");
+        assert_eq!(run.id(), ("hook", 8), "with the record {taken:?}");
         run.finish(true, "ok");
         settle().await;
         assert_eq!(h.state_file("hook").queued, None);
@@ -580,8 +580,6 @@ async fn shutdown_ends_runs_and_keeps_accepted_triggers() {
     h.trigger_api("a").await.expect("queued");
     h.trigger_api("b").await.expect("waits for the permit");
     settle().await;
-    // The run's counter left the reservation: the next 99 are reserved.
-    assert_eq!(h.state_file("a").counter_reserved, 100);
 
     let started = tokio::time::Instant::now();
     h.engine.shutdown(Duration::from_secs(30)).await;
@@ -607,10 +605,7 @@ async fn shutdown_ends_runs_and_keeps_accepted_triggers() {
         Some("api".to_string())
     );
     assert_eq!(h.log_files("b"), Vec::<String>::new());
-    // The unused counter reservation is given back (the file leaves it out when it
-    // reserves nothing beyond the counter).
-    let state = h.state_file("a");
-    assert_eq!((state.counter, state.counter_reserved), (1, 0));
+    assert_eq!(h.state_file("a").counter, 1);
     assert_eq!(h.trigger_api("a").await, Err(EngineError::ShuttingDown));
     drop(run);
 }
