@@ -13,9 +13,9 @@ use hmac::{Hmac, Mac};
 use proto::{ControllerCodec, ControllerMessage, RunnerCodec, RunnerMessage};
 use sha1::Sha1;
 use sha2::Sha256;
-use svc_controller::auth::{verify_codehost, verify_hmac_sha256, verify_patchhost};
+use svc_controller::access::auth::{verify_codehost, verify_hmac_sha256, verify_patchhost};
 use svc_controller::config::{job_id_from_name, load};
-use svc_controller::schedule::Schedule;
+use svc_controller::time::schedule::Schedule;
 use tokio_util::codec::{Decoder, Encoder};
 
 // ----- config ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The same escaping the service uses at run time.
-#[path = "src/html.rs"]
+#[path = "src/util/html.rs"]
 mod html_text;
 
 use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd, html};

@@ -260,7 +260,8 @@ async fn start_service_with_login() -> TestService {
         "jobs",
         job_section("tick", &["interval = 1h", "command = echo tick"]),
     );
-    let hash = svc_controller::password::hash_password(LOGIN_PASSWORD).expect("hash the password");
+    let hash = svc_controller::security::password::hash_password(LOGIN_PASSWORD)
+        .expect("hash the password");
     write_user_conf(
         builder.dir_base(),
         &format!("[user \"{LOGIN_USER}\"]\npassword = {hash}\n"),
@@ -366,7 +367,8 @@ async fn roles_in_chromium() {
             "ping",
             "[job.http \"ping\"]\nschedule = 0 0 1 1 *\nhttp_url = http://127.0.0.1:9/\n",
         );
-    let hash = svc_controller::password::hash_password(LOGIN_PASSWORD).expect("hash the password");
+    let hash = svc_controller::security::password::hash_password(LOGIN_PASSWORD)
+        .expect("hash the password");
     let users: String = ROLE_USERS
         .iter()
         .map(|(name, role)| format!("[user \"{name}\"]\npassword = {hash}\nrole = {role}\n"))

@@ -19,7 +19,7 @@ use svc_controller::cluster::{
     LOG_CHUNK, NewTrigger, ReplayStore, RunOutcome, SharedRunState, Signal, SignalOp, SlotClaim,
     StoreOptions,
 };
-use svc_controller::state::RunStatus;
+use svc_controller::store::state::RunStatus;
 use svc_tests::postgres::PostgresServer;
 use svc_tests::{WAIT, wait_for, wait_until};
 

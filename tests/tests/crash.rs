@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use svc_controller::state::JobState;
+use svc_controller::store::state::JobState;
 use svc_tests::{
     LogFile, TestService, WAIT, check_timestamps, hmac_sha256_hex, job_section, parse_log_lines,
     proc, wait_until,

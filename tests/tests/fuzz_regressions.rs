@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use svc_controller::auth::verify_codehost;
+use svc_controller::access::auth::verify_codehost;
 
 #[path = "../../fuzz/checks.rs"]
 mod checks;

@@ -150,7 +150,7 @@ fn from_a_pipe_one_line_is_read() {
     assert!(stdout.starts_with("$argon2id$"), "{stdout}");
     let hash = stdout.trim();
     assert!(
-        svc_controller::password::verify_password(PASSWORD, hash),
+        svc_controller::security::password::verify_password(PASSWORD, hash),
         "the hash verifies the password"
     );
 }

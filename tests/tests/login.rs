@@ -17,8 +17,9 @@ const BOB_BCRYPT: &str = "$2a$04$UuTkLRZZ6QofpDOlMz32MuuxEHA43WOemOYHPz6.SjsVsyO
 /// Writes `etc/svc/user.conf` below the builder's `dir_base` with `mode`.
 /// `ann` (argon2id from `hash_password`) and `bob` (bcrypt).
 fn users_text() -> String {
-    let hash = svc_controller::password::hash_password(ANN_PASSWORD).expect("hash a password");
-    assert!(svc_controller::password::verify_password(
+    let hash =
+        svc_controller::security::password::hash_password(ANN_PASSWORD).expect("hash a password");
+    assert!(svc_controller::security::password::verify_password(
         ANN_PASSWORD,
         &hash
     ));
@@ -382,7 +383,7 @@ async fn webhooks_and_signed_calls_need_no_login() {
 #[tokio::test]
 async fn check_reports_a_bad_user_conf_without_the_hash() {
     let builder = builder();
-    let hash = svc_controller::password::hash_password("x").expect("hash");
+    let hash = svc_controller::security::password::hash_password("x").expect("hash");
     let broken = format!("{}!", &hash[..hash.len() - 1]);
     let text =
         format!("[user \"ann\"]\npassword = {broken}\n[user \"bob\"]\npasswd = {BOB_BCRYPT}\n");
@@ -425,7 +426,9 @@ async fn check_reports_a_bad_user_conf_without_the_hash() {
 
 #[test]
 fn hash_password_makes_argon2id_hashes_that_verify() {
-    use svc_controller::password::{hash_password, hash_password_from_reader, verify_password};
+    use svc_controller::security::password::{
+        hash_password, hash_password_from_reader, verify_password,
+    };
     let hash = hash_password("s3cret").expect("hash");
     assert!(hash.starts_with("$argon2id$"), "{hash}");
     assert!(verify_password("s3cret", &hash));

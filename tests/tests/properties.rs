@@ -15,8 +15,8 @@ use std::time::Duration;
 use chrono::{DateTime, Datelike, TimeDelta, TimeZone, Timelike, Utc, Weekday};
 use proptest::prelude::*;
 use svc_controller::config::job_id_from_name;
-use svc_controller::schedule::{Schedule, TimeOfDay, Timer};
-use svc_controller::timezone::Zone;
+use svc_controller::time::schedule::{Schedule, TimeOfDay, Timer};
+use svc_controller::time::timezone::Zone;
 
 // ----- generators ------------------------------------------------------------------------
 

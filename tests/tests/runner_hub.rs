@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use proto::{Action, ExecRequest, Sandbox};
-use svc_controller::exec::{RunEvent, RunnerHub, RunnerWork};
-use svc_controller::logstore::OutputKind;
+use svc_controller::runner::exec::{RunEvent, RunnerHub, RunnerWork};
+use svc_controller::store::logstore::OutputKind;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ruleset_the_controller_built_reaches_the_runner_and_confines_the_commands() {

@@ -339,7 +339,7 @@ struct Writer {
 impl Writer {
     fn open(dir: &Path, max_size: u64) -> io::Result<Writer> {
         let path = file_path(dir, 0);
-        let mut file = crate::fsutil::open_append_private(&path)?;
+        let mut file = crate::util::fsutil::open_append_private(&path)?;
         let mut size = file.metadata()?.len();
         if size > 0 && !ends_with_newline(&path)? {
             // A crash cut the last line: end it, so the next entry is a line of its own.
@@ -446,7 +446,7 @@ impl Writer {
         // On a disk a job filled, once more after the reserve is given back, on a line of
         // its own (a part of the first try may have been written; readers skip it).
         let mut retry = false;
-        let result = crate::space_reserve::retry_when_full(|| {
+        let result = crate::util::space_reserve::retry_when_full(|| {
             let again = std::mem::replace(&mut retry, true);
             let bytes: std::borrow::Cow<'_, [u8]> = if again {
                 [b"\n".as_slice(), &line].concat().into()
@@ -473,13 +473,13 @@ impl Writer {
     fn write_line(&mut self, bytes: &[u8]) -> io::Result<()> {
         match &mut self.file {
             Some(file) => file.write_all(bytes),
-            None => {
-                crate::fsutil::open_append_private(&file_path(&self.dir, 0)).and_then(|mut file| {
+            None => crate::util::fsutil::open_append_private(&file_path(&self.dir, 0)).and_then(
+                |mut file| {
                     let written = file.write_all(bytes);
                     self.file = Some(file);
                     written
-                })
-            }
+                },
+            ),
         }
     }
 
@@ -514,7 +514,7 @@ impl Writer {
             }
         }
         fs::rename(file_path(&self.dir, 0), file_path(&self.dir, 1))?;
-        self.file = Some(crate::fsutil::open_append_private(&file_path(
+        self.file = Some(crate::util::fsutil::open_append_private(&file_path(
             &self.dir, 0,
         ))?);
         self.size = 0;

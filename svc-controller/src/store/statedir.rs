@@ -15,7 +15,7 @@ use nix::fcntl::{Flock, FlockArg};
 use rand::distr::{Alphanumeric, SampleString};
 
 use crate::config::MainConfig;
-use crate::fsutil;
+use crate::util::fsutil;
 
 /// Name of the lock file in `dir_state`.
 const LOCK_FILE: &str = "lock";

@@ -4,7 +4,7 @@
 //! execution it spawns a runner, hands it a one-time token on standard input, and waits
 //! for the runner to connect and present that token. The connection is accepted only if
 //! the peer's pid is the runner just spawned. A runner for commands is forked by the
-//! runner fork server instead ([`crate::forkserver`]), with its connection made before it
+//! runner fork server instead ([`crate::runner::forkserver`]), with its connection made before it
 //! exists; a runner for a JobHttp's call is always started afresh. Every failure of the runner (did not start,
 //! died, sent garbage, never finished) becomes a failed [`Outcome`] with a reason; nothing
 //! here can take the controller down.
@@ -28,13 +28,13 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::codec::Framed;
 
-use crate::cgroups::RunCgroups;
-use crate::forkserver::{ForkServer, ForkedRunner};
-use crate::fsutil;
-use crate::logstore::OutputKind;
-use crate::sandboxes::Sandboxes;
-use crate::spawner::{Spawner, runner_command};
-use crate::state::RunStatus;
+use crate::runner::cgroups::RunCgroups;
+use crate::runner::forkserver::{ForkServer, ForkedRunner};
+use crate::runner::sandboxes::Sandboxes;
+use crate::runner::spawner::{Spawner, runner_command};
+use crate::store::logstore::OutputKind;
+use crate::store::state::RunStatus;
+use crate::util::fsutil;
 
 /// How long a spawned runner has to connect and say hello.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -580,14 +580,14 @@ impl LaunchedRunner {
         sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
     ) -> Outcome {
         let cgroups = self.cgroups.take();
-        let cgroup = match crate::run_limits::apply(cgroups.as_ref(), &mut request).await {
+        let cgroup = match crate::runner::run_limits::apply(cgroups.as_ref(), &mut request).await {
             Ok(cgroup) => cgroup,
             Err(why) => return Outcome::fail(why),
         };
         let limits = request.limits;
         let mut outcome = self.execute_in_runner(request, ruleset, cancel, sink).await;
         if let Some(cgroup) = cgroup {
-            crate::run_limits::conclude(cgroup, &limits, &mut outcome, sink).await;
+            crate::runner::run_limits::conclude(cgroup, &limits, &mut outcome, sink).await;
         }
         outcome
     }

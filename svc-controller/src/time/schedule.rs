@@ -1,6 +1,6 @@
 //! Timers: fixed intervals (real elapsed time), and calendar schedules evaluated on the
 //! wall clock of the job's time zone ([`Zone`], default UTC; daylight-saving rules in
-//! [`crate::timezone`]).
+//! [`crate::time::timezone`]).
 //!
 //! A schedule is a cron expression (5 fields, or 6 with seconds first; ranges, steps,
 //! lists, names, `L`, `W`, `#`, and the nicknames `@yearly`, `@monthly`, `@weekly`,
@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, TimeDelta, Timelike, Utc, Weekday};
 
-use crate::duration::format_duration;
-use crate::timezone::Zone;
+use crate::time::duration::format_duration;
+use crate::time::timezone::Zone;
 
 /// When a job runs by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +44,7 @@ pub enum Timer {
 pub struct CronExpr {
     text: String,
     cron: croner::Cron,
-    /// Its slots are times of day ([`names_times_of_day`]): see [`crate::timezone`].
+    /// Its slots are times of day ([`names_times_of_day`]): see [`crate::time::timezone`].
     fixed_time: bool,
 }
 
@@ -524,7 +524,7 @@ fn normal_times(times: &[TimeOfDay]) -> Vec<u32> {
 const SEARCH_DAYS: u32 = 800;
 
 impl Schedule {
-    /// Whether its slots are fixed times of day (see [`crate::timezone`]): upstream's
+    /// Whether its slots are fixed times of day (see [`crate::time::timezone`]): upstream's
     /// `daily`, `weekly` and `monthly`, and cron expressions whose minute and hour are not
     /// wildcards.
     pub fn is_fixed_time(&self) -> bool {

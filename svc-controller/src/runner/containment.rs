@@ -26,7 +26,7 @@ pub fn probe(runner: &Path) -> Containment {
     let output = Command::new(runner)
         .arg("--probe-containment")
         .env_clear()
-        .env("PATH", crate::spawner::RUNNER_PATH_ENV)
+        .env("PATH", crate::runner::spawner::RUNNER_PATH_ENV)
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .output();

@@ -51,11 +51,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::history::RunRecord;
+use crate::store::history::RunRecord;
 
-#[path = "metrics_usage.rs"]
 mod usage;
-use crate::state::{RunResult, RunStatus};
+use crate::store::state::{RunResult, RunStatus};
 
 /// Upper bounds (seconds) of the run duration buckets: from 10 ms to one hour.
 const RUN_DURATION_BUCKETS: [f64; 12] = [

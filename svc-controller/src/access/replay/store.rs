@@ -423,10 +423,10 @@ impl ReplayStore {
             }
             if std::mem::take(&mut first)
                 && rewritten.is_ok()
-                && crate::space_reserve::is_full(&err)
+                && crate::util::space_reserve::is_full(&err)
             {
                 // The rewrite may have given the reserve back already; if not, now.
-                crate::space_reserve::give_back();
+                crate::util::space_reserve::give_back();
                 continue;
             }
             return Err(self.write_error(err));
@@ -438,7 +438,7 @@ impl ReplayStore {
     /// One try of [`Self::append`]: open if need be, write, sync.
     fn try_append(inner: &mut Inner, path: &Path, text: &str) -> io::Result<()> {
         if inner.file.is_none() {
-            inner.file = Some(crate::fsutil::open_append_private(path)?);
+            inner.file = Some(crate::util::fsutil::open_append_private(path)?);
         }
         let Some(file) = inner.file.as_mut() else {
             return Ok(());
@@ -464,9 +464,9 @@ impl ReplayStore {
             return Ok(());
         };
         inner.file = None;
-        crate::fsutil::atomic_write(path, &inner.snapshot())?;
+        crate::util::fsutil::atomic_write(path, &inner.snapshot())?;
         inner.file_lines = inner.entries.len();
-        inner.file = Some(crate::fsutil::open_append_private(path)?);
+        inner.file = Some(crate::util::fsutil::open_append_private(path)?);
         Ok(())
     }
 }

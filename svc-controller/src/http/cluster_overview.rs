@@ -58,8 +58,8 @@ fn overview_json(node: &str, overview: &ClusterOverview) -> Value {
         .map(|info| {
             json!({
                 "name": info.name,
-                "started": crate::timezone::utc_text(info.started_at),
-                "heartbeat": crate::timezone::utc_text(info.heartbeat_at),
+                "started": crate::time::timezone::utc_text(info.started_at),
+                "heartbeat": crate::time::timezone::utc_text(info.heartbeat_at),
                 "live": info.live,
                 "max_job_running": info.max_job_running,
             })
@@ -174,7 +174,7 @@ mod tests {
         assert_eq!(data["nodes"][1]["live"], false);
         assert_eq!(
             data["nodes"][0]["started"],
-            crate::timezone::utc_text(at).as_str()
+            crate::time::timezone::utc_text(at).as_str()
         );
         assert_eq!(data["differ"][0]["kind"], "job");
         assert_eq!(data["differ"][0]["id"], "shared");

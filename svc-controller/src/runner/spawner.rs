@@ -83,7 +83,7 @@ pub fn runner_command(runner_path: &Path, socket: &Path) -> Command {
         .env("PATH", RUNNER_PATH_ENV)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    if let Some((soft, hard)) = crate::fdlimit::original_for_children() {
+    if let Some((soft, hard)) = crate::util::fdlimit::original_for_children() {
         command.arg("--nofile").arg(format!("{soft}:{hard}"));
     }
     command

@@ -251,19 +251,8 @@ pub fn verify_gitlab(secrets: &[&[u8]], token: Option<&[u8]>) -> Result<(), Auth
     })
 }
 
-/// The HMAC key of a Standard Webhooks secret: the bytes after `whsec_`, base64-decoded;
-/// any other secret as it is.
-pub fn standard_key(secret: &[u8]) -> Option<Vec<u8>> {
-    match secret.strip_prefix(b"whsec_") {
-        Some(encoded) => base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .ok(),
-        None => Some(secret.to_vec()),
-    }
-}
-
 /// The Standard Webhooks v1 MAC: HMAC-SHA-256 of `{id}.{timestamp}.{body}` keyed with
-/// `key` (a secret's [`standard_key`]).
+/// `key` (a secret's [`standard_key`](crate::security::standard_secret::standard_key)).
 fn standard_mac(key: &[u8], id: &[u8], timestamp: &[u8], body: &[u8]) -> [u8; 32] {
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC accepts a key of any length");
     for part in [id, b".", timestamp, b".", body] {
@@ -287,7 +276,7 @@ pub fn standard_signature(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> 
 /// space-separated `v1,<base64>` values, any of which may be the HMAC-SHA-256 of
 /// `<webhook-id>.<webhook-timestamp>.<body>`; the timestamp must be within
 /// [`TIMESTAMP_WINDOW_SECS`] of `now` (Unix seconds). Values of other versions are
-/// ignored. `keys` are the secrets as [`standard_key`] decodes them, once, when the
+/// ignored. `keys` are the secrets as [`standard_key`](crate::security::standard_secret::standard_key) decodes them, once, when the
 /// configuration is loaded.
 pub fn verify_standard(
     keys: &[&[u8]],
@@ -399,6 +388,7 @@ pub fn verify_patchhost(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::security::standard_secret::standard_key;
 
     /// The early check and the verify functions agree on what is missing: for every
     /// mix of absent, empty, blank and given headers, a header the early check lets

@@ -13,7 +13,7 @@
 //!
 //! On open the file is replayed (a torn last line left by a crash, or any line that does
 //! not parse, is ignored), expired entries are dropped, and the live entries are written
-//! back atomically ([`crate::fsutil::atomic_write`]). The same compaction runs whenever
+//! back atomically ([`crate::util::fsutil::atomic_write`]). The same compaction runs whenever
 //! the file holds more than twice as many lines as there are live entries. Entries expire
 //! after the store's time to live, checked as requests come; the number of live entries
 //! is capped, the oldest being dropped first when the cap is reached, so memory and disk
@@ -135,7 +135,7 @@ impl ReplayStores {
             message,
         };
         if !dir.is_dir() {
-            crate::fsutil::create_dir_with_mode(dir, 0o700)
+            crate::util::fsutil::create_dir_with_mode(dir, 0o700)
                 .map_err(|err| error(format!("cannot create the directory: {err}")))?;
         }
         let now = unix_now();

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 
-use crate::fsutil;
-use crate::state::RunResult;
+use crate::store::state::RunResult;
+use crate::util::fsutil;
 
 /// Format of the time prefix of every log line.
 pub const LINE_TIME_FORMAT: &str = "%Y-%m-%d %H:%M:%S";

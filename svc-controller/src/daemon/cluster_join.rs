@@ -33,8 +33,8 @@ pub(super) struct ClusterNode {
 
 impl ClusterNode {
     /// What the engine needs of this node: the store and its name.
-    pub fn link(&self) -> crate::engine::cluster::ClusterLink {
-        crate::engine::cluster::ClusterLink::new(self.store.clone(), self.name.clone())
+    pub fn link(&self) -> crate::engine::cluster_link::ClusterLink {
+        crate::engine::cluster_link::ClusterLink::new(self.store.clone(), self.name.clone())
     }
 
     /// Stops the heartbeat and closes the connections. Nothing else is written: the
@@ -243,7 +243,7 @@ const RECORD_LIMIT: Duration = Duration::from_secs(10);
 /// that is away is a warning (the reload itself is done; the next reload or start
 /// records them). No retry later: it could overwrite the rows of a newer reload.
 pub(super) async fn record_reloaded_defs(
-    link: &crate::engine::cluster::ClusterLink,
+    link: &crate::engine::cluster_link::ClusterLink,
     defs: &[JobDef],
 ) {
     let recorded =

@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 
 use crate::config::{self, Config};
-use crate::fsutil;
-use crate::logstore::{LogDir, LogStatus};
-use crate::state::{JobState, RunResult};
+use crate::store::logstore::{LogDir, LogStatus};
+use crate::store::state::{JobState, RunResult};
+use crate::util::fsutil;
 
 /// Why a migration could not go on.
 #[derive(Debug, thiserror::Error)]

@@ -12,8 +12,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, Utc};
 
-use crate::delivery::DeliveryFacts;
-use crate::fsutil;
+use crate::store::delivery::DeliveryFacts;
+use crate::util::fsutil;
 
 /// Result of a finished run, as stored in a state file and used in log names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +157,7 @@ impl JobState {
         let mut text = String::new();
         let last_run = self
             .last_run
-            .map(crate::timezone::utc_text)
+            .map(crate::time::timezone::utc_text)
             .unwrap_or_default();
         let _ = writeln!(text, "last_run = {last_run}");
         let _ = writeln!(text, "status = {}", self.status_text());

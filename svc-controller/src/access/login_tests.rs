@@ -9,7 +9,7 @@ use argon2::Algorithm;
 use axum::http::HeaderValue;
 
 use super::*;
-use crate::password::{cheap_argon2, check_password_hash};
+use crate::security::password::{cheap_argon2, check_password_hash};
 
 /// A clock that moves only when told to.
 #[derive(Clone)]
@@ -44,7 +44,7 @@ fn user(name: &str, hash: &str) -> UserConfig {
     UserConfig {
         name: name.to_string(),
         password_hash: hash.to_string(),
-        role: crate::rights::Role::Viewer,
+        role: crate::security::rights::Role::Viewer,
         file: PathBuf::from("/etc/svc/user.conf"),
     }
 }
@@ -644,7 +644,7 @@ fn the_access_check_sends_pages_to_the_login_page_and_refuses_api_calls() {
 
 #[test]
 fn sessions_carry_the_current_role_and_a_csrf_token_of_their_own() {
-    use crate::rights::Role;
+    use crate::security::rights::Role;
     let hash = cheap_argon2(Algorithm::Argon2id, "pw");
     let mut ann = user("ann", &hash);
     ann.role = Role::Operator;

@@ -22,7 +22,7 @@
 //!   argon2 or bcrypt hash of `user.conf`, then starts a session. Every attempt costs the
 //!   same, whatever the name: it verifies one hash of each cost among the users' hashes
 //!   (the user's own where the name is a user's, else a dummy hash of that cost made at
-//!   load, see [`crate::password::dummy_hash_like`]), so an unknown name, a bcrypt user's
+//!   load, see [`crate::security::password::dummy_hash_like`]), so an unknown name, a bcrypt user's
 //!   wrong password and an argon2 user's take the same time and get the same answer.
 //!   The session: a random 32-byte token (hex) in the cookie `svc_session`
 //!   (`Path=/svc; HttpOnly; SameSite=Strict; Max-Age=43200`, plus `Secure` behind a proxy
@@ -56,8 +56,8 @@ use rand::RngCore as _;
 use sha2::{Digest, Sha256};
 
 use crate::config::UserConfig;
-use crate::password::{dummy_hash_like, hash_cost_key, hash_password, verify_password};
-use crate::rights::Role;
+use crate::security::password::{dummy_hash_like, hash_cost_key, hash_password, verify_password};
+use crate::security::rights::Role;
 
 #[path = "login_throttle.rs"]
 mod throttle;

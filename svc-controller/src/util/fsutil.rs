@@ -18,7 +18,7 @@ pub fn atomic_write(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// For writes whose loss is repaired at start (see the callers).
 pub fn replace_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     // The service's own records: written even on a disk a job filled.
-    crate::space_reserve::retry_when_full(|| replace_file_once(path, contents))
+    crate::util::space_reserve::retry_when_full(|| replace_file_once(path, contents))
 }
 
 fn replace_file_once(path: &Path, contents: &[u8]) -> io::Result<()> {

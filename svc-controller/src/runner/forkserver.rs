@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::timeout;
 use tokio_util::codec::FramedRead;
 
-use crate::spawner::{Spawner, runner_command};
+use crate::runner::spawner::{Spawner, runner_command};
 
 /// How long the server has to say it is ready, and to answer a fork.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil;
-use crate::state::RunStatus;
+use crate::store::state::RunStatus;
+use crate::util::fsutil;
 
 /// Runs a history keeps per job, whatever `log_retention` says.
 pub const KEEP: usize = 1000;
@@ -142,7 +142,7 @@ impl HistoryFile {
     /// Blocking.
     pub fn append(&self, lines: &str) -> io::Result<()> {
         // A retry after a full disk starts on a line of its own, as after a crash.
-        crate::space_reserve::retry_when_full(|| self.append_once(lines))
+        crate::util::space_reserve::retry_when_full(|| self.append_once(lines))
     }
 
     fn append_once(&self, lines: &str) -> io::Result<()> {

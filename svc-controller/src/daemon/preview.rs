@@ -7,8 +7,8 @@ use chrono::{DateTime, FixedOffset, Offset as _, SecondsFormat, Utc};
 
 use crate::config::Config;
 use crate::engine::Kind;
-use crate::schedule::Timer;
-use crate::timezone::{Zone, utc_text};
+use crate::time::schedule::Timer;
+use crate::time::timezone::{Zone, utc_text};
 
 /// One job's timer, as the preview needs it.
 #[derive(Debug)]

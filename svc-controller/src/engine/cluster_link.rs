@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use super::{Kind, Trigger, TriggerSource};
 use crate::cluster::{ClaimedRun, ClusterStore, JobKey, JobKind, NewTrigger};
-use crate::delivery::DeliveryFacts;
-use crate::logstore::LogDir;
+use crate::store::delivery::DeliveryFacts;
+use crate::store::logstore::LogDir;
 
 /// What the engine needs of the cluster: the store every trigger, claim and run's end
 /// goes through, and the name this node registered under (the `node` of its claims and

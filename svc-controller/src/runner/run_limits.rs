@@ -1,12 +1,12 @@
 //! A run's limits, applied the way the host allows: through the run's cgroup
-//! ([`crate::cgroups`]) where runs get one, else as resource limits of each process;
+//! ([`crate::runner::cgroups`]) where runs get one, else as resource limits of each process;
 //! and at the run's end what its cgroup measured (CPU time, peak memory, an OOM kill,
 //! refused forks) folded into its outcome and log.
 
 use proto::{Action, ExecRequest, ResourceLimits, UsageSource};
 
-use crate::cgroups::{DEFAULT_LIMIT_PIDS, RunCgroup, RunCgroups, RunEnd, RunLimits};
-use crate::exec::{Outcome, RunEvent};
+use crate::runner::cgroups::{DEFAULT_LIMIT_PIDS, RunCgroup, RunCgroups, RunEnd, RunLimits};
+use crate::runner::exec::{Outcome, RunEvent};
 
 /// Makes the run's cgroup when `request` is a run of commands and runs get cgroups (its
 /// `cgroup.procs` files go into the request), and turns the limits no cgroup takes into
