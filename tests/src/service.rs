@@ -39,6 +39,12 @@ use crate::logs::LogFile;
 use crate::sign::hmac_sha256_hex;
 use crate::wait::{wait_for, wait_until};
 
+/// How long one API request may take, answer included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a whole log may take to arrive: 10 MiB as base64 in JSON, to a service
+/// whose HTTP threads yield to its runs, on a loaded machine.
+const BULK_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// How long [`TestService::start`] waits for the API to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`TestService::stop`] waits for the controller to exit after SIGTERM before it
@@ -253,7 +259,7 @@ impl TestServiceBuilder {
         let client = reqwest::Client::builder()
             .no_proxy()
             .gzip(true)
-            .timeout(Duration::from_secs(10))
+            .timeout(REQUEST_TIMEOUT)
             .build()
             .expect("build the HTTP client");
         TestService {
@@ -571,9 +577,20 @@ impl TestService {
 
     /// `GET <path_and_query>`; an error only when the request itself fails.
     pub async fn try_get(&self, path_and_query: &str) -> anyhow::Result<ApiResponse> {
+        self.try_get_within(path_and_query, REQUEST_TIMEOUT).await
+    }
+
+    /// `GET <path_and_query>` with `timeout` for the whole answer, for a bulk transfer
+    /// (a whole log) whose time grows with its size and the machine's load.
+    pub async fn try_get_within(
+        &self,
+        path_and_query: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<ApiResponse> {
         let response = self
             .client
             .get(format!("{}{path_and_query}", self.base_url()))
+            .timeout(timeout)
             .send()
             .await
             .with_context(|| format!("GET {path_and_query}"))?;
@@ -741,10 +758,13 @@ impl TestService {
         .await
     }
 
-    /// `GET /svc/api/job_exec/log?id=<id>&counter=<counter>`.
+    /// `GET /svc/api/job_exec/log?id=<id>&counter=<counter>`: a whole log, up to
+    /// `log_max_size` (base64 in JSON), so given [`BULK_TIMEOUT`].
     pub async fn log(&self, id: &str, counter: u64) -> ApiResponse {
-        self.get(&format!("/svc/api/job_exec/log?id={id}&counter={counter}"))
+        let path = format!("/svc/api/job_exec/log?id={id}&counter={counter}");
+        self.try_get_within(&path, BULK_TIMEOUT)
             .await
+            .unwrap_or_else(|err| panic!("{err:#}"))
     }
 
     /// The decoded `content` of [`TestService::log`]; panics unless it answers 200.
