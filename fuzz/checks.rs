@@ -1,5 +1,5 @@
 //! The checks of the fuzz targets, in one place. Each fuzz target (fuzz_targets/*.rs) runs
-//! one of them on the fuzzer's inputs, and `tests/tests/fuzz_regressions.rs` replays the
+//! one of them on the fuzzer's inputs, and `tests/tests/it/fuzz_regressions.rs` replays the
 //! committed seeds and regressions through the same functions under `cargo test`, so the
 //! two can never check different things. Both include this file with `#[path]`.
 #![allow(dead_code)] // each fuzz target uses one check

@@ -281,10 +281,7 @@ fn rewrite_link(dest: &str, from: &str, by_path: &HashMap<&str, &str>) -> Option
 }
 
 /// Markdown to HTML: heading ids, rewritten links.
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 fn render(markdown: &str, from: &str, by_path: &HashMap<&str, &str>) -> String {
     let options = Options::ENABLE_TABLES
         | Options::ENABLE_STRIKETHROUGH

@@ -317,10 +317,7 @@ fn set_thread_nice(nice: libc::c_int) {
 }
 
 /// `--check`, or the service itself.
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 fn serve_or_check(cli: Cli) -> ExitCode {
     let config = match config::load(&cli.config) {
         Ok(config) => config,
@@ -585,10 +582,7 @@ fn runner_path(configured: Option<&Path>) -> anyhow::Result<PathBuf> {
 
 /// Starts everything and serves until SIGTERM or SIGINT. The engine's tasks run on
 /// `engine_runtime` (see [`engine_runtime`]), the HTTP front on the current one.
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 pub async fn run(
     config_path: PathBuf,
     config: Config,

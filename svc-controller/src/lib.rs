@@ -4,7 +4,7 @@
 //! and starts one `svc-runner` process per execution. See ARCHITECTURE.md for the map.
 //!
 //! The modules are layers, listed here from the bottom up: each may use the layers above
-//! it in this list and none below (`tests/tests/tidy.rs` checks every `crate::` path).
+//! it in this list and none below (`tests/tests/it/tidy.rs` checks every `crate::` path).
 //!
 //! | layer | holds |
 //! |---|---|

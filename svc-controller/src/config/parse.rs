@@ -1072,10 +1072,7 @@ fn redact_notif_issue(mut issue: ConfigIssue) -> ConfigIssue {
 
 /// Reads `[svc]` (or its defaults when `section` is `None`). The flag is false when
 /// `dir_base` is unusable, in which case the job directories are not read.
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 fn read_main(
     file: &Path,
     section: Option<&Section>,
@@ -1569,10 +1566,7 @@ impl<'m> Loader<'m> {
         id
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "to be split: tests/tests/tidy.rs keeps the count"
-    )]
+    #[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
     fn load_job(&mut self, file: &Path, section: &Section) {
         if section.kind == SectionKind::Hook {
             self.warnings.push(new_issue(

@@ -685,10 +685,7 @@ impl Engine {
 
     /// Builds an entry from disk: logs listed, interrupted runs recorded as failures,
     /// state loaded or rebuilt from the newest log.
-    #[expect(
-        clippy::too_many_lines,
-        reason = "to be split: tests/tests/tidy.rs keeps the count"
-    )]
+    #[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
     fn load_entry(&self, kind: Kind, def: Def, id: &str) -> Entry {
         let main = &self.inner.main;
         let (log_root, state_root) = match kind {

@@ -27,10 +27,7 @@ struct RunContext {
     started_at: chrono::DateTime<chrono::Utc>,
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 pub(super) async fn run_task(
     engine: Engine,
     kind: Kind,

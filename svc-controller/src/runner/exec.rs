@@ -592,10 +592,7 @@ impl LaunchedRunner {
         outcome
     }
 
-    #[expect(
-        clippy::too_many_lines,
-        reason = "to be split: tests/tests/tidy.rs keeps the count"
-    )]
+    #[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
     async fn execute_in_runner(
         self,
         request: ExecRequest,

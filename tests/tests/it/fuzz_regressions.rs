@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use svc_controller::access::auth::verify_codehost;
 
-#[path = "../../fuzz/checks.rs"]
+#[path = "../../../fuzz/checks.rs"]
 mod checks;
 
 fn fuzz_dir() -> PathBuf {

@@ -60,10 +60,7 @@ struct Tally {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn thousands_of_triggers_each_run_once_and_memory_comes_back() {
     let (triggers, sending) = if long_mode() {
         (3000, SENDING)

@@ -130,10 +130,7 @@ fn hash(content: &str) -> u64 {
 /// Reads and checks the state file and logs of `id`. Every problem is pushed to
 /// `problems` with `when` in front. A finished log whose size and time match what
 /// `known` holds was checked before and is not read again.
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 fn read_job(
     svc: &TestService,
     id: &str,

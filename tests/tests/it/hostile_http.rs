@@ -244,10 +244,7 @@ const DEFECTS: &[Defect] = &[
     Defect::ShortBody,
 ];
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 fn generate(rng: &mut StdRng, address: &str) -> Hostile {
     // About half the requests are well framed (hostile only in their content), the rest
     // have one or two protocol defects.
@@ -475,10 +472,7 @@ fn check_api_answer(response: &RawResponse) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn malformed_requests_get_wrapped_answers_or_protocol_refusals() {
     let seed: u64 = std::env::var("SVC_HOSTILE_SEED")
         .ok()

@@ -636,10 +636,7 @@ async fn job_log_serves_the_file_in_base64_and_refuses_bad_queries() {
 // ----- endpoints 5 to 8 ------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn job_http_view_logs_pause_and_resume() {
     let mut svc = TestService::builder().build();
     let ping = self_calling_job_http(&svc, "ping");

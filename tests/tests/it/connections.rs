@@ -207,14 +207,17 @@ async fn when_every_connection_is_busy_a_new_one_gets_503_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_open_file_limit_is_raised_for_connections_and_given_back_to_jobs() {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
-    // As systemd starts services: a low soft limit under a high hard one.
+    use nix::sys::resource::{Resource, getrlimit};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    // As systemd starts services: a low soft limit under a high hard one, set for the
+    // controller alone (util-linux's prlimit), since every test of this binary shares
+    // its process's limits.
     let low = 512.min(hard);
-    setrlimit(Resource::RLIMIT_NOFILE, low, hard).expect("setrlimit");
-    let svc = service(&[]).start().await;
-    // Children of the test keep the test's limit from here on; put it back.
-    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).expect("setrlimit");
+    let nofile = format!("--nofile={low}:{hard}");
+    let svc = service(&[])
+        .wrapper(&["prlimit", &nofile, "--"])
+        .start()
+        .await;
 
     let pid = svc.pid().expect("pid");
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("limits");

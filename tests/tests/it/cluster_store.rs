@@ -121,10 +121,7 @@ async fn migrations_applied_at_once_by_three_nodes_give_one_schema() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn each_timer_slot_is_claimed_by_exactly_one_of_three_racing_nodes() {
     const JOBS: usize = 10;
     const SLOTS_PER_JOB: usize = 100;
@@ -310,10 +307,7 @@ async fn the_one_slot_queue_and_pause_hold_across_nodes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn ten_thousand_triggers_over_three_nodes_run_once_each_one_at_a_time() {
     const JOBS: usize = 25;
     const ATTEMPTS: usize = 10_000;
@@ -842,10 +836,7 @@ async fn each_nodes_definitions_are_recorded_and_compared_with_the_live_nodes() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn definitions_are_compared_and_overviewed_without_writing() {
     let pg = PostgresServer::launch();
     let stores = nodes(&pg.create_database("drift_reads")).await;
@@ -1187,10 +1178,7 @@ async fn released_cancelled_raised_read_back_and_pruned() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn run_logs_copied_in_any_order_read_whole_and_are_trimmed() {
     let pg = PostgresServer::launch();
     let stores = nodes(&pg.create_database("shared_logs")).await;

@@ -239,10 +239,7 @@ fn is(entry: &Value, action: &str, actor_kind: &str) -> bool {
 }
 
 #[tokio::test]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn each_role_may_do_what_it_grants_and_is_refused_the_rest() {
     let service = start_with_users(&[]).await;
     let vera = login(&service, "vera").await;
@@ -598,10 +595,7 @@ async fn forwarded_addresses_are_believed_only_from_trusted_proxies() {
 }
 
 #[tokio::test]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn the_audit_log_records_every_kind_of_actor_and_refusals() {
     let service = start_with_users(&[]).await;
     let otto = login(&service, "otto").await;

@@ -412,10 +412,7 @@ fn whsec_key() -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn a_webhook_is_signed_and_retried_after_a_500() {
     let flaky = Sink::start(1).await;
     let steady = Sink::start(0).await;

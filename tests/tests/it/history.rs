@@ -67,10 +67,7 @@ fn counters(runs: &[Value]) -> Vec<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     let hang = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
     let mut svc = service(hang.local_addr().expect("its address").port());

@@ -53,10 +53,7 @@ async fn metrics(svc: &TestService) -> (u16, String, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn metrics_count_runs_rejections_and_requests() {
     let svc = TestService::builder()
         .job_file(
@@ -252,10 +249,7 @@ const JOBS: [&str; 4] = ["p_ok", "p_fail", "p_timeout", "p_cancel"];
 /// trigger waits, and again once it is gone. A JobHttp call going on meanwhile shows in
 /// its job's `svc_job_running`, not in `svc_runs_running`: it holds no permit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn every_series_tells_the_runs_made() {
     let began = unix_now();
     // Never answers: the JobHttp call to it goes on until the test ends.

@@ -92,10 +92,7 @@ fn decode(content: &Value) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn every_node_shows_every_run_its_log_and_the_audit() {
     let pg = tokio::task::spawn_blocking(PostgresServer::launch)
         .await

@@ -182,10 +182,7 @@ fn wait_for_flag(flag: &Path) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() {
     let test = "a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files";
     if !svc_tests::has_landlock(test) {

@@ -153,10 +153,7 @@ async fn without_users_everything_stays_open() {
 }
 
 #[tokio::test]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
     let service = start_with_users().await;
 

@@ -46,10 +46,7 @@ const IDLE: usize = 150;
 const SLOW: usize = 150;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn hundreds_of_slow_and_idle_connections_are_closed_while_a_client_is_served() {
     let _serial = SERIAL.lock().await;
     let svc = TestService::builder().start().await;
@@ -480,10 +477,7 @@ const SAFE_401: &[&str] = &[
 type Case<'a> = (&'a str, &'a str, Vec<(&'a str, String)>);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "to be split: tests/tests/tidy.rs keeps the count"
-)]
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn unauthorized_answers_never_echo_expected_values() {
     let _serial = SERIAL.lock().await;
     let key = SigningKey::from_bytes(&[7u8; 32]);
