@@ -1,5 +1,5 @@
 //! The checks of the fuzz targets, in one place. Each fuzz target (fuzz_targets/*.rs) runs
-//! one of them on the fuzzer's inputs, and `tests/tests/fuzz_regressions.rs` replays the
+//! one of them on the fuzzer's inputs, and `tests/tests/it/fuzz_regressions.rs` replays the
 //! committed seeds and regressions through the same functions under `cargo test`, so the
 //! two can never check different things. Both include this file with `#[path]`.
 #![allow(dead_code)] // each fuzz target uses one check
@@ -13,9 +13,9 @@ use hmac::{Hmac, Mac};
 use proto::{ControllerCodec, ControllerMessage, RunnerCodec, RunnerMessage};
 use sha1::Sha1;
 use sha2::Sha256;
-use svc_controller::auth::{verify_codehost, verify_hmac_sha256, verify_patchhost};
+use svc_controller::access::auth::{verify_codehost, verify_hmac_sha256, verify_patchhost};
 use svc_controller::config::{job_id_from_name, load};
-use svc_controller::schedule::Schedule;
+use svc_controller::time::schedule::Schedule;
 use tokio_util::codec::{Decoder, Encoder};
 
 // ----- config ------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-//! The signature checks of `svc_controller::auth` with arbitrary secrets, bodies and
+//! The signature checks of `svc_controller::access::auth` with arbitrary secrets, bodies and
 //! header values; the check is `checks::signatures` (shared with
 //! tests/tests/fuzz_regressions.rs).
 #![no_main]

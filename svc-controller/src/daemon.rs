@@ -2,11 +2,13 @@
 //!
 //! Under systemd (`Type=notify`) the service manager is told when the service is ready,
 //! reloading and stopping, and the watchdog is pinged from the main loop (see
-//! [`notify`]).
+//! [`service_manager`]).
 
-mod cluster;
-mod notify;
+mod cluster_join;
+pub mod migrate;
+pub mod preview;
 mod replay_notes;
+mod service_manager;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,9 +22,9 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::config::{self, Config, ConfigError, ConfigIssue, MainConfig};
 use crate::engine::Engine;
-use crate::exec::RunnerHub;
 use crate::http::{self, AppState};
-use crate::statedir::{self, StateDirLock};
+use crate::runner::exec::RunnerHub;
+use crate::store::statedir::{self, StateDirLock};
 
 /// Exit status for an invalid configuration (EX_CONFIG).
 pub const EXIT_CONFIG: u8 = 78;
@@ -114,40 +116,46 @@ pub fn main_with_args(cli: Cli) -> ExitCode {
         end_quietly_when_stdout_closes();
     }
     match cli.command {
-        Some(Command::HashPassword) => match crate::password::hash_password_from_stdin() {
-            Ok(hash) => {
-                println!("{hash}");
-                ExitCode::SUCCESS
-            }
-            Err(err) => {
-                eprintln!("error: {err:#}");
-                ExitCode::FAILURE
-            }
-        },
-        Some(Command::Migrate { from }) => match crate::migrate::migrate(&from, &cli.config) {
-            Ok(report) => {
-                for line in &report.lines {
-                    println!("{line}");
+        Some(Command::HashPassword) => {
+            match crate::security::password::hash_password_from_stdin() {
+                Ok(hash) => {
+                    println!("{hash}");
+                    ExitCode::SUCCESS
                 }
-                println!(
-                    "migrated into {}; {} thing(s) not taken (listed above). Check with: \
+                Err(err) => {
+                    eprintln!("error: {err:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Some(Command::Migrate { from }) => {
+            match crate::daemon::migrate::migrate(&from, &cli.config) {
+                Ok(report) => {
+                    for line in &report.lines {
+                        println!("{line}");
+                    }
+                    println!(
+                        "migrated into {}; {} thing(s) not taken (listed above). Check with: \
                      svc-controller --config {} --check",
-                    cli.config.display(),
-                    report.skipped,
-                    cli.config.display()
-                );
-                ExitCode::SUCCESS
+                        cli.config.display(),
+                        report.skipped,
+                        cli.config.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(crate::daemon::migrate::MigrateError::Config(err)) => {
+                    eprintln!(
+                        "error: the migrated configuration does not load; fix it and run again"
+                    );
+                    report_config_error(&err);
+                    ExitCode::from(EXIT_CONFIG)
+                }
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    ExitCode::FAILURE
+                }
             }
-            Err(crate::migrate::MigrateError::Config(err)) => {
-                eprintln!("error: the migrated configuration does not load; fix it and run again");
-                report_config_error(&err);
-                ExitCode::from(EXIT_CONFIG)
-            }
-            Err(err) => {
-                eprintln!("error: {err}");
-                ExitCode::FAILURE
-            }
-        },
+        }
         Some(Command::NextRuns { job, count, from }) => {
             next_runs(&cli.config, job.as_deref(), count, from.as_deref())
         }
@@ -172,7 +180,7 @@ fn next_runs(config_file: &Path, job: Option<&str>, count: usize, from: Option<&
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let timers = crate::preview::job_timers(&config);
+    let timers = crate::daemon::preview::job_timers(&config);
     let selected: Vec<_> = match job {
         Some(id) => timers
             .iter()
@@ -207,8 +215,8 @@ fn next_runs(config_file: &Path, job: Option<&str>, count: usize, from: Option<&
                 timer.describe()
             );
         }
-        let slots = crate::preview::upcoming(timer, from, count);
-        for line in crate::preview::slot_lines(&slots, entry.zone, from) {
+        let slots = crate::daemon::preview::upcoming(timer, from, count);
+        for line in crate::daemon::preview::slot_lines(&slots, entry.zone, from) {
             println!("{line}");
         }
     }
@@ -247,7 +255,7 @@ fn tune_allocator() {
 /// How long an idle blocking thread is kept (tokio's default: 10 s). tokio queues
 /// blocking work for an idle or busy thread when it cannot start a new one, but panics
 /// when its pool has no thread at all; a host whose task table a job filled (without
-/// cgroups, [`crate::cgroups`]) must not find the pool empty, so threads, once started,
+/// cgroups, [`crate::runner::cgroups`]) must not find the pool empty, so threads, once started,
 /// stay. An idle thread costs a few KiB.
 const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(24 * 3600);
 
@@ -309,6 +317,7 @@ fn set_thread_nice(nice: libc::c_int) {
 }
 
 /// `--check`, or the service itself.
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 fn serve_or_check(cli: Cli) -> ExitCode {
     let config = match config::load(&cli.config) {
         Ok(config) => config,
@@ -339,13 +348,13 @@ fn serve_or_check(cli: Cli) -> ExitCode {
         );
         // The next three slots of each schedule, to see that it means what was meant.
         let now = chrono::Utc::now();
-        for entry in crate::preview::job_timers(&config) {
-            let Some(timer @ crate::schedule::Timer::Schedule(..)) = entry.timer else {
+        for entry in crate::daemon::preview::job_timers(&config) {
+            let Some(timer @ crate::time::schedule::Timer::Schedule(..)) = entry.timer else {
                 continue;
             };
-            let next: Vec<String> = crate::preview::upcoming(timer, now, 3)
+            let next: Vec<String> = crate::daemon::preview::upcoming(timer, now, 3)
                 .into_iter()
-                .map(|t| crate::preview::local_text(t, entry.zone))
+                .map(|t| crate::daemon::preview::local_text(t, entry.zone))
                 .collect();
             println!(
                 "  {} {}: {}: next {}",
@@ -359,17 +368,20 @@ fn serve_or_check(cli: Cli) -> ExitCode {
             println!("  {note}");
         }
         if let Ok(runner) = runner_path(config.main.runner_path.as_deref()) {
-            println!("  containment: {}", crate::containment::probe(&runner).line);
+            println!(
+                "  containment: {}",
+                crate::runner::containment::probe(&runner).line
+            );
         }
         if config.main.run_cgroups {
             println!(
                 "  cgroups: {} (as found for this command; the service finds its own at start-up)",
-                crate::cgroups::RunCgroups::inspect()
+                crate::runner::cgroups::RunCgroups::inspect()
             );
         } else {
             println!(
                 "  cgroups: {}",
-                crate::cgroups::RunCgroups::none("run_cgroups = false").line()
+                crate::runner::cgroups::RunCgroups::none("run_cgroups = false").line()
             );
         }
         if let Some(cluster) = &config.main.cluster {
@@ -407,7 +419,7 @@ fn serve_or_check(cli: Cli) -> ExitCode {
         Err(err) => {
             tracing::error!("{err:#}");
             eprintln!("error: {err:#}");
-            match err.downcast_ref::<cluster::JoinError>() {
+            match err.downcast_ref::<cluster_join::JoinError>() {
                 Some(join) => ExitCode::from(join.exit_code()),
                 None => ExitCode::FAILURE,
             }
@@ -449,7 +461,7 @@ fn check_cluster(cluster: &crate::config::ClusterConfig, config: &Config) -> Exi
         ..StoreOptions::default()
     };
     let node = &cluster.node_name;
-    let defs = cluster::job_defs(config);
+    let defs = cluster_join::job_defs(config);
     let status = runtime.block_on(async {
         let store = ClusterStore::new(cluster.database_url.expose(), &options)?;
         // Not through the pool: it would retry a refused connection until its timeout,
@@ -477,7 +489,7 @@ fn check_cluster(cluster: &crate::config::ClusterConfig, config: &Config) -> Exi
         Ok(Ok(Ok((SchemaStatus::Current, comparison)))) => {
             println!("  cluster: node {node} on {shown}: reachable, schema current");
             if let Some(comparison) = comparison {
-                let report = cluster::drift_report(&comparison);
+                let report = cluster_join::drift_report(&comparison);
                 for line in &report.lines {
                     println!("  cluster: {line}");
                 }
@@ -570,6 +582,7 @@ fn runner_path(configured: Option<&Path>) -> anyhow::Result<PathBuf> {
 
 /// Starts everything and serves until SIGTERM or SIGINT. The engine's tasks run on
 /// `engine_runtime` (see [`engine_runtime`]), the HTTP front on the current one.
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 pub async fn run(
     config_path: PathBuf,
     config: Config,
@@ -580,7 +593,7 @@ pub async fn run(
     let signals = StopSignals::install()?;
     let main = config.main.clone();
     crate::metrics::init();
-    let fds = crate::fdlimit::raise();
+    let fds = crate::util::fdlimit::raise();
     let connections =
         http::server::connection_limit(fds.soft, main.max_job_running, main.max_connections);
     if connections.cut {
@@ -605,7 +618,7 @@ pub async fn run(
     // without the shared truth.
     let node = match &main.cluster {
         Some(cluster_config) => {
-            Some(cluster::join(cluster_config, &config, &engine_runtime).await?)
+            Some(cluster_join::join(cluster_config, &config, &engine_runtime).await?)
         }
         None => None,
     };
@@ -615,8 +628,8 @@ pub async fn run(
         let (dir_base, wanted) = (main.dir_base.clone(), main.run_cgroups);
         Arc::new(
             tokio::task::spawn_blocking(move || match wanted {
-                true => crate::cgroups::RunCgroups::set_up(&dir_base),
-                false => crate::cgroups::RunCgroups::none("run_cgroups = false"),
+                true => crate::runner::cgroups::RunCgroups::set_up(&dir_base),
+                false => crate::runner::cgroups::RunCgroups::none("run_cgroups = false"),
             })
             .await
             .context("setting up the runs' cgroups failed")?,
@@ -627,7 +640,7 @@ pub async fn run(
     } else {
         tracing::warn!(cgroups = %cgroups.line(), "runs get no cgroups");
     }
-    let containment = crate::containment::probe(&runner);
+    let containment = crate::runner::containment::probe(&runner);
     if containment.namespaces() {
         tracing::info!(containment = %containment.line, "runs are contained in namespaces");
     } else {
@@ -647,13 +660,15 @@ pub async fn run(
             &config,
             Arc::new(hub),
             Arc::new(crate::engine::clock::SystemClock),
-            node.as_ref().map(cluster::ClusterNode::link),
+            node.as_ref().map(cluster_join::ClusterNode::link),
         )
     };
     // In cluster mode the checks go to the cluster's table; the local stores stay open
     // (cheap) so that a node taken out of the cluster finds its own records.
-    let replay = crate::replay::Replay::new(
-        Arc::new(crate::replay::ReplayStores::open(&main.dir_replay())?),
+    let replay = crate::access::replay::Replay::new(
+        Arc::new(crate::access::replay::ReplayStores::open(
+            &main.dir_replay(),
+        )?),
         engine.cluster().map(|link| link.store.clone()),
     );
     // On this runtime, the HTTP front's: sending notifications waits behind runs.
@@ -669,10 +684,10 @@ pub async fn run(
         .local_addr()
         .context("cannot read the listening address")?;
     engine.start_timers();
-    let login = Arc::new(crate::login::Login::new(&config.users));
+    let login = Arc::new(crate::access::login::Login::new(&config.users));
     let audit = {
         let (dir, max_size) = (main.dir_logs(), main.audit_max_size);
-        tokio::task::spawn_blocking(move || crate::audit::AuditLog::start(&dir, max_size))
+        tokio::task::spawn_blocking(move || crate::access::audit::AuditLog::start(&dir, max_size))
             .await
             .context("starting the audit log failed")?
             .context("cannot open the audit log")?
@@ -713,7 +728,7 @@ pub async fn run(
         open_files = fds.soft,
         "started"
     );
-    notify::ready(&format!(
+    service_manager::ready(&format!(
         "listening on {address}; {jobs} jobs, {http_jobs} http jobs"
     ));
 
@@ -737,7 +752,7 @@ pub async fn run(
     };
     wait_for_stop(signals, reloads, &reloader).await?;
     tracing::info!("stopping");
-    notify::stopping();
+    service_manager::stopping();
     let _ = stop_tx.send(());
     engine.shutdown(SHUTDOWN_LIMIT).await;
     // The runs the stop ended are announced by now.
@@ -791,9 +806,9 @@ fn prepare_state(main: &MainConfig) -> anyhow::Result<PreparedState> {
             .with_context(|| format!("cannot create directory {}", dir.display()))?;
     }
     for dir in [main.dir_job_state(), main.dir_job_http_state()] {
-        crate::fsutil::remove_stale_temp_files(&dir);
+        crate::util::fsutil::remove_stale_temp_files(&dir);
     }
-    crate::space_reserve::install(&main.dir_state()).with_context(|| {
+    crate::util::space_reserve::install(&main.dir_state()).with_context(|| {
         format!(
             "cannot allocate the space reserve in {}",
             main.dir_state().display()
@@ -916,18 +931,18 @@ impl StopSignals {
 /// What a reload changes, and where it is recorded.
 struct Reloader<'a> {
     engine: &'a Engine,
-    login: &'a crate::login::Login,
+    login: &'a crate::access::login::Login,
     notifier: &'a crate::notify::Notifier,
-    audit: &'a crate::audit::AuditLog,
+    audit: &'a crate::access::audit::AuditLog,
     config_path: &'a Path,
 }
 
 impl Reloader<'_> {
     /// One reload, told to systemd as RELOADING then READY.
     async fn reload(&self) -> Result<(), Vec<String>> {
-        notify::reloading();
+        service_manager::reloading();
         let outcome = reload(self.engine, self.login, self.notifier, self.config_path).await;
-        notify::ready(match outcome {
+        service_manager::ready(match outcome {
             Ok(()) => "configuration reloaded",
             Err(_) => "reload refused: invalid configuration, running jobs unchanged",
         });
@@ -948,7 +963,7 @@ async fn wait_for_stop(
         mut interrupt,
         mut hangup,
     } = signals;
-    let watchdog_every = notify::watchdog_interval();
+    let watchdog_every = service_manager::watchdog_interval();
     if let Some(every) = watchdog_every {
         tracing::debug!(?every, "pinging the systemd watchdog");
     }
@@ -963,12 +978,12 @@ async fn wait_for_stop(
                 let outcome = reloader.reload().await;
                 // The HTTP side records its own requests; a signal is recorded here.
                 let (result, reason) = match outcome {
-                    Ok(()) => (crate::audit::Outcome::Ok, None),
-                    Err(problems) => (crate::audit::Outcome::Error, Some(problems.join("; "))),
+                    Ok(()) => (crate::access::audit::Outcome::Ok, None),
+                    Err(problems) => (crate::access::audit::Outcome::Error, Some(problems.join("; "))),
                 };
-                reloader.audit.record(crate::audit::Entry {
-                    actor: crate::audit::Actor::Signal,
-                    action: crate::audit::Action::Reload,
+                reloader.audit.record(crate::access::audit::Entry {
+                    actor: crate::access::audit::Actor::Signal,
+                    action: crate::access::audit::Action::Reload,
                     job: None,
                     address: None,
                     result,
@@ -985,7 +1000,7 @@ async fn wait_for_stop(
                 // Taking the registry lock proves the engine is not stuck; a deadlock
                 // stops the pings and systemd restarts the service.
                 if engine.is_responsive() {
-                    notify::watchdog();
+                    service_manager::watchdog();
                 }
             }
         }
@@ -996,7 +1011,7 @@ async fn wait_for_stop(
 /// new configuration when it was refused (as logged: secrets are never in them).
 async fn reload(
     engine: &Engine,
-    login: &crate::login::Login,
+    login: &crate::access::login::Login,
     notifier: &crate::notify::Notifier,
     config_path: &Path,
 ) -> Result<(), Vec<String>> {
@@ -1012,7 +1027,7 @@ async fn reload(
                 let engine = engine.clone();
                 let reloaded = tokio::task::spawn_blocking(move || {
                     engine.reload(&config);
-                    let defs = engine.cluster().map(|_| cluster::job_defs(&config));
+                    let defs = engine.cluster().map(|_| cluster_join::job_defs(&config));
                     (config, defs)
                 })
                 .await;
@@ -1027,7 +1042,7 @@ async fn reload(
             // After the engine's reload: a run of a new job claimed in between finds the
             // job here, and one of a removed job claimed before goes back to the queue.
             if let (Some(link), Some(defs)) = (engine.cluster(), defs) {
-                cluster::record_reloaded_defs(link, &defs).await;
+                cluster_join::record_reloaded_defs(link, &defs).await;
             }
             login.set_users(&config.users);
             tracing::info!(

@@ -232,6 +232,7 @@ fn end_with_runner(runner_pid: nix::unistd::Pid) -> std::io::Result<()> {
     Ok(())
 }
 
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn run_one(
     work: &mut Work<'_>,
     index: usize,

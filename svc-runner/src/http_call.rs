@@ -262,6 +262,7 @@ pub async fn run_http(work: &mut Work<'_>, call: &HttpCall) -> Result<Finish, Ht
     })
 }
 
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn exchange(
     work: &mut Work<'_>,
     request: reqwest::RequestBuilder,

@@ -38,7 +38,7 @@ use svc_controller::cluster::{
     ClusterStore, EnqueueOutcome, JobDef, JobKey, JobKind, NewTrigger, RunOutcome, Signal,
     StoreOptions,
 };
-use svc_controller::state::RunStatus;
+use svc_controller::store::state::RunStatus;
 use tokio::sync::mpsc;
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;

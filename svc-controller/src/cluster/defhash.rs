@@ -18,7 +18,7 @@ use proto::redact::{REDACTED, is_sensitive_name, redact_header, redact_url};
 use sha2::{Digest, Sha256};
 
 use crate::config::{HttpJobConfig, JobConfig, OnBusy, PingUrl};
-use crate::schedule::Timer;
+use crate::time::schedule::Timer;
 
 /// The first line of every canonical text. Changing what is hashed changes this line,
 /// so that a node of another release is seen to hash differently rather than to hold

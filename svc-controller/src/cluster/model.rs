@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::state::RunStatus;
+use crate::store::state::RunStatus;
 
 /// Which namespace a job lives in (the engine's `Kind`, kept apart so that this module
 /// does not import the engine, which will import it).

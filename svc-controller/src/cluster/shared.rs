@@ -16,7 +16,7 @@ use sqlx::postgres::PgRow;
 use super::error::ClusterError;
 use super::model::JobKey;
 use super::store::{ClusterStore, job_key};
-use crate::state::RunStatus;
+use crate::store::state::RunStatus;
 
 /// Bytes of one row of `svc_log_chunks`. Large enough that a log of `log_max_size`
 /// takes few rows, small enough that the growing last chunk of a running log is cheap to

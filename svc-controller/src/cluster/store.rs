@@ -20,7 +20,7 @@ use super::model::{
     ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger,
     PauseChanges, ReapedRun, ReplayStore, RunOutcome, SchemaStatus, Signal, SlotClaim,
 };
-use crate::state::RunStatus;
+use crate::store::state::RunStatus;
 
 /// How long a running run stays its node's without a heartbeat.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);

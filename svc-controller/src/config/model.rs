@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use proto::redact::Secret;
 
-use crate::schedule::Timer;
-use crate::timezone::Zone;
+use crate::time::schedule::Timer;
+use crate::time::timezone::Zone;
 
 /// Default of `log_max_size`: 10 MiB.
 pub const DEFAULT_LOG_MAX_SIZE: u64 = 10 * 1024 * 1024;
@@ -85,7 +85,7 @@ pub struct MainConfig {
     /// `limit_pids`: tasks of each run at once, for jobs that set none.
     pub limit_pids: Option<u64>,
     /// `run_cgroups`, default true: each run of commands in a cgroup of its own where
-    /// the host allows it ([`crate::cgroups`]); false applies the limits to each process
+    /// the host allows it ([`crate::runner::cgroups`]); false applies the limits to each process
     /// instead.
     pub run_cgroups: bool,
     /// `is_development`, default false.
@@ -130,7 +130,7 @@ pub struct MainConfig {
     pub public_read: bool,
     /// `trusted_proxies`, repeated: addresses and CIDR ranges of reverse proxies whose
     /// `X-Forwarded-For` and `X-Forwarded-Proto` are believed. Read at start.
-    pub trusted_proxies: Vec<crate::proxies::IpRange>,
+    pub trusted_proxies: Vec<crate::security::proxies::IpRange>,
     /// `audit_max_size`, default [`DEFAULT_AUDIT_MAX_SIZE`]: size past which the audit
     /// log is rotated. Read at start.
     pub audit_max_size: u64,
@@ -376,11 +376,11 @@ pub struct ResourceLimits {
     /// `limit_as`: address space per process in bytes (`RLIMIT_AS`).
     pub address_space: Option<u64>,
     /// `limit_memory`: bytes of memory of the whole run, its cgroup's limit where the
-    /// host gives runs cgroups ([`crate::cgroups`]); else of each process, as
+    /// host gives runs cgroups ([`crate::runner::cgroups`]); else of each process, as
     /// `RLIMIT_DATA` (heap and anonymous mappings).
     pub memory: Option<u64>,
     /// `limit_pids` (the job's, else `[svc]`'s): tasks of the whole run at once, its
-    /// cgroup's `pids.max` ([`crate::cgroups::DEFAULT_LIMIT_PIDS`] when neither sets
+    /// cgroup's `pids.max` ([`crate::runner::cgroups::DEFAULT_LIMIT_PIDS`] when neither sets
     /// it); without cgroups, a value set here is the job user's `RLIMIT_NPROC`.
     pub pids: Option<u64>,
     /// `cpu_weight`: the run's share of the CPU against other runs, 1 to 10000 (100 is
@@ -719,7 +719,7 @@ pub struct UserConfig {
     /// bcrypt hash (`$2a$`, `$2b$`, `$2y$`), validated at load.
     pub password_hash: String,
     /// `role`, default viewer: what the account may do.
-    pub role: crate::rights::Role,
+    pub role: crate::security::rights::Role,
     /// File the section was read from.
     pub file: PathBuf,
 }

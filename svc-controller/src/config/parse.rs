@@ -20,9 +20,9 @@ use super::model::{
     SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, redact_ping_url, resolve_path,
 };
 use super::syntax::{self, Entry, Section, SectionKind};
-use crate::duration::parse_duration;
-use crate::schedule::{Schedule, Timer};
-use crate::timezone::Zone;
+use crate::time::duration::parse_duration;
+use crate::time::schedule::{Schedule, Timer};
+use crate::time::timezone::Zone;
 use proto::redact::Secret;
 
 /// How a key may appear in a section.
@@ -694,10 +694,10 @@ fn job_key(kind: AuthKind, value: &str) -> Result<WebhookKey, String> {
     }
 }
 
-/// The HMAC key of a Standard Webhooks secret ([`crate::auth::standard_key`]), or why it
+/// The HMAC key of a Standard Webhooks secret ([`crate::security::standard_secret::standard_key`]), or why it
 /// has none. The message never quotes the value.
 fn standard_key(value: &str) -> Result<Vec<u8>, String> {
-    crate::auth::standard_key(value.as_bytes())
+    crate::security::standard_secret::standard_key(value.as_bytes())
         .ok_or_else(|| "a secret that starts with whsec_ must be base64 after it".to_string())
 }
 
@@ -1072,6 +1072,7 @@ fn redact_notif_issue(mut issue: ConfigIssue) -> ConfigIssue {
 
 /// Reads `[svc]` (or its defaults when `section` is `None`). The flag is false when
 /// `dir_base` is unusable, in which case the job directories are not read.
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 fn read_main(
     file: &Path,
     section: Option<&Section>,
@@ -1213,7 +1214,7 @@ fn read_main(
     if let Some(v) = r.flag("public_read") {
         config.public_read = v;
     }
-    config.trusted_proxies = r.list("trusted_proxies", crate::proxies::IpRange::parse);
+    config.trusted_proxies = r.list("trusted_proxies", crate::security::proxies::IpRange::parse);
     if let Some(bytes) = r.parsed("audit_max_size", parse_audit_size) {
         config.audit_max_size = bytes;
     }
@@ -1565,6 +1566,7 @@ impl<'m> Loader<'m> {
         id
     }
 
+    #[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
     fn load_job(&mut self, file: &Path, section: &Section) {
         if section.kind == SectionKind::Hook {
             self.warnings.push(new_issue(
@@ -2461,7 +2463,7 @@ fn load_users(
         }
         let mut r = Reader::new(&file, section, USER_KEYS, &mut issues);
         let hash = r.parsed("password", |v| {
-            crate::password::check_password_hash(v).map(|()| v.to_string())
+            crate::security::password::check_password_hash(v).map(|()| v.to_string())
         });
         if !r.has("password") {
             r.fail_key(
@@ -2469,7 +2471,7 @@ fn load_users(
                 "a user needs password = <hash>; make one with svc-controller hash-password",
             );
         }
-        let role = r.parsed("role", crate::rights::Role::parse);
+        let role = r.parsed("role", crate::security::rights::Role::parse);
         drop(r);
         if let (Some(password_hash), true) = (hash, issues.len() == before) {
             users.push(UserConfig {

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use super::test_tree::{Tree, issue_about, only_issue};
 use super::*;
 use crate::config::ConfigIssue;
-use crate::schedule::{Schedule, Timer};
+use crate::time::schedule::{Schedule, Timer};
 
 fn current_user() -> String {
     nix::unistd::User::from_uid(nix::unistd::getuid())
@@ -1491,7 +1491,7 @@ fn a_main_file_beside_what_jobs_read_is_a_warning() {
 
 #[test]
 fn roles_default_to_viewer_and_an_unknown_one_is_named_with_its_key() {
-    use crate::rights::Role;
+    use crate::security::rights::Role;
     let tree = Tree::new("");
     let hash = bcrypt_hash();
     tree.users(

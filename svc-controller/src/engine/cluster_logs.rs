@@ -11,14 +11,14 @@
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::time::Duration;
 
-use super::cluster::{ClusterLink, TriggerSummary, job_key, trigger_summary};
+use super::cluster_link::{ClusterLink, TriggerSummary, job_key, trigger_summary};
 use super::events::EngineEvent;
 use super::{Engine, EngineError, Kind, TriggerSource};
 use crate::cluster::{
     ClusterError, ClusterStore, JobKey, LOG_CHUNK, SharedLog, SharedRun, SharedRunState,
 };
-use crate::logstore::LogDir;
-use crate::state::RunStatus;
+use crate::store::logstore::LogDir;
+use crate::store::state::RunStatus;
 
 /// How often the logs of running runs are copied: how far behind another node's view of
 /// a running log may be.
@@ -26,7 +26,7 @@ const COPY_EVERY: Duration = Duration::from_secs(1);
 /// Most bytes of one log read and copied at a time (a multiple of [`LOG_CHUNK`]).
 const COPY_STEP: usize = 64 * LOG_CHUNK;
 /// Most runs a page of the shared history holds.
-pub const MAX_SHARED_PAGE: u32 = crate::history::MAX_PAGE as u32;
+pub const MAX_SHARED_PAGE: u32 = crate::store::history::MAX_PAGE as u32;
 
 /// The log of a claimed run whose end is to be reported: copied whole first.
 #[derive(Debug, Clone)]
@@ -240,7 +240,7 @@ impl Engine {
         if ended {
             let engine = self.clone();
             let _ = tokio::task::spawn_blocking(move || {
-                engine.persist(kind, &id, crate::fsutil::Durability::Atomic);
+                engine.persist(kind, &id, crate::util::fsutil::Durability::Atomic);
             })
             .await;
         }

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::cluster::{ClusterLink, job_key, new_trigger, trigger_of};
+use super::cluster_link::{ClusterLink, job_key, new_trigger, trigger_of};
 use super::{Accepted, Engine, EngineError, Kind, Trigger, events};
 use crate::cluster::{
     ClaimedRun, ClusterError, EnqueueOutcome, Finish, JobKey, JobKind, RunOutcome, Signal,
     SignalOp, SlotClaim,
 };
-use crate::history::RunRecord;
-use crate::state::RunStatus;
+use crate::store::history::RunRecord;
+use crate::store::state::RunStatus;
 
 /// A run this node claimed from the shared queue: its row, and the counter the cluster
 /// gave it (the run's number on every node).
@@ -245,7 +245,7 @@ impl Engine {
         };
         // The run's log and the shared table say which slot it ran.
         if trigger.cause.is_none() {
-            trigger.cause = Some(format!("slot {}", crate::timezone::utc_text(slot)));
+            trigger.cause = Some(format!("slot {}", crate::time::timezone::utc_text(slot)));
         }
         if self.is_shutting_down() {
             return;

@@ -7,8 +7,8 @@ use super::Kind;
 use super::read::JobStatus;
 use super::testkit::{Harness, settle, t0};
 use crate::config::MainConfig;
-use crate::history::RunRecord;
-use crate::state::{RunResult, RunStatus};
+use crate::store::history::RunRecord;
+use crate::store::state::{RunResult, RunStatus};
 
 const JOB: &str = "[job \"j\"]\npath = /j\ncommand = true\n";
 
@@ -22,13 +22,13 @@ fn leave(main: &MainConfig, state: Option<&str>, logs: &[(u64, &str)]) {
     let dir = main.dir_job_logs().join("j");
     std::fs::create_dir_all(&dir).expect("mkdir");
     for (counter, status) in logs {
-        let mut text = crate::logstore::format_line(
+        let mut text = crate::store::logstore::format_line(
             t0(),
             &format!("=== run {counter} of job j started by api"),
         );
         if *status == "success" || *status == "fail" {
             let end = format!("=== run {counter} finished: {status}");
-            text.push_str(&crate::logstore::format_line(t0(), &end));
+            text.push_str(&crate::store::logstore::format_line(t0(), &end));
         }
         std::fs::write(dir.join(format!("j.{counter}.{status}")), text).expect("write a log");
     }
@@ -122,7 +122,7 @@ async fn a_log_creation_cut_short_leaves_its_number_to_the_next_run() {
 async fn without_a_state_file_the_history_counts_too() {
     let mut h = Harness::new_after("", JOB, |main| {
         leave(main, None, &[(1, "success"), (2, "success")]);
-        let history = crate::history::HistoryFile::new(&main.dir_history("job"), "j");
+        let history = crate::store::history::HistoryFile::new(&main.dir_history("job"), "j");
         let lines: String = (1..=3)
             .map(|counter| {
                 RunRecord::lost(counter, RunStatus::Fail, (t0(), t0()), "no log").to_line()
@@ -147,7 +147,7 @@ async fn a_run_is_numbered_by_its_log_before_its_command_starts() {
     let run = h.runs.next().await;
     assert_eq!(run.id(), ("j", 2));
     assert!(h.log_dir("j").join("j.2.started").exists());
-    let state = crate::state::JobState::load(&h.state_path("j"))
+    let state = crate::store::state::JobState::load(&h.state_path("j"))
         .expect("readable")
         .expect("the state file");
     assert_eq!((state.counter, state.started), (1, false), "not written");

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
 
 use super::{Kind, TriggerSource};
-use crate::state::RunStatus;
+use crate::store::state::RunStatus;
 
 /// Events kept for a subscriber that has not read them yet; past this it lags.
 pub const CAPACITY: usize = 1024;

@@ -15,8 +15,8 @@ use proto::ExecRequest;
 use proto::sandbox::Prepared;
 use tokio::sync::watch;
 
-use crate::exec::{LaunchedRunner, Outcome, RunEvent, RunnerHub, RunnerWork};
-use crate::sandboxes::Sandboxes;
+use crate::runner::exec::{LaunchedRunner, Outcome, RunEvent, RunnerHub, RunnerWork};
+use crate::runner::sandboxes::Sandboxes;
 
 /// Starts runners for the engine's runs.
 pub trait Executor: Send + Sync {

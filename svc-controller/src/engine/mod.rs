@@ -8,7 +8,7 @@
 
 mod ahead;
 pub mod clock;
-pub mod cluster;
+pub mod cluster_link;
 pub mod cluster_logs;
 mod cluster_node;
 pub mod events;
@@ -17,7 +17,7 @@ mod pings;
 mod queue_gauge;
 pub mod read;
 pub mod request;
-pub use cluster::ClusterLink;
+pub use cluster_link::ClusterLink;
 #[cfg(test)]
 mod counter_tests;
 mod run;
@@ -42,12 +42,12 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::AbortHandle;
 
 use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig, OnBusy};
-pub use crate::delivery::DeliveryFacts;
-use crate::fsutil::Durability;
-use crate::history::{HistoryFile, RunRecord};
-use crate::logstore::{LogDir, LogMeta, LogStatus};
-use crate::schedule::Timer;
-use crate::state::{JobState, QueuedTrigger, RunResult, RunStatus};
+pub use crate::store::delivery::DeliveryFacts;
+use crate::store::history::{HistoryFile, RunRecord};
+use crate::store::logstore::{LogDir, LogMeta, LogStatus};
+use crate::store::state::{JobState, QueuedTrigger, RunResult, RunStatus};
+use crate::time::schedule::Timer;
+use crate::util::fsutil::Durability;
 use clock::Clock;
 use executor::{Executor, Runner};
 pub use pings::{PingEvent, RunPing};
@@ -78,10 +78,10 @@ impl Kind {
     }
 
     /// What a run of this kind needs its runner for.
-    pub fn runner_work(self) -> crate::exec::RunnerWork {
+    pub fn runner_work(self) -> crate::runner::exec::RunnerWork {
         match self {
-            Kind::Job => crate::exec::RunnerWork::Commands,
-            Kind::Http => crate::exec::RunnerWork::HttpCall,
+            Kind::Job => crate::runner::exec::RunnerWork::Commands,
+            Kind::Http => crate::runner::exec::RunnerWork::HttpCall,
         }
     }
 }
@@ -559,7 +559,7 @@ impl Engine {
         cluster: Option<ClusterLink>,
     ) -> Engine {
         let main = config.main.clone();
-        crate::runtmp::remove_leftovers(&main);
+        crate::store::runtmp::remove_leftovers(&main);
         let inner = Arc::new(Inner {
             job_slots: Arc::new(Semaphore::new(main.max_job_running.max(1))),
             permit_waiters: std::sync::atomic::AtomicUsize::new(0),
@@ -685,6 +685,7 @@ impl Engine {
 
     /// Builds an entry from disk: logs listed, interrupted runs recorded as failures,
     /// state loaded or rebuilt from the newest log.
+    #[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
     fn load_entry(&self, kind: Kind, def: Def, id: &str) -> Entry {
         let main = &self.inner.main;
         let (log_root, state_root) = match kind {
@@ -713,7 +714,7 @@ impl Engine {
             Default::default()
         } else {
             self.history_file(kind, id)
-                .page(crate::history::MAX_PAGE, None)
+                .page(crate::store::history::MAX_PAGE, None)
                 .map(|page| {
                     page.into_iter()
                         .map(|record| (record.counter, (record.status.result(), record.summary)))
@@ -749,7 +750,7 @@ impl Engine {
                         counter,
                         RunStatus::Interrupted,
                         times,
-                        crate::logstore::INTERRUPTED,
+                        crate::store::logstore::INTERRUPTED,
                     );
                     crate::metrics::run_finished(kind.as_str(), id, &record);
                     lines.push_str(&record.to_line());
@@ -772,8 +773,8 @@ impl Engine {
         // A queued trigger whose taking was recorded (the run that took it was
         // interrupted, or its state write was not made) has had its run: never again.
         if let Some(queued_id) = state.queued.as_ref().and_then(|queued| queued.id) {
-            let taken = crate::state::taken_path(&state_path);
-            match crate::state::read_taken(&taken) {
+            let taken = crate::store::state::taken_path(&state_path);
+            match crate::store::state::read_taken(&taken) {
                 Ok(Some(taken)) if taken == queued_id => {
                     tracing::info!(
                         job = id,
@@ -975,7 +976,7 @@ impl Engine {
         id: &str,
         trigger: Trigger,
     ) -> Result<Accepted, EngineError> {
-        if let Some(reason) = crate::space_reserve::runs_refused_now().await {
+        if let Some(reason) = crate::util::space_reserve::runs_refused_now().await {
             let refused = EngineError::DiskFull(reason);
             crate::metrics::trigger_refused(refused.reason());
             return Err(refused);
@@ -1333,7 +1334,10 @@ impl Engine {
             return;
         };
         let mut trigger = Trigger::new(TriggerSource::CatchUp);
-        trigger.cause = Some(format!("missed slot {}", crate::timezone::utc_text(slot)));
+        trigger.cause = Some(format!(
+            "missed slot {}",
+            crate::time::timezone::utc_text(slot)
+        ));
         if self.cluster().is_some() {
             // The slot's key makes it once, whichever nodes find it missed.
             self.offer_slot(kind, id, slot, trigger);
@@ -1390,7 +1394,7 @@ impl Engine {
         kind: Kind,
         id: &str,
         durability: Durability,
-    ) -> Result<(), crate::state::StateError> {
+    ) -> Result<(), crate::store::state::StateError> {
         self.try_persist_after(kind, id, durability, None)
     }
 
@@ -1412,7 +1416,7 @@ impl Engine {
         id: &str,
         durability: Durability,
         snapshots_before: Option<u64>,
-    ) -> Result<(), crate::state::StateError> {
+    ) -> Result<(), crate::store::state::StateError> {
         let (save_lock, path) = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {
@@ -1441,7 +1445,7 @@ impl Engine {
         id: &str,
         path: &Path,
         durability: Durability,
-    ) -> Result<(), crate::state::StateError> {
+    ) -> Result<(), crate::store::state::StateError> {
         let (snapshot, number) = {
             let mut registry = self.lock();
             let Some(entry) = registry.map(kind).get_mut(id) else {

@@ -9,9 +9,9 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 
 use super::{Def, Engine, Kind};
 use crate::config::PingUrl;
-use crate::exec::EndDetail;
-use crate::logstore::LogDir;
-use crate::state::RunStatus;
+use crate::runner::exec::EndDetail;
+use crate::store::logstore::LogDir;
+use crate::store::state::RunStatus;
 
 /// One thing to tell a job's health check.
 #[derive(Debug, Clone)]

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 
 use super::{Def, Entry, Kind, Registry};
 use crate::config::MainConfig;
-use crate::logstore::{LogMeta, LogStatus};
-use crate::state::RunResult;
+use crate::store::logstore::{LogMeta, LogStatus};
+use crate::store::state::RunResult;
 
 /// What a job is doing, as its views show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +81,7 @@ impl<'a> JobRef<'a> {
 
     /// Its logs, oldest first; a run going on is listed last, as `started` (in cluster
     /// mode, also one on another node). Their file names are
-    /// [`crate::logstore::LogName`]s of the job's ID.
+    /// [`crate::store::logstore::LogName`]s of the job's ID.
     pub fn logs(&self) -> impl Iterator<Item = LogMeta> + 'a {
         let entry = self.entry;
         let running = entry

@@ -10,7 +10,7 @@ use nix::unistd::{Gid, Group, Uid, User, getgrouplist};
 use proto::{Action, Credentials, ExecRequest, HttpCall, Sandbox};
 
 use crate::config::{HttpJobConfig, HttpRequestType, JobConfig, MainConfig};
-use crate::delivery::DeliveryFacts;
+use crate::store::delivery::DeliveryFacts;
 
 /// Time between SIGTERM and SIGKILL when a run is ended early.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
@@ -285,10 +285,10 @@ pub fn job_request(
 /// directories and the job's `write_paths`; unreadable is what
 /// [`MainConfig::sandbox_protected_paths`] lists, but for the files of the job's own
 /// request bodies. It is the same for every run of the job (no path in it names a run),
-/// so that a ruleset built for one run serves the next ([`crate::sandboxes`]).
+/// so that a ruleset built for one run serves the next ([`crate::runner::sandboxes`]).
 fn sandbox(main: &MainConfig, job: &JobConfig, dir_work: &Path) -> Sandbox {
     let text = |path: &Path| path.display().to_string();
-    let tmp = crate::runtmp::job_dir(main, &job.id);
+    let tmp = crate::store::runtmp::job_dir(main, &job.id);
     let write_paths = [dir_work, tmp.as_path()]
         .into_iter()
         .chain(job.write_paths.iter().map(PathBuf::as_path))

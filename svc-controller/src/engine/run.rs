@@ -11,11 +11,11 @@ use super::executor::Runner;
 use super::pings::RunPinger;
 use super::request::{self, RequestData};
 use super::{Def, Engine, Kind, Trigger, TriggerSource};
-use crate::exec::{Outcome, RunEvent};
-use crate::fsutil::Durability;
-use crate::history::RunRecord;
-use crate::logstore::{LogDir, RunLog};
-use crate::state::{RunResult, RunStatus};
+use crate::runner::exec::{Outcome, RunEvent};
+use crate::store::history::RunRecord;
+use crate::store::logstore::{LogDir, RunLog};
+use crate::store::state::{RunResult, RunStatus};
+use crate::util::fsutil::Durability;
 
 /// What a run needs, copied out of the registry when it begins.
 #[derive(Clone)]
@@ -27,6 +27,7 @@ struct RunContext {
     started_at: chrono::DateTime<chrono::Utc>,
 }
 
+#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 pub(super) async fn run_task(
     engine: Engine,
     kind: Kind,
@@ -304,7 +305,7 @@ type DiskBegun = (RunContext, Prepared, RunFiles);
 type Prepared = std::io::Result<(RunLog, Result<Work, String>)>;
 
 /// What a runner is sent for a run: the request, and the ruleset of its sandbox when the
-/// engine built it (see [`crate::sandboxes`]).
+/// engine built it (see [`crate::runner::sandboxes`]).
 struct Work {
     request: proto::ExecRequest,
     ruleset: Option<Arc<proto::sandbox::Prepared>>,
@@ -411,7 +412,7 @@ struct RunFiles {
 
 impl RunFiles {
     /// Removes them (the temporary directory is emptied and kept for a later run of the
-    /// job, see [`crate::runtmp::retire`]). Blocking.
+    /// job, see [`crate::store::runtmp::retire`]). Blocking.
     fn remove(&self) {
         if let Some(path) = &self.body_file
             && let Err(err) = std::fs::remove_file(path)
@@ -419,7 +420,7 @@ impl RunFiles {
             tracing::warn!(path = %path.display(), error = %err, "cannot remove a request body file");
         }
         if let Some(path) = &self.tmp_dir
-            && let Err(err) = crate::runtmp::retire(path)
+            && let Err(err) = crate::store::runtmp::retire(path)
         {
             tracing::warn!(path = %path.display(), error = %err, "cannot remove a run's temporary directory");
         }
@@ -481,7 +482,7 @@ fn begin_on_disk(
     // its next start (this run, which never started its command, shows as interrupted);
     // killed after it, the run shows as interrupted only.
     if let Some((path, queue_id)) = taking
-        && let Err(err) = crate::state::write_taken(&path, queue_id)
+        && let Err(err) = crate::store::state::write_taken(&path, queue_id)
     {
         tracing::error!(job = id, path = %path.display(), error = %err, "cannot record that the queued trigger was taken");
     }
@@ -723,7 +724,7 @@ async fn perform(
 
 /// Resolves credentials, prepares the working directory, the run's temporary directory
 /// and the request body file, and builds the runner request, with the ruleset of its
-/// sandbox when one is kept for the job or it is `busy` ([`crate::sandboxes`]). The
+/// sandbox when one is kept for the job or it is `busy` ([`crate::runner::sandboxes`]). The
 /// files it created are left in `files` for removal when the run ends, even on an
 /// error. Blocking (user database, `chown`, file writes, `stat`).
 fn prepare(
@@ -741,8 +742,12 @@ fn prepare(
             let run_as = request::resolve_run_as(user, group)?;
             let (dir_work, is_default) = request::dir_work(main, job);
             request::prepare_dir_work(&dir_work, is_default, &run_as)?;
-            let tmp =
-                crate::runtmp::create(main, &job.id, context.counter, run_as.credentials.as_ref())?;
+            let tmp = crate::store::runtmp::create(
+                main,
+                &job.id,
+                context.counter,
+                run_as.credentials.as_ref(),
+            )?;
             files.tmp_dir = Some(tmp.clone());
             let mut data = RequestData {
                 body_path: None,
@@ -803,8 +808,8 @@ fn write_body_file(
     };
     let created = match create() {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            crate::runtmp::prepare_passage(&main.dir_bodies())?;
-            crate::runtmp::prepare_passage(&dir)?;
+            crate::store::runtmp::prepare_passage(&main.dir_bodies())?;
+            crate::store::runtmp::prepare_passage(&dir)?;
             create()
         }
         other => other,
@@ -826,7 +831,7 @@ impl Engine {
     /// run must not happen (job paused or gone, or the service is stopping). Also
     /// returns, when the run takes the queued trigger the state file holds, the job's
     /// take record and the trigger's ID, for the caller to write
-    /// ([`crate::state::write_taken`]) before the command starts.
+    /// ([`crate::store::state::write_taken`]) before the command starts.
     ///
     /// The log's name, durable before this returns, records the number: a start after
     /// any crash numbers the next run after the newest log (`Engine::load_entry`), so
@@ -917,7 +922,9 @@ impl Engine {
                 }
                 None
             }
-            BeginWrite::Taken(queue_id) => Some((crate::state::taken_path(&state_path), queue_id)),
+            BeginWrite::Taken(queue_id) => {
+                Some((crate::store::state::taken_path(&state_path), queue_id))
+            }
         };
         self.changed();
         Some(BeganRun {
@@ -984,7 +991,7 @@ impl Engine {
                 run.ended = true;
                 if let Some(claim) = run.claim.take() {
                     entry.finishing = Some(super::cluster_node::Finishing {
-                        job: super::cluster::job_key(kind, id),
+                        job: super::cluster_link::job_key(kind, id),
                         claim,
                         outcome: super::cluster_node::outcome_of(&record),
                         log: had_log.then(|| super::cluster_logs::LogCopy {
@@ -1081,7 +1088,7 @@ impl Engine {
                 let mut outcome = crate::cluster::RunOutcome::new(RunStatus::Fail);
                 outcome.summary = Some(ABANDONED.to_string());
                 entry.finishing = Some(super::cluster_node::Finishing {
-                    job: super::cluster::job_key(kind, id),
+                    job: super::cluster_link::job_key(kind, id),
                     claim,
                     outcome,
                     log: counter.map(|counter| super::cluster_logs::LogCopy {
@@ -1119,7 +1126,7 @@ impl Engine {
                         entry.logs.retain(|log| log.counter != counter);
                         entry
                             .logs
-                            .push(crate::logstore::LogMeta { counter, status });
+                            .push(crate::store::logstore::LogMeta { counter, status });
                     }
                 }
                 // No log was created (or it is gone): the state alone records the run.
@@ -1152,7 +1159,7 @@ impl Engine {
         &self,
         kind: Kind,
         id: &str,
-    ) -> Option<(super::cluster_node::Claim, super::cluster::ClusterLink)> {
+    ) -> Option<(super::cluster_node::Claim, super::cluster_link::ClusterLink)> {
         let link = self.cluster()?.clone();
         let claim = self
             .lock()

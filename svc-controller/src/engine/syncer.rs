@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use crate::history::HistoryFile;
+use crate::store::history::HistoryFile;
 
 /// A state file write, done once per job and round; the key names the job.
 pub(super) type Persist = Box<dyn FnOnce() + Send>;
@@ -165,7 +165,7 @@ fn do_round(mut round: Vec<RunEnd>) {
         }
     }
     for dir in dirs {
-        if let Err(err) = crate::fsutil::sync_dir(&dir) {
+        if let Err(err) = crate::util::fsutil::sync_dir(&dir) {
             tracing::error!(dir = %dir.display(), error = %err, "cannot sync a log directory");
         }
     }

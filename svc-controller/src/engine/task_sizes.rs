@@ -8,7 +8,7 @@
 //! the size; these bounds keep it so.
 
 use super::{Engine, Kind, Trigger, TriggerSource, run, timer};
-use crate::schedule::Timer;
+use crate::time::schedule::Timer;
 
 #[tokio::test]
 async fn waiting_timer_and_run_tasks_stay_small() {
@@ -20,7 +20,7 @@ async fn waiting_timer_and_run_tasks_stay_small() {
     )
     .expect("write the configuration");
     let config = crate::config::load(&main_file).expect("load");
-    let hub = crate::exec::RunnerHub::start(
+    let hub = crate::runner::exec::RunnerHub::start(
         &config.main.dir_runtime(),
         dir.path().join("none"),
         Vec::new(),

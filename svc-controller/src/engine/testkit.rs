@@ -21,9 +21,9 @@ use super::clock::Clock;
 use super::executor::{Executor, Runner};
 use super::{Engine, Kind};
 use crate::config::Config;
-use crate::exec::{Outcome, RunEvent, RunnerWork};
-use crate::logstore::OutputKind;
-use crate::state::JobState;
+use crate::runner::exec::{Outcome, RunEvent, RunnerWork};
+use crate::store::logstore::OutputKind;
+use crate::store::state::JobState;
 
 /// Lets every task of the engine run until it waits on something outside it (the test's
 /// fake runs, the manual clock): on tokio's paused clock this sleep ends only when the
@@ -313,7 +313,7 @@ impl FakeRun {
         let _ = self.steps.send(Step::End(Outcome {
             success,
             summary: summary.into(),
-            detail: crate::exec::EndDetail::default(),
+            detail: crate::runner::exec::EndDetail::default(),
         }));
     }
 }

@@ -12,7 +12,7 @@ use super::read::JobStatus;
 use super::run::tests::{ABANDONED_REASON, PANIC_PREFIX, PAUSE_RACE_PAUSED, PAUSE_RACE_PREFIX};
 use super::testkit::{Harness, Origin, settle, t0};
 use super::{DeliveryFacts, EngineError, Kind, Trigger, TriggerSource};
-use crate::state::{QueuedTrigger, RunResult};
+use crate::store::state::{QueuedTrigger, RunResult};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -195,7 +195,7 @@ async fn the_state_at_a_runs_end_is_not_written_again_once_a_later_one_was() {
 
     // A later write, then the syncer's write of that end: skipped.
     h.engine
-        .persist(Kind::Job, "hook", crate::fsutil::Durability::Atomic);
+        .persist(Kind::Job, "hook", crate::util::fsutil::Durability::Atomic);
     assert_eq!(snapshots(&h), (at_end + 1, at_end + 1));
     std::fs::remove_file(&path).expect("remove the state file");
     h.engine.persist_after(Kind::Job, "hook", at_end);
@@ -222,7 +222,7 @@ fn after_a_crash_with_take_record(id: u64, taken: Option<u64>) -> Harness {
         )
         .expect("write the state file");
         if let Some(taken) = taken {
-            crate::state::write_taken(&crate::state::taken_path(&state), taken)
+            crate::store::state::write_taken(&crate::store::state::taken_path(&state), taken)
                 .expect("write the take record");
         }
     })
@@ -309,9 +309,9 @@ async fn a_trigger_while_busy_takes_the_one_queue_slot_and_runs_after() {
     let second = h.runs.next().await;
     assert_eq!(second.id(), ("hook", 2));
     // Its taking was recorded before it started.
-    let taken = crate::state::taken_path(&h.engine.main().dir_job_state().join("hook"));
+    let taken = crate::store::state::taken_path(&h.engine.main().dir_job_state().join("hook"));
     assert_eq!(
-        crate::state::read_taken(&taken).expect("read the take record"),
+        crate::store::state::read_taken(&taken).expect("read the take record"),
         queued.id
     );
     // The webhook's data reached the run: its facts, and its body in a file.
@@ -694,7 +694,7 @@ async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
             .iter()
             .map(|run| (run.counter, run.status))
             .collect::<Vec<_>>(),
-        [(1, crate::state::RunStatus::Fail)],
+        [(1, crate::store::state::RunStatus::Fail)],
         "the abandoned run is in the history"
     );
     let seen = h.seen();
@@ -920,9 +920,9 @@ async fn on_busy_replace_cancels_the_running_run_and_runs_the_new_one() {
     assert_eq!(
         seen,
         [
-            (3, crate::state::RunStatus::Success, "api"),
-            (2, crate::state::RunStatus::Canceled, "api"),
-            (1, crate::state::RunStatus::Canceled, "api"),
+            (3, crate::store::state::RunStatus::Success, "api"),
+            (2, crate::store::state::RunStatus::Canceled, "api"),
+            (1, crate::store::state::RunStatus::Canceled, "api"),
         ]
     );
     assert!(history.iter().all(|run| run.started_at <= run.ended_at));
@@ -1027,7 +1027,7 @@ async fn notifications_wait_for_the_last_attempt() {
 
 /// A daily 03:00 job whose last run was two days before `t0()` (2026-01-05 10:00).
 fn write_last_run(main: &crate::config::MainConfig, id: &str, last_run: DateTime<Utc>) {
-    let state = crate::state::JobState {
+    let state = crate::store::state::JobState {
         last_run: Some(last_run),
         last_result: Some(RunResult::Success),
         counter: 1,
@@ -1114,8 +1114,8 @@ async fn random_delay_moves_each_slot_within_its_bound() {
 
 #[test]
 fn missed_slots_are_found_within_the_window() {
-    use crate::schedule::{Schedule, Timer};
-    use crate::timezone::Zone;
+    use crate::time::schedule::{Schedule, Timer};
+    use crate::time::timezone::Zone;
     let timer = Timer::Schedule("0 3 * * *".parse::<Schedule>().expect("cron"), Zone::utc());
     let now = t0();
     let day = Duration::from_secs(86_400);

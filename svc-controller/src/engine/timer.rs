@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::ahead::AheadRunner;
 use super::{Engine, Kind};
-use crate::schedule::Timer;
+use crate::time::schedule::Timer;
 
 /// How long before a due time the timer starts the run's runner, so that at the due
 /// time only the run's own work is left: starting a runner (exec, dynamic loading,
@@ -82,7 +82,7 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
             }
         }
         clock.sleep_until(fire).await;
-        if let Some(reason) = crate::space_reserve::runs_refused_now().await {
+        if let Some(reason) = crate::util::space_reserve::runs_refused_now().await {
             tracing::warn!(job = %id, %reason, "timer slot skipped");
             due = timer.next_due(due, clock.now());
             continue;

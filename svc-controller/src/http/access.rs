@@ -1,5 +1,5 @@
 //! Who a request comes from and what it may do: the client address (the TCP peer, or
-//! what a trusted proxy says: [`crate::proxies`]), the authority of an action (the main
+//! what a trusted proxy says: [`crate::security::proxies`]), the authority of an action (the main
 //! secret's signature, or a live session with its CSRF token and a role that allows the
 //! action), and the audit entry of every action answered.
 //!
@@ -20,9 +20,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 
 use super::{ApiError, AppState};
-use crate::audit::{self, Actor, Entry, JobRef};
+use crate::access::audit::{self, Actor, Entry, JobRef};
 use crate::engine::Kind;
-use crate::rights::{Right, Role};
+use crate::security::rights::{Right, Role};
 
 /// The header of the session's CSRF token.
 pub(super) const CSRF_HEADER: &str = "x-svc-csrf";

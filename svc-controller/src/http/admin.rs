@@ -12,8 +12,8 @@ use super::access::{self, Authority, Client, no_store};
 use super::login::{CurrentUser, LOGIN_REQUIRED};
 use super::query::{param, params};
 use super::{ApiError, AppState, ok, signed};
-use crate::audit;
-use crate::rights::{Right, Role};
+use crate::access::audit;
+use crate::security::rights::{Right, Role};
 
 /// Entries a page of the audit log holds unless `limit` says otherwise.
 const DEFAULT_AUDIT_PAGE: usize = 100;

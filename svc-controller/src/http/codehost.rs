@@ -1,6 +1,6 @@
 //! What each code host's deliveries say of themselves, in its own headers and payload:
 //! the delivery ID (the replay key), the event, and for a push the ref and the commit.
-//! Signatures are checked elsewhere ([`crate::auth`]); this reads, after that check,
+//! Signatures are checked elsewhere ([`crate::access::auth`]); this reads, after that check,
 //! what the commands get as `SVC_*` variables and what `filter_event` and `filter_ref`
 //! look at.
 
@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use serde::Deserialize;
 
 use crate::config::AuthKind;
-use crate::delivery::{DeliveryFacts, clean};
+use crate::store::delivery::{DeliveryFacts, clean};
 
 /// Headers that carry a host's delivery ID, first found wins.
 fn delivery_headers(kind: AuthKind) -> &'static [&'static str] {

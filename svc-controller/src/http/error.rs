@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::read_timeout::BodyReadTimedOut;
 use super::response::named_wrapper;
-use crate::auth::AuthError;
+use crate::access::auth::AuthError;
 use crate::engine::EngineError;
 
 /// Machine-readable error names, sent as `name`: upstream's where upstream has one (so
@@ -96,12 +96,12 @@ impl ApiError {
     }
     /// A replay check that could not be made (`what` it was for): 503, retry later, while
     /// the cluster's database is away; else an internal error.
-    pub fn replay(fault: crate::replay::ReplayFault, what: &str) -> ApiError {
+    pub fn replay(fault: crate::access::replay::ReplayFault, what: &str) -> ApiError {
         match fault {
-            crate::replay::ReplayFault::Unavailable => {
+            crate::access::replay::ReplayFault::Unavailable => {
                 ApiError::from(crate::engine::EngineError::Unavailable)
             }
-            crate::replay::ReplayFault::Failed(err) => ApiError::internal(what, err),
+            crate::access::replay::ReplayFault::Failed(err) => ApiError::internal(what, err),
         }
     }
 

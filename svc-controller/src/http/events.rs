@@ -243,7 +243,7 @@ pub(super) async fn stream(State(state): State<AppState>, headers: HeaderMap) ->
 mod tests {
     use super::*;
     use crate::engine::{Kind, TriggerSource};
-    use crate::state::RunStatus;
+    use crate::store::state::RunStatus;
     use chrono::TimeZone as _;
 
     fn time(secs: i64) -> chrono::DateTime<chrono::Utc> {

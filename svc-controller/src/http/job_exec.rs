@@ -10,9 +10,9 @@ use axum::response::Response;
 use super::access::{self, Authority, Client};
 use super::query::{job_id, param, params};
 use super::{ApiError, AppState, signed};
-use crate::audit;
+use crate::access::audit;
 use crate::engine::{Accepted, Kind, Trigger, TriggerSource};
-use crate::rights::Right;
+use crate::security::rights::Right;
 
 pub(super) async fn environment(State(state): State<AppState>, headers: HeaderMap) -> Response {
     use axum::http::{HeaderValue, header};

@@ -11,9 +11,9 @@ use super::access::{self, Authority, Client};
 use super::error::names;
 use super::query::{job_id, param, params};
 use super::{ApiError, AppState, ok, signed};
-use crate::audit;
+use crate::access::audit;
 use crate::engine::{EngineError, Kind, Trigger, TriggerSource};
-use crate::rights::Right;
+use crate::security::rights::Right;
 
 /// Lines endpoint 6 returns at most.
 pub const RECENT_LINES: usize = 100;
@@ -82,7 +82,7 @@ pub(super) async fn recent_logs(
 
 /// The last [`RECENT_LINES`] lines of `logs` (newest first), from the end of each (a
 /// log's last [`RECENT_BYTES`], a cut first line left out:
-/// [`crate::logstore::last_lines`]), oldest first. Reads only as many logs as it needs.
+/// [`crate::store::logstore::last_lines`]), oldest first. Reads only as many logs as it needs.
 fn recent_lines(
     logs: impl Iterator<Item = Result<Vec<u8>, EngineError>>,
 ) -> Result<Vec<String>, ApiError> {
@@ -93,7 +93,7 @@ fn recent_lines(
         }
         let content = content?;
         let wanted = RECENT_LINES - lines.len();
-        let mut log_lines = crate::logstore::last_lines(&content, RECENT_BYTES, wanted);
+        let mut log_lines = crate::store::logstore::last_lines(&content, RECENT_BYTES, wanted);
         log_lines.reverse();
         lines.extend(log_lines);
     }

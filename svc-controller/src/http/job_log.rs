@@ -211,8 +211,8 @@ fn json_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logstore::LogStatus;
-    use crate::state::RunResult;
+    use crate::store::logstore::LogStatus;
+    use crate::store::state::RunResult;
     use serde_json::json;
 
     async fn answer(content: &[u8], status: LogStatus) -> (Vec<u8>, Vec<u8>) {

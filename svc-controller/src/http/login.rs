@@ -1,4 +1,4 @@
-//! The HTTP side of the optional login ([`crate::login`] is the service): the calls
+//! The HTTP side of the optional login ([`crate::access::login`] is the service): the calls
 //! `POST /svc/api/login`, `POST /svc/api/logout` and `GET /svc/api/session` (who is
 //! logged in, with which role, and the session's CSRF token), and the answers of the
 //! front's access check (a 303 to the login page, or 401 `login required`). Logins,
@@ -11,8 +11,8 @@ use serde_json::json;
 
 use super::access::{Client, no_store, record_status};
 use super::{ApiError, AppState, ok};
-use crate::audit::{self, Actor};
-use crate::login::{
+use crate::access::audit::{self, Actor};
+use crate::access::login::{
     Access, ClientKey, Login, Refusal, SessionInfo, cleared_cookie, guard, safe_next,
     session_cookie, session_cookies,
 };

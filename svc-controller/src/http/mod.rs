@@ -5,7 +5,7 @@
 mod access;
 mod admin;
 mod body_budget;
-mod cluster;
+mod cluster_overview;
 mod codehost;
 mod error;
 pub mod events;
@@ -84,13 +84,13 @@ pub struct AppState {
     /// The main secret, for signed API calls and jobs without their own.
     pub secret: Arc<Secret>,
     /// The main secret as the key of a `standard` job without its own secret, decoded
-    /// once ([`crate::auth::standard_key`]); `None` when it starts with `whsec_` and is
+    /// once ([`crate::security::standard_secret::standard_key`]); `None` when it starts with `whsec_` and is
     /// not base64 after it (refused at load when configured; see [`AppState::new`]).
     pub standard_key: Option<Arc<crate::config::WebhookKey>>,
     /// Deliveries and nonces already accepted.
-    pub replay: crate::replay::Replay,
+    pub replay: crate::access::replay::Replay,
     /// Users and sessions of the optional login (disabled without users).
-    pub login: Arc<crate::login::Login>,
+    pub login: Arc<crate::access::login::Login>,
     /// Room for webhook bodies in flight (`max_body_in_flight`).
     pub body_budget: BodyBudget,
     /// The Environment answer, built once per change of the engine.
@@ -98,9 +98,9 @@ pub struct AppState {
     /// Room for open event streams (`/svc/api/events`).
     pub event_streams: events::EventStreams,
     /// `trusted_proxies` (read at start): whose `X-Forwarded-For` names the client.
-    pub proxies: Arc<crate::proxies::TrustedProxies>,
+    pub proxies: Arc<crate::security::proxies::TrustedProxies>,
     /// Where every action is recorded.
-    pub audit: crate::audit::AuditLog,
+    pub audit: crate::access::audit::AuditLog,
     /// The daemon's reload, which `POST /svc/api/reload` asks for (the one that SIGHUP
     /// runs).
     pub reload: ReloadRequests,
@@ -112,14 +112,15 @@ impl AppState {
     pub fn new(
         engine: Engine,
         secret: Secret,
-        replay: crate::replay::Replay,
-        login: Arc<crate::login::Login>,
+        replay: crate::access::replay::Replay,
+        login: Arc<crate::access::login::Login>,
         body_budget: BodyBudget,
-        audit: crate::audit::AuditLog,
+        audit: crate::access::audit::AuditLog,
         reload: ReloadRequests,
     ) -> AppState {
-        let standard_key = crate::auth::standard_key(secret.expose().as_bytes())
-            .map(|bytes| Arc::new(crate::config::WebhookKey::new(bytes)));
+        let standard_key =
+            crate::security::standard_secret::standard_key(secret.expose().as_bytes())
+                .map(|bytes| Arc::new(crate::config::WebhookKey::new(bytes)));
         if standard_key.is_none() {
             // Only a secret kept in the state directory gets here (a configured one is
             // checked at load): say it once, not with every refused delivery.
@@ -128,7 +129,7 @@ impl AppState {
                  webhook jobs without a secret of their own refuse every delivery"
             );
         }
-        let proxies = Arc::new(crate::proxies::TrustedProxies::new(
+        let proxies = Arc::new(crate::security::proxies::TrustedProxies::new(
             engine.main().trusted_proxies.clone(),
         ));
         AppState {
@@ -344,7 +345,7 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
         .route(open.post("/svc/api/logout"), post(login::logout))
         .route("/svc/api/session", get(login::session))
         .route("/svc/api/audit", get(admin::audit))
-        .route("/svc/api/cluster", get(cluster::overview))
+        .route("/svc/api/cluster", get(cluster_overview::overview))
         .route(open.post("/svc/api/reload"), post(admin::reload))
         .merge(ui::router(&mut open))
         .route("/svc/{*rest}", get(not_found))
@@ -367,7 +368,7 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
 ///    when it names another site;
 /// 4. its body gets [`BODY_READ_TIMEOUT`] between frames and `http_body_timeout` in all;
 /// 5. the login check, for a request whose route needs a session (`OpenRoutes`,
-///    [`crate::login::guard`]);
+///    [`crate::access::login::guard`]);
 /// 6. routing; then an error answer that is not JSON is put into the wrapper
 ///    (`wrap_plain_errors`);
 ///
@@ -381,7 +382,7 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
 #[derive(Debug, Clone)]
 pub struct App {
     routes: Router,
-    login: Arc<crate::login::Login>,
+    login: Arc<crate::access::login::Login>,
     /// `public_read` (read at start): reads need no session.
     public_read: bool,
     /// The routes that need no session.
@@ -390,7 +391,7 @@ pub struct App {
     hosts: Option<Arc<host::AllowedHosts>>,
     /// `trusted_proxies`: whose `X-Forwarded-Proto` says how the client reached the
     /// service, for the `Origin` check.
-    proxies: Arc<crate::proxies::TrustedProxies>,
+    proxies: Arc<crate::security::proxies::TrustedProxies>,
     /// `http_body_timeout`: the whole-body deadline.
     body_timeout: std::time::Duration,
 }

@@ -411,7 +411,7 @@ fn list_dir(dir: fs::File, top_level: bool) -> io::Result<Vec<IndexEntry>> {
 /// `/` for directories; size; modification time in UTC). Names are HTML-escaped and
 /// hrefs percent-encoded.
 pub(crate) fn render_index(display_path: &str, entries: &[IndexEntry]) -> String {
-    let title = crate::html::escape(display_path);
+    let title = crate::util::html::escape(display_path);
     let mut html = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <title>Index of {title}</title>\n\
@@ -440,8 +440,8 @@ pub(crate) fn render_index(display_path: &str, entries: &[IndexEntry]) -> String
         html.push_str(&format!(
             "<tr><td><a href=\"{href}{slash}\">{name}{slash}</a></td>\
              <td class=\"size\">{size}</td><td>{modified}</td></tr>\n",
-            href = crate::html::escape(&percent_encode(&entry.name)),
-            name = crate::html::escape(&entry.name),
+            href = crate::util::html::escape(&percent_encode(&entry.name)),
+            name = crate::util::html::escape(&entry.name),
         ));
     }
     if entries.len() >= MAX_INDEX_ENTRIES {

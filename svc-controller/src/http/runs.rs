@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::cluster::SharedRunState;
 use crate::engine::Kind;
 use crate::engine::cluster_logs::ClusterRun;
-use crate::history::MAX_PAGE;
+use crate::store::history::MAX_PAGE;
 
 /// Runs in a page when the query does not say.
 const DEFAULT_LIMIT: usize = 50;
@@ -118,8 +118,8 @@ fn cluster_run(shown: &ClusterRun) -> Value {
 mod tests {
     use super::*;
     use crate::cluster::{JobKey, JobKind, SharedRun};
-    use crate::engine::cluster::TriggerSummary;
-    use crate::state::RunStatus;
+    use crate::engine::cluster_link::TriggerSummary;
+    use crate::store::state::RunStatus;
 
     fn run(status: Option<RunStatus>) -> ClusterRun {
         let start = chrono::DateTime::parse_from_rfc3339("2026-11-28T04:00:00Z")

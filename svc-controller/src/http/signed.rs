@@ -23,8 +23,8 @@ use axum::http::HeaderMap;
 
 use super::query::{param, params};
 use super::{ApiError, AppState};
-use crate::auth;
-use crate::replay::{Claim, Replay, RouteClass};
+use crate::access::auth;
+use crate::access::replay::{Claim, Replay, RouteClass};
 
 /// What a signed control request does; the replay store keys its signatures on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

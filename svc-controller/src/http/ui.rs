@@ -1,5 +1,5 @@
 //! The web UI: the dashboard shell at `/svc`, its static assets under `/svc/assets/`,
-//! the login page at `/svc/login` (see [`crate::login`]), and the documentation rendered
+//! the login page at `/svc/login` (see [`crate::access::login`]), and the documentation rendered
 //! at build time under `/svc/doc`.
 //!
 //! Everything is embedded in the binary (`include_str!` of `svc-controller/ui/*` and of

@@ -20,8 +20,8 @@ use serde::{Serialize, Serializer};
 use crate::config::MainConfig;
 use crate::engine::read::{JobRef, JobStatus, RegistryRef};
 use crate::engine::{Def, Engine, Kind};
-use crate::logstore::{LogMeta, LogName};
-use crate::schedule::Timer;
+use crate::store::logstore::{LogMeta, LogName};
+use crate::time::schedule::Timer;
 
 /// What a time that never happened looks like (Go's zero time, as upstream sends it).
 pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
@@ -30,7 +30,7 @@ pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 pub use proto::redact::{REDACTED, redact_header, redact_url};
 
 fn time(t: Option<DateTime<Utc>>) -> String {
-    t.map_or_else(|| ZERO_TIME.to_string(), crate::timezone::utc_text)
+    t.map_or_else(|| ZERO_TIME.to_string(), crate::time::timezone::utc_text)
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -512,7 +512,7 @@ mod tests {
         let main_file = base.join("svc.conf");
         std::fs::write(&main_file, text).expect("write the configuration");
         let config = crate::config::load(&main_file).expect("load");
-        let hub = crate::exec::RunnerHub::start(
+        let hub = crate::runner::exec::RunnerHub::start(
             &config.main.dir_runtime(),
             base.join("none"),
             Vec::new(),

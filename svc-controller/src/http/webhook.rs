@@ -26,10 +26,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 
 use super::{ApiError, AppState, codehost, webhook_replay, wrapper};
-use crate::auth::{self, AuthError};
+use crate::access::auth::{self, AuthError};
 use crate::config::{AuthKind, JobConfig, WebhookKey};
-use crate::delivery::DeliveryFacts;
 use crate::engine::{Accepted, EngineError, Kind, Trigger, TriggerSource};
+use crate::store::delivery::DeliveryFacts;
 
 /// Message of the 200 answer to a repeated delivery.
 const DUPLICATE_DELIVERY: &str = "duplicate delivery: not run again";
@@ -247,7 +247,7 @@ pub(super) async fn trigger(
         }
     };
 
-    let actor = crate::audit::Actor::Webhook {
+    let actor = crate::access::audit::Actor::Webhook {
         delivery: facts.id.clone(),
     };
     let trigger = Trigger {
@@ -263,7 +263,7 @@ pub(super) async fn trigger(
         &state,
         &client,
         actor,
-        crate::audit::Action::Trigger,
+        crate::access::audit::Action::Trigger,
         job,
         &answer,
     );

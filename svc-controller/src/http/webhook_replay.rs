@@ -25,9 +25,9 @@ use axum::http::HeaderMap;
 use sha2::{Digest as _, Sha256};
 
 use super::{ApiError, AppState, codehost, signed};
-use crate::auth;
+use crate::access::auth;
+use crate::access::replay::{Claim, Ledger, MAX_VALUE_LEN, RouteClass, Seen};
 use crate::config::{AuthKind, JobConfig};
-use crate::replay::{Claim, Ledger, MAX_VALUE_LEN, RouteClass, Seen};
 
 /// Which per-job store a delivery's own key goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,7 +173,7 @@ fn body_epoch(body: &[u8]) -> Option<String> {
         .map(|(_, value)| value.into_owned())
 }
 
-fn replay_error(fault: crate::replay::ReplayFault) -> ApiError {
+fn replay_error(fault: crate::access::replay::ReplayFault) -> ApiError {
     crate::metrics::webhook_rejected("other");
     ApiError::replay(fault, "replay store: cannot record a webhook")
 }

@@ -146,7 +146,7 @@ mod tests {
     use super::super::message::tests::ended;
     use super::*;
     use crate::config::{SmtpCredentials, SmtpServer};
-    use crate::state::RunResult;
+    use crate::store::state::RunResult;
 
     fn config() -> EmailNotif {
         EmailNotif {

@@ -14,7 +14,7 @@ pub enum NotifyError {
     #[error("cannot set up TLS: {0}")]
     Tls(#[source] lettre::transport::smtp::Error),
     /// The SMTP conversation took longer than this in all.
-    #[error("the mail server took more than {} in all", crate::duration::format_duration(*.0))]
+    #[error("the mail server took more than {} in all", crate::time::duration::format_duration(*.0))]
     TimedOut(std::time::Duration),
     /// The SMTP conversation failed (connection, TLS, authentication, refusal).
     #[error("{0}")]

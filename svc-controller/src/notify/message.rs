@@ -4,10 +4,10 @@
 
 use std::io;
 
-use crate::timezone::utc_text;
+use crate::time::timezone::utc_text;
 
 use crate::engine::RunEnded;
-use crate::logstore::{LogStatus, last_lines};
+use crate::store::logstore::{LogStatus, last_lines};
 
 /// Lines of the run's log a notification carries, the last ones.
 pub const LOG_LINES: usize = 50;
@@ -87,7 +87,7 @@ impl Report {
     pub fn text(&self) -> String {
         let took = (self.run.ended_at - self.run.started_at)
             .to_std()
-            .map(|took| crate::duration::format_duration(rounded(took)))
+            .map(|took| crate::time::duration::format_duration(rounded(took)))
             .unwrap_or_else(|_| "0s".to_string());
         let mut text = format!(
             "{subject}\n\n\
@@ -139,8 +139,8 @@ pub(super) mod tests {
 
     use super::*;
     use crate::engine::Kind;
-    use crate::logstore::LogDir;
-    use crate::state::RunResult;
+    use crate::store::logstore::LogDir;
+    use crate::store::state::RunResult;
 
     fn t(text: &str) -> DateTime<Utc> {
         text.parse().expect("a time")

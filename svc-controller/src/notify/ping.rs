@@ -37,8 +37,8 @@ use super::{
     send_expecting_success, stop_dispatcher, with_retries,
 };
 use crate::engine::{Kind, PingEvent, RunPing};
-use crate::logstore::{LogStatus, last_lines};
-use crate::state::RunStatus;
+use crate::store::logstore::{LogStatus, last_lines};
+use crate::store::state::RunStatus;
 
 /// Pings the engine may hand over before the sender takes them; beyond, the engine
 /// drops the next ones (and logs it).
@@ -355,9 +355,9 @@ async fn attempt(request: &Request) -> Result<(), NotifyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::EndDetail;
-    use crate::logstore::{LogDir, OutputKind};
-    use crate::state::RunResult;
+    use crate::runner::exec::EndDetail;
+    use crate::store::logstore::{LogDir, OutputKind};
+    use crate::store::state::RunResult;
 
     fn end(status: RunStatus, exit_code: Option<i32>, signal: Option<i32>) -> PingEvent {
         PingEvent::End {

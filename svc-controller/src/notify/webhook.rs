@@ -11,9 +11,9 @@ use rand::Rng as _;
 use super::error::NotifyError;
 use super::message::Report;
 use super::send_expecting_success;
-use crate::auth::standard_signature;
+use crate::access::auth::standard_signature;
 use crate::config::WebhookNotif;
-use crate::timezone::utc_text;
+use crate::time::timezone::utc_text;
 
 /// The `type` of a run's end: `run.success` or `run.failed`.
 fn event_type(report: &Report) -> String {
@@ -103,7 +103,7 @@ mod tests {
     use super::super::message::tests::ended;
     use super::*;
     use crate::engine::Kind;
-    use crate::state::RunResult;
+    use crate::store::state::RunResult;
 
     #[test]
     fn message_ids_are_new_each_time() {

@@ -1,0 +1,8 @@
+//! Layer `access`: who may do what: the signature rules of webhooks and signed requests,
+//! logins and sessions, the audit log, and the store of spent signatures. Uses the layers
+//! up to [`crate::runner`].
+
+pub mod audit;
+pub mod auth;
+pub mod login;
+pub mod replay;

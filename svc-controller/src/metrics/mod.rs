@@ -1,0 +1,761 @@
+//! Process-wide metrics, rendered in the Prometheus/OpenMetrics text format at `/svc/api/metrics`.
+//!
+//! One registry per process (the controller is one process per `dir_base`), built on first
+//! use with [`prometheus_client`]. The recording functions below are what the engine and the
+//! HTTP layer call; they only touch atomics and the families' own (non-poisoning) locks, so
+//! they are cheap and never panic. Label values are escaped by the crate's encoder.
+//!
+//! Per-job series are labelled `kind` (`job`, `job_http`) and `job_id` (never `job`,
+//! which Prometheus sets to the scrape job). They exist for configured jobs only, so
+//! their number follows the configuration; a reload that removes a job removes its
+//! series (after its last run, if one is going on).
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `svc_runs_total` | counter | `kind`, `job_id`, `result` (`success`, `fail`) |
+//! | `svc_job_runs_total` | counter (each status from 0) | `kind`, `job_id`, `status` (`success`, `fail`, `canceled`, `timeout`, `interrupted`) |
+//! | `svc_job_last_success_timestamp_seconds` | gauge | `kind`, `job_id` |
+//! | `svc_job_last_run_duration_seconds` | gauge | `kind`, `job_id` |
+//! | `svc_job_last_run_success` | gauge (0/1) | `kind`, `job_id` |
+//! | `svc_job_interval_seconds` | gauge | `kind`, `job_id` (jobs with a timer) |
+//! | `svc_job_queued` | gauge (0/1) | `kind`, `job_id` |
+//! | `svc_job_running` | gauge (0/1) | `kind`, `job_id` |
+//! | `svc_job_paused` | gauge (0/1) | `kind`, `job_id` |
+//! | `svc_job_cpu_seconds_total` | counter | `kind`, `job_id`, `mode` (`user`, `system`) |
+//! | `svc_job_last_run_peak_memory_bytes` | gauge | `kind`, `job_id` |
+//! | `svc_triggers_refused_total` | counter | `reason` (`not_found`, `paused`, `busy`, `shutting_down`, `not_saved`, `cluster_unavailable`) |
+//! | `svc_triggers_dropped_total` | counter | `reason` |
+//! | `svc_run_duration_seconds` | histogram | `kind` |
+//! | `svc_run_queue_length` | gauge | |
+//! | `svc_runs_running` | gauge | |
+//! | `svc_max_job_running` | gauge | |
+//! | `svc_timer_lateness_seconds` | histogram | |
+//! | `svc_timer_ticks_skipped_total` | counter | `reason` (`running`, `paused`) |
+//! | `svc_webhook_rejections_total` | counter | `reason` |
+//! | `svc_unauthenticated_total` | counter | `reason` (`action`, `login_unknown_name`, `login_throttled`) |
+//! | `svc_http_requests_total` | counter | `route` (template or `other`), `status` |
+//! | `svc_http_connections_shed_total` | counter | `reason` (`idle_closed`, `refused`) |
+//! | `svc_pings_total` | counter | `result` (`sent`, `failed`, `dropped`) |
+//! | `svc_build_info` | gauge (always 1) | `version` |
+//! | `svc_start_time_seconds` | gauge | |
+
+use std::sync::LazyLock;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use chrono::{DateTime, Utc};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::store::history::RunRecord;
+
+mod usage;
+use crate::store::state::{RunResult, RunStatus};
+
+/// Upper bounds (seconds) of the run duration buckets: from 10 ms to one hour.
+const RUN_DURATION_BUCKETS: [f64; 12] = [
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+/// Upper bounds (seconds) of the timer lateness buckets: fine below 10 ms, where a timer
+/// should fire, and coarse up to 10 s, where a stuck runtime or a stopped clock would
+/// show.
+const TIMER_LATENESS_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+];
+
+/// Labels of `svc_runs_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RunLabels {
+    kind: &'static str,
+    job_id: String,
+    result: &'static str,
+}
+
+/// Labels of `svc_job_runs_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct JobStatusLabels {
+    kind: &'static str,
+    job_id: String,
+    status: &'static str,
+}
+
+/// Labels of the per-job series. The job's ID is `job_id`, not `job`: Prometheus
+/// gives every scraped series the `job` label of its scrape configuration, and would
+/// rename a `job` label of the target to `exported_job`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct JobLabels {
+    kind: &'static str,
+    job_id: String,
+}
+
+impl JobLabels {
+    fn new(kind: &str, job_id: &str) -> Self {
+        Self {
+            kind: kind_label(kind),
+            job_id: job_id.to_owned(),
+        }
+    }
+}
+
+/// A gauge of seconds, fractional.
+type SecondsGauge = Gauge<f64, AtomicU64>;
+
+/// Labels of `svc_run_duration_seconds`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+/// Labels of `svc_webhook_rejections_total` and `svc_triggers_dropped_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+/// Labels of `svc_pings_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+/// Labels of `svc_http_requests_total`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct HttpLabels {
+    route: String,
+    status: u16,
+}
+
+/// Labels of `svc_build_info`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+fn run_duration_histogram() -> Histogram {
+    Histogram::new(RUN_DURATION_BUCKETS)
+}
+
+/// A registry with every svc metric, and the handles that record into it.
+#[derive(Debug)]
+struct Metrics {
+    registry: Registry,
+    runs: Family<RunLabels, Counter>,
+    job_runs: Family<JobStatusLabels, Counter>,
+    job_last_success: Family<JobLabels, SecondsGauge>,
+    job_last_duration: Family<JobLabels, SecondsGauge>,
+    job_last_run_success: Family<JobLabels, Gauge>,
+    job_interval: Family<JobLabels, SecondsGauge>,
+    job_queued: Family<JobLabels, Gauge>,
+    job_running: Family<JobLabels, Gauge>,
+    job_paused: Family<JobLabels, Gauge>,
+    runs_running: Gauge,
+    max_job_running: Gauge,
+    triggers_refused: Family<ReasonLabels, Counter>,
+    run_duration: Family<KindLabels, Histogram, fn() -> Histogram>,
+    queue_length: Gauge,
+    timer_lateness: Histogram,
+    timer_ticks_skipped: Family<ReasonLabels, Counter>,
+    webhook_rejections: Family<ReasonLabels, Counter>,
+    unauthenticated: Family<ReasonLabels, Counter>,
+    triggers_dropped: Family<ReasonLabels, Counter>,
+    http_requests: Family<HttpLabels, Counter>,
+    connections_shed: Family<ReasonLabels, Counter>,
+    pings: Family<ResultLabels, Counter>,
+    usage: usage::UsageMetrics,
+}
+
+impl Metrics {
+    /// A fresh registry; `start_time` is the Unix time reported by `svc_start_time_seconds`.
+    #[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
+    fn new(start_time: f64) -> Self {
+        let mut registry = Registry::with_prefix("svc");
+
+        let runs = Family::<RunLabels, Counter>::default();
+        registry.register(
+            "runs",
+            "Finished runs by kind (job, job_http), job ID and result (success, fail)",
+            runs.clone(),
+        );
+        let job_runs = Family::<JobStatusLabels, Counter>::default();
+        registry.register(
+            "job_runs",
+            "Finished runs by kind, job ID and how they ended (success, fail, canceled, \
+             timeout, interrupted)",
+            job_runs.clone(),
+        );
+        let job_last_success = Family::<JobLabels, SecondsGauge>::default();
+        registry.register_with_unit(
+            "job_last_success_timestamp",
+            "Unix time the last successful run of each job ended; after a restart of the \
+             controller, until the job's next success, the time that run began (what the \
+             job's state keeps), and only when it was the job's last run; absent while no \
+             success is known",
+            Unit::Seconds,
+            job_last_success.clone(),
+        );
+        let job_last_duration = Family::<JobLabels, SecondsGauge>::default();
+        registry.register_with_unit(
+            "job_last_run_duration",
+            "Duration of the last finished run of each job",
+            Unit::Seconds,
+            job_last_duration.clone(),
+        );
+        let job_last_run_success = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "job_last_run_success",
+            "1 when the last finished run of each job succeeded, 0 when it did not (absent \
+             until the job has a finished run)",
+            job_last_run_success.clone(),
+        );
+        let job_interval = Family::<JobLabels, SecondsGauge>::default();
+        registry.register_with_unit(
+            "job_interval",
+            "Longest gap expected between two timer runs of each job with a timer: its \
+             interval, or the longest gap between the slots of its schedule over the next \
+             8 days (a weekend included), plus its random_delay",
+            Unit::Seconds,
+            job_interval.clone(),
+        );
+        let job_queued = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "job_queued",
+            "1 when the one-slot queue of each job holds a trigger (a further trigger is \
+             then refused or replaces it), else 0",
+            job_queued.clone(),
+        );
+        let job_running = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "job_running",
+            "1 while a run of each job is going on (a Job's run holds a max_job_running \
+             permit, a JobHttp call none), else 0",
+            job_running.clone(),
+        );
+        let job_paused = Family::<JobLabels, Gauge>::default();
+        registry.register(
+            "job_paused",
+            "1 while each job is paused (its timer and triggers start no run), else 0",
+            job_paused.clone(),
+        );
+        let runs_running = Gauge::default();
+        registry.register(
+            "runs_running",
+            "Job runs going on, each holding one of the max_job_running permits (JobHttp \
+             calls take none and are not counted; svc_job_running shows them per job)",
+            runs_running.clone(),
+        );
+        let max_job_running = Gauge::default();
+        registry.register(
+            "max_job_running",
+            "The max_job_running setting: how many Job runs may go on at once",
+            max_job_running.clone(),
+        );
+        let triggers_refused = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "triggers_refused",
+            "Triggers the engine refused (webhook, run now, chains, retries), by reason",
+            triggers_refused.clone(),
+        );
+        let run_duration = Family::<KindLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            run_duration_histogram,
+        );
+        registry.register_with_unit(
+            "run_duration",
+            "Duration of finished runs by kind",
+            Unit::Seconds,
+            run_duration.clone(),
+        );
+        let queue_length = Gauge::default();
+        registry.register(
+            "run_queue_length",
+            "Runs waiting: queued triggers plus runs waiting for a max_job_running permit",
+            queue_length.clone(),
+        );
+        let timer_lateness = Histogram::new(TIMER_LATENESS_BUCKETS);
+        registry.register_with_unit(
+            "timer_lateness",
+            "How late timers fire: the time the engine took a timer's trigger (started the \
+             run, or skipped the tick because the job is paused or still busy) minus the due time",
+            Unit::Seconds,
+            timer_lateness.clone(),
+        );
+        let timer_ticks_skipped = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "timer_ticks_skipped",
+            "Timer ticks that started no run, by reason: the job's previous run was still \
+             going on or waiting for a permit (running), or the job is paused (paused)",
+            timer_ticks_skipped.clone(),
+        );
+        let webhook_rejections = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "webhook_rejections",
+            "Refused webhook triggers by reason",
+            webhook_rejections.clone(),
+        );
+        let unauthenticated = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "unauthenticated",
+            "Requests refused before anyone was known (no valid signature or session, a login \
+             for a name that is no account, a throttled login), counted instead of audited",
+            unauthenticated.clone(),
+        );
+        let triggers_dropped = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "triggers_dropped",
+            "Accepted triggers that were queued and then dropped without a run, by reason",
+            triggers_dropped.clone(),
+        );
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "Answered HTTP requests by route template (or other) and status code",
+            http_requests.clone(),
+        );
+        let connections_shed = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "http_connections_shed",
+            "Connections past max_connections: an idle one closed to make room (idle_closed) \
+             or the new one answered 503 (refused)",
+            connections_shed.clone(),
+        );
+        let pings = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "pings",
+            "Health pings (ping_url) by result: sent (the check answered 2xx, retries \
+             included), failed (every attempt failed, or the service stopped first), \
+             dropped (never tried: too many were waiting)",
+            pings.clone(),
+        );
+
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "Always 1; the version label is the svc-controller version",
+            build_info,
+        );
+        let start = Gauge::<f64, AtomicU64>::default();
+        start.set(start_time);
+        registry.register_with_unit(
+            "start_time",
+            "Unix time the controller process started",
+            Unit::Seconds,
+            start,
+        );
+
+        let usage = usage::UsageMetrics::register(&mut registry);
+        Self {
+            registry,
+            usage,
+            runs,
+            job_runs,
+            job_last_success,
+            job_last_duration,
+            job_last_run_success,
+            job_interval,
+            job_queued,
+            job_running,
+            job_paused,
+            runs_running,
+            max_job_running,
+            triggers_refused,
+            run_duration,
+            queue_length,
+            timer_lateness,
+            timer_ticks_skipped,
+            webhook_rejections,
+            unauthenticated,
+            triggers_dropped,
+            http_requests,
+            connections_shed,
+            pings,
+        }
+    }
+
+    fn run_finished(&self, kind: &str, job_id: &str, run: &RunRecord) {
+        let job = JobLabels::new(kind, job_id);
+        let kind = job.kind;
+        let seconds = Duration::from_millis(run.duration_ms).as_secs_f64();
+        self.runs
+            .get_or_create(&RunLabels {
+                kind,
+                job_id: job.job_id.clone(),
+                result: run.status.result().log_status(),
+            })
+            .inc();
+        self.job_runs
+            .get_or_create(&JobStatusLabels {
+                kind,
+                job_id: job.job_id.clone(),
+                status: run.status.as_str(),
+            })
+            .inc();
+        self.job_last_duration.get_or_create(&job).set(seconds);
+        self.record_last(&job, run.status.result(), run.ended_at);
+        self.run_duration
+            .get_or_create(&KindLabels { kind })
+            .observe(seconds);
+        if let Some(used) = &run.usage {
+            self.usage.run_finished(&job, used);
+        }
+    }
+
+    fn job_loaded(&self, kind: &str, job_id: &str, last: Option<(RunResult, DateTime<Utc>)>) {
+        let job = JobLabels::new(kind, job_id);
+        // Every status from zero: `increase()` then sees a job's first failure, which
+        // a series born at 1 would hide.
+        for status in RunStatus::ALL {
+            // Only creates the series: a reload keeps the counts it has.
+            drop(self.job_runs.get_or_create(&JobStatusLabels {
+                kind: job.kind,
+                job_id: job.job_id.clone(),
+                status: status.as_str(),
+            }));
+        }
+        if let Some((result, began)) = last {
+            // The state file keeps when the last run began, not when it ended: the
+            // best time known without reading each job's history at every start.
+            self.record_last(&job, result, began);
+        }
+    }
+
+    /// How a job's last finished run ended, at `time`: the one rule behind
+    /// `svc_job_last_run_success` and `svc_job_last_success_timestamp_seconds`, for a
+    /// run's end ([`Self::run_finished`]) and for a job loaded ([`Self::job_loaded`]).
+    /// A failure leaves the last success as it was.
+    fn record_last(&self, job: &JobLabels, result: RunResult, time: DateTime<Utc>) {
+        let success = result == RunResult::Success;
+        self.job_last_run_success
+            .get_or_create(job)
+            .set(i64::from(success));
+        if success {
+            self.job_last_success
+                .get_or_create(job)
+                .set(unix_seconds(time));
+        }
+    }
+
+    fn set_job_interval(&self, kind: &str, job_id: &str, gap: Option<Duration>) {
+        let job = JobLabels::new(kind, job_id);
+        match gap {
+            Some(gap) => {
+                self.job_interval.get_or_create(&job).set(gap.as_secs_f64());
+            }
+            None => {
+                self.job_interval.remove(&job);
+            }
+        }
+    }
+
+    /// Drops every series of a job, so that a job removed from the configuration does
+    /// not stay in the exposition (and in dashboards and alerts) until the restart.
+    fn job_removed(&self, kind: &str, job_id: &str) {
+        let job = JobLabels::new(kind, job_id);
+        self.usage.job_removed(&job);
+        for status in RunStatus::ALL {
+            self.job_runs.remove(&JobStatusLabels {
+                kind: job.kind,
+                job_id: job.job_id.clone(),
+                status: status.as_str(),
+            });
+            // Labelled as `run_finished` labels it, so that no result is left behind;
+            // several statuses share a result, and removing it again does nothing.
+            self.runs.remove(&RunLabels {
+                kind: job.kind,
+                job_id: job.job_id.clone(),
+                result: status.result().log_status(),
+            });
+        }
+        for family in [
+            &self.job_last_success,
+            &self.job_last_duration,
+            &self.job_interval,
+        ] {
+            family.remove(&job);
+        }
+        for family in [
+            &self.job_last_run_success,
+            &self.job_queued,
+            &self.job_running,
+            &self.job_paused,
+        ] {
+            family.remove(&job);
+        }
+    }
+
+    /// Replaces the queue and running gauges with what `snapshot` counted.
+    fn apply_queue_snapshot(&self, snapshot: &QueueSnapshot) {
+        self.set_queue_length(snapshot.waiting);
+        self.runs_running
+            .set(i64::try_from(snapshot.running).unwrap_or(i64::MAX));
+        // Rebuilt from scratch: a job removed since the last count goes with it. The
+        // caller holds the lock that keeps another read from rendering meanwhile.
+        self.job_queued.clear();
+        self.job_running.clear();
+        self.job_paused.clear();
+        for job in &snapshot.jobs {
+            let labels = JobLabels::new(job.kind, &job.job_id);
+            self.job_queued
+                .get_or_create(&labels)
+                .set(i64::from(job.queued));
+            self.job_running
+                .get_or_create(&labels)
+                .set(i64::from(job.running));
+            self.job_paused
+                .get_or_create(&labels)
+                .set(i64::from(job.paused));
+        }
+    }
+
+    fn trigger_refused(&self, reason: &'static str) {
+        self.triggers_refused
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    fn set_queue_length(&self, waiting: usize) {
+        self.queue_length
+            .set(i64::try_from(waiting).unwrap_or(i64::MAX));
+    }
+
+    fn webhook_rejected(&self, reason: &'static str) {
+        self.webhook_rejections
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    fn http_request(&self, route: &str, status: u16) {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                route: route.to_owned(),
+                status,
+            })
+            .inc();
+    }
+
+    fn render(&self) -> String {
+        let mut text = String::with_capacity(4096);
+        if let Err(err) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            // Writing to a String does not fail; keep whatever was written if it ever does.
+            tracing::warn!(error = %err, "encoding the metrics failed");
+        }
+        text
+    }
+}
+
+/// The `kind` label: one of the two known kinds, anything else as `other` (keeps the
+/// label's values bounded whatever a caller passes).
+fn kind_label(kind: &str) -> &'static str {
+    match kind {
+        "job" => "job",
+        "job_http" => "job_http",
+        _ => "other",
+    }
+}
+
+/// Unix time of the process start: from `/proc` when it can be read, else now.
+fn process_start_time() -> f64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |since| since.as_secs_f64());
+    proc_start_time()
+        .filter(|start| *start > 0.0 && *start <= now)
+        .unwrap_or(now)
+}
+
+/// Boot time (`btime` of `/proc/stat`) plus the process's `starttime` (field 22 of
+/// `/proc/self/stat`, in clock ticks since boot).
+fn proc_start_time() -> Option<f64> {
+    // USER_HZ: the unit of /proc times, fixed by the kernel ABI at 100 on Linux ports.
+    const USER_HZ: f64 = 100.0;
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may itself contain spaces or `)`.
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    // Fields from 3 (state) on; starttime is field 22.
+    let ticks: f64 = after_comm.split_whitespace().nth(22 - 3)?.parse().ok()?;
+    let boot = std::fs::read_to_string("/proc/stat").ok()?;
+    let btime: f64 = boot
+        .lines()
+        .find_map(|line| line.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(btime + ticks / USER_HZ)
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics::new(process_start_time()));
+
+/// Builds the registry now rather than on first use (optional: every other function
+/// builds it when needed). Calling it early at start-up makes the fallback start time
+/// (used when `/proc` cannot be read) the start-up time.
+pub fn init() {
+    LazyLock::force(&METRICS);
+}
+
+fn unix_seconds(t: DateTime<Utc>) -> f64 {
+    t.timestamp() as f64 + f64::from(t.timestamp_subsec_micros()) / 1e6
+}
+
+/// A finished run of a Job (`kind` = `job`) or JobHttp (`job_http`), as its history
+/// records it.
+pub fn run_finished(kind: &str, job_id: &str, run: &RunRecord) {
+    METRICS.run_finished(kind, job_id, run);
+}
+
+/// A job was loaded (at start, or added by a reload): its runs by status start at zero,
+/// and `last` (how its last run ended and when it began, from its state file) makes
+/// `svc_job_last_run_success` and `svc_job_last_success_timestamp_seconds` survive a
+/// restart. The state file keeps no end time, so a last success loaded is the time
+/// that run began (earlier than the end a run's end records, by its duration).
+pub fn job_loaded(kind: &str, job_id: &str, last: Option<(RunResult, DateTime<Utc>)>) {
+    METRICS.job_loaded(kind, job_id, last);
+}
+
+/// The longest gap expected between two timer runs of a job (`None`: it has no timer).
+pub fn job_interval(kind: &str, job_id: &str, gap: Option<Duration>) {
+    METRICS.set_job_interval(kind, job_id, gap);
+}
+
+/// A job left the configuration (and its last run, if one was going on, ended).
+pub fn job_removed(kind: &str, job_id: &str) {
+    METRICS.job_removed(kind, job_id);
+}
+
+/// The `max_job_running` setting, for alerts on saturation.
+pub fn set_max_job_running(permits: usize) {
+    METRICS
+        .max_job_running
+        .set(i64::try_from(permits).unwrap_or(i64::MAX));
+}
+
+/// The engine refused a trigger (see `svc_triggers_refused_total`).
+pub fn trigger_refused(reason: &'static str) {
+    METRICS.trigger_refused(reason);
+}
+
+/// Number of runs waiting (queued triggers plus runs waiting for a permit) changed.
+pub fn set_queue_length(waiting: usize) {
+    METRICS.set_queue_length(waiting);
+}
+
+/// A timer fired `lateness` after its due time (see `svc_timer_lateness_seconds`).
+pub fn timer_fired(lateness: Duration) {
+    METRICS.timer_lateness.observe(lateness.as_secs_f64());
+}
+
+/// A timer tick started no run; `reason` is `running` (the previous run still goes on)
+/// or `paused`.
+pub fn timer_tick_skipped(reason: &'static str) {
+    METRICS
+        .timer_ticks_skipped
+        .get_or_create(&ReasonLabels { reason })
+        .inc();
+}
+
+/// What the engine counts for the queue and running gauges when the metrics are read.
+#[derive(Debug, Default)]
+pub struct QueueSnapshot {
+    /// Queued triggers plus runs waiting for a permit (`svc_run_queue_length`).
+    pub waiting: usize,
+    /// Job runs going on, each holding a `max_job_running` permit (`svc_runs_running`);
+    /// JobHttp calls take none, and are left out so the gauge compares with the setting.
+    pub running: usize,
+    /// Each configured job (`svc_job_queued`, `svc_job_running`, `svc_job_paused`).
+    pub jobs: Vec<JobQueueState>,
+}
+
+/// One job in a [`QueueSnapshot`].
+#[derive(Debug)]
+pub struct JobQueueState {
+    /// `job` or `job_http`.
+    pub kind: &'static str,
+    pub job_id: String,
+    /// Its one-slot queue holds a trigger.
+    pub queued: bool,
+    /// A run of it is going on.
+    pub running: bool,
+    /// It is paused.
+    pub paused: bool,
+}
+
+/// What [`render`] asks for the queue's state before it renders.
+type QueueSource = Box<dyn Fn() -> Option<QueueSnapshot> + Send + Sync>;
+
+static QUEUE_SOURCE: std::sync::Mutex<Option<QueueSource>> = std::sync::Mutex::new(None);
+
+/// Where the queue and running gauges come from when the metrics are read: counting
+/// walks every job, too much to do at each change with thousands of them. `None` from
+/// `source` (nothing changed, or its engine is gone) keeps the last values.
+pub fn set_queue_source(source: impl Fn() -> Option<QueueSnapshot> + Send + Sync + 'static) {
+    *QUEUE_SOURCE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(source));
+}
+
+/// A webhook was refused; `reason` is a short fixed word such as `signature`.
+pub fn webhook_rejected(reason: &'static str) {
+    METRICS.webhook_rejected(reason);
+}
+
+/// A request was refused before anyone was known (see `svc_unauthenticated_total`).
+pub fn unauthenticated(reason: &'static str) {
+    METRICS
+        .unauthenticated
+        .get_or_create(&ReasonLabels { reason })
+        .inc();
+}
+
+/// A connection past `max_connections` was shed; `reason` is `idle_closed` or `refused`.
+pub fn connection_shed(reason: &'static str) {
+    METRICS
+        .connections_shed
+        .get_or_create(&ReasonLabels { reason })
+        .inc();
+}
+
+/// A queued trigger was dropped without a run; `reason` is a short fixed word such as
+/// `job_removed`.
+pub fn trigger_dropped(reason: &'static str) {
+    METRICS
+        .triggers_dropped
+        .get_or_create(&ReasonLabels { reason })
+        .inc();
+}
+
+/// A health ping was sent, failed for good or was dropped (`result`: `sent`, `failed`,
+/// `dropped`).
+pub fn ping_sent(result: &'static str) {
+    METRICS.pings.get_or_create(&ResultLabels { result }).inc();
+}
+
+/// An HTTP request was answered; `route` is the matched route template (never the raw
+/// path) or `other`.
+pub fn http_request(route: &str, status: u16) {
+    METRICS.http_request(route, status);
+}
+
+/// The text exposition of every metric (OpenMetrics text, which ends with `# EOF`;
+/// Prometheus's text parser reads it too).
+pub fn render() -> String {
+    // Held through the rendering: two reads at once must not render the per-job gauges
+    // while the other one rebuilds them.
+    let source = QUEUE_SOURCE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(snapshot) = source.as_ref().and_then(|source| source()) {
+        METRICS.apply_queue_snapshot(&snapshot);
+    }
+    METRICS.render()
+}
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+mod tests;

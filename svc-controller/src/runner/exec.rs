@@ -1,0 +1,995 @@
+//! Starting `svc-runner` processes and driving one execution over the runner socket.
+//!
+//! The controller owns one Unix socket (mode 0600 in a 0700 directory). For each
+//! execution it spawns a runner, hands it a one-time token on standard input, and waits
+//! for the runner to connect and present that token. The connection is accepted only if
+//! the peer's pid is the runner just spawned. A runner for commands is forked by the
+//! runner fork server instead ([`crate::runner::forkserver`]), with its connection made before it
+//! exists; a runner for a JobHttp's call is always started afresh. Every failure of the runner (did not start,
+//! died, sent garbage, never finished) becomes a failed [`Outcome`] with a reason; nothing
+//! here can take the controller down.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use proto::sandbox::Prepared;
+use proto::{ControllerCodec, ControllerMessage, ExecRequest, PROTOCOL_VERSION, RunnerMessage};
+use rand::distr::{Alphanumeric, SampleString};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::process::Child;
+use tokio::sync::{oneshot, watch};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio_util::codec::Framed;
+
+use crate::runner::cgroups::RunCgroups;
+use crate::runner::forkserver::{ForkServer, ForkedRunner};
+use crate::runner::sandboxes::Sandboxes;
+use crate::runner::spawner::{Spawner, runner_command};
+use crate::store::logstore::OutputKind;
+use crate::store::state::RunStatus;
+use crate::util::fsutil;
+
+/// How long a spawned runner has to connect and say hello.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Extra time past the run's own limit and grace before the controller kills a runner
+/// that failed to end the work itself.
+const BACKSTOP_MARGIN: Duration = Duration::from_secs(15);
+/// How long to wait for a runner to exit after it reported the end of the run.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Something that happened during a run, for the run's log.
+#[derive(Debug)]
+pub enum RunEvent<'a> {
+    /// A line of svc's own text.
+    Line(String),
+    /// Bytes of command output or response body.
+    Output(OutputKind, &'a [u8]),
+    /// The HTTP status a JobHttp got.
+    HttpStatus(u16),
+}
+
+/// How an execution ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub success: bool,
+    pub summary: String,
+    /// What the runner reported of the end, beyond success.
+    pub detail: EndDetail,
+}
+
+/// The facts of a run's end that its history keeps: whether its time ran out, and the
+/// exit of its last command or the status of its HTTP call. (Whether it was cancelled
+/// is the engine's to say: it asked.)
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndDetail {
+    /// Ended because its time limit ran out.
+    pub timed_out: bool,
+    /// Exit code of the last command that ran, when it exited by itself.
+    pub exit_code: Option<i32>,
+    /// Signal that ended the last command that ran.
+    pub signal: Option<i32>,
+    /// Status of a JobHttp's response.
+    pub http_status: Option<u16>,
+    /// What the run's processes used, as its runner measured it. Boxed: a run's task
+    /// holds an end while it waits, and its size is bounded (`engine::task_sizes`).
+    pub usage: Option<Box<proto::ResourceUsage>>,
+    /// The kernel killed a process of the run at its memory limit, and the run failed.
+    pub oom: bool,
+}
+
+impl Outcome {
+    pub fn fail(summary: impl Into<String>) -> Outcome {
+        Outcome {
+            success: false,
+            summary: summary.into(),
+            detail: EndDetail::default(),
+        }
+    }
+
+    /// The end as a status: a failure told apart as a time limit, or as a cancellation
+    /// when the engine asked for one (`cancel_asked`: cancel, replace, shutdown).
+    pub fn status(&self, cancel_asked: bool) -> RunStatus {
+        if self.success {
+            RunStatus::Success
+        } else if self.detail.timed_out {
+            RunStatus::Timeout
+        } else if cancel_asked {
+            RunStatus::Canceled
+        } else {
+            RunStatus::Fail
+        }
+    }
+}
+
+/// Errors setting up the runner socket.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("cannot create the runner socket directory {dir}: {source}")]
+    Dir {
+        dir: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot start the thread that starts runners: {source}")]
+    Spawner {
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot listen on the runner socket {path}: {source}")]
+    Listen {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+struct Accepted {
+    framed: Framed<UnixStream, ControllerCodec>,
+    version: u32,
+    peer_pid: Option<u32>,
+}
+
+struct HubInner {
+    socket_path: PathBuf,
+    runner_path: PathBuf,
+    /// What the sandbox of every run protects, sent with `Welcome` so that a runner
+    /// builds that part of its sandbox while it waits for work.
+    protected_paths: Vec<String>,
+    /// The rulesets kept for busy jobs: while one is in use, a runner is not asked to
+    /// build the service's part of a sandbox ahead, since it will most likely be sent a
+    /// whole one.
+    sandboxes: Sandboxes,
+    /// Runners spawned and not yet connected, by one-time token.
+    pending: Mutex<HashMap<String, Pending>>,
+    /// Starts the runners started afresh.
+    spawner: Arc<Spawner>,
+    /// The runner fork server, started at the first run of commands.
+    forks: tokio::sync::Mutex<ForkSlot>,
+    /// The runs' cgroups, once the service has set them up ([`RunnerHub::contain_runs_in`]).
+    cgroups: std::sync::OnceLock<Arc<RunCgroups>>,
+    /// Whether runners of commands are forked by the fork server (tests turn it off to
+    /// test the other way).
+    fork_enabled: std::sync::atomic::AtomicBool,
+}
+
+/// The fork server, once started; after a failed start, when to try again.
+#[derive(Default)]
+struct ForkSlot {
+    server: Option<ForkServer>,
+    retry_at: Option<std::time::Instant>,
+}
+
+/// How long runners are started afresh after the fork server could not be started.
+const FORK_SERVER_RETRY: Duration = Duration::from_secs(30);
+
+/// What a runner is started for. A runner that makes a JobHttp's call reads what a
+/// remote server sends, so it is always started afresh with an address-space layout of
+/// its own; a runner of commands is forked by the fork server when there is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerWork {
+    Commands,
+    HttpCall,
+}
+
+/// A runner process: started afresh (a child of the controller, which keeps the thread
+/// that started it while it lives), or forked by the fork server (its child, which
+/// reports its exit).
+enum RunnerProcess {
+    Executed {
+        child: Child,
+        _started_by: Arc<Spawner>,
+    },
+    Forked(ForkedRunner),
+}
+
+impl RunnerProcess {
+    fn id(&self) -> Option<u32> {
+        match self {
+            RunnerProcess::Executed { child, .. } => child.id(),
+            RunnerProcess::Forked(runner) => Some(runner.id()),
+        }
+    }
+
+    /// Waits for the exit; how it ended (`exit status: 0`, `signal: 9`).
+    async fn wait(&mut self) -> String {
+        match self {
+            RunnerProcess::Executed { child, .. } => child
+                .wait()
+                .await
+                .map_or_else(|err| err.to_string(), |status| status.to_string()),
+            RunnerProcess::Forked(runner) => runner.wait().await,
+        }
+    }
+
+    fn start_kill(&mut self) {
+        match self {
+            RunnerProcess::Executed { child, .. } => {
+                let _ = child.start_kill();
+            }
+            RunnerProcess::Forked(runner) => runner.start_kill(),
+        }
+    }
+}
+
+/// A runner spawned and not yet connected.
+struct Pending {
+    /// Where its connection goes once it has said hello.
+    accepted: oneshot::Sender<Accepted>,
+    /// Its pid, once spawned: only a connection from that process is welcomed.
+    pid: Option<u32>,
+}
+
+/// Cheap-to-clone handle on the runner socket.
+#[derive(Clone)]
+pub struct RunnerHub {
+    inner: Arc<HubInner>,
+    spare: Arc<Spare>,
+}
+
+/// The runner started for the next run while runs come in a burst ([`RunnerHub::take`]).
+/// Kept apart from [`HubInner`], which a launched runner refers to.
+#[derive(Default)]
+struct Spare {
+    runner: Mutex<Option<LaunchedRunner>>,
+    /// A spare is being launched.
+    refilling: std::sync::atomic::AtomicBool,
+    /// When a runner was last taken for work.
+    last_take: Mutex<Option<std::time::Instant>>,
+}
+
+/// Runs closer together than this are a burst: each takes a spare and starts the next.
+const BURST_GAP: Duration = Duration::from_secs(1);
+/// A spare not taken within this time is ended, so an idle service keeps no runner.
+const SPARE_KEPT_FOR: Duration = Duration::from_secs(2);
+
+impl std::fmt::Debug for RunnerHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerHub")
+            .field("socket_path", &self.inner.socket_path)
+            .field("runner_path", &self.inner.runner_path)
+            .finish()
+    }
+}
+
+/// Removes a pending token when the execution that registered it ends, however it ends.
+struct PendingGuard {
+    hub: Arc<HubInner>,
+    token: String,
+}
+
+impl Drop for PendingGuard {
+    fn drop(&mut self) {
+        if let Ok(mut pending) = self.hub.pending.lock() {
+            pending.remove(&self.token);
+        }
+    }
+}
+
+/// A runner started ahead of its work: spawned and its token registered, so it starts
+/// and connects while the controller gets the run ready (state and log on disk), or
+/// before a timer is due. Dropping it kills the runner, which has done nothing yet.
+pub struct LaunchedRunner {
+    /// The token of a runner started afresh, registered until it connects.
+    _guard: Option<PendingGuard>,
+    runner_path: PathBuf,
+    spawned: io::Result<RunnerProcess>,
+    accepted_rx: oneshot::Receiver<Accepted>,
+    launched_at: std::time::Instant,
+    work: RunnerWork,
+    cgroups: Option<Arc<RunCgroups>>,
+}
+
+impl std::fmt::Debug for LaunchedRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchedRunner")
+            .field(
+                "pid",
+                &self.spawned.as_ref().ok().and_then(RunnerProcess::id),
+            )
+            .field("launched_at", &self.launched_at)
+            .field("work", &self.work)
+            .finish()
+    }
+}
+
+/// Locks `mutex`, also when poisoned: what it guards is a plain value.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl LaunchedRunner {
+    /// The runner's pid, once started.
+    pub fn pid(&self) -> Option<u32> {
+        self.spawned.as_ref().ok().and_then(RunnerProcess::id)
+    }
+
+    /// Whether the runner can still be handed work: a runner waits for it for a limited
+    /// time after connecting, so one launched too long ago is not used.
+    pub fn is_fresh(&self) -> bool {
+        self.launched_at.elapsed() < LAUNCHED_FRESH_FOR
+    }
+}
+
+/// How long a launched runner is used for work; well under the runner's own wait for the
+/// controller's answer after its hello.
+const LAUNCHED_FRESH_FOR: Duration = Duration::from_secs(10);
+
+impl RunnerHub {
+    /// Creates the socket in `runtime_dir` and starts accepting runners, which are told
+    /// `protected_paths` (see [`proto::Sandbox`]) as soon as they connect, unless a
+    /// ruleset kept for a busy job is in use ([`RunnerHub::sandboxes`]).
+    pub fn start(
+        runtime_dir: &Path,
+        runner_path: PathBuf,
+        protected_paths: Vec<String>,
+    ) -> Result<RunnerHub, HubError> {
+        fsutil::create_dir_with_mode(runtime_dir, 0o700).map_err(|source| HubError::Dir {
+            dir: runtime_dir.display().to_string(),
+            source,
+        })?;
+        let socket_path = runtime_dir.join("runner.sock");
+        let listen_err = |source| HubError::Listen {
+            path: socket_path.display().to_string(),
+            source,
+        };
+        // A socket file left by a controller that died is stale: only one controller
+        // runs per dir_base.
+        match std::fs::remove_file(&socket_path) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => return Err(listen_err(err)),
+        }
+        let listener = UnixListener::bind(&socket_path).map_err(listen_err)?;
+        // Its directory (0700) already keeps everyone else out.
+        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))
+            .map_err(listen_err)?;
+        let inner = Arc::new(HubInner {
+            socket_path: socket_path.clone(),
+            runner_path,
+            protected_paths,
+            sandboxes: Sandboxes::default(),
+            pending: Mutex::new(HashMap::new()),
+            spawner: Spawner::start().map_err(|source| HubError::Spawner { source })?,
+            forks: tokio::sync::Mutex::default(),
+            cgroups: std::sync::OnceLock::new(),
+            fork_enabled: std::sync::atomic::AtomicBool::new(true),
+        });
+        tokio::spawn(accept_loop(listener, Arc::downgrade(&inner)));
+        Ok(RunnerHub {
+            inner,
+            spare: Arc::default(),
+        })
+    }
+
+    /// A runner for a run that begins now. While runs come in a burst (the previous one
+    /// began less than [`BURST_GAP`] ago), the runner started for it meanwhile is handed
+    /// out, and another is started for the run after: its start-up (exec, runtime,
+    /// connection, handshake) then overlaps the run before instead of delaying its own.
+    /// Each runner still does one execution; a spare not taken within
+    /// [`SPARE_KEPT_FOR`] is ended. Call it from a runtime worker thread (see
+    /// [`RunnerHub::launch`]).
+    pub async fn take(&self, work: RunnerWork) -> LaunchedRunner {
+        let now = std::time::Instant::now();
+        let previous = lock(&self.spare.last_take).replace(now);
+        let ready = lock(&self.spare.runner)
+            .take()
+            .filter(|runner| runner.is_fresh() && runner.work == work);
+        if previous.is_some_and(|then| now.duration_since(then) < BURST_GAP) {
+            self.refill(work);
+        }
+        match ready {
+            Some(runner) => runner,
+            None => self.launch(work).await,
+        }
+    }
+
+    /// Runs of commands from now on each get a cgroup of `cgroups` (when it gives any),
+    /// with their limits. Set once; later calls change nothing.
+    pub fn contain_runs_in(&self, cgroups: Arc<RunCgroups>) {
+        let _ = self.inner.cgroups.set(cgroups);
+    }
+
+    /// Whether runners of commands are forked by the fork server (the default) or
+    /// started afresh like the others.
+    pub fn use_fork_server(&self, enabled: bool) {
+        self.inner
+            .fork_enabled
+            .store(enabled, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The rulesets kept for busy jobs, which the engine builds and this hub's runners
+    /// are sent with their requests.
+    pub fn sandboxes(&self) -> &Sandboxes {
+        &self.inner.sandboxes
+    }
+
+    /// Starts a spare runner in the background, unless one is being started.
+    fn refill(&self, work: RunnerWork) {
+        use std::sync::atomic::Ordering;
+        if self.spare.refilling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let hub = self.clone();
+        tokio::spawn(async move {
+            let runner = hub.launch(work).await;
+            let launched_at = runner.launched_at;
+            // A spare left over from before is replaced (and so ended).
+            *lock(&hub.spare.runner) = Some(runner);
+            hub.spare.refilling.store(false, Ordering::Release);
+            sleep(SPARE_KEPT_FOR).await;
+            let mut spare = lock(&hub.spare.runner);
+            if spare.as_ref().is_some_and(|r| r.launched_at == launched_at) {
+                *spare = None;
+            }
+        });
+    }
+
+    /// Starts a runner for work that [`LaunchedRunner::execute`] hands it later: forked
+    /// by the fork server for commands, when it can be, else started afresh. Call it
+    /// from a runtime worker thread, not a blocking one: the parent-death signal of a
+    /// runner started afresh follows the thread that spawned it, and blocking threads
+    /// exit when idle.
+    pub async fn launch(&self, work: RunnerWork) -> LaunchedRunner {
+        if work == RunnerWork::Commands
+            && self
+                .inner
+                .fork_enabled
+                .load(std::sync::atomic::Ordering::Acquire)
+            && let Some(server) = self.fork_server().await
+        {
+            match server.fork().await {
+                Ok((runner, connection)) => return self.forked(runner, connection, work),
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot fork a runner; starting one afresh");
+                }
+            }
+        }
+        self.launch_afresh(work).await
+    }
+
+    /// The fork server, started now if there is none (or it ended); `None` while a
+    /// failed start is recent.
+    async fn fork_server(&self) -> Option<ForkServer> {
+        let mut slot = self.inner.forks.lock().await;
+        if let Some(server) = slot.server.as_ref().filter(|server| server.is_alive()) {
+            return Some(server.clone());
+        }
+        slot.server = None;
+        let now = std::time::Instant::now();
+        if slot.retry_at.is_some_and(|at| now < at) {
+            return None;
+        }
+        match ForkServer::start(
+            &self.inner.spawner,
+            &self.inner.runner_path,
+            &self.inner.socket_path,
+        )
+        .await
+        {
+            Ok(server) => {
+                slot.retry_at = None;
+                slot.server = Some(server.clone());
+                Some(server)
+            }
+            Err(err) => {
+                tracing::warn!(
+                    error = %err,
+                    "runners are started afresh for {}s",
+                    FORK_SERVER_RETRY.as_secs()
+                );
+                slot.retry_at = Some(now + FORK_SERVER_RETRY);
+                None
+            }
+        }
+    }
+
+    /// A runner forked by the fork server, its connection made: it says hello there.
+    fn forked(
+        &self,
+        runner: ForkedRunner,
+        connection: UnixStream,
+        work: RunnerWork,
+    ) -> LaunchedRunner {
+        let (accepted_tx, accepted_rx) = oneshot::channel();
+        tokio::spawn(handshake_forked(
+            connection,
+            self.inner.clone(),
+            runner.id(),
+            accepted_tx,
+        ));
+        LaunchedRunner {
+            _guard: None,
+            runner_path: self.inner.runner_path.clone(),
+            spawned: Ok(RunnerProcess::Forked(runner)),
+            accepted_rx,
+            launched_at: std::time::Instant::now(),
+            work,
+            cgroups: self.inner.cgroups.get().cloned(),
+        }
+    }
+
+    /// A runner started afresh, which connects to the runner socket with its token.
+    async fn launch_afresh(&self, work: RunnerWork) -> LaunchedRunner {
+        let token = Alphanumeric.sample_string(&mut rand::rng(), 32);
+        let (accepted_tx, accepted_rx) = oneshot::channel();
+        if let Ok(mut pending) = self.inner.pending.lock() {
+            pending.insert(
+                token.clone(),
+                Pending {
+                    accepted: accepted_tx,
+                    pid: None,
+                },
+            );
+        }
+        // (A poisoned registry leaves the token unknown: the runner is then rejected and
+        // the execution fails with the reason.)
+        let guard = PendingGuard {
+            hub: self.inner.clone(),
+            token: token.clone(),
+        };
+        let spawned = self.spawn_runner(&token).await;
+        LaunchedRunner {
+            _guard: Some(guard),
+            runner_path: self.inner.runner_path.clone(),
+            spawned: spawned.map(|child| RunnerProcess::Executed {
+                child,
+                _started_by: self.inner.spawner.clone(),
+            }),
+            accepted_rx,
+            launched_at: std::time::Instant::now(),
+            work,
+            cgroups: self.inner.cgroups.get().cloned(),
+        }
+    }
+
+    async fn spawn_runner(&self, token: &str) -> io::Result<Child> {
+        let mut command = runner_command(&self.inner.runner_path, &self.inner.socket_path);
+        command.stdin(Stdio::piped()).kill_on_drop(true);
+        let mut child = self.inner.spawner.spawn(command).await?;
+        // Before the token is written: the runner cannot say hello without it, so its
+        // pid is known by then.
+        if let Some(pending) = lock(&self.inner.pending).get_mut(token) {
+            pending.pid = child.id();
+        }
+        if let Some(mut stdin) = child.stdin.take() {
+            // A runner that dies at once makes this fail; the connect wait reports it.
+            let _ = stdin.write_all(format!("{token}\n").as_bytes()).await;
+        }
+        Ok(child)
+    }
+}
+
+impl LaunchedRunner {
+    /// Performs `request` in this runner, sending `ruleset` with it when the controller
+    /// built the run's sandbox ([`proto::Sandbox::attached`]). `cancel` ends the work
+    /// early when it receives a reason. Events go to `sink` as they happen.
+    pub async fn execute(
+        mut self,
+        mut request: ExecRequest,
+        ruleset: Option<Arc<Prepared>>,
+        cancel: &mut watch::Receiver<Option<String>>,
+        sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    ) -> Outcome {
+        let cgroups = self.cgroups.take();
+        let cgroup = match crate::runner::run_limits::apply(cgroups.as_ref(), &mut request).await {
+            Ok(cgroup) => cgroup,
+            Err(why) => return Outcome::fail(why),
+        };
+        let limits = request.limits;
+        let mut outcome = self.execute_in_runner(request, ruleset, cancel, sink).await;
+        if let Some(cgroup) = cgroup {
+            crate::runner::run_limits::conclude(cgroup, &limits, &mut outcome, sink).await;
+        }
+        outcome
+    }
+
+    #[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
+    async fn execute_in_runner(
+        self,
+        request: ExecRequest,
+        ruleset: Option<Arc<Prepared>>,
+        cancel: &mut watch::Receiver<Option<String>>,
+        sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    ) -> Outcome {
+        let LaunchedRunner {
+            _guard,
+            runner_path,
+            spawned,
+            accepted_rx,
+            ..
+        } = self;
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(err) => {
+                return Outcome::fail(format!(
+                    "cannot start the runner {}: {err}",
+                    runner_path.display()
+                ));
+            }
+        };
+        let child_pid = child.id();
+
+        let accepted = tokio::select! {
+            accepted = accepted_rx => match accepted {
+                Ok(accepted) => accepted,
+                Err(_) => return Outcome::fail("internal error: runner registration dropped"),
+            },
+            status = child.wait() => {
+                return Outcome::fail(format!("the runner exited ({status}) before completing the handshake (it did not connect, or sent something other than a valid hello)"));
+            }
+            _ = sleep(CONNECT_TIMEOUT) => {
+                kill_runner(&mut child).await;
+                return Outcome::fail(format!(
+                    "the runner did not connect within {}s", CONNECT_TIMEOUT.as_secs()
+                ));
+            }
+            _ = cancelled(cancel) => {
+                kill_runner(&mut child).await;
+                return Outcome::fail(format!("cancelled before the runner started: {}", reason(cancel)));
+            }
+        };
+        let mut framed = accepted.framed;
+
+        if accepted.peer_pid.is_none() || accepted.peer_pid != child_pid {
+            let _ = framed
+                .send(ControllerMessage::Reject {
+                    reason: "connection is not from the runner that was started".into(),
+                })
+                .await;
+            kill_runner(&mut child).await;
+            return Outcome::fail("a process other than the runner presented its token");
+        }
+        if accepted.version != PROTOCOL_VERSION {
+            let _ = framed
+                .send(ControllerMessage::Reject {
+                    reason: format!("controller speaks protocol version {PROTOCOL_VERSION}"),
+                })
+                .await;
+            kill_runner(&mut child).await;
+            return Outcome::fail(format!(
+                "the runner speaks protocol version {}, the controller {PROTOCOL_VERSION}: install matching svc-controller and svc-runner",
+                accepted.version
+            ));
+        }
+
+        let backstop = Instant::now()
+            + request
+                .timeout_ms
+                .map_or(Duration::from_secs(365 * 24 * 3600), |ms| {
+                    Duration::from_millis(ms.saturating_add(request.kill_grace_ms))
+                })
+            + BACKSTOP_MARGIN;
+        // Welcomed at its hello (the checks above are the ones the handshake made before
+        // it welcomed the runner): only the work is left to send.
+        let execute = ControllerMessage::Execute(Box::new(request));
+        let sent = match ruleset.as_ref().and_then(|prepared| prepared.ruleset()) {
+            Some(fd) => match framed.flush().await {
+                Ok(()) => proto::fdpass::send_message_with_fd(framed.get_ref(), execute, fd).await,
+                Err(err) => Err(err),
+            },
+            None => framed.send(execute).await,
+        };
+        if let Err(err) = sent {
+            kill_runner(&mut child).await;
+            return Outcome::fail(format!("cannot send the work to the runner: {err}"));
+        }
+
+        let mut outcome = None;
+        let mut detail = EndDetail::default();
+        let mut cancel_sent = false;
+        // Process group of the command running now, to end it if the runner cannot.
+        let mut command_group: Option<u32> = None;
+        loop {
+            tokio::select! {
+                frame = framed.next() => match frame {
+                    Some(Ok(message)) => {
+                        if let Some(end) = handle_message(message, sink, &mut command_group, &mut detail) {
+                            outcome = Some(end);
+                        }
+                    }
+                    Some(Err(err)) => {
+                        kill_runner(&mut child).await;
+                        end_orphaned_commands(command_group);
+                        return Outcome {
+                            detail,
+                            ..Outcome::fail(format!("the runner sent an invalid frame: {err}"))
+                        };
+                    }
+                    None => break,
+                },
+                _ = cancelled(cancel), if !cancel_sent => {
+                    cancel_sent = true;
+                    let why = reason(cancel);
+                    if framed.send(ControllerMessage::Cancel { reason: why }).await.is_err() {
+                        break;
+                    }
+                }
+                _ = sleep_until(backstop) => {
+                    kill_runner(&mut child).await;
+                    end_orphaned_commands(command_group);
+                    detail.timed_out = true;
+                    return Outcome {
+                        detail,
+                        ..Outcome::fail("the runner did not end the work in time and was killed")
+                    };
+                }
+            }
+        }
+
+        if let Some(mut outcome) = outcome {
+            outcome.detail = detail;
+            // The runner reported the end after it ended whatever the commands left
+            // behind; all it has left to do is exit. The run does not wait for that:
+            // the runner is reaped (or killed, if it lingers) in the background.
+            tokio::spawn(async move {
+                if timeout(EXIT_WAIT, child.wait()).await.is_err() {
+                    tracing::warn!(pid = ?child_pid, "a runner did not exit after its run ended; killed");
+                    kill_runner(&mut child).await;
+                }
+            });
+            return outcome;
+        }
+        let status = match timeout(EXIT_WAIT, child.wait()).await {
+            Ok(status) => status,
+            Err(_) => {
+                kill_runner(&mut child).await;
+                "killed: it did not exit".to_string()
+            }
+        };
+        // The runner died without reporting the end: its commands may live on.
+        end_orphaned_commands(command_group);
+        Outcome {
+            detail,
+            ..Outcome::fail(format!(
+                "the runner died before reporting the end of the run ({status})"
+            ))
+        }
+    }
+}
+
+/// Ends the process group of the command a runner was running, when the runner itself
+/// can no longer do it (it died, sent garbage, or hung). The command was started in a
+/// group of its own whose id is its pid, as `CommandStarted` reported.
+fn end_orphaned_commands(command_group: Option<u32>) {
+    let Some(pgid) = command_group.and_then(|pid| i32::try_from(pid).ok()) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    match nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGKILL,
+    ) {
+        Ok(()) => tracing::warn!(pgid, "ended the commands of a runner that died"),
+        Err(nix::errno::Errno::ESRCH) => {}
+        Err(err) => {
+            tracing::error!(pgid, error = %err, "cannot end the commands of a runner that died")
+        }
+    }
+}
+
+/// Turns one runner message into log events; returns the outcome when the run is over.
+fn handle_message(
+    message: RunnerMessage,
+    sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    command_group: &mut Option<u32>,
+    detail: &mut EndDetail,
+) -> Option<Outcome> {
+    match message {
+        RunnerMessage::Log { line } => sink(RunEvent::Line(format!("--- {line}"))),
+        RunnerMessage::CommandStarted { command, pid, .. } => {
+            *command_group = Some(pid);
+            sink(RunEvent::Line(format!("$ {command}")));
+        }
+        RunnerMessage::Output { stream, data } => {
+            let kind = match stream {
+                proto::OutputStream::Stdout => OutputKind::Stdout,
+                proto::OutputStream::Stderr => OutputKind::Stderr,
+                proto::OutputStream::Body => OutputKind::Body,
+            };
+            sink(RunEvent::Output(kind, &data));
+        }
+        RunnerMessage::CommandExited { exit, .. } => {
+            *command_group = None;
+            detail.exit_code = exit.code;
+            detail.signal = exit.signal;
+            detail.timed_out |= exit.timed_out;
+            let seconds = exit.duration_ms as f64 / 1000.0;
+            let how = match (exit.code, exit.signal) {
+                (Some(code), _) => format!("exit code {code}"),
+                (None, Some(signal)) => format!("killed by signal {signal}"),
+                (None, None) => "ended".to_string(),
+            };
+            let why = if exit.timed_out {
+                " (time limit reached)"
+            } else if exit.cancelled {
+                " (cancelled)"
+            } else {
+                ""
+            };
+            sink(RunEvent::Line(format!(
+                "--- {how} after {seconds:.3}s{why}"
+            )));
+        }
+        RunnerMessage::HttpResponse {
+            status,
+            body_bytes,
+            truncated,
+        } => {
+            detail.http_status = Some(status);
+            sink(RunEvent::HttpStatus(status));
+            if truncated {
+                sink(RunEvent::Line(format!(
+                    "--- response body of {body_bytes} bytes was cut"
+                )));
+            }
+        }
+        RunnerMessage::Finished {
+            success,
+            summary,
+            timed_out,
+            usage,
+        } => {
+            detail.timed_out |= timed_out;
+            detail.usage = usage.map(Box::new);
+            return Some(Outcome {
+                success,
+                summary,
+                detail: EndDetail::default(),
+            });
+        }
+        RunnerMessage::Error { message } => {
+            return Some(Outcome::fail(format!(
+                "the runner could not do the work: {message}"
+            )));
+        }
+        RunnerMessage::Hello { .. } => {
+            sink(RunEvent::Line(
+                "--- the runner sent a second hello; ignored".into(),
+            ));
+        }
+    }
+    None
+}
+
+/// Resolves when `cancel` holds a reason (at once if it already does).
+async fn cancelled(cancel: &mut watch::Receiver<Option<String>>) {
+    loop {
+        if cancel.borrow_and_update().is_some() {
+            return;
+        }
+        if cancel.changed().await.is_err() {
+            // The sender is gone: nobody can cancel any more.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+fn reason(cancel: &watch::Receiver<Option<String>>) -> String {
+    cancel.borrow().clone().unwrap_or_default()
+}
+
+async fn kill_runner(child: &mut RunnerProcess) {
+    child.start_kill();
+    let _ = timeout(EXIT_WAIT, child.wait()).await;
+}
+
+async fn accept_loop(listener: UnixListener, hub: Weak<HubInner>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                tracing::warn!(error = %err, "accepting a runner connection failed");
+                sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(hub) = hub.upgrade() else { return };
+        tokio::spawn(handshake(stream, hub));
+    }
+}
+
+/// Reads the runner's hello and hands the connection to the execution that owns the token.
+async fn handshake(stream: UnixStream, hub: Arc<HubInner>) {
+    let peer_pid = stream
+        .peer_cred()
+        .ok()
+        .and_then(|creds| creds.pid())
+        .and_then(|pid| u32::try_from(pid).ok());
+    let mut framed = Framed::new(stream, ControllerCodec::new());
+    let hello = match timeout(CONNECT_TIMEOUT, framed.next()).await {
+        Ok(Some(Ok(RunnerMessage::Hello { version, token }))) => (version, token),
+        Ok(Some(Ok(_))) => {
+            tracing::warn!("a runner connection did not start with hello; closed");
+            return;
+        }
+        Ok(Some(Err(err))) => {
+            tracing::warn!(error = %err, "a runner connection sent an invalid first frame; closed");
+            return;
+        }
+        Ok(None) | Err(_) => return,
+    };
+    let (version, token) = hello;
+    let waiting = hub.pending.lock().ok().and_then(|mut p| p.remove(&token));
+    match waiting {
+        Some(pending) => {
+            // Welcomed at once when all is in order (the runner's pid is known before
+            // its token is written), so that it prepares while its work is made ready;
+            // anything else is left to the execution, which makes the same checks and
+            // rejects it with the reason. A failed send shows there as a failed Execute.
+            if version == PROTOCOL_VERSION && peer_pid.is_some() && peer_pid == pending.pid {
+                welcome(&hub, &mut framed).await;
+            }
+            let _ = pending.accepted.send(Accepted {
+                framed,
+                version,
+                peer_pid,
+            });
+        }
+        None => {
+            tracing::warn!(
+                ?peer_pid,
+                "a runner connection presented an unknown token; rejected"
+            );
+            let _ = framed
+                .send(ControllerMessage::Reject {
+                    reason: "unknown token".into(),
+                })
+                .await;
+        }
+    }
+}
+
+/// Welcomes a runner whose hello was in order: with the protected paths, so that it
+/// builds the service's part of its sandbox while it waits, unless a ruleset kept for a
+/// busy job is in use (it will most likely be sent a whole one).
+async fn welcome(hub: &HubInner, framed: &mut Framed<UnixStream, ControllerCodec>) {
+    let protected_paths = (!hub.sandboxes.any_in_use()).then(|| hub.protected_paths.clone());
+    let _ = framed
+        .send(ControllerMessage::Welcome {
+            version: PROTOCOL_VERSION,
+            protected_paths,
+        })
+        .await;
+}
+
+/// Reads the hello of a forked runner on the connection it was born with (no token:
+/// nobody else has this connection) and hands the connection to its execution.
+async fn handshake_forked(
+    stream: UnixStream,
+    hub: Arc<HubInner>,
+    pid: u32,
+    accepted: oneshot::Sender<Accepted>,
+) {
+    let mut framed = Framed::new(stream, ControllerCodec::new());
+    let version = match timeout(CONNECT_TIMEOUT, framed.next()).await {
+        Ok(Some(Ok(RunnerMessage::Hello { version, .. }))) => version,
+        Ok(Some(Ok(_))) => {
+            tracing::warn!(pid, "a forked runner did not start with hello; closed");
+            return;
+        }
+        Ok(Some(Err(err))) => {
+            tracing::warn!(pid, error = %err, "a forked runner sent an invalid first frame; closed");
+            return;
+        }
+        Ok(None) | Err(_) => return,
+    };
+    if version == PROTOCOL_VERSION {
+        welcome(&hub, &mut framed).await;
+    }
+    let _ = accepted.send(Accepted {
+        framed,
+        version,
+        peer_pid: Some(pid),
+    });
+}

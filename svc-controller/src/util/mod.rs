@@ -1,0 +1,7 @@
+//! Layer `util`, the lowest: helpers with no knowledge of svc's domain. Uses nothing of
+//! this crate outside itself.
+
+pub mod fdlimit;
+pub mod fsutil;
+pub mod html;
+pub mod space_reserve;
