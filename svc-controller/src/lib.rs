@@ -8,7 +8,7 @@
 //!
 //! | layer | holds |
 //! |---|---|
-//! | [`util`] | files written to survive a crash, the disk's space reserve, HTML escaping, the open-file limit |
+//! | [`util`] | files written to survive a crash, the disk's space reserve, HTML escaping, the open-file limit, locks that survive poisoning |
 //! | [`time`] | durations, time zones, schedules |
 //! | [`security`] | passwords, rights of roles, trusted proxies |
 //! | [`config`] | the configuration: its syntax, values, sections and checks |

@@ -22,6 +22,7 @@
 //! record, with the node's name, to the cluster's shared table, which every node's audit
 //! view reads ([`AuditLog::copy_to_cluster`]).
 
+use crate::util::lock::MutexExt as _;
 use std::fs::{self, File};
 use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
@@ -301,11 +302,7 @@ impl AuditLog {
         if sent && tokio::time::timeout(SHUTDOWN_WAIT, wait).await.is_err() {
             tracing::warn!("audit log: the writer did not finish in time");
         }
-        let thread = self
-            .writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
+        let thread = self.writer.locked().take();
         if let Some(thread) = thread {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }

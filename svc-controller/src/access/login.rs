@@ -43,12 +43,13 @@
 //!
 //! Tokens and passwords are never logged; hashes never leave [`Login`].
 
+use crate::util::lock::{MutexExt as _, RwLockExt as _};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 #[cfg(test)]
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, Method, Uri, header};
@@ -283,8 +284,8 @@ pub struct Login {
 impl fmt::Debug for Login {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Login")
-            .field("users", &read(&self.users).len())
-            .field("sessions", &lock(&self.sessions).len())
+            .field("users", &self.users.reading().len())
+            .field("sessions", &self.sessions.locked().len())
             .finish_non_exhaustive()
     }
 }
@@ -294,17 +295,6 @@ impl Default for Login {
     fn default() -> Self {
         Login::new(&[])
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Ends an admitted attempt when its request goes away before the outcome (its account
@@ -318,7 +308,7 @@ struct Admitted<'a> {
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
         if !self.finished {
-            lock(&self.login.throttle).release(self.key);
+            self.login.throttle.locked().release(self.key);
         }
     }
 }
@@ -346,7 +336,7 @@ impl Login {
 
     /// True when at least one user is configured.
     pub fn enabled(&self) -> bool {
-        !read(&self.users).is_empty()
+        !self.users.reading().is_empty()
     }
 
     /// Replaces the users (on reload). Sessions of users removed, or whose hash changed,
@@ -374,14 +364,14 @@ impl Login {
                 .get(name)
                 .is_some_and(|old| new.get(name).is_some_and(|a| a.hash == old.hash))
         };
-        lock(&self.sessions).retain_users(unchanged);
+        self.sessions.locked().retain_users(unchanged);
         *current = new;
     }
 
     /// Makes one dummy hash per cost among `users`' hashes, keeping those of costs
     /// already known (a reload pays only for new costs).
     fn set_dummies(&self, users: &HashMap<String, UserEntry>) {
-        let old = read(&self.dummies).clone();
+        let old = self.dummies.reading().clone();
         let mut dummies: Vec<Dummy> = Vec::new();
         for user in users.values() {
             let Some(cost) = &user.cost else { continue };
@@ -407,8 +397,8 @@ impl Login {
     /// user's (`None` for a name that is no user's): one per cost, the same costs for
     /// every name.
     fn hashes_for(&self, name: &str) -> (Vec<Arc<str>>, Option<usize>) {
-        let user = read(&self.users).get(name).cloned();
-        let dummies = read(&self.dummies);
+        let user = self.users.reading().get(name).cloned();
+        let dummies = self.dummies.reading();
         let mut own = None;
         let mut hashes: Vec<Arc<str>> = Vec::with_capacity(dummies.len().max(1));
         for dummy in dummies.iter() {
@@ -444,31 +434,31 @@ impl Login {
     #[cfg(test)]
     pub(crate) fn session_user(&self, token: &str) -> Option<String> {
         let now = (self.clock)();
-        lock(&self.sessions).get(token, now).map(|(name, _)| name)
+        self.sessions.locked().get(token, now).map(|(name, _)| name)
     }
 
     /// The live session `token`, with its account's current role.
     pub fn session(&self, token: &str) -> Option<SessionInfo> {
         let now = (self.clock)();
-        let (name, csrf) = lock(&self.sessions).get(token, now)?;
-        let role = read(&self.users).get(&name)?.role;
+        let (name, csrf) = self.sessions.locked().get(token, now)?;
+        let role = self.users.reading().get(&name)?.role;
         Some(SessionInfo { name, role, csrf })
     }
 
     /// Starts a session for `user` and returns its token.
     pub fn create_session(&self, user: &str) -> String {
         let now = (self.clock)();
-        lock(&self.sessions).insert(user, now)
+        self.sessions.locked().insert(user, now)
     }
 
     /// Ends the session `token`; returns its user when it was live.
     pub fn end_session(&self, token: &str) -> Option<String> {
-        lock(&self.sessions).remove(token)
+        self.sessions.locked().remove(token)
     }
 
     /// Number of live sessions (expired ones may be counted until they are looked up).
     pub fn session_count(&self) -> usize {
-        lock(&self.sessions).len()
+        self.sessions.locked().len()
     }
 
     /// Hashes verified so far, an unknown name's included (one per cost per attempt).
@@ -490,7 +480,10 @@ impl Login {
         password: &str,
     ) -> Result<(), Refusal> {
         let name_key = NameKey::of(name);
-        let wait = lock(&self.throttle).admit(client, name_key, (self.clock)())?;
+        let wait = self
+            .throttle
+            .locked()
+            .admit(client, name_key, (self.clock)())?;
         let mut admitted = Admitted {
             login: self,
             key: client,
@@ -520,7 +513,9 @@ impl Login {
             own.is_some_and(|at| verified.get(at).copied().unwrap_or(false))
         };
         let success = known && matches;
-        lock(&self.throttle).finish(client, name_key, success, (self.clock)());
+        self.throttle
+            .locked()
+            .finish(client, name_key, success, (self.clock)());
         admitted.finished = true;
         if success {
             Ok(())

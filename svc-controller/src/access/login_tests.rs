@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use argon2::Algorithm;
+
+use crate::util::lock::MutexExt as _;
 use axum::http::HeaderValue;
 
 use super::*;
@@ -349,7 +351,7 @@ async fn names_are_throttled_alike_whether_or_not_they_are_users() {
     // The failed names themselves wait alike, from fresh addresses.
     let mut waits = Vec::new();
     for (i, name) in ["ann", "nobody-1"].into_iter().enumerate() {
-        let mut throttle = lock(&login.throttle);
+        let mut throttle = login.throttle.locked();
         waits.push(throttle.admit(address(20 + i as u32), NameKey::of(name), Instant::now()));
         throttle.release(address(20 + i as u32));
     }

@@ -2,6 +2,7 @@
 //! name, and how a trigger travels through the shared queue. Absent in single-node mode,
 //! where every path of the engine stays as it is.
 
+use crate::util::lock::MutexExt as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
@@ -88,9 +89,7 @@ impl CopiedLogs {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, LogCopyState>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0.locked()
     }
 }
 

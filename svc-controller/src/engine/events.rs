@@ -7,6 +7,7 @@
 //! can refetch the whole picture instead of showing a silent gap. The HTTP layer turns
 //! these into JSON; the engine never does.
 
+use crate::util::lock::MutexExt as _;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
@@ -97,10 +98,7 @@ impl EventBus {
             return;
         }
         let event = make();
-        let mut seq = self
-            .seq
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seq = self.seq.locked();
         *seq += 1;
         // An error only says that the last subscriber left meanwhile.
         let _ = self.sender.send(Published { seq: *seq, event });
@@ -110,10 +108,7 @@ impl EventBus {
     /// every later one reaches it (unless it lags).
     pub(super) fn subscribe(&self) -> (broadcast::Receiver<Published>, u64) {
         // Under the lock: no send is between the subscription and the number read.
-        let seq = self
-            .seq
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seq = self.seq.locked();
         (self.sender.subscribe(), *seq)
     }
 }

@@ -30,6 +30,7 @@ mod testkit;
 mod tests;
 mod timer;
 
+use crate::util::lock::MutexExt as _;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -677,10 +678,7 @@ impl Engine {
     fn lock(&self) -> MutexGuard<'_, Registry> {
         // A panic while holding the lock leaves consistent data (no multi-step invariants
         // span a panic point), so a poisoned lock is still usable.
-        self.inner
-            .registry
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.registry.locked()
     }
 
     /// Builds an entry from disk: logs listed, interrupted runs recorded as failures,
@@ -1424,9 +1422,7 @@ impl Engine {
             };
             (entry.save_lock.clone(), entry.state_path.clone())
         };
-        let _ordered = save_lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ordered = save_lock.locked();
         if let Some(before) = snapshots_before {
             let written = self.lock().map(kind).get(id).map(|entry| entry.saved);
             if written.is_some_and(|saved| saved > before) {

@@ -1,6 +1,7 @@
 //! One run task per busy job: waits for a permit, runs, records, then takes the queued
 //! trigger if there is one.
 
+use crate::util::lock::MutexExt as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -857,9 +858,7 @@ impl Engine {
         // Held to the end of the write, if any: no other write is in flight meanwhile,
         // so `queue_on_disk` tells what the file holds, and none names the new number
         // before its log exists.
-        let _ordered = save_lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ordered = save_lock.locked();
         let (context, write) = {
             let mut registry = self.lock();
             let entry = registry.map(kind).get_mut(id)?;

@@ -14,11 +14,12 @@
 //! are renamed whole, the state file is replaced atomically, and the counters come from
 //! reserved blocks written before they are used.
 
+use crate::util::lock::{CondvarExt as _, MutexExt as _};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 
 use crate::store::history::HistoryFile;
 
@@ -86,7 +87,7 @@ impl Syncer {
 
     /// Queues what a run's end must make durable.
     pub(super) fn run_end(&self, end: RunEnd) {
-        lock(&self.outstanding.count).0 += 1;
+        self.outstanding.count.locked().0 += 1;
         if let Err(mpsc::SendError(end)) = self.queue.send(end) {
             // No thread: do it here, in the caller's (blocking) context.
             do_round(vec![end]);
@@ -97,27 +98,19 @@ impl Syncer {
     /// Waits until everything queued so far is done (not what is queued meanwhile).
     /// Blocking.
     pub(super) fn flush(&self) {
-        let mut count = lock(&self.outstanding.count);
+        let mut count = self.outstanding.count.locked();
         let target = count.0;
         while count.1 < target {
-            count = self
-                .outstanding
-                .done
-                .wait(count)
-                .unwrap_or_else(PoisonError::into_inner);
+            count = self.outstanding.done.waited(count);
         }
     }
 }
 
 impl Outstanding {
     fn finished(&self, n: u64) {
-        lock(&self.count).1 += n;
+        self.count.locked().1 += n;
         self.done.notify_all();
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The thread: waits for work, takes all that is queued, does it as one round.
@@ -202,11 +195,11 @@ mod tests {
                 state: Some((
                     "first".into(),
                     Box::new(move || {
-                        *lock(&entered.0) = true;
+                        *entered.0.locked() = true;
                         entered.1.notify_all();
-                        let mut open = lock(&gate.0);
+                        let mut open = gate.0.locked();
                         while !*open {
-                            open = gate.1.wait(open).unwrap_or_else(PoisonError::into_inner);
+                            open = gate.1.waited(open);
                         }
                     }),
                 )),
@@ -214,12 +207,9 @@ mod tests {
             });
         }
         {
-            let mut inside = lock(&entered.0);
+            let mut inside = entered.0.locked();
             while !*inside {
-                inside = entered
-                    .1
-                    .wait(inside)
-                    .unwrap_or_else(PoisonError::into_inner);
+                inside = entered.1.waited(inside);
             }
         }
         // Four ends of runs of one job, each with its log and directory, queued while
@@ -244,14 +234,14 @@ mod tests {
                 })),
             });
         }
-        assert_eq!(*lock(&syncer.outstanding.count), (5, 0));
+        assert_eq!(*syncer.outstanding.count.locked(), (5, 0));
         {
             let (open, cv) = &*gate;
-            *lock(open) = true;
+            *open.locked() = true;
             cv.notify_all();
         }
         syncer.flush();
-        assert_eq!(*lock(&syncer.outstanding.count), (5, 5));
+        assert_eq!(*syncer.outstanding.count.locked(), (5, 5));
         // The four state writes of one job were done in one round: one of them ran.
         assert_eq!(writes.load(Ordering::SeqCst), 1);
         // Each run's files were cleared, and before the flush returned.

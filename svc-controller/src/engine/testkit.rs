@@ -7,6 +7,7 @@
 //! flight: [`settle`] therefore returns once the engine has done all it can, at no cost in
 //! real time.
 
+use crate::util::lock::MutexExt as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -112,9 +113,7 @@ struct Shared {
 
 impl Shared {
     fn seen(&self) -> MutexGuard<'_, Seen> {
-        self.seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.seen.locked()
     }
 }
 

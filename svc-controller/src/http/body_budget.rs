@@ -10,6 +10,7 @@
 //! is known by its /64, the block one host is usually given, so that a host cannot
 //! multiply its share by changing addresses.
 
+use crate::util::lock::MutexExt as _;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -99,9 +100,7 @@ impl BodyBudget {
     fn lock(&self) -> MutexGuard<'_, Account> {
         // Every change is one complete update of two counters: still consistent after a
         // panic elsewhere.
-        self.account
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.account.locked()
     }
 
     /// An empty charge for a request of the client at `address`.

@@ -39,6 +39,7 @@
 //! | `svc_build_info` | gauge (always 1) | `version` |
 //! | `svc_start_time_seconds` | gauge | |
 
+use crate::util::lock::MutexExt as _;
 use std::sync::LazyLock;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -695,9 +696,7 @@ static QUEUE_SOURCE: std::sync::Mutex<Option<QueueSource>> = std::sync::Mutex::n
 /// walks every job, too much to do at each change with thousands of them. `None` from
 /// `source` (nothing changed, or its engine is gone) keeps the last values.
 pub fn set_queue_source(source: impl Fn() -> Option<QueueSnapshot> + Send + Sync + 'static) {
-    *QUEUE_SOURCE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(source));
+    *QUEUE_SOURCE.locked() = Some(Box::new(source));
 }
 
 /// A webhook was refused; `reason` is a short fixed word such as `signature`.
@@ -747,9 +746,7 @@ pub fn http_request(route: &str, status: u16) {
 pub fn render() -> String {
     // Held through the rendering: two reads at once must not render the per-job gauges
     // while the other one rebuilds them.
-    let source = QUEUE_SOURCE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let source = QUEUE_SOURCE.locked();
     if let Some(snapshot) = source.as_ref().and_then(|source| source()) {
         METRICS.apply_queue_snapshot(&snapshot);
     }

@@ -23,6 +23,7 @@ mod message;
 pub mod ping;
 mod webhook;
 
+use crate::util::lock::{MutexExt as _, RwLockExt as _};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
@@ -115,11 +116,7 @@ impl Notifier {
     /// way keep the ones they started with.
     pub fn reload(&self, notifs: &[NotifConfig]) {
         let notifs = Arc::new(by_name(notifs));
-        *self
-            .shared
-            .notifs
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = notifs;
+        *self.shared.notifs.writing() = notifs;
     }
 
     /// Gives what is under way until `grace` has passed (waits between attempts are cut
@@ -140,10 +137,7 @@ async fn stop_dispatcher(
 ) {
     let deadline = Instant::now() + grace;
     stop.send_replace(Some(deadline));
-    let dispatcher = dispatcher
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take();
+    let dispatcher = dispatcher.locked().take();
     if let Some(dispatcher) = dispatcher {
         // It ends by the deadline on its own; the margin is for its last steps.
         let margin = Duration::from_millis(200);
@@ -291,11 +285,7 @@ struct Prepared {
 /// certificates for its TLS.
 fn prepare(shared: &Shared, ended: RunEnded) -> (Report, Vec<Prepared>) {
     let report = Report::read(&shared.service, ended);
-    let notifs = shared
-        .notifs
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
+    let notifs = shared.notifs.reading().clone();
     let senders = report
         .run
         .notifs
@@ -363,10 +353,7 @@ impl<T> Default for MadeOnce<T> {
 
 impl<T: Clone> MadeOnce<T> {
     fn get_or_make<E>(&self, make: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
-        let mut kept = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut kept = self.0.locked();
         if let Some(value) = kept.as_ref() {
             return Ok(value.clone());
         }

@@ -9,6 +9,7 @@
 //! died, sent garbage, never finished) becomes a failed [`Outcome`] with a reason; nothing
 //! here can take the controller down.
 
+use crate::util::lock::MutexExt as _;
 use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::PermissionsExt as _;
@@ -299,13 +300,6 @@ impl std::fmt::Debug for LaunchedRunner {
     }
 }
 
-/// Locks `mutex`, also when poisoned: what it guards is a plain value.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl LaunchedRunner {
     /// The runner's pid, once started.
     pub fn pid(&self) -> Option<u32> {
@@ -379,8 +373,11 @@ impl RunnerHub {
     /// [`RunnerHub::launch`]).
     pub async fn take(&self, work: RunnerWork) -> LaunchedRunner {
         let now = std::time::Instant::now();
-        let previous = lock(&self.spare.last_take).replace(now);
-        let ready = lock(&self.spare.runner)
+        let previous = self.spare.last_take.locked().replace(now);
+        let ready = self
+            .spare
+            .runner
+            .locked()
             .take()
             .filter(|runner| runner.is_fresh() && runner.work == work);
         if previous.is_some_and(|then| now.duration_since(then) < BURST_GAP) {
@@ -423,10 +420,10 @@ impl RunnerHub {
             let runner = hub.launch(work).await;
             let launched_at = runner.launched_at;
             // A spare left over from before is replaced (and so ended).
-            *lock(&hub.spare.runner) = Some(runner);
+            *hub.spare.runner.locked() = Some(runner);
             hub.spare.refilling.store(false, Ordering::Release);
             sleep(SPARE_KEPT_FOR).await;
-            let mut spare = lock(&hub.spare.runner);
+            let mut spare = hub.spare.runner.locked();
             if spare.as_ref().is_some_and(|r| r.launched_at == launched_at) {
                 *spare = None;
             }
@@ -557,7 +554,7 @@ impl RunnerHub {
         let mut child = self.inner.spawner.spawn(command).await?;
         // Before the token is written: the runner cannot say hello without it, so its
         // pid is known by then.
-        if let Some(pending) = lock(&self.inner.pending).get_mut(token) {
+        if let Some(pending) = self.inner.pending.locked().get_mut(token) {
             pending.pid = child.id();
         }
         if let Some(mut stdin) = child.stdin.take() {

@@ -11,6 +11,7 @@
 //! the exit unknown; [`ForkServer::is_alive`] then tells the caller to start runners the
 //! plain way.
 
+use crate::util::lock::MutexExt as _;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd as _, OwnedFd};
@@ -85,12 +86,6 @@ struct Inner {
     _process: tokio::process::Child,
     /// The thread that started the server, kept while the server may live.
     _started_by: Arc<Spawner>,
-}
-
-fn lock(waiting: &Mutex<Waiting>) -> std::sync::MutexGuard<'_, Waiting> {
-    waiting
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Handle on a running fork server. Dropping the last one closes the control socket:
@@ -177,7 +172,7 @@ impl ForkServer {
             std::os::unix::net::UnixStream::pair().map_err(ForkError::Connection)?;
         let (answer_tx, answer_rx) = oneshot::channel();
         let id = {
-            let mut waiting = lock(&self.inner.waiting);
+            let mut waiting = self.inner.waiting.locked();
             waiting.next_id += 1;
             let id = waiting.next_id;
             waiting.forks.insert(id, answer_tx);
@@ -190,14 +185,14 @@ impl ForkServer {
             fd: Some(OwnedFd::from(theirs)),
         });
         if sent.is_err() {
-            lock(&self.inner.waiting).forks.remove(&id);
+            self.inner.waiting.locked().forks.remove(&id);
             return Err(ForkError::Ended);
         }
         let (pid, exit) = match timeout(ANSWER_TIMEOUT, answer_rx).await {
             Ok(Ok(answer)) => answer?,
             Ok(Err(_)) => return Err(ForkError::Ended),
             Err(_) => {
-                lock(&self.inner.waiting).forks.remove(&id);
+                self.inner.waiting.locked().forks.remove(&id);
                 return Err(ForkError::Timeout(ANSWER_TIMEOUT));
             }
         };
@@ -247,7 +242,7 @@ async fn read_events(
         match event {
             Some(Ok(ForkEvent::Forked { id, pid })) => {
                 let (exit_tx, exit_rx) = oneshot::channel();
-                let mut waiting = lock(&inner.waiting);
+                let mut waiting = inner.waiting.locked();
                 waiting.exits.insert(pid, exit_tx);
                 if let Some(answer) = waiting.forks.remove(&id) {
                     let _ = answer.send(Ok((pid, exit_rx)));
@@ -256,12 +251,12 @@ async fn read_events(
                 // closed with it: the runner exits at once.)
             }
             Some(Ok(ForkEvent::ForkFailed { id, message })) => {
-                if let Some(answer) = lock(&inner.waiting).forks.remove(&id) {
+                if let Some(answer) = inner.waiting.locked().forks.remove(&id) {
                     let _ = answer.send(Err(ForkError::Failed(message)));
                 }
             }
             Some(Ok(ForkEvent::Exited { pid, code, signal })) => {
-                if let Some(exit) = lock(&inner.waiting).exits.remove(&pid) {
+                if let Some(exit) = inner.waiting.locked().exits.remove(&pid) {
                     let _ = exit.send(proto::fork::exit_text(code, signal));
                 }
             }
@@ -278,7 +273,7 @@ async fn read_events(
 /// The server ended while the controller still uses it: whatever waits for it fails.
 fn ended(inner: &Inner) {
     inner.alive.store(false, Ordering::Release);
-    let mut waiting = lock(&inner.waiting);
+    let mut waiting = inner.waiting.locked();
     for (_, answer) in waiting.forks.drain() {
         let _ = answer.send(Err(ForkError::Ended));
     }

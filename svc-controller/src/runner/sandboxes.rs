@@ -17,6 +17,7 @@
 //! runner started ahead may also wait that long for its work), and at most [`CAPACITY`]
 //! are kept: each holds a descriptor and kernel memory for its rules.
 
+use crate::util::lock::MutexExt as _;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,7 +40,7 @@ pub struct Sandboxes {
 impl std::fmt::Debug for Sandboxes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sandboxes")
-            .field("kept", &lock(&self.kept).len())
+            .field("kept", &self.kept.locked().len())
             .finish()
     }
 }
@@ -59,12 +60,6 @@ impl Kept {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Sandboxes {
     /// The ruleset to send with a run of job `id` whose sandbox is `spec`: the one kept
     /// for it when built for the same sandbox and still current; else, for a run that
@@ -73,7 +68,9 @@ impl Sandboxes {
     /// reports why. Blocking (a `stat` per path it depends on; the walk when it builds).
     pub fn for_run(&self, id: &str, spec: &proto::Sandbox, busy: bool) -> Option<Arc<Prepared>> {
         let now = Instant::now();
-        let candidate = lock(&self.kept)
+        let candidate = self
+            .kept
+            .locked()
             .get(id)
             .filter(|kept| {
                 kept.in_use(now)
@@ -84,13 +81,13 @@ impl Sandboxes {
         // Checked without the lock: a `stat` per path.
         match candidate {
             Some(prepared) if prepared.is_current() => {
-                if let Some(kept) = lock(&self.kept).get_mut(id) {
+                if let Some(kept) = self.kept.locked().get_mut(id) {
                     kept.used_at = now;
                 }
                 return Some(prepared);
             }
             _ => {
-                lock(&self.kept).remove(id);
+                self.kept.locked().remove(id);
             }
         }
         // While a directory on the way changes (a tree just made, a busy /tmp), a
@@ -113,7 +110,7 @@ impl Sandboxes {
             // A change came right before the walk after all: for this run only.
             return Some(prepared);
         }
-        let mut kept = lock(&self.kept);
+        let mut kept = self.kept.locked();
         kept.retain(|_, entry| entry.in_use(now));
         if kept.len() >= CAPACITY
             && let Some(oldest) = kept
@@ -140,7 +137,7 @@ impl Sandboxes {
     /// it waits.
     pub fn any_in_use(&self) -> bool {
         let now = Instant::now();
-        lock(&self.kept).values().any(|entry| entry.in_use(now))
+        self.kept.locked().values().any(|entry| entry.in_use(now))
     }
 }
 

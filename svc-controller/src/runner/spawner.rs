@@ -8,6 +8,7 @@
 //! lives as long as any handle on it: the runner hub keeps one, and so does every process
 //! started through it (a runner started afresh, the fork server).
 
+use crate::util::lock::MutexExt as _;
 use std::io;
 use std::path::Path;
 use std::process::Stdio;
@@ -59,8 +60,7 @@ impl Spawner {
         let ended = || io::Error::other("the thread that starts runners has ended");
         let (spawned_tx, spawned_rx) = oneshot::channel();
         self.requests
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .locked()
             .send((command, spawned_tx))
             .map_err(|_| ended())?;
         spawned_rx.await.map_err(|_| ended())?

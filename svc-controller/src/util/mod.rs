@@ -4,4 +4,5 @@
 pub mod fdlimit;
 pub mod fsutil;
 pub mod html;
+pub mod lock;
 pub mod space_reserve;

@@ -1,6 +1,7 @@
 //! One replay store: a map `(job, value) -> time first seen` in memory, mirrored by an
 //! append-only file (the format is in the parent module's documentation).
 
+use crate::util::lock::MutexExt as _;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{self, Write};
@@ -237,9 +238,7 @@ impl ReplayStore {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // The data stays consistent even if a holder panicked: every change is a
         // complete map update.
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner.locked()
     }
 
     /// Atomically: when `(job, value)` is remembered, answers [`Seen::Replay`] and
