@@ -156,46 +156,29 @@ fn segment_allowed(name: &str) -> bool {
     !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0'])
 }
 
-/// Decodes `%XX` escapes once; `None` for a malformed escape.
+/// Decodes `%XX` escapes once; `None` for a malformed escape (a `%` not followed by two
+/// hex digits), which the decoder alone would pass through as it is.
 fn percent_decode(raw: &str) -> Option<Vec<u8>> {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&byte) = bytes.get(i) {
-        if byte == b'%' {
-            let high = hex_value(*bytes.get(i + 1)?)?;
-            let low = hex_value(*bytes.get(i + 2)?)?;
-            out.push((high << 4) | low);
-            i += 3;
-        } else {
-            out.push(byte);
-            i += 1;
-        }
-    }
-    Some(out)
+    let well_formed = raw.split('%').skip(1).all(|after| {
+        after
+            .as_bytes()
+            .get(..2)
+            .is_some_and(|pair| pair.iter().all(u8::is_ascii_hexdigit))
+    });
+    well_formed.then(|| percent_encoding::percent_decode_str(raw).collect())
 }
 
-fn hex_value(byte: u8) -> Option<u8> {
-    match byte {
-        b'0'..=b'9' => Some(byte - b'0'),
-        b'a'..=b'f' => Some(byte - b'a' + 10),
-        b'A'..=b'F' => Some(byte - b'A' + 10),
-        _ => None,
-    }
-}
+/// Every byte but the unreserved `A-Z a-z 0-9 - . _ ~` (RFC 3986).
+const ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// Percent-encodes every byte except the unreserved `A-Z a-z 0-9 - . _ ~`, so the result
 /// is one path segment that no browser reads as a scheme, a query or markup.
 fn percent_encode(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for &byte in name.as_bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(name, ESCAPED).to_string()
 }
 
 // ----- file system -----------------------------------------------------------------------

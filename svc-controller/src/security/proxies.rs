@@ -11,13 +11,12 @@
 use std::fmt;
 use std::net::IpAddr;
 
+use ipnet::IpNet;
+
 /// One entry of `trusted_proxies`: an address, or a CIDR range (`10.0.0.0/8`,
 /// `fd00::/8`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpRange {
-    network: IpAddr,
-    prefix: u8,
-}
+pub struct IpRange(IpNet);
 
 impl IpRange {
     /// Parses `ADDRESS` or `ADDRESS/PREFIX`. Bits set below the prefix are refused, so a
@@ -49,47 +48,26 @@ impl IpRange {
                 }
             }
         };
-        let range = IpRange { network, prefix };
-        if range.masked(network) != network {
+        let net = IpNet::new(network, prefix)
+            .map_err(|_| format!("{prefix} is not a prefix length from 0 to {bits}"))?;
+        if net.trunc() != net {
             return Err(format!(
                 "{text} has bits set past its prefix (the range is {})",
-                IpRange {
-                    network: range.masked(network),
-                    prefix
-                }
+                net.trunc()
             ));
         }
-        Ok(range)
-    }
-
-    /// `ip` with the bits past the prefix cleared (of the same family).
-    fn masked(&self, ip: IpAddr) -> IpAddr {
-        match ip {
-            IpAddr::V4(v4) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                IpAddr::V4((u32::from(v4) & mask).into())
-            }
-            IpAddr::V6(v6) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                IpAddr::V6((u128::from(v6) & mask).into())
-            }
-        }
+        Ok(IpRange(net))
     }
 
     /// True when `ip` is in the range (IPv4-mapped IPv6 counts as IPv4).
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = ip.to_canonical();
-        ip.is_ipv4() == self.network.is_ipv4() && self.masked(ip) == self.network
+        self.0.contains(&ip.to_canonical())
     }
 }
 
 impl fmt::Display for IpRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.network, self.prefix)
+        write!(f, "{}", self.0)
     }
 }
 
