@@ -4,6 +4,7 @@
 //! reloading and stopping, and the watchdog is pinged from the main loop (see
 //! [`service_manager`]).
 
+mod allocator;
 mod cluster_join;
 pub mod migrate;
 pub mod preview;
@@ -235,29 +236,17 @@ fn end_quietly_when_stdout_closes() {
     }
 }
 
-/// Keeps glibc's malloc from handing memory back to the kernel after every request.
-/// hyper parses each request head into tables sized for [`http::server`]'s header-line
-/// limit (two of 128 KiB); at glibc's default, adaptive thresholds every request grew
-/// the heap or mapped memory for them and gave it back when freed, paying page faults
-/// and trims each time (about a tenth of the CPU of a refused webhook). Fixed thresholds
-/// keep buffers of that size in the heap for reuse; free memory above 1 MiB at the top of
-/// a heap is still returned to the kernel.
-fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets allocator parameters, and this runs before the runtime
-    // starts any thread, so no allocation is in progress elsewhere.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 512 * 1024);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1024 * 1024);
-    }
-}
-
 /// How long an idle blocking thread is kept (tokio's default: 10 s). tokio queues
 /// blocking work for an idle or busy thread when it cannot start a new one, but panics
 /// when its pool has no thread at all; a host whose task table a job filled (without
 /// cgroups, [`crate::runner::cgroups`]) must not find the pool empty, so threads, once started,
-/// stay. An idle thread costs a few KiB.
+/// stay, at most [`BLOCKING_THREADS`] of them.
 const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(24 * 3600);
+
+/// The most blocking threads each runtime keeps (tokio's default: 512). Their work is
+/// short file work (state, logs, the spend store), which queues when all are busy; the
+/// bound keeps what a burst started, and kept for [`BLOCKING_KEEP_ALIVE`], small.
+const BLOCKING_THREADS: usize = 64;
 
 /// The engine's runtime: one thread (and its blocking threads) at the service's own
 /// priority, above the HTTP threads (see [`HTTP_NICE`]). It runs the runs, the timers
@@ -267,6 +256,7 @@ fn engine_runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .worker_threads(1)
         .thread_name("svc-engine")
         .thread_keep_alive(BLOCKING_KEEP_ALIVE)
+        .max_blocking_threads(BLOCKING_THREADS)
         .enable_all()
         .build()
 }
@@ -390,11 +380,12 @@ fn serve_or_check(cli: Cli) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_tracing(config.main.log_level.as_deref());
-    tune_allocator();
+    allocator::tune();
     let http_nice = http_thread_nice();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_keep_alive(BLOCKING_KEEP_ALIVE)
+        .max_blocking_threads(BLOCKING_THREADS)
         .on_thread_start(move || set_thread_nice(http_nice))
         .build()
     {
@@ -732,6 +723,7 @@ pub async fn run(
         "listening on {address}; {jobs} jobs, {http_jobs} http jobs"
     ));
 
+    let trimmer = tokio::spawn(allocator::hand_back_free_memory());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(http::server::serve(
         listener,
@@ -753,6 +745,7 @@ pub async fn run(
     wait_for_stop(signals, reloads, &reloader).await?;
     tracing::info!("stopping");
     service_manager::stopping();
+    trimmer.abort();
     let _ = stop_tx.send(());
     engine.shutdown(SHUTDOWN_LIMIT).await;
     // The runs the stop ended are announced by now.
