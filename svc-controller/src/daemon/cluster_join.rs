@@ -15,7 +15,8 @@ use crate::cluster::{
 };
 use crate::config::{ClusterConfig, Config};
 
-use super::{EXIT_CONFIG, some_names};
+use super::EXIT_CONFIG;
+use super::check::some_names;
 
 /// How long the start-up tries to reach the database before giving up: long enough for
 /// a database that starts with the machine, short enough that the service manager sees
