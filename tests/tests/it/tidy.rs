@@ -25,7 +25,6 @@ const LARGE_FILES: &[(&str, usize)] = &[
     ("svc-controller/src/config/parse.rs", 2576),
     ("svc-controller/src/engine/mod.rs", 1738),
     ("svc-controller/src/engine/run.rs", 1283),
-    ("svc-controller/src/runner/exec.rs", 995),
     ("svc-controller/src/cluster/store.rs", 958),
     ("tests/src/service.rs", 947),
     ("svc-controller/src/config/model.rs", 924),
@@ -34,7 +33,7 @@ const LARGE_FILES: &[(&str, usize)] = &[
 
 /// Functions allowed over 100 lines, marked `#[expect(clippy::too_many_lines)]`: to be
 /// split; the number only goes down.
-const LONG_FUNCTIONS: usize = 28;
+const LONG_FUNCTIONS: usize = 27;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
