@@ -15,7 +15,8 @@ use super::error::ClusterError;
 use super::model::{
     ClusterOverview, DefComparison, DefHolders, DifferingJob, JobDef, JobKey, NodeInfo,
 };
-use super::store::{ClusterStore, parse_kind};
+use super::store::ClusterStore;
+use super::store_rows::parse_kind;
 
 impl ClusterStore {
     /// How `defs` (a configuration's jobs and hashes, for node `node`) stand against the
@@ -27,7 +28,7 @@ impl ClusterStore {
         node: &str,
         defs: &[JobDef],
     ) -> Result<DefComparison, ClusterError> {
-        let (kinds, ids, hashes) = super::store::def_columns(defs);
+        let (kinds, ids, hashes) = super::store_rows::def_columns(defs);
         let mut tx = self.read_only().await?;
         let live_nodes: Vec<String> = sqlx::query_scalar(
             "SELECT name FROM svc_nodes

@@ -27,8 +27,10 @@ mod error;
 mod heartbeat;
 mod migrations;
 mod model;
+mod replay_table;
 mod shared;
 mod store;
+mod store_rows;
 
 pub use defhash::{http_job_hash, job_hash};
 pub use error::ClusterError;

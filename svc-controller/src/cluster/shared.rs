@@ -15,7 +15,8 @@ use sqlx::postgres::PgRow;
 
 use super::error::ClusterError;
 use super::model::JobKey;
-use super::store::{ClusterStore, job_key};
+use super::store::ClusterStore;
+use super::store_rows::job_key;
 use crate::store::state::RunStatus;
 
 /// Bytes of one row of `svc_log_chunks`. Large enough that a log of `log_max_size`

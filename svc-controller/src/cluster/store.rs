@@ -6,20 +6,19 @@
 //! the database's `now()`, never a node's clock, so nodes whose clocks drift apart still
 //! agree on which lease has lapsed.
 
-use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Connection, Postgres, Row, Transaction};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, Row, Transaction};
 
 use super::error::ClusterError;
-use super::migrations;
 use super::model::{
-    ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, JobKind, NewTrigger,
-    PauseChanges, ReapedRun, ReplayStore, RunOutcome, SchemaStatus, Signal, SlotClaim,
+    ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, NewTrigger, PauseChanges,
+    ReapedRun, RunOutcome, Signal, SlotClaim,
 };
+use super::store_rows::{claimed_run, def_columns, parse_kind, reaped_run};
 use crate::store::state::RunStatus;
 
 /// How long a running run stays its node's without a heartbeat.
@@ -134,40 +133,6 @@ impl ClusterStore {
                 ),
             ))),
         }
-    }
-
-    /// Brings the schema up to date. Nodes may call it together: sqlx's migrator holds a
-    /// PostgreSQL advisory lock while it checks and applies, so each migration is applied
-    /// once and the others wait, then find nothing to do.
-    pub async fn migrate(&self) -> Result<(), ClusterError> {
-        let migrator = migrations::migrator().await?;
-        // A connection of its own, closed afterwards: the advisory lock belongs to the
-        // session, and a migration failing half-way must not leave it held by a
-        // connection that goes back to the pool.
-        let mut conn = self.pool.acquire().await?.detach();
-        let result = migrator.run_direct(&mut conn).await;
-        let _ = conn.close().await;
-        result.map_err(ClusterError::from)
-    }
-
-    /// How the schema stands against this binary's migrations, without changing anything
-    /// (for `--check`): read from the migrator's own table, `_sqlx_migrations`.
-    pub async fn schema_status(&self) -> Result<SchemaStatus, ClusterError> {
-        let embedded = migrations::embedded().await?;
-        let mut conn = self.pool.acquire().await?;
-        let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
-            .fetch_one(&mut *conn)
-            .await?;
-        let applied: Vec<(i64, bool, Vec<u8>)> = if exists {
-            sqlx::query_as(
-                "SELECT version, success, checksum FROM _sqlx_migrations ORDER BY version",
-            )
-            .fetch_all(&mut *conn)
-            .await?
-        } else {
-            Vec::new()
-        };
-        Ok(compare_schema(&embedded, &applied))
     }
 
     /// The database's clock, which every lease is measured by.
@@ -737,98 +702,6 @@ impl ClusterStore {
             .await?;
         Ok(())
     }
-
-    /// Records `key` in replay store `store`: true the first time (or once an earlier
-    /// record is older than `ttl`), false when it was already seen, whichever node saw it.
-    pub async fn seen_once(
-        &self,
-        store: ReplayStore,
-        key: &[u8],
-        ttl: Duration,
-    ) -> Result<bool, ClusterError> {
-        let fresh = sqlx::query(
-            "INSERT INTO svc_replay (store, key, seen_at) VALUES ($1, $2, now())
-             ON CONFLICT (store, key) DO UPDATE SET seen_at = now()
-             WHERE svc_replay.seen_at <= now() - make_interval(secs => $3)",
-        )
-        .bind(store.as_str())
-        .bind(key)
-        .bind(ttl.as_secs_f64())
-        .execute(&self.pool)
-        .await?;
-        Ok(fresh.rows_affected() == 1)
-    }
-
-    /// Whether `key` was recorded in `store` within `ttl`, whichever node recorded it.
-    pub async fn is_seen(
-        &self,
-        store: ReplayStore,
-        key: &[u8],
-        ttl: Duration,
-    ) -> Result<bool, ClusterError> {
-        Ok(sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM svc_replay
-                            WHERE store = $1 AND key = $2
-                              AND seen_at > now() - make_interval(secs => $3))",
-        )
-        .bind(store.as_str())
-        .bind(key)
-        .bind(ttl.as_secs_f64())
-        .fetch_one(&self.pool)
-        .await?)
-    }
-
-    /// Forgets `key` in `store` (the trigger it came with was refused after all).
-    pub async fn forget_seen(&self, store: ReplayStore, key: &[u8]) -> Result<(), ClusterError> {
-        sqlx::query("DELETE FROM svc_replay WHERE store = $1 AND key = $2")
-            .bind(store.as_str())
-            .bind(key)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-}
-
-/// What [`ClusterStore::schema_status`] decides from the embedded migrations and the
-/// applied ones (version, success, checksum).
-fn compare_schema(
-    embedded: &[sqlx::migrate::Migration],
-    applied: &[(i64, bool, Vec<u8>)],
-) -> SchemaStatus {
-    for (version, success, checksum) in applied {
-        if !success {
-            return SchemaStatus::Broken {
-                version: *version,
-                reason: "it failed half-way",
-            };
-        }
-        if let Some(known) = embedded.iter().find(|m| m.version == *version)
-            && known.checksum.as_ref() != checksum.as_slice()
-        {
-            return SchemaStatus::Broken {
-                version: *version,
-                reason: "its content differs from this release's",
-            };
-        }
-    }
-    let newer: Vec<i64> = applied
-        .iter()
-        .map(|(version, _, _)| *version)
-        .filter(|version| !embedded.iter().any(|m| m.version == *version))
-        .collect();
-    if !newer.is_empty() {
-        return SchemaStatus::Newer(newer);
-    }
-    let pending: Vec<i64> = embedded
-        .iter()
-        .map(|m| m.version)
-        .filter(|version| !applied.iter().any(|(v, _, _)| v == version))
-        .collect();
-    if pending.is_empty() {
-        SchemaStatus::Current
-    } else {
-        SchemaStatus::Pending(pending)
-    }
 }
 
 /// Creates `job`'s row when the cluster does not have it yet (the first node that meets a
@@ -850,55 +723,6 @@ async fn is_paused(tx: &mut Transaction<'_, Postgres>, job: &JobKey) -> Result<b
             .fetch_one(&mut **tx)
             .await?,
     )
-}
-
-/// `defs` as the columns `UNNEST` takes (kinds, IDs, hashes), one row per job whatever
-/// the caller gives: an upsert that meets the same key twice in one statement is refused
-/// by PostgreSQL, and a comparison would count a job twice.
-pub(super) fn def_columns(defs: &[JobDef]) -> (Vec<&str>, Vec<&str>, Vec<&str>) {
-    let unique: BTreeMap<&JobKey, &str> = defs
-        .iter()
-        .map(|def| (&def.job, def.hash.as_str()))
-        .collect();
-    let kinds = unique.keys().map(|job| job.kind.as_str()).collect();
-    let ids = unique.keys().map(|job| job.id.as_str()).collect();
-    let hashes = unique.values().copied().collect();
-    (kinds, ids, hashes)
-}
-
-pub(super) fn parse_kind(kind: &str) -> Result<JobKind, ClusterError> {
-    JobKind::parse(kind).ok_or_else(|| ClusterError::BadData(format!("unknown job kind {kind:?}")))
-}
-
-pub(super) fn job_key(row: &PgRow) -> Result<JobKey, ClusterError> {
-    let kind: String = row.try_get("kind")?;
-    Ok(JobKey {
-        kind: parse_kind(&kind)?,
-        id: row.try_get("id")?,
-    })
-}
-
-fn claimed_run(row: &PgRow) -> Result<ClaimedRun, ClusterError> {
-    Ok(ClaimedRun {
-        run_id: row.try_get("run_id")?,
-        job: job_key(row)?,
-        counter: row.try_get("counter")?,
-        attempt: row.try_get("attempt")?,
-        payload: row.try_get("trigger")?,
-        accepted_by: row.try_get("accepted_by")?,
-        accepted_at: row.try_get("accepted_at")?,
-        started_at: row.try_get("started_at")?,
-        lease_until: row.try_get("lease_until")?,
-    })
-}
-
-fn reaped_run(row: &PgRow) -> Result<ReapedRun, ClusterError> {
-    Ok(ReapedRun {
-        run_id: row.try_get("run_id")?,
-        job: job_key(row)?,
-        counter: row.try_get("counter")?,
-        node: row.try_get("node")?,
-    })
 }
 
 /// Sends `signal` on [`SIGNAL_CHANNEL`] over `connection` (inside a transaction, at its
@@ -954,61 +778,4 @@ async fn insert_queued(
         .bind(&trigger.accepted_by)
         .fetch_optional(&mut *tx)
         .await?)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::borrow::Cow;
-
-    use sqlx::migrate::{Migration, MigrationType};
-
-    use super::*;
-
-    fn migration(version: i64, sql: &'static str) -> Migration {
-        Migration::new(
-            version,
-            Cow::Borrowed("m"),
-            MigrationType::Simple,
-            Cow::Borrowed(sql),
-            false,
-        )
-    }
-
-    fn applied(m: &Migration) -> (i64, bool, Vec<u8>) {
-        (m.version, true, m.checksum.to_vec())
-    }
-
-    #[test]
-    fn the_schema_is_compared_with_the_embedded_migrations() {
-        let (one, two) = (migration(1, "SELECT 1"), migration(2, "SELECT 2"));
-        let embedded = [one.clone(), two.clone()];
-        assert_eq!(
-            compare_schema(&embedded, &[applied(&one), applied(&two)]),
-            SchemaStatus::Current
-        );
-        assert_eq!(
-            compare_schema(&embedded, &[applied(&one)]),
-            SchemaStatus::Pending(vec![2])
-        );
-        assert_eq!(
-            compare_schema(&embedded, &[]),
-            SchemaStatus::Pending(vec![1, 2])
-        );
-        let three = migration(3, "SELECT 3");
-        assert_eq!(
-            compare_schema(&embedded, &[applied(&one), applied(&two), applied(&three)]),
-            SchemaStatus::Newer(vec![3])
-        );
-        let mut failed = applied(&two);
-        failed.1 = false;
-        assert!(matches!(
-            compare_schema(&embedded, &[applied(&one), failed]),
-            SchemaStatus::Broken { version: 2, .. }
-        ));
-        let edited = (1, true, migration(1, "SELECT 10").checksum.to_vec());
-        assert!(matches!(
-            compare_schema(&embedded, &[edited]),
-            SchemaStatus::Broken { version: 1, .. }
-        ));
-    }
 }
