@@ -21,8 +21,11 @@
 //! | [`notify`] | notifications and health pings of run ends |
 //! | [`http`] | the HTTP API and UI |
 //! | [`daemon`] | the command line, start-up, `--check`, signals, reload, migration, previews |
+//!
+//! A layer is `pub` only when another crate (tests, bench, fuzz) uses it; the others are
+//! `pub(crate)`, so that rustc reports what in them nothing uses.
 
-pub mod util;
+pub(crate) mod util;
 
 pub mod time;
 
@@ -32,7 +35,7 @@ pub mod config;
 
 pub mod store;
 
-pub mod metrics;
+pub(crate) mod metrics;
 
 pub mod cluster;
 
@@ -42,8 +45,8 @@ pub mod access;
 
 pub mod engine;
 
-pub mod notify;
+pub(crate) mod notify;
 
-pub mod http;
+pub(crate) mod http;
 
 pub mod daemon;

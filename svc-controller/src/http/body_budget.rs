@@ -88,11 +88,13 @@ impl BodyBudget {
     }
 
     /// Most bytes one client address may hold at once.
+    #[cfg(test)]
     pub fn per_client(&self) -> u64 {
         self.per_client
     }
 
     /// Bytes held now, all clients together.
+    #[cfg(test)]
     pub fn used(&self) -> u64 {
         self.lock().used
     }
@@ -133,6 +135,7 @@ impl BodyCharge {
     }
 
     /// Bytes this request holds.
+    #[cfg(test)]
     pub fn held(&self) -> u64 {
         self.held
     }

@@ -27,7 +27,7 @@ use crate::time::schedule::Timer;
 pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
 // The one redaction rule, shared with the runner.
-pub use proto::redact::{REDACTED, redact_header, redact_url};
+pub use proto::redact::{redact_header, redact_url};
 
 fn time(t: Option<DateTime<Utc>>) -> String {
     t.map_or_else(|| ZERO_TIME.to_string(), crate::time::timezone::utc_text)
@@ -491,6 +491,7 @@ impl EnvironmentCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proto::redact::REDACTED;
 
     /// An engine without timers over a temporary `dir_base` with `jobs` webhook jobs
     /// (`j0`, `j1`, ...), each with `logs` finished logs on disk.

@@ -391,7 +391,6 @@ fn facade_records_into_the_process_registry() {
     );
     http_request("/unit_test/route/{x}", 418);
     webhook_rejected("unit_test_reason");
-    set_queue_length(0);
     timer_fired(Duration::from_millis(1));
     timer_tick_skipped("running");
     let text = render();

@@ -642,11 +642,6 @@ pub fn trigger_refused(reason: &'static str) {
     METRICS.trigger_refused(reason);
 }
 
-/// Number of runs waiting (queued triggers plus runs waiting for a permit) changed.
-pub fn set_queue_length(waiting: usize) {
-    METRICS.set_queue_length(waiting);
-}
-
 /// A timer fired `lateness` after its due time (see `svc_timer_lateness_seconds`).
 pub fn timer_fired(lateness: Duration) {
     METRICS.timer_lateness.observe(lateness.as_secs_f64());

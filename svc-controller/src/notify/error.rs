@@ -25,9 +25,6 @@ pub enum NotifyError {
     /// The webhook's receiver answered with this status, not a 2xx.
     #[error("the receiver answered HTTP {0}")]
     Status(u16),
-    /// A task of the sender ended abnormally.
-    #[error("internal error: {0}")]
-    Internal(String),
     /// The job names a notif that a reload removed meanwhile.
     #[error("no [notif {0:?}] section any more")]
     Unknown(String),
@@ -40,8 +37,10 @@ mod tests {
 
     #[test]
     fn notify_errors_are_described_as_they_read() {
-        let refused = NotifyError::Internal("the task was cancelled".into());
-        assert_eq!(describe(&refused), "internal error: the task was cancelled");
+        assert_eq!(
+            describe(&NotifyError::Status(503)),
+            "the receiver answered HTTP 503"
+        );
         assert_eq!(
             describe(&NotifyError::Unknown("mail".into())),
             "no [notif \"mail\"] section any more"
