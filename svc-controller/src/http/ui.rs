@@ -4,11 +4,15 @@
 //!
 //! Everything is embedded in the binary (the files of `svc-controller/ui/`, listed by
 //! `build.rs` as it finds them, and the pages it renders); nothing is read from disk or
-//! fetched from elsewhere at run time. HTML answers carry a strict
-//! Content-Security-Policy (scripts and styles from `'self'` only, no inline script),
-//! `X-Content-Type-Options: nosniff`, `Referrer-Policy: same-origin` and
-//! `Cache-Control: no-cache` (always revalidated). Assets carry an ETag and answer
-//! `304 Not Modified` to a matching `If-None-Match`.
+//! fetched from elsewhere at run time. The dashboard is native ES modules, no bundler:
+//! `index.html` loads `main.js` as `<script type="module">`, which imports the rest by
+//! relative addresses (`./state.js`, `./views/job.js`), all under `/svc/assets/`, all
+//! served as `text/javascript` and allowed by `script-src 'self'`.
+//!
+//! HTML answers carry a strict Content-Security-Policy (scripts and styles from `'self'`
+//! only, no inline script), `X-Content-Type-Options: nosniff`,
+//! `Referrer-Policy: same-origin` and `Cache-Control: no-cache` (always revalidated).
+//! Assets carry an ETag and answer `304 Not Modified` to a matching `If-None-Match`.
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -25,7 +29,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
      form-action 'none'; frame-ancestors 'none'";
 
-/// The dashboard's HTML shell; the content is built by `app.js`.
+/// The dashboard's HTML shell; the content is built by `main.js` and its modules.
 const SHELL: &str = include_str!("../../ui/index.html");
 
 /// The login page; its form is handled by `login.js`.
@@ -34,7 +38,7 @@ const LOGIN_PAGE: &str = include_str!("../../ui/login.html");
 /// One embedded file under `/svc/assets/`: the generated `ASSETS` lists every file of
 /// `svc-controller/ui/` (sub-folders included) but the HTML pages above.
 struct Asset {
-    /// Its path below `ui/` and under `/svc/assets/`, such as `app.js`.
+    /// Its path below `ui/` and under `/svc/assets/`, such as `views/job.js`.
     name: &'static str,
     content_type: &'static str,
     body: &'static [u8],
@@ -168,10 +172,13 @@ mod tests {
     #[test]
     fn the_asset_table_holds_the_ui_folder_with_script_types() {
         for name in [
-            "app.js",
+            "main.js",
             "login.js",
             "api.js",
             "hmac.js",
+            "state.js",
+            "views/dashboard.js",
+            "views/job.js",
             "app.css",
             "favicon.svg",
         ] {
@@ -189,6 +196,8 @@ mod tests {
             let digest = Sha256::digest(asset.body);
             assert_eq!(asset.etag, format!("\"{}\"", hex::encode(&digest[..12])));
         }
+        assert!(SHELL.contains(r#"<script type="module" src="/svc/assets/main.js">"#));
+        assert!(LOGIN_PAGE.contains(r#"<script type="module" src="/svc/assets/login.js">"#));
     }
 
     #[test]
