@@ -8,10 +8,16 @@
 //!
 //! Output: `$OUT_DIR/doc_<slug>.html` per page, `$OUT_DIR/doc_index.html`, and
 //! `$OUT_DIR/docs.rs`, which `src/http/ui.rs` includes.
+//!
+//! It also lists the web UI's files for `src/http/ui.rs` (`build/assets.rs`):
+//! `$OUT_DIR/ui_assets.rs`.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+#[path = "build/assets.rs"]
+mod assets;
 
 /// The same escaping the service uses at run time.
 #[path = "src/util/html.rs"]
@@ -113,6 +119,8 @@ fn main() {
     let root = manifest_dir.join("..");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=build/assets.rs");
+    assets::generate(&manifest_dir.join("ui"), &out_dir);
 
     let by_path: HashMap<&str, &str> = SOURCES.iter().map(|s| (s.path, s.slug)).collect();
     let mut table = String::from(

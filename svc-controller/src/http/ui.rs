@@ -2,21 +2,23 @@
 //! the login page at `/svc/login` (see [`crate::access::login`]), and the documentation rendered
 //! at build time under `/svc/doc`.
 //!
-//! Everything is embedded in the binary (`include_str!` of `svc-controller/ui/*` and of
-//! the pages `build.rs` renders); nothing is read from disk or fetched from elsewhere at
-//! run time. HTML answers carry a strict Content-Security-Policy (scripts and styles from
-//! `'self'` only, no inline script), `X-Content-Type-Options: nosniff`,
+//! Everything is embedded in the binary (the files of `svc-controller/ui/`, listed by
+//! `build.rs` as it finds them, and the pages it renders); nothing is read from disk or
+//! fetched from elsewhere at run time. The dashboard is native ES modules, no bundler:
+//! `index.html` loads `main.js` as `<script type="module">`, which imports the rest by
+//! relative addresses (`./state.js`, `./views/job.js`), all under `/svc/assets/`, all
+//! served as `text/javascript` and allowed by `script-src 'self'`.
+//!
+//! HTML answers carry a strict Content-Security-Policy (scripts and styles from `'self'`
+//! only, no inline script), `X-Content-Type-Options: nosniff`,
 //! `Referrer-Policy: same-origin` and `Cache-Control: no-cache` (always revalidated).
 //! Assets carry an ETag and answer `304 Not Modified` to a matching `If-None-Match`.
-
-use std::sync::LazyLock;
 
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sha2::{Digest, Sha256};
 
 use super::{ApiError, AppState};
 
@@ -27,65 +29,24 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
      form-action 'none'; frame-ancestors 'none'";
 
-/// The dashboard's HTML shell; the content is built by `app.js`.
+/// The dashboard's HTML shell; the content is built by `main.js` and its modules.
 const SHELL: &str = include_str!("../../ui/index.html");
 
 /// The login page; its form is handled by `login.js`.
 const LOGIN_PAGE: &str = include_str!("../../ui/login.html");
 
-/// One embedded file under `/svc/assets/`.
+/// One embedded file under `/svc/assets/`: the generated `ASSETS` lists every file of
+/// `svc-controller/ui/` (sub-folders included) but the HTML pages above.
 struct Asset {
+    /// Its path below `ui/` and under `/svc/assets/`, such as `views/job.js`.
     name: &'static str,
     content_type: &'static str,
     body: &'static [u8],
-    etag: String,
+    /// Quoted, from the body's SHA-256, computed at build time.
+    etag: &'static str,
 }
 
-fn asset(name: &'static str, content_type: &'static str, body: &'static [u8]) -> Asset {
-    let digest = Sha256::digest(body);
-    let etag = format!("\"{}\"", hex::encode(&digest[..12]));
-    Asset {
-        name,
-        content_type,
-        body,
-        etag,
-    }
-}
-
-static ASSETS: LazyLock<Vec<Asset>> = LazyLock::new(|| {
-    vec![
-        asset(
-            "app.css",
-            "text/css; charset=utf-8",
-            include_bytes!("../../ui/app.css"),
-        ),
-        asset(
-            "app.js",
-            "text/javascript; charset=utf-8",
-            include_bytes!("../../ui/app.js"),
-        ),
-        asset(
-            "api.js",
-            "text/javascript; charset=utf-8",
-            include_bytes!("../../ui/api.js"),
-        ),
-        asset(
-            "login.js",
-            "text/javascript; charset=utf-8",
-            include_bytes!("../../ui/login.js"),
-        ),
-        asset(
-            "hmac.js",
-            "text/javascript; charset=utf-8",
-            include_bytes!("../../ui/hmac.js"),
-        ),
-        asset(
-            "favicon.svg",
-            "image/svg+xml",
-            include_bytes!("../../ui/favicon.svg"),
-        ),
-    ]
-});
+include!(concat!(env!("OUT_DIR"), "/ui_assets.rs"));
 
 /// Routes of the UI: `/svc`, `/svc/`, `/svc/login`, `/svc/assets/*`, `/svc/doc`,
 /// `/svc/doc/*`; the login page and the assets need no session.
@@ -152,8 +113,12 @@ async fn doc_page(Path(page): Path<String>) -> Response {
     }
 }
 
+fn find_asset(name: &str) -> Option<&'static Asset> {
+    ASSETS.iter().find(|asset| asset.name == name)
+}
+
 async fn asset_file(Path(file): Path<String>, request_headers: HeaderMap) -> Response {
-    let Some(asset) = ASSETS.iter().find(|asset| asset.name == file) else {
+    let Some(asset) = find_asset(&file) else {
         return ApiError::not_found("no such resource").into_response();
     };
     let matches = request_headers
@@ -170,7 +135,7 @@ async fn asset_file(Path(file): Path<String>, request_headers: HeaderMap) -> Res
     };
     let headers = response.headers_mut();
     common_headers(headers);
-    if let Ok(etag) = HeaderValue::from_str(&asset.etag) {
+    if let Ok(etag) = HeaderValue::from_str(asset.etag) {
         headers.insert(header::ETAG, etag);
     }
     response
@@ -178,6 +143,8 @@ async fn asset_file(Path(file): Path<String>, request_headers: HeaderMap) -> Res
 
 #[cfg(test)]
 mod tests {
+    use sha2::{Digest, Sha256};
+
     use super::*;
 
     #[test]
@@ -203,8 +170,39 @@ mod tests {
     }
 
     #[test]
+    fn the_asset_table_holds_the_ui_folder_with_script_types() {
+        for name in [
+            "main.js",
+            "login.js",
+            "api.js",
+            "hmac.js",
+            "state.js",
+            "views/dashboard.js",
+            "views/job.js",
+            "app.css",
+            "favicon.svg",
+        ] {
+            assert!(find_asset(name).is_some(), "{name} is embedded");
+        }
+        for asset in ASSETS {
+            assert!(
+                !asset.name.ends_with(".html"),
+                "{}: pages are routes",
+                asset.name
+            );
+            if asset.name.ends_with(".js") {
+                assert_eq!(asset.content_type, "text/javascript; charset=utf-8");
+            }
+            let digest = Sha256::digest(asset.body);
+            assert_eq!(asset.etag, format!("\"{}\"", hex::encode(&digest[..12])));
+        }
+        assert!(SHELL.contains(r#"<script type="module" src="/svc/assets/main.js">"#));
+        assert!(LOGIN_PAGE.contains(r#"<script type="module" src="/svc/assets/login.js">"#));
+    }
+
+    #[test]
     fn assets_have_distinct_etags() {
-        let mut tags: Vec<&str> = ASSETS.iter().map(|a| a.etag.as_str()).collect();
+        let mut tags: Vec<&str> = ASSETS.iter().map(|a| a.etag).collect();
         tags.sort_unstable();
         tags.dedup();
         assert_eq!(tags.len(), ASSETS.len());

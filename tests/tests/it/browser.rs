@@ -430,7 +430,7 @@ async fn roles_in_chromium() {
 #[tokio::test]
 async fn hmac_js_passes_the_fips_and_rfc_4231_vectors() {
     require_prerequisites(false);
-    let out = node(&["--test", "hmac.test.cjs"], &[], Duration::from_secs(60)).await;
+    let out = node(&["--test", "hmac.test.mjs"], &[], Duration::from_secs(60)).await;
     assert!(out.contains("# fail 0"), "{out}");
 }
 

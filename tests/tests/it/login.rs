@@ -196,9 +196,12 @@ async fn with_a_user_the_ui_and_the_get_api_need_a_login() {
     let css = get(&service, "/svc/assets/app.css", None).await;
     css.expect(200);
     assert!(css.header("content-type").starts_with("text/css"));
-    get(&service, "/svc/assets/login.js", None)
-        .await
-        .expect(200);
+    // login.js and the module it imports, before any session.
+    for module in ["/svc/assets/login.js", "/svc/assets/api.js"] {
+        let answer = get(&service, module, None).await;
+        answer.expect(200);
+        assert!(answer.header("content-type").starts_with("text/javascript"));
+    }
     let page = get(&service, "/svc/login", None).await;
     page.expect(200);
     assert!(page.raw.contains("id=\"login-form\""));

@@ -4,7 +4,7 @@
 //! - a module of `svc-controller` uses only its own layer and the layers below it (the
 //!   order is the table in `svc-controller/src/lib.rs`);
 //! - every source file is in ARCHITECTURE.md's code map (tests beside their module,
-//!   `*_tests.rs` and `tests.rs`, excepted);
+//!   `*_tests.rs` and `tests.rs`, excepted), the web UI's files included;
 //! - no production source file is over 800 lines, but for the files listed in
 //!   [`LARGE_FILES`], each at most as long as it is now (a ratchet: they only shrink);
 //! - the integration tests are one binary (`tests/tests/it`);
@@ -42,6 +42,11 @@ fn workspace() -> PathBuf {
 
 /// Every `.rs` file below `dir`, as paths relative to the workspace.
 fn sources(dir: &str) -> Vec<String> {
+    files_with(dir, &["rs"])
+}
+
+/// Every file below `dir` with one of `extensions`, as paths relative to the workspace.
+fn files_with(dir: &str, extensions: &[&str]) -> Vec<String> {
     let root = workspace();
     let mut found = Vec::new();
     let mut pending = vec![root.join(dir)];
@@ -52,7 +57,10 @@ fn sources(dir: &str) -> Vec<String> {
             let path = entry.path();
             if path.is_dir() {
                 pending.push(path);
-            } else if path.extension().is_some_and(|ext| ext == "rs") {
+            } else if path
+                .extension()
+                .is_some_and(|ext| extensions.iter().any(|wanted| ext == *wanted))
+            {
                 let relative = path.strip_prefix(&root).expect("below the root");
                 found.push(relative.to_string_lossy().into_owned());
             }
@@ -166,6 +174,30 @@ fn every_source_file_is_in_the_code_map() {
         "files missing from ARCHITECTURE.md's code map (as `path/in/src.rs`):\n{}",
         missing.join("\n")
     );
+}
+
+/// The web UI's files (`svc-controller/ui`, served as they are) are in the code map too,
+/// as paths below `ui/`, and none is over 800 lines.
+#[test]
+fn every_ui_file_is_in_the_code_map_and_under_800_lines() {
+    let map = read("ARCHITECTURE.md");
+    let mut breaches = Vec::new();
+    let files = files_with("svc-controller/ui", &["js", "html", "css", "svg", "json"]);
+    assert!(
+        files.iter().any(|file| file.ends_with("ui/main.js")),
+        "{files:?}"
+    );
+    for file in files {
+        let inside = file.trim_start_matches("svc-controller/ui/");
+        if !map.contains(&format!("`{inside}`")) {
+            breaches.push(format!("{file}: not in ARCHITECTURE.md's code map"));
+        }
+        let lines = read(&file).lines().count();
+        if lines > 800 {
+            breaches.push(format!("{file}: {lines} lines, at most 800"));
+        }
+    }
+    assert!(breaches.is_empty(), "UI files:\n{}", breaches.join("\n"));
 }
 
 /// The lines of a file before its inline unit tests (`#[cfg(test)] mod tests {`).

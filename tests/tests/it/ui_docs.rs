@@ -236,7 +236,7 @@ async fn assets_are_revalidated_with_an_etag() {
     let service = service().await;
     let base = Url::parse(&service.base_url()).expect("base URL");
     let client = client();
-    let url = base.join("/svc/assets/app.js").expect("URL");
+    let url = base.join("/svc/assets/main.js").expect("URL");
     let first = fetch(&client, &url).await;
     assert_eq!(first.status, 200);
     assert!(header(&first, "content-type").starts_with("text/javascript"));
@@ -250,6 +250,123 @@ async fn assets_are_revalidated_with_an_etag() {
         .await
         .expect("GET with If-None-Match");
     assert_eq!(again.status().as_u16(), 304);
+}
+
+/// The module specifiers of a script: what follows `from`, `import` and `import(` in
+/// quotes (type-only `import("…")` of JSDoc comments included: they must resolve too).
+fn module_specifiers(script: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for opener in [
+        "from \"",
+        "from '",
+        "import \"",
+        "import '",
+        "import(\"",
+        "import('",
+    ] {
+        let quote = opener.chars().last().unwrap_or('"');
+        let mut rest = script;
+        while let Some(start) = rest.find(opener) {
+            rest = &rest[start + opener.len()..];
+            let Some(end) = rest.find(quote) else { break };
+            found.push(rest[..end].to_string());
+            rest = &rest[end..];
+        }
+    }
+    found
+}
+
+/// The `.js` files of `svc-controller/ui/`, as paths below it.
+fn ui_scripts() -> BTreeSet<String> {
+    let ui = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../svc-controller/ui");
+    let mut found = BTreeSet::new();
+    let mut pending = vec![ui.clone()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir)
+            .expect("list the UI folder")
+            .flatten()
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "js") {
+                let relative = path.strip_prefix(&ui).expect("below ui/");
+                found.insert(relative.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    found
+}
+
+/// The pages load their scripts as ES modules, and every import of every module, followed
+/// from the pages, is a relative address of an embedded script served with a JavaScript
+/// type (a browser refuses a module of any other type). Every script of the UI folder is
+/// reached so: none is left over.
+#[tokio::test]
+async fn every_module_import_resolves_to_an_embedded_script() {
+    let service = service().await;
+    let base = Url::parse(&service.base_url()).expect("base URL");
+    let client = client();
+    let shell = fetch(&client, &base.join("/svc/").expect("URL")).await;
+    assert_eq!(shell.status, 200);
+    assert!(
+        shell
+            .body
+            .contains(r#"<script type="module" src="/svc/assets/main.js"></script>"#),
+        "the dashboard loads main.js as a module:\n{}",
+        shell.body
+    );
+    let mut queue: VecDeque<Url> = VecDeque::new();
+    queue.push_back(base.join("/svc/assets/main.js").expect("URL"));
+    // The login page answers only when the service has users: its module is checked
+    // from the asset itself.
+    queue.push_back(base.join("/svc/assets/login.js").expect("URL"));
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    while let Some(url) = queue.pop_front() {
+        if !seen.insert(url.path().to_string()) {
+            continue;
+        }
+        let fetched = fetch(&client, &url).await;
+        assert_eq!(fetched.status, 200, "GET {url}: {}", fetched.body);
+        assert_eq!(
+            header(&fetched, "content-type"),
+            "text/javascript; charset=utf-8",
+            "{url}"
+        );
+        assert_eq!(
+            header(&fetched, "x-content-type-options"),
+            "nosniff",
+            "{url}"
+        );
+        assert!(
+            fetched.body.starts_with("// @ts-check"),
+            "{url}: type-checked"
+        );
+        for specifier in module_specifiers(&fetched.body) {
+            assert!(
+                specifier.starts_with("./") || specifier.starts_with("../"),
+                "{url} imports {specifier:?}: only relative addresses work without a bundler"
+            );
+            let target = url
+                .join(&specifier)
+                .unwrap_or_else(|err| panic!("{url}: bad import {specifier}: {err}"));
+            assert!(
+                target.path().starts_with("/svc/assets/"),
+                "{url} imports {specifier:?}, outside the assets: {target}"
+            );
+            queue.push_back(target);
+        }
+    }
+    let reached: BTreeSet<String> = seen
+        .iter()
+        .map(|path| path.trim_start_matches("/svc/assets/").to_string())
+        .collect();
+    assert_eq!(
+        reached,
+        ui_scripts(),
+        "the modules reached from the pages are the UI folder's scripts"
+    );
+    assert!(reached.contains("views/dashboard.js"), "{reached:?}");
 }
 
 #[tokio::test]

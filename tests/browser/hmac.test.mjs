@@ -1,14 +1,18 @@
 // Known-answer tests of the UI's own SHA-256 / HMAC-SHA-256 (svc-controller/ui/hmac.js):
 // FIPS 180-4 example vectors (as published with the NIST examples) and RFC 4231 test
-// cases 1 to 7. Run: node --test hmac.test.cjs (tests/tests/browser.rs runs it too).
-"use strict";
+// cases 1 to 7. Run: node --test hmac.test.mjs (tests/tests/browser.rs runs it too).
+//
+// hmac.js is an ES module in a folder without a package.json, which Node before 20.19
+// would load as CommonJS: it is imported from its text as a data: URL instead, always
+// a module (it imports nothing, so no relative path needs resolving).
 
-const test = require("node:test");
-const assert = require("node:assert/strict");
-const path = require("node:path");
-const crypto = require("node:crypto");
+import test from "node:test";
+import assert from "node:assert/strict";
+import crypto from "node:crypto";
+import fs from "node:fs";
 
-const hmac = require(path.join(__dirname, "..", "..", "svc-controller", "ui", "hmac.js"));
+const source = fs.readFileSync(new URL("../../svc-controller/ui/hmac.js", import.meta.url));
+const hmac = await import("data:text/javascript;base64," + source.toString("base64"));
 
 const hex = (text) => Uint8Array.from(Buffer.from(text, "hex"));
 const repeat = (byte, n) => new Uint8Array(n).fill(byte);
