@@ -139,7 +139,12 @@ fn the_layers_are_the_crates_modules() {
     let lib = read("svc-controller/src/lib.rs");
     let declared: Vec<&str> = lib
         .lines()
-        .filter_map(|line| line.strip_prefix("pub mod ")?.strip_suffix(';'))
+        .filter_map(|line| {
+            let line = line
+                .strip_prefix("pub ")
+                .or_else(|| line.strip_prefix("pub(crate) "))?;
+            line.strip_prefix("mod ")?.strip_suffix(';')
+        })
         .collect();
     assert_eq!(declared, LAYERS, "lib.rs declares the layers, in order");
 }
