@@ -30,6 +30,7 @@ mod service;
 mod sign;
 pub mod sink;
 pub mod sse;
+pub mod ticks;
 mod wait;
 pub mod web;
 

@@ -827,12 +827,13 @@ async fn job_http_view_logs_pause_and_resume() {
     })
     .await;
     let (before, _) = http_runs(&svc, "ping");
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Two ticks of its 1 s interval came and were skipped.
+    svc_tests::ticks::wait_ticks_skipped(&svc, "paused", 2, WAIT).await;
     let (after, running) = http_runs(&svc, "ping");
     assert_eq!(
         (after, running),
         (before, false),
-        "no JobHttp run while paused (interval 1s, 2.5 s waited)"
+        "no JobHttp run while paused (two ticks skipped)"
     );
     let view = get_plain(&svc, "/svc/api/job_http?id=ping", false).await;
     assert_eq!(view.wrapper(200)["data"]["status"], "paused");

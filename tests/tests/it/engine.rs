@@ -378,8 +378,9 @@ async fn trigger_while_running_is_queued_once_then_refused() {
     svc.wait_run_finished("busy", 2, WAIT)
         .await
         .assert_status("success");
-    // The refused trigger must not have been kept: no third run follows.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The refused trigger must not have been kept: the job comes to rest after run 2
+    // with nothing queued, and it has no timer, so no third run follows.
+    svc_tests::ticks::wait_at_rest(&svc, "busy", 2, WAIT).await;
     let counters: Vec<u64> = svc.job_logs("busy").iter().map(|f| f.counter).collect();
     assert_eq!(counters, [1, 2], "only the accepted triggers ran");
 }
@@ -469,9 +470,9 @@ async fn paused_job_skips_timer_ticks_until_resumed() {
     .await
     .assert_status(401);
 
-    // A run that had already begun (a tick racing with the pause) may still create its log
-    // and finish; give it a moment to show up, then nothing may start afterwards.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A run that had already begun (a tick racing with the pause) may still finish; a
+    // skipped tick shows the pause is in force, and after it nothing may start.
+    svc_tests::ticks::wait_ticks_skipped(&svc, "paused", 1, WAIT).await;
     wait_until(WAIT, "no run in progress", async || {
         svc.job_logs("pausable")
             .iter()
@@ -479,8 +480,8 @@ async fn paused_job_skips_timer_ticks_until_resumed() {
     })
     .await;
     let before = svc.job_logs("pausable");
-    // Long enough for two ticks of the 1 s interval.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Two more ticks of the 1 s interval came and were skipped.
+    svc_tests::ticks::wait_ticks_skipped(&svc, "paused", 2, WAIT).await;
     assert_eq!(svc.job_logs("pausable"), before, "no run while paused");
     assert_eq!(svc.job_status("pausable").await, "paused");
     let last = before.last().expect("at least one log").counter;

@@ -59,15 +59,15 @@ fn run_counters(svc: &TestService, id: &str) -> Vec<u64> {
     counters
 }
 
-/// Waits until `id` has exactly the runs `1..=n` finished, then gives any further run
-/// that would wrongly follow a moment to show up, and checks that none did.
+/// Waits until `id` has exactly the runs `1..=n` finished and the job is at rest (nothing
+/// queued: without a timer no further run can follow), and checks that none did.
 async fn assert_runs_exactly(svc: &TestService, id: &str, n: u64) {
     for counter in 1..=n {
         svc.wait_run_finished(id, counter, WAIT)
             .await
             .assert_status("success");
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    svc_tests::ticks::wait_at_rest(svc, id, n, WAIT).await;
     let expected: Vec<u64> = (1..=n).collect();
     assert_eq!(run_counters(svc, id), expected, "runs of job {id}");
 }
