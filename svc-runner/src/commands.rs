@@ -232,7 +232,8 @@ fn end_with_runner(runner_pid: nix::unistd::Pid) -> std::io::Result<()> {
     Ok(())
 }
 
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
+/// Runs command `index` to its end: started, its output forwarded, ended at its time
+/// limit or when stopped, its process group and leftovers ended; how it exited.
 async fn run_one(
     work: &mut Work<'_>,
     index: usize,
@@ -241,10 +242,64 @@ async fn run_one(
     dir_work: &str,
 ) -> Result<(ExitReport, Option<Ended>), String> {
     let started = Instant::now();
-    // Plain words start directly; a program that cannot be started that way is started
-    // through the shell after all, for the shell's own message and exit code; so is a
-    // file that is no program (a script without `#!`), which the shell runs as a shell
-    // script (as `execvp` would).
+    let (mut child, pgid) = start_command(work, index, command, env, dir_work).await?;
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let mut out_buf = vec![0u8; MAX_OUTPUT_CHUNK];
+    let mut err_buf = vec![0u8; MAX_OUTPUT_CHUNK];
+    let mut watch = Watch::default();
+    let grace = work.kill_grace;
+    loop {
+        if watch.exit.is_some() && stdout.is_none() && stderr.is_none() {
+            break;
+        }
+        let running = watch.exit.is_none();
+        let deadline = work.deadline;
+        let escalate_at = watch
+            .term_sent
+            .filter(|_| !watch.kill_sent)
+            .map(|at| at + grace);
+        tokio::select! {
+            read = read_some(&mut stdout, &mut out_buf) => {
+                forward(work, read, &mut stdout, OutputStream::Stdout, &out_buf).await;
+            }
+            read = read_some(&mut stderr, &mut err_buf) => {
+                forward(work, read, &mut stderr, OutputStream::Stderr, &err_buf).await;
+            }
+            waited = child.wait(), if running => watch.exited(waited, started, index),
+            () = sleep_until_opt(watch.drain_until) => break,
+            () = sleep_until_opt(deadline), if running && watch.ended.is_none() => {
+                let note = format!(
+                    "time limit of {} reached: sending SIGTERM to process group {pgid}",
+                    format_secs(work.timeout_ms.unwrap_or(0))
+                );
+                watch.terminate(work, pgid, Ended::TimedOut, note).await;
+            }
+            stop = wait_stop(&mut work.stop), if running && watch.ended.is_none() => {
+                let note = format!("{}: sending SIGTERM to process group {pgid}", stop_note(&stop));
+                watch.terminate(work, pgid, Ended::Stopped(stop), note).await;
+            }
+            () = sleep_until_opt(escalate_at) => watch.escalate(work, pgid).await,
+        }
+    }
+    drop(stdout);
+    drop(stderr);
+    end_group(work, pgid, watch.term_sent, watch.kill_sent).await;
+    sweep(work).await;
+    Ok(watch.report())
+}
+
+/// Starts `command`: plain words directly; a program that cannot be started that way
+/// through the shell after all, for the shell's own message and exit code; so is a file
+/// that is no program (a script without `#!`), which the shell runs as a shell script
+/// (as `execvp` would). Tells the controller its process group; the child and the group.
+async fn start_command(
+    work: &mut Work<'_>,
+    index: usize,
+    command: &str,
+    env: &[(String, String)],
+    dir_work: &str,
+) -> Result<(crate::spawn::Child, i32), String> {
     let direct = crate::argv::plain_words(command)
         .map(|words| {
             // What the shell would add: it exports PWD, the working directory.
@@ -264,7 +319,7 @@ async fn run_one(
             }
             other => Some(other),
         });
-    let mut child = match direct {
+    let child = match direct {
         Some(spawned) => spawned,
         None => spawn(work, &["/bin/sh", "-c", command], env, dir_work),
     }
@@ -278,94 +333,79 @@ async fn run_one(
             pid,
         })
         .await;
+    Ok((child, pgid))
+}
 
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let mut out_buf = vec![0u8; MAX_OUTPUT_CHUNK];
-    let mut err_buf = vec![0u8; MAX_OUTPUT_CHUNK];
-    // (code, signal) once the direct child exited.
-    let mut exit: Option<(Option<i32>, Option<i32>)> = None;
-    let mut duration = Duration::ZERO;
-    let mut drain_until: Option<Instant> = None;
-    let mut ended: Option<Ended> = None;
-    let mut term_sent: Option<Instant> = None;
-    let mut kill_sent = false;
-    let grace = work.kill_grace;
+/// What [`run_one`] has seen of its command so far.
+#[derive(Default)]
+struct Watch {
+    /// (code, signal) once the direct child exited.
+    exit: Option<(Option<i32>, Option<i32>)>,
+    duration: Duration,
+    /// After the exit, how long output is still read.
+    drain_until: Option<Instant>,
+    /// Why it was ended, when it was.
+    ended: Option<Ended>,
+    term_sent: Option<Instant>,
+    kill_sent: bool,
+}
 
-    loop {
-        if exit.is_some() && stdout.is_none() && stderr.is_none() {
-            break;
-        }
-        let running = exit.is_none();
-        let deadline = work.deadline;
-        let escalate_at = term_sent.filter(|_| !kill_sent).map(|at| at + grace);
-        tokio::select! {
-            read = read_some(&mut stdout, &mut out_buf) => {
-                forward(work, read, &mut stdout, OutputStream::Stdout, &out_buf).await;
+impl Watch {
+    /// The direct child exited.
+    fn exited(
+        &mut self,
+        waited: std::io::Result<std::process::ExitStatus>,
+        started: Instant,
+        index: usize,
+    ) {
+        self.duration = started.elapsed();
+        self.exit = Some(match waited {
+            Ok(status) => {
+                use std::os::unix::process::ExitStatusExt as _;
+                (status.code(), status.signal())
             }
-            read = read_some(&mut stderr, &mut err_buf) => {
-                forward(work, read, &mut stderr, OutputStream::Stderr, &err_buf).await;
+            Err(err) => {
+                eprintln!("svc-runner: waiting for command {index}: {err}");
+                (None, None)
             }
-            waited = child.wait(), if running => {
-                duration = started.elapsed();
-                exit = Some(match waited {
-                    Ok(status) => {
-                        use std::os::unix::process::ExitStatusExt as _;
-                        (status.code(), status.signal())
-                    }
-                    Err(err) => {
-                        eprintln!("svc-runner: waiting for command {index}: {err}");
-                        (None, None)
-                    }
-                });
-                drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
-            }
-            () = sleep_until_opt(drain_until) => break,
-            () = sleep_until_opt(deadline), if running && ended.is_none() => {
-                ended = Some(Ended::TimedOut);
-                work.reporter
-                    .log(format!(
-                        "time limit of {} reached: sending SIGTERM to process group {pgid}",
-                        format_secs(work.timeout_ms.unwrap_or(0))
-                    ))
-                    .await;
-                process_tree::signal_group(pgid, Signal::SIGTERM);
-                term_sent = Some(Instant::now());
-            }
-            stop = wait_stop(&mut work.stop), if running && ended.is_none() => {
-                work.reporter
-                    .log(format!("{}: sending SIGTERM to process group {pgid}", stop_note(&stop)))
-                    .await;
-                ended = Some(Ended::Stopped(stop));
-                process_tree::signal_group(pgid, Signal::SIGTERM);
-                term_sent = Some(Instant::now());
-            }
-            () = sleep_until_opt(escalate_at) => {
-                kill_sent = true;
-                let owned: BTreeSet<i32> = if exit.is_none() { BTreeSet::from([pgid]) } else { BTreeSet::new() };
-                process_tree::reap_zombies(&owned);
-                if process_tree::group_alive(pgid) {
-                    work.reporter.log(kill_note(pgid, grace)).await;
-                    process_tree::signal_group(pgid, Signal::SIGKILL);
-                }
-            }
+        });
+        self.drain_until = Some(Instant::now() + DRAIN_AFTER_EXIT);
+    }
+
+    /// Ends the command for `why`: `note` in the log, SIGTERM to its group.
+    async fn terminate(&mut self, work: &mut Work<'_>, pgid: i32, why: Ended, note: String) {
+        work.reporter.log(note).await;
+        self.ended = Some(why);
+        process_tree::signal_group(pgid, Signal::SIGTERM);
+        self.term_sent = Some(Instant::now());
+    }
+
+    /// The grace after SIGTERM is over: SIGKILL to what is left of the group.
+    async fn escalate(&mut self, work: &mut Work<'_>, pgid: i32) {
+        self.kill_sent = true;
+        let owned: BTreeSet<i32> = if self.exit.is_none() {
+            BTreeSet::from([pgid])
+        } else {
+            BTreeSet::new()
+        };
+        process_tree::reap_zombies(&owned);
+        if process_tree::group_alive(pgid) {
+            work.reporter.log(kill_note(pgid, work.kill_grace)).await;
+            process_tree::signal_group(pgid, Signal::SIGKILL);
         }
     }
-    drop(stdout);
-    drop(stderr);
 
-    end_group(work, pgid, term_sent, kill_sent).await;
-    sweep(work).await;
-
-    let (code, signal) = exit.unwrap_or((None, None));
-    let report = ExitReport {
-        code,
-        signal,
-        timed_out: ended == Some(Ended::TimedOut),
-        cancelled: matches!(ended, Some(Ended::Stopped(_))),
-        duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-    };
-    Ok((report, ended))
+    fn report(self) -> (ExitReport, Option<Ended>) {
+        let (code, signal) = self.exit.unwrap_or((None, None));
+        let report = ExitReport {
+            code,
+            signal,
+            timed_out: self.ended == Some(Ended::TimedOut),
+            cancelled: matches!(self.ended, Some(Ended::Stopped(_))),
+            duration_ms: u64::try_from(self.duration.as_millis()).unwrap_or(u64::MAX),
+        };
+        (report, self.ended)
+    }
 }
 
 /// Kills whatever the command left outside its process group: every other process of

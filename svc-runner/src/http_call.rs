@@ -262,34 +262,15 @@ pub async fn run_http(work: &mut Work<'_>, call: &HttpCall) -> Result<Finish, Ht
     })
 }
 
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
+/// Sends the request and passes the response on (status line, headers, the body up to
+/// `max_body_bytes`); how the call ended.
 async fn exchange(
     work: &mut Work<'_>,
     request: reqwest::RequestBuilder,
     prepared: Prepared,
     call: &HttpCall,
 ) -> Finish {
-    let max_body_bytes = call.max_body_bytes;
     let timeout_ms = work.timeout_ms;
-    // reqwest's errors end with "for url (...)", the full URL with its query, which may
-    // carry a token: it goes, since the request line logged before shows the URL with
-    // sensitive values hidden.
-    let failed = |err: reqwest::Error, what: &str| -> (String, Finish) {
-        let err = err.without_url();
-        let chain = proto::error_chain::describe(&err);
-        let finish = if err.is_timeout() {
-            Finish::timed_out(format!(
-                "timed out after {}",
-                format_secs(timeout_ms.unwrap_or_default())
-            ))
-        } else if err.is_connect() {
-            Finish::fail(format!("connection failed: {chain}"))
-        } else {
-            Finish::fail(format!("{what} failed: {chain}"))
-        };
-        (format!("{what} failed: {chain}"), finish)
-    };
-
     work.reporter
         .log(format!(
             "{} {}",
@@ -297,14 +278,73 @@ async fn exchange(
             loggable_url(&prepared.url)
         ))
         .await;
-    let mut response = match request.send().await {
+    let response = match request.send().await {
         Ok(response) => response,
         Err(err) => {
-            let (line, finish) = failed(err, "request");
+            let (line, finish) = failed(err, "request", timeout_ms);
             work.reporter.log(line).await;
             return finish;
         }
     };
+    let status = response.status();
+    let redirect = log_head(work, &response, call.follow_redirects).await;
+    let body = forward_body(work, response, call.max_body_bytes).await;
+    work.reporter
+        .send(RunnerMessage::HttpResponse {
+            status: status.as_u16(),
+            body_bytes: body.received,
+            truncated: body.truncated,
+        })
+        .await;
+    if let Some(err) = body.error {
+        let (line, finish) = failed(err, "reading the response body", timeout_ms);
+        work.reporter.log(line).await;
+        return finish;
+    }
+    if let Some(summary) = redirect {
+        return Finish::fail(summary);
+    }
+    let summary = format!(
+        "HTTP {} {}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    )
+    .trim_end()
+    .to_string();
+    Finish {
+        success: status.is_success(),
+        summary,
+        timed_out: false,
+    }
+}
+
+/// A failed request or body read: its log line, and how the run ends. reqwest's errors
+/// end with "for url (...)", the full URL with its query, which may carry a token: it
+/// goes, since the request line logged before shows the URL with sensitive values
+/// hidden.
+fn failed(err: reqwest::Error, what: &str, timeout_ms: Option<u64>) -> (String, Finish) {
+    let err = err.without_url();
+    let chain = proto::error_chain::describe(&err);
+    let finish = if err.is_timeout() {
+        Finish::timed_out(format!(
+            "timed out after {}",
+            format_secs(timeout_ms.unwrap_or_default())
+        ))
+    } else if err.is_connect() {
+        Finish::fail(format!("connection failed: {chain}"))
+    } else {
+        Finish::fail(format!("{what} failed: {chain}"))
+    };
+    (format!("{what} failed: {chain}"), finish)
+}
+
+/// Logs the response's status line and headers, and a redirect not followed; the run's
+/// summary for that redirect.
+async fn log_head(
+    work: &mut Work<'_>,
+    response: &reqwest::Response,
+    follow_redirects: bool,
+) -> Option<String> {
     let status = response.status();
     let status_line = format!(
         "{:?} {} {}",
@@ -321,25 +361,41 @@ async fn exchange(
     for line in header_lines {
         work.reporter.log(line).await;
     }
-    let redirect = redirect_not_followed(&response, call.follow_redirects);
-    if let Some((line, _)) = &redirect {
-        work.reporter.log(line.clone()).await;
-    }
+    let (line, summary) = redirect_not_followed(response, follow_redirects)?;
+    work.reporter.log(line).await;
+    Some(summary)
+}
 
-    let mut received: u64 = 0;
+/// What [`forward_body`] read of a response body.
+struct BodyRead {
+    received: u64,
+    truncated: bool,
+    error: Option<reqwest::Error>,
+}
+
+/// Forwards the response body as output, at most `max_body_bytes` of it (the rest is
+/// not read: the connection is dropped).
+async fn forward_body(
+    work: &mut Work<'_>,
+    mut response: reqwest::Response,
+    max_body_bytes: u64,
+) -> BodyRead {
+    let mut read = BodyRead {
+        received: 0,
+        truncated: false,
+        error: None,
+    };
     let mut kept: u64 = 0;
-    let mut truncated = false;
-    let mut body_error = None;
     loop {
         let chunk = match response.chunk().await {
             Ok(Some(chunk)) => chunk,
             Ok(None) => break,
             Err(err) => {
-                body_error = Some(err);
+                read.error = Some(err);
                 break;
             }
         };
-        received = received.saturating_add(chunk.len() as u64);
+        read.received = read.received.saturating_add(chunk.len() as u64);
         let room = usize::try_from(max_body_bytes.saturating_sub(kept)).unwrap_or(usize::MAX);
         let keep = &chunk[..chunk.len().min(room)];
         for piece in keep.chunks(MAX_OUTPUT_CHUNK) {
@@ -351,46 +407,20 @@ async fn exchange(
                 .await;
         }
         kept += keep.len() as u64;
-        if received > max_body_bytes {
-            truncated = true;
+        if read.received > max_body_bytes {
+            read.truncated = true;
             break;
         }
     }
     drop(response);
-    if truncated {
+    if read.truncated {
         work.reporter
             .log(format!(
                 "response body cut at {max_body_bytes} bytes (max_body_bytes)"
             ))
             .await;
     }
-    work.reporter
-        .send(RunnerMessage::HttpResponse {
-            status: status.as_u16(),
-            body_bytes: received,
-            truncated,
-        })
-        .await;
-    if let Some(err) = body_error {
-        let (line, finish) = failed(err, "reading the response body");
-        work.reporter.log(line).await;
-        return finish;
-    }
-    if let Some((_, summary)) = redirect {
-        return Finish::fail(summary);
-    }
-    let summary = format!(
-        "HTTP {} {}",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or("")
-    )
-    .trim_end()
-    .to_string();
-    Finish {
-        success: status.is_success(),
-        summary,
-        timed_out: false,
-    }
+    read
 }
 
 #[cfg(test)]
