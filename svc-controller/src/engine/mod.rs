@@ -25,7 +25,7 @@ mod syncer;
 #[cfg(test)]
 mod task_sizes;
 #[cfg(test)]
-mod testkit;
+pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
 mod timer;

@@ -378,6 +378,11 @@ impl Harness {
             .await
     }
 
+    /// The configuration the engine was made from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// `svc` holds extra lines of the `[svc]` section, `jobs` the job sections.
     pub fn new(svc: &str, jobs: &str) -> Harness {
         Harness::new_after(svc, jobs, |_| {})

@@ -4,6 +4,8 @@
 
 mod access;
 mod admin;
+#[cfg(test)]
+mod app_testkit;
 mod body_budget;
 mod cluster_overview;
 mod codehost;
@@ -23,6 +25,8 @@ mod response;
 mod runs;
 pub mod server;
 mod signed;
+#[cfg(test)]
+mod signed_tests;
 mod ui;
 pub mod view;
 mod webhook;
