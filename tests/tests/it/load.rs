@@ -5,7 +5,8 @@
 //! controller holds on to nothing per trigger: a second flood like the first leaves its
 //! memory where the first left it.
 //!
-//! 3,000 triggers spread over 20 s per flood with `SVC_LONG_TESTS=1`, 300 otherwise (2 s).
+//! 1,500 triggers spread over 10 s per flood (3,000 in all) with `SVC_LONG_TESTS=1`, 300
+//! otherwise (1 s).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ const JOBS: usize = 40;
 const CLIENTS: usize = 32;
 const READERS: usize = 4;
 /// How long the triggers of one flood are spread over.
-const SENDING: Duration = Duration::from_secs(20);
+const SENDING: Duration = Duration::from_secs(10);
 /// How much more memory the second flood may leave than the first (KiB), besides
 /// [`SPENT_PER_TRIGGER_KIB`]. What a flood leaves for good (threads the runtimes keep,
 /// malloc arenas, caches) the first one leaves.
@@ -333,7 +334,7 @@ async fn flood_and_drain(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thousands_of_triggers_each_run_once_and_memory_comes_back() {
     let (triggers, sending) = if long_mode() {
-        (3000, SENDING)
+        (1500, SENDING)
     } else {
         (300, SENDING / 10)
     };
