@@ -27,6 +27,7 @@ pub mod proc;
 pub mod prom;
 pub mod raw_http;
 mod service;
+mod service_api;
 mod sign;
 pub mod sink;
 pub mod sse;
@@ -36,7 +37,8 @@ pub mod web;
 
 pub use binaries::{Binaries, binaries};
 pub use logs::{LogFile, LogLine, check_timestamps, parse_log_lines};
-pub use service::{ApiResponse, TestService, TestServiceBuilder};
+pub use service::{TestService, TestServiceBuilder};
+pub use service_api::ApiResponse;
 pub use sign::{fresh_epoch, hmac_sha1_hex, hmac_sha256_hex, standard_signature};
 pub use wait::{wait_for, wait_until};
 
