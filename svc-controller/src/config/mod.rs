@@ -16,7 +16,9 @@
 
 mod model;
 mod parse;
+mod section_reader;
 mod syntax;
+mod values;
 
 pub use model::{
     AuthKind, ClusterConfig, Config, ConfigError, ConfigIssue, DEFAULT_AUDIT_MAX_SIZE,

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use base64::Engine as _;
+
 use super::test_tree::{Tree, issue_about};
 use super::*;
 use crate::config::{Config, ConfigIssue};

@@ -8,7 +8,7 @@ use base64::Engine as _;
 
 use super::test_tree::{Tree, issue_about, only_issue};
 use super::*;
-use crate::config::ConfigIssue;
+use crate::config::{ConfigIssue, HttpMethod, HttpRequestType};
 use crate::time::schedule::{Schedule, Timer};
 
 fn current_user() -> String {
