@@ -14,12 +14,22 @@
 //! problem: every problem is collected as a [`ConfigIssue`] naming file, section, key and
 //! value, and [`load`] fails with all of them at once.
 
+mod cluster_section;
+mod guards;
+mod job_section;
+mod loader;
+mod main_section;
 mod model;
-mod parse;
+mod notif_section;
 mod section_reader;
 mod syntax;
+#[cfg(test)]
+mod test_tree;
+mod users_section;
 mod values;
 
+pub(crate) use loader::is_conf_file;
+pub use loader::{job_id_from_name, known_keys, load};
 pub use model::{
     AuthKind, ClusterConfig, Config, ConfigError, ConfigIssue, DEFAULT_AUDIT_MAX_SIZE,
     DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN, DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT,
@@ -29,7 +39,5 @@ pub use model::{
     OnBusy, PingUrl, ResourceLimits, SmtpCredentials, SmtpSecurity, SmtpServer, UserConfig,
     WebhookKey, WebhookNotif, resolve_path,
 };
-pub(crate) use parse::is_conf_file;
-pub use parse::{job_id_from_name, known_keys, load};
 pub(crate) use syntax::main_sections;
 pub use syntax::quote_value;

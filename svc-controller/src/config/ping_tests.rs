@@ -1,7 +1,7 @@
 //! Tests of the `ping_url` key of Jobs and JobHttps: what loads, what is refused, and
 //! that neither a problem nor `Debug` shows the check's secret.
 
-use super::test_tree::{Tree, issue_about};
+use crate::config::test_tree::{Tree, issue_about};
 
 /// A check's URL as healthchecks.io hands it out: the UUID is its secret.
 const UUID: &str = "5bf66975-d4c7-4bf5-bcc8-b8d8a82ea278";

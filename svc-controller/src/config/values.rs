@@ -1,6 +1,7 @@
 //! The values of the configuration's keys: booleans, counts, sizes, durations, names,
 //! paths, URLs and the like. Each parser returns the value, or the message of the
-//! problem that the section loader records with the file, section and key.
+//! problem that the section loader records with the file, section and key. The values
+//! of one section only (`[notif]`, the cluster keys) are parsed beside their section.
 
 use std::fs;
 use std::path::{Component, Path, PathBuf};
