@@ -55,7 +55,6 @@ pub(super) const MAIN_KEYS: &[(&str, KeyKind)] = &[
 
 /// Reads `[svc]` (or its defaults when `section` is `None`). The flag is false when
 /// `dir_base` is unusable, in which case the job directories are not read.
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 pub(super) fn read_main(
     file: &Path,
     section: Option<&Section>,
@@ -63,41 +62,7 @@ pub(super) fn read_main(
     errors: &mut Vec<ConfigIssue>,
     warnings: &mut Vec<ConfigIssue>,
 ) -> (MainConfig, bool) {
-    let file_dir = std::path::absolute(file)
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf))
-        .or_else(|| file.parent().map(Path::to_path_buf))
-        .unwrap_or_else(|| PathBuf::from("."));
-    let mut config = MainConfig {
-        file: file.to_path_buf(),
-        name: DEFAULT_NAME.to_string(),
-        listen_address: DEFAULT_LISTEN_ADDRESS.to_string(),
-        dir_base: PathBuf::from("/"),
-        dir_public: None,
-        dir_state: PathBuf::from("/").join(DEFAULT_DIR_STATE),
-        secret: None,
-        http_timeout: DEFAULT_HTTP_TIMEOUT,
-        max_job_running: 1,
-        limit_pids: None,
-        is_development: false,
-        run_cgroups: true,
-        user: None,
-        group: None,
-        runner_path: None,
-        log_level: None,
-        allow_root_jobs: false,
-        require_epoch: false,
-        max_body_in_flight: DEFAULT_MAX_BODY_IN_FLIGHT,
-        allowed_hosts: Vec::new(),
-        log_max_size: DEFAULT_LOG_MAX_SIZE,
-        http_body_timeout: DEFAULT_HTTP_BODY_TIMEOUT,
-        max_connections: None,
-        timezone: Zone::utc(),
-        public_read: false,
-        trusted_proxies: Vec::new(),
-        audit_max_size: DEFAULT_AUDIT_MAX_SIZE,
-        cluster: None,
-    };
+    let mut config = main_defaults(file);
     let Some(section) = section else {
         return (config, true);
     };
@@ -109,60 +74,13 @@ pub(super) fn read_main(
     if let Some(v) = r.parsed("listen_address", check_listen_address) {
         config.listen_address = v;
     }
-    let mut base_ok = true;
-    if r.has("dir_base") {
-        let dir_base = r.parsed("dir_base", |v| {
-            let dir = resolve_path(&file_dir, Path::new(v));
-            if dir.is_dir() {
-                // Canonical, so `../..` and symlinks do not show up in paths and logs.
-                std::fs::canonicalize(&dir)
-                    .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))
-            } else {
-                Err(format!("{} is not an existing directory", dir.display()))
-            }
-        });
-        match dir_base {
-            Some(dir) => config.dir_base = dir,
-            None => base_ok = false,
-        }
-    }
-    let base = config.dir_base.clone();
-    config.dir_public = r.parsed("dir_public", |v| Ok(resolve_path(&base, Path::new(v))));
-    config.dir_state = r
-        .parsed("dir_state", |v| Ok(resolve_path(&base, Path::new(v))))
-        .unwrap_or_else(|| base.join(DEFAULT_DIR_STATE));
+    let base_ok = read_dirs(&mut r, &mut config);
     config.secret = r.secret("secret");
-    // Checked once `dir_state` is known: it must stay clear of the state directory too.
-    if let Some(dir) = config.dir_public.clone()
-        && let Err(message) = guards::check_dir_public(&config, &dir)
-        && let Some(entry) = r.first("dir_public")
-    {
-        r.fail(entry, &message);
-        config.dir_public = None;
-    }
+    refuse_unsafe_dir_public(&mut r, &mut config);
     if let Some(v) = r.parsed("http_timeout", parse_positive_duration) {
         config.http_timeout = v;
     }
-    let job_running = r.parsed("max_job_running", parse_count);
-    let hook_running = r.parsed("max_hook_running", parse_count);
-    if let Some(entry) = r.first("max_hook_running") {
-        if r.has("max_job_running") {
-            r.fail(
-                entry,
-                "max_hook_running is the old name of max_job_running; set only max_job_running",
-            );
-        } else {
-            warnings.push(entry_issue(
-                file,
-                section,
-                entry,
-                "deprecated: use max_job_running",
-            ));
-        }
-    }
-    if let Some(n) = job_running.or(hook_running) {
-        config.max_job_running = n;
-    }
+    read_max_job_running(&mut r, &mut config, warnings);
     config.limit_pids = r.parsed("limit_pids", parse_limit);
     if let Some(v) = r.flag("run_cgroups") {
         config.run_cgroups = v;
@@ -172,6 +90,7 @@ pub(super) fn read_main(
     }
     config.user = r.parsed("user", check_user);
     config.group = r.parsed("group", check_group);
+    let base = config.dir_base.clone();
     config.runner_path = r.parsed("runner_path", |v| Ok(resolve_path(&base, Path::new(v))));
     config.log_level = r.parsed("log_level", check_log_level);
     if let Some(v) = r.flag("allow_root_jobs") {
@@ -204,6 +123,121 @@ pub(super) fn read_main(
     if let Some(message) = shared_main_dir(&config) {
         warnings.push(new_issue(file, None, None, None, message));
     }
+    refuse_root_user(&mut r, &config);
+    config.cluster = read_cluster(&mut r, env, warnings);
+    (config, base_ok)
+}
+
+/// `[svc]` as a main file without that section has it.
+fn main_defaults(file: &Path) -> MainConfig {
+    MainConfig {
+        file: file.to_path_buf(),
+        name: DEFAULT_NAME.to_string(),
+        listen_address: DEFAULT_LISTEN_ADDRESS.to_string(),
+        dir_base: PathBuf::from("/"),
+        dir_public: None,
+        dir_state: PathBuf::from("/").join(DEFAULT_DIR_STATE),
+        secret: None,
+        http_timeout: DEFAULT_HTTP_TIMEOUT,
+        max_job_running: 1,
+        limit_pids: None,
+        is_development: false,
+        run_cgroups: true,
+        user: None,
+        group: None,
+        runner_path: None,
+        log_level: None,
+        allow_root_jobs: false,
+        require_epoch: false,
+        max_body_in_flight: DEFAULT_MAX_BODY_IN_FLIGHT,
+        allowed_hosts: Vec::new(),
+        log_max_size: DEFAULT_LOG_MAX_SIZE,
+        http_body_timeout: DEFAULT_HTTP_BODY_TIMEOUT,
+        max_connections: None,
+        timezone: Zone::utc(),
+        public_read: false,
+        trusted_proxies: Vec::new(),
+        audit_max_size: DEFAULT_AUDIT_MAX_SIZE,
+        cluster: None,
+    }
+}
+
+/// `dir_base` (relative to the main file's directory), then `dir_public` and `dir_state`
+/// (relative to `dir_base`). False when `dir_base` is unusable.
+fn read_dirs(r: &mut Reader<'_>, config: &mut MainConfig) -> bool {
+    let file = r.file;
+    let mut base_ok = true;
+    if r.has("dir_base") {
+        let file_dir = std::path::absolute(file)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .or_else(|| file.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| PathBuf::from("."));
+        let dir_base = r.parsed("dir_base", |v| {
+            let dir = resolve_path(&file_dir, Path::new(v));
+            if dir.is_dir() {
+                // Canonical, so `../..` and symlinks do not show up in paths and logs.
+                std::fs::canonicalize(&dir)
+                    .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))
+            } else {
+                Err(format!("{} is not an existing directory", dir.display()))
+            }
+        });
+        match dir_base {
+            Some(dir) => config.dir_base = dir,
+            None => base_ok = false,
+        }
+    }
+    let base = config.dir_base.clone();
+    config.dir_public = r.parsed("dir_public", |v| Ok(resolve_path(&base, Path::new(v))));
+    config.dir_state = r
+        .parsed("dir_state", |v| Ok(resolve_path(&base, Path::new(v))))
+        .unwrap_or_else(|| base.join(DEFAULT_DIR_STATE));
+    base_ok
+}
+
+/// A `dir_public` that would serve the service's own files is refused (and dropped);
+/// checked once `dir_state` is known, as it must stay clear of the state directory too.
+fn refuse_unsafe_dir_public(r: &mut Reader<'_>, config: &mut MainConfig) {
+    if let Some(dir) = config.dir_public.clone()
+        && let Err(message) = guards::check_dir_public(config, &dir)
+        && let Some(entry) = r.first("dir_public")
+    {
+        r.fail(entry, &message);
+        config.dir_public = None;
+    }
+}
+
+/// `max_job_running`, or its old name `max_hook_running` (with a warning), not both.
+fn read_max_job_running(
+    r: &mut Reader<'_>,
+    config: &mut MainConfig,
+    warnings: &mut Vec<ConfigIssue>,
+) {
+    let job_running = r.parsed("max_job_running", parse_count);
+    let hook_running = r.parsed("max_hook_running", parse_count);
+    if let Some(entry) = r.first("max_hook_running") {
+        if r.has("max_job_running") {
+            r.fail(
+                entry,
+                "max_hook_running is the old name of max_job_running; set only max_job_running",
+            );
+        } else {
+            warnings.push(entry_issue(
+                r.file,
+                r.section,
+                entry,
+                "deprecated: use max_job_running",
+            ));
+        }
+    }
+    if let Some(n) = job_running.or(hook_running) {
+        config.max_job_running = n;
+    }
+}
+
+/// A root `user` for every job only where `allow_root_jobs` says so.
+fn refuse_root_user(r: &mut Reader<'_>, config: &MainConfig) {
     if let Some(user) = config.user.as_deref()
         && !config.allow_root_jobs
         && is_root_user(user)
@@ -215,8 +249,6 @@ pub(super) fn read_main(
              job only the capabilities it needs), or name an unprivileged user",
         );
     }
-    config.cluster = read_cluster(&mut r, env, warnings);
-    (config, base_ok)
 }
 
 /// A warning when the main file lies in a directory that jobs need to read: the sandbox
