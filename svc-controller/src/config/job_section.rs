@@ -1,6 +1,5 @@
-//! The `[job "NAME"]` sections (legacy `[hook "NAME"]`) and the `[job.http "NAME"]`
-//! ones: their keys, the checks between keys, and the chains `on_success` and
-//! `on_failure` make between jobs.
+//! The `[job "NAME"]` sections (legacy `[hook "NAME"]`): their keys, read in groups, the
+//! checks between keys, and the chains `on_success` and `on_failure` make between jobs.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,8 +9,8 @@ use super::guards;
 use super::loader::{LaterRef, Loader, Origin};
 use super::model::{
     AuthKind, DEFAULT_CATCH_UP_WINDOW, DEFAULT_HEADER_SIGN, DEFAULT_JOB_TIMEOUT,
-    DEFAULT_LOG_RETENTION, DEFAULT_PATCHHOST_PUBLIC_KEY, DEFAULT_RETRY_DELAY, HttpJobConfig,
-    JobConfig, MainConfig, OnBusy, PingUrl, ResourceLimits, WebhookKey, resolve_path,
+    DEFAULT_LOG_RETENTION, DEFAULT_PATCHHOST_PUBLIC_KEY, DEFAULT_RETRY_DELAY, JobConfig,
+    MainConfig, OnBusy, PingUrl, ResourceLimits, WebhookKey, resolve_path,
 };
 use super::section_reader::KeyKind::{self, Bool, List, Scalar};
 use super::section_reader::{NamedAt, Reader, new_issue};
@@ -19,10 +18,8 @@ use super::syntax::{Section, SectionKind};
 use super::values::{
     check_group, check_header_name, check_outside_protected, check_public_key, check_user,
     check_write_path, is_root_user, job_key, normalize_path, parse_auth_kind, parse_bytes,
-    parse_capabilities, parse_count, parse_cpu_weight, parse_env, parse_http_header,
-    parse_http_method, parse_http_timeout, parse_limit, parse_on_busy, parse_ping_url,
-    parse_positive_duration, parse_ref_glob, parse_request_type, parse_timeout, resolve_http_url,
-    standard_key,
+    parse_capabilities, parse_count, parse_cpu_weight, parse_env, parse_limit, parse_on_busy,
+    parse_ping_url, parse_positive_duration, parse_ref_glob, parse_timeout, standard_key,
 };
 use crate::time::duration::parse_duration;
 use crate::time::schedule::Timer;
@@ -65,28 +62,6 @@ pub(super) const JOB_KEYS: &[(&str, KeyKind)] = &[
     ("cpu_weight", Scalar),
     ("write_paths", List),
     ("sandbox", Bool),
-    ("notif_on_success", List),
-    ("notif_on_failed", List),
-    ("ping_url", Scalar),
-];
-
-pub(super) const HTTP_JOB_KEYS: &[(&str, KeyKind)] = &[
-    ("description", Scalar),
-    ("secret", Scalar),
-    ("interval", Scalar),
-    ("schedule", Scalar),
-    ("http_method", Scalar),
-    ("http_url", Scalar),
-    ("http_request_type", Scalar),
-    ("http_header", List),
-    ("http_timeout", Scalar),
-    ("http_insecure", Bool),
-    ("http_follow_redirects", Bool),
-    ("header_sign", Scalar),
-    ("log_retention", Scalar),
-    ("user", Scalar),
-    ("group", Scalar),
-    ("timezone", Scalar),
     ("notif_on_success", List),
     ("notif_on_failed", List),
     ("ping_url", Scalar),
@@ -303,84 +278,6 @@ impl Loader<'_> {
                  it its own secret",
             ));
         }
-    }
-
-    pub(super) fn load_http_job(&mut self, file: &Path, section: &Section) {
-        let before = self.errors.len();
-        let id = self.register_id(file, section, true);
-        let main = self.main;
-        let mut r = Reader::new(file, section, HTTP_JOB_KEYS, &mut self.errors);
-
-        let description = r.text_or_empty("description").unwrap_or_default();
-        let secret = r.secret("secret");
-        let timezone = r.zone(main);
-        let timer = r.timer(&timezone);
-        let http_method = r
-            .parsed("http_method", parse_http_method)
-            .unwrap_or_default();
-        let http_url = r.parsed("http_url", |v| resolve_http_url(v, &main.listen_address));
-        // Empty means the default, as upstream reads it.
-        let http_request_type = match r.text_or_empty("http_request_type") {
-            Some(text) if !text.is_empty() => r.parsed("http_request_type", parse_request_type),
-            _ => None,
-        }
-        .unwrap_or_default();
-        let http_headers = r.list("http_header", parse_http_header);
-        let http_timeout = r
-            .parsed("http_timeout", parse_http_timeout)
-            .flatten()
-            .unwrap_or(main.http_timeout);
-        let header_sign = r
-            .parsed("header_sign", check_header_name)
-            .unwrap_or_else(|| DEFAULT_HEADER_SIGN.to_string());
-        let http_insecure = r.flag("http_insecure").unwrap_or(false);
-        let http_follow_redirects = r.flag("http_follow_redirects").unwrap_or(false);
-        let log_retention = r
-            .parsed("log_retention", parse_count)
-            .unwrap_or(DEFAULT_LOG_RETENTION);
-        let (user, group) = run_as(&mut r, main);
-        let notif_on_success = r.notif_names("notif_on_success");
-        let notif_on_failed = r.notif_names("notif_on_failed");
-        let ping_url = r.parsed("ping_url", parse_ping_url);
-
-        if !r.has("http_url") {
-            r.fail_key("http_url", "a JobHttp needs http_url");
-        }
-        drop(r);
-        let notif_on_success =
-            self.note_notif_refs(file, section, "notif_on_success", notif_on_success);
-        let notif_on_failed =
-            self.note_notif_refs(file, section, "notif_on_failed", notif_on_failed);
-
-        let Some(http_url) = http_url else {
-            return;
-        };
-        if self.errors.len() != before {
-            return;
-        }
-        self.http_jobs.push(HttpJobConfig {
-            id,
-            name: section.name.clone(),
-            file: file.to_path_buf(),
-            description,
-            timer,
-            timezone,
-            http_method,
-            http_url,
-            http_request_type,
-            http_headers,
-            http_timeout,
-            http_insecure,
-            http_follow_redirects,
-            secret,
-            header_sign,
-            log_retention,
-            user,
-            group,
-            notif_on_success,
-            notif_on_failed,
-            ping_url,
-        });
     }
 
     /// `on_success` and `on_failure`: each name must be a Job's ID (in any case; kept
@@ -721,7 +618,7 @@ fn check_job_can_run(r: &mut Reader<'_>) {
 /// `user` and `group` of a job. An unset `user` means the main section's user and group;
 /// a job that sets `user` but not `group` gets that user's primary group (`None`), not the
 /// main section's group.
-fn run_as(r: &mut Reader<'_>, main: &MainConfig) -> (Option<String>, Option<String>) {
+pub(super) fn run_as(r: &mut Reader<'_>, main: &MainConfig) -> (Option<String>, Option<String>) {
     let user = r.parsed("user", check_user);
     let group = r.parsed("group", check_group);
     if r.has("user") {

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::job_section::{ChainRef, HTTP_JOB_KEYS, JOB_KEYS};
+use super::job_http_section::HTTP_JOB_KEYS;
+use super::job_section::{ChainRef, JOB_KEYS};
 use super::main_section::{MAIN_KEYS, read_main};
 use super::model::{
     Config, ConfigError, ConfigIssue, HttpJobConfig, JobConfig, MainConfig, NotifConfig,

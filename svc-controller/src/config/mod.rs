@@ -16,6 +16,7 @@
 
 mod cluster_section;
 mod guards;
+mod job_http_section;
 mod job_section;
 mod loader;
 mod main_section;
