@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
+use super::job_model::{DEFAULT_HEADER_SIGN, DEFAULT_LOG_RETENTION, HttpJobConfig};
 use super::job_section::run_as;
 use super::loader::Loader;
-use super::model::{DEFAULT_HEADER_SIGN, DEFAULT_LOG_RETENTION, HttpJobConfig};
 use super::section_reader::KeyKind::{self, Bool, List, Scalar};
 use super::section_reader::Reader;
 use super::syntax::Section;

@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::guards;
-use super::loader::{LaterRef, Loader, Origin};
-use super::model::{
+use super::job_model::{
     AuthKind, DEFAULT_CATCH_UP_WINDOW, DEFAULT_HEADER_SIGN, DEFAULT_JOB_TIMEOUT,
-    DEFAULT_LOG_RETENTION, DEFAULT_PATCHHOST_PUBLIC_KEY, DEFAULT_RETRY_DELAY, JobConfig,
-    MainConfig, OnBusy, PingUrl, ResourceLimits, WebhookKey, resolve_path,
+    DEFAULT_LOG_RETENTION, DEFAULT_PATCHHOST_PUBLIC_KEY, DEFAULT_RETRY_DELAY, JobConfig, OnBusy,
+    PingUrl, ResourceLimits,
 };
+use super::loader::{LaterRef, Loader, Origin};
+use super::model::{MainConfig, WebhookKey, resolve_path};
 use super::section_reader::KeyKind::{self, Bool, List, Scalar};
 use super::section_reader::{NamedAt, Reader, new_issue};
 use super::syntax::{Section, SectionKind};

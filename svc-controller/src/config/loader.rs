@@ -7,11 +7,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::job_http_section::HTTP_JOB_KEYS;
+use super::job_model::{HttpJobConfig, JobConfig};
 use super::job_section::{ChainRef, JOB_KEYS};
 use super::main_section::{MAIN_KEYS, read_main};
-use super::model::{
-    Config, ConfigError, ConfigIssue, HttpJobConfig, JobConfig, MainConfig, NotifConfig,
-};
+use super::model::{Config, ConfigError, ConfigIssue, MainConfig, NotifConfig};
 use super::notif_section::NOTIF_KEYS;
 use super::section_reader::{KeyKind, NamedAt, new_issue};
 use super::syntax::{self, Section, SectionKind};

@@ -152,7 +152,7 @@ fn a_ping_url_shows_its_host_only_whatever_its_secret_looks_like() {
 /// The rule itself, on what a configuration may hold that is not a URL at all.
 #[test]
 fn what_is_not_a_url_shows_nothing_of_itself() {
-    use crate::config::model::redact_ping_url;
+    use crate::config::job_model::redact_ping_url;
     for (value, shown) in [
         ("", ""),
         ("c2354d53d2", "[redacted]"),

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::model::{ConfigIssue, MainConfig, redact_ping_url};
+use super::job_model::redact_ping_url;
+use super::model::{ConfigIssue, MainConfig};
 use super::syntax::{Entry, Section};
 use super::values::{parse_bool, parse_interval};
 use crate::time::schedule::{Schedule, Timer};

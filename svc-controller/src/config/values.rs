@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use super::model::{AuthKind, HttpMethod, HttpRequestType, OnBusy, PingUrl, WebhookKey};
+use super::job_model::{AuthKind, HttpMethod, HttpRequestType, OnBusy, PingUrl};
+use super::model::WebhookKey;
 use crate::time::duration::parse_duration;
 
 /// `true/false/yes/no/on/off/1/0`, any case.

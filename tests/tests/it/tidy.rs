@@ -28,7 +28,6 @@ const LARGE_FILES: &[(&str, usize)] = &[
     ("svc-controller/src/runner/exec.rs", 995),
     ("svc-controller/src/cluster/store.rs", 958),
     ("tests/src/service.rs", 947),
-    ("svc-controller/src/config/model.rs", 924),
     ("svc-controller/src/time/schedule.rs", 891),
 ];
 
