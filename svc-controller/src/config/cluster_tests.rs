@@ -1,7 +1,7 @@
 //! The tests of the cluster keys of `[svc]`: `database_url` (with `$NAME` from the
 //! environment, and never shown in problems) and `node_name`.
 
-use super::test_tree::{Tree, issue_about};
+use crate::config::test_tree::{Tree, issue_about};
 
 #[test]
 fn without_database_url_the_node_is_alone() {

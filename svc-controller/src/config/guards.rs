@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 
 use proto::redact::Secret;
 
-use super::Reader;
+use super::section_reader::Reader;
 use crate::config::MainConfig;
 
 /// Refuses a secret with no character other than white space: as easy to guess as none,
@@ -105,3 +105,7 @@ pub(super) fn check_dir_public(main: &MainConfig, dir: &Path) -> Result<(), Stri
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "guards_tests.rs"]
+mod tests;

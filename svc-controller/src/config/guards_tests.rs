@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::test_tree::{Tree, issue_about};
+use crate::config::test_tree::{Tree, issue_about};
 
 /// A secret of only white space, quoted so that the parser keeps it.
 const BLANK: &str = "\" \t \"";

@@ -1,5 +1,5 @@
 //! Configuration: the main file, `job.d/*.conf` and `job_http.d/*.conf`, parsed and
-//! validated into the domain types of `model.rs`.
+//! validated into the domain types of `model.rs` and `job_model.rs`.
 //!
 //! Layout (all below `dir_base`, which the main file sets, default `/`):
 //!
@@ -14,20 +14,34 @@
 //! problem: every problem is collected as a [`ConfigIssue`] naming file, section, key and
 //! value, and [`load`] fails with all of them at once.
 
+mod cluster_section;
+mod guards;
+mod job_http_section;
+mod job_model;
+mod job_section;
+mod loader;
+mod main_section;
 mod model;
-mod parse;
+mod notif_section;
+mod section_reader;
 mod syntax;
+#[cfg(test)]
+mod test_tree;
+mod users_section;
+mod values;
 
-pub use model::{
-    AuthKind, ClusterConfig, Config, ConfigError, ConfigIssue, DEFAULT_AUDIT_MAX_SIZE,
-    DEFAULT_DIR_STATE, DEFAULT_HEADER_SIGN, DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT,
-    DEFAULT_JOB_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE, DEFAULT_LOG_RETENTION,
-    DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, DEFAULT_PATCHHOST_PUBLIC_KEY, EmailNotif,
-    HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, MainConfig, NotifConfig, NotifKind,
-    OnBusy, PingUrl, ResourceLimits, SmtpCredentials, SmtpSecurity, SmtpServer, UserConfig,
-    WebhookKey, WebhookNotif, resolve_path,
+pub use job_model::{
+    AuthKind, DEFAULT_HEADER_SIGN, DEFAULT_JOB_TIMEOUT, DEFAULT_LOG_RETENTION,
+    DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, OnBusy,
+    PingUrl, ResourceLimits,
 };
-pub(crate) use parse::is_conf_file;
-pub use parse::{job_id_from_name, known_keys, load};
+pub(crate) use loader::is_conf_file;
+pub use loader::{job_id_from_name, known_keys, load};
+pub use model::{
+    ClusterConfig, Config, ConfigError, ConfigIssue, DEFAULT_AUDIT_MAX_SIZE, DEFAULT_DIR_STATE,
+    DEFAULT_HTTP_BODY_TIMEOUT, DEFAULT_HTTP_TIMEOUT, DEFAULT_LISTEN_ADDRESS, DEFAULT_LOG_MAX_SIZE,
+    DEFAULT_MAX_BODY_IN_FLIGHT, DEFAULT_NAME, EmailNotif, MainConfig, NotifConfig, NotifKind,
+    SmtpCredentials, SmtpSecurity, SmtpServer, UserConfig, WebhookKey, WebhookNotif, resolve_path,
+};
 pub(crate) use syntax::main_sections;
 pub use syntax::quote_value;

@@ -5,8 +5,10 @@
 
 use std::sync::Arc;
 
-use super::test_tree::{Tree, issue_about};
+use base64::Engine as _;
+
 use super::*;
+use crate::config::test_tree::{Tree, issue_about};
 use crate::config::{Config, ConfigIssue};
 
 const EMAIL: &str = "[notif \"mail\"]\nkind = email\nsmtp_server = smtps://mail.example.org\n\

@@ -1,7 +1,7 @@
 //! Tests of the `ping_url` key of Jobs and JobHttps: what loads, what is refused, and
 //! that neither a problem nor `Debug` shows the check's secret.
 
-use super::test_tree::{Tree, issue_about};
+use crate::config::test_tree::{Tree, issue_about};
 
 /// A check's URL as healthchecks.io hands it out: the UUID is its secret.
 const UUID: &str = "5bf66975-d4c7-4bf5-bcc8-b8d8a82ea278";
@@ -152,7 +152,7 @@ fn a_ping_url_shows_its_host_only_whatever_its_secret_looks_like() {
 /// The rule itself, on what a configuration may hold that is not a URL at all.
 #[test]
 fn what_is_not_a_url_shows_nothing_of_itself() {
-    use super::redact_ping_url;
+    use crate::config::job_model::redact_ping_url;
     for (value, shown) in [
         ("", ""),
         ("c2354d53d2", "[redacted]"),

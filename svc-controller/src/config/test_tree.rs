@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{ConfigError, load_with_env};
+use super::ConfigError;
+use super::loader::load_with_env;
 use crate::config::{Config, ConfigIssue};
 
 /// `<tmp>/etc/svc/svc.conf` with `dir_base` set to `<tmp>`, and the `$NAME` values its

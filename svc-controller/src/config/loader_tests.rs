@@ -6,10 +6,15 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use super::test_tree::{Tree, issue_about, only_issue};
 use super::*;
-use crate::config::ConfigIssue;
+use crate::config::main_section::shared_main_dir;
+use crate::config::test_tree::{Tree, issue_about, only_issue};
+use crate::config::{
+    AuthKind, ConfigIssue, DEFAULT_PATCHHOST_PUBLIC_KEY, HttpMethod, HttpRequestType,
+    ResourceLimits, WebhookKey,
+};
 use crate::time::schedule::{Schedule, Timer};
+use crate::time::timezone::Zone;
 
 fn current_user() -> String {
     nix::unistd::User::from_uid(nix::unistd::getuid())
