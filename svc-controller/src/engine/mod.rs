@@ -11,13 +11,18 @@ pub mod clock;
 pub mod cluster_link;
 pub mod cluster_logs;
 mod cluster_node;
+mod entry;
 pub mod events;
 pub mod executor;
 mod pings;
 mod queue_gauge;
 pub mod read;
+mod registry;
 pub mod request;
 pub use cluster_link::ClusterLink;
+use entry::{ActiveRun, Entry, Queued, Taken};
+pub use entry::{Def, Kind};
+use registry::Registry;
 #[cfg(test)]
 mod counter_tests;
 mod run;
@@ -31,8 +36,8 @@ mod tests;
 mod timer;
 
 use crate::util::lock::MutexExt as _;
-use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -40,9 +45,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, Semaphore, watch};
-use tokio::task::AbortHandle;
 
-use crate::config::{Config, HttpJobConfig, JobConfig, MainConfig, OnBusy};
+use crate::config::{Config, JobConfig, MainConfig, OnBusy};
 pub use crate::store::delivery::DeliveryFacts;
 use crate::store::history::{HistoryFile, RunRecord};
 use crate::store::logstore::{LogDir, LogMeta, LogStatus};
@@ -61,30 +65,6 @@ pub struct OpenLog {
     pub status: LogStatus,
     /// Read it to the length it has when the answer starts: a running log grows.
     pub file: std::fs::File,
-}
-
-/// Which namespace a job lives in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    Job,
-    Http,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Job => "job",
-            Kind::Http => "job_http",
-        }
-    }
-
-    /// What a run of this kind needs its runner for.
-    pub fn runner_work(self) -> crate::runner::exec::RunnerWork {
-        match self {
-            Kind::Job => crate::runner::exec::RunnerWork::Commands,
-            Kind::Http => crate::runner::exec::RunnerWork::HttpCall,
-        }
-    }
 }
 
 /// What started a run.
@@ -225,66 +205,6 @@ impl EngineError {
     }
 }
 
-/// The definition of an entry.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Def {
-    Job(Arc<JobConfig>),
-    Http(Arc<HttpJobConfig>),
-}
-
-impl Def {
-    fn timer(&self) -> Option<&Timer> {
-        match self {
-            Def::Job(job) => job.timer.as_ref(),
-            Def::Http(job) => job.timer.as_ref(),
-        }
-    }
-    pub fn name(&self) -> &str {
-        match self {
-            Def::Job(job) => &job.name,
-            Def::Http(job) => &job.name,
-        }
-    }
-    fn log_retention(&self) -> usize {
-        match self {
-            Def::Job(job) => job.log_retention,
-            Def::Http(job) => job.log_retention,
-        }
-    }
-    /// The notifications a run that ends with `result` is announced to
-    /// (`notif_on_success` or `notif_on_failed`).
-    fn notifs_for(&self, result: RunResult) -> &[String] {
-        let (success, failed) = match self {
-            Def::Job(job) => (&job.notif_on_success, &job.notif_on_failed),
-            Def::Http(job) => (&job.notif_on_success, &job.notif_on_failed),
-        };
-        match result {
-            RunResult::Success => success,
-            RunResult::Fail => failed,
-        }
-    }
-    /// Whether a run of it may be announced at all.
-    fn has_notifs(&self) -> bool {
-        !self.notifs_for(RunResult::Success).is_empty()
-            || !self.notifs_for(RunResult::Fail).is_empty()
-    }
-    /// `catch_up_window` with `catch_up = once`, and `random_delay` (a JobHttp has
-    /// neither).
-    fn timing(&self) -> (Option<Duration>, Duration) {
-        match self {
-            Def::Job(job) => (job.catch_up, job.random_delay),
-            Def::Http(_) => (None, Duration::ZERO),
-        }
-    }
-    /// What a trigger or timer slot that finds it running does (a JobHttp queues).
-    fn on_busy(&self) -> OnBusy {
-        match self {
-            Def::Job(job) => job.on_busy,
-            Def::Http(_) => OnBusy::Queue,
-        }
-    }
-}
-
 /// What became of an accepted trigger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accepted {
@@ -296,9 +216,6 @@ pub enum Accepted {
     /// The job is running and `on_busy = skip`: dropped.
     Skipped,
 }
-
-/// The reason a run replaced by a newer trigger ends with.
-const REPLACED: &str = "replaced by a newer trigger (on_busy = replace)";
 
 /// The end of a run whose job lists notifications for its result, as the engine hands it
 /// over ([`Engine::announce_run_ends_to`]): domain data only; whoever sends the
@@ -320,175 +237,6 @@ pub struct RunEnded {
     /// The names of the `[notif]` sections to tell: `notif_on_success` or
     /// `notif_on_failed`, as the result selects.
     pub notifs: Vec<String>,
-}
-
-/// Where a run's trigger was taken from, when it waited somewhere: the run records it.
-#[derive(Debug, Default)]
-struct Taken {
-    /// The ID of the trigger taken off the job's queue (see [`ActiveRun::queue_id`]).
-    queue_id: Option<u64>,
-    /// The shared queue's run claimed in cluster mode.
-    claim: Option<cluster_node::Claim>,
-}
-
-/// A run in progress or waiting for a permit.
-#[derive(Debug)]
-struct ActiveRun {
-    /// Set once the run got its counter (it is `started`).
-    counter: Option<u64>,
-    /// Set once the run's end is recorded; the task is only handing over to the queued
-    /// trigger (or ending). The run can no longer be cancelled.
-    ended: bool,
-    cancel: watch::Sender<Option<String>>,
-    /// The ID of the queued trigger this run took off the queue; `None` for a trigger
-    /// that did not wait in it.
-    queue_id: Option<u64>,
-    /// In cluster mode, the shared queue's run this is (every run there is claimed).
-    claim: Option<cluster_node::Claim>,
-}
-
-#[derive(Debug)]
-struct Entry {
-    def: Def,
-    state: JobState,
-    logs: Vec<LogMeta>,
-    next_run: Option<DateTime<Utc>>,
-    run: Option<ActiveRun>,
-    queued: Option<Queued>,
-    timer: Option<AbortHandle>,
-    /// A JobHttp shows `started` after a resume until its next run ends (spec).
-    resumed: bool,
-    /// Removed from the configuration while running: dropped when the run ends.
-    retired: bool,
-    log_dir: LogDir,
-    state_path: PathBuf,
-    /// Serialises state file writes so the newest snapshot is always written last.
-    save_lock: Arc<Mutex<()>>,
-    /// Whether the state file, as last written, holds a queued trigger: the run that
-    /// takes it must write the file before it starts (exactly once). Read and written
-    /// under `save_lock`.
-    queue_on_disk: bool,
-    /// The ID of that trigger, as written (`None` in a file of an earlier release).
-    queue_on_disk_id: Option<u64>,
-    /// Snapshots of the state taken for writing so far, which numbers them.
-    snapshots: u64,
-    /// The number of the newest snapshot written: a run's end queued for the syncer is
-    /// not written again once a snapshot taken after it was.
-    saved: u64,
-    /// In cluster mode, the end of the run just ended, reported once the job is idle.
-    finishing: Option<cluster_node::Finishing>,
-    /// In cluster mode, the counter of the job's run going on on another node (shown as
-    /// the job's running run; its log is read from the shared table).
-    remote_run: Option<u64>,
-}
-
-/// The trigger in a job's one-slot queue, and its ID ([`QueuedTrigger::id`]): each
-/// trigger that waits in the queue gets a new one (`None`: read from a state file of an
-/// earlier release).
-#[derive(Debug)]
-struct Queued {
-    trigger: Trigger,
-    id: Option<u64>,
-}
-
-impl Entry {
-    /// Puts `trigger` in the queue's one slot, under a new ID.
-    fn queue(&mut self, trigger: Trigger) {
-        self.queued = Some(Queued {
-            trigger,
-            id: Some(rand::random()),
-        });
-    }
-
-    /// `on_busy = replace`: cancels the running run (unless its end is recorded already)
-    /// and puts `trigger` in the queue in place of any trigger waiting there.
-    fn replace_run(&mut self, id: &str, trigger: Trigger) {
-        if let Some(run) = self.run.as_ref().filter(|run| !run.ended) {
-            tracing::info!(
-                job = id,
-                "running run cancelled: replaced by a newer trigger"
-            );
-            run.cancel.send_replace(Some(REPLACED.to_string()));
-        }
-        if self.take_queued().is_some() {
-            crate::metrics::trigger_dropped("replaced");
-        }
-        self.queue(trigger);
-    }
-
-    /// Empties the queue's slot: its trigger and the trigger's ID.
-    fn take_queued(&mut self) -> Option<(Trigger, Option<u64>)> {
-        self.queued.take().map(|queued| (queued.trigger, queued.id))
-    }
-
-    /// Whether the queued trigger, if any, may run as soon as the job's run ends: a
-    /// paused job keeps it for the resume, a stopping service (`stopping`) keeps it in
-    /// the state file for the next start, and a removed job has no more runs.
-    fn queue_may_run(&self, stopping: bool) -> bool {
-        !stopping && !self.retired && !self.state.paused
-    }
-}
-
-#[derive(Debug, Default)]
-struct Registry {
-    jobs: BTreeMap<String, Entry>,
-    http: BTreeMap<String, Entry>,
-    /// Trigger path → job ID.
-    paths: HashMap<String, String>,
-    /// Lower-cased ID → ID, per kind: lookups by ID ignore case, as upstream's clients
-    /// send IDs lower-cased (two IDs that differ only by case are a configuration error).
-    folded_ids: HashMap<(Kind, String), String>,
-    run_tasks: usize,
-    /// False when the number of waiting runs may have changed since the metrics last
-    /// counted it (see `queue_gauge.rs`).
-    queue_counted: AtomicBool,
-}
-
-impl Registry {
-    fn map(&mut self, kind: Kind) -> &mut BTreeMap<String, Entry> {
-        match kind {
-            Kind::Job => &mut self.jobs,
-            Kind::Http => &mut self.http,
-        }
-    }
-    fn get(&mut self, kind: Kind, id: &str) -> Option<&mut Entry> {
-        self.map(kind).get_mut(id).filter(|e| !e.retired)
-    }
-    /// The ID of the job of `kind` that `id` names, in any case.
-    fn resolve(&self, kind: Kind, id: &str) -> Option<String> {
-        let map = match kind {
-            Kind::Job => &self.jobs,
-            Kind::Http => &self.http,
-        };
-        if map.get(id).is_some_and(|entry| !entry.retired) {
-            return Some(id.to_string());
-        }
-        self.folded_ids
-            .get(&(kind, id.to_ascii_lowercase()))
-            .cloned()
-    }
-
-    /// Rebuilds the lookups of jobs by trigger path and by ID in any case.
-    fn rebuild_indexes(&mut self) {
-        let mut folded = HashMap::new();
-        for (kind, map) in [(Kind::Job, &self.jobs), (Kind::Http, &self.http)] {
-            for (id, entry) in map {
-                if !entry.retired {
-                    folded.insert((kind, id.to_ascii_lowercase()), id.clone());
-                }
-            }
-        }
-        self.folded_ids = folded;
-        self.paths = self
-            .jobs
-            .iter()
-            .filter(|(_, e)| !e.retired)
-            .filter_map(|(id, e)| match &e.def {
-                Def::Job(job) => job.path.clone().map(|p| (p, id.clone())),
-                Def::Http(_) => None,
-            })
-            .collect();
-    }
 }
 
 struct Inner {
