@@ -132,16 +132,33 @@ pub(super) struct Entry {
     pub(super) def: Def,
     pub(super) state: JobState,
     pub(super) logs: Vec<LogMeta>,
-    pub(super) next_run: Option<DateTime<Utc>>,
-    pub(super) run: Option<ActiveRun>,
-    pub(super) queued: Option<Queued>,
-    pub(super) timer: Option<AbortHandle>,
+    /// Its run, its queue and its timer.
+    pub(super) slot: RunSlot,
     /// A JobHttp shows `started` after a resume until its next run ends (spec).
     pub(super) resumed: bool,
     /// Removed from the configuration while running: dropped when the run ends.
     pub(super) retired: bool,
     pub(super) log_dir: LogDir,
     pub(super) state_path: PathBuf,
+    /// What the writes of its state file keep track of.
+    pub(super) saving: Saving,
+    /// What cluster mode adds.
+    pub(super) cluster: ClusterSide,
+}
+
+/// A job's run slot: the run going on (or waiting for a permit), the one trigger
+/// waiting in the queue, and the timer that fires it.
+#[derive(Debug)]
+pub(super) struct RunSlot {
+    pub(super) run: Option<ActiveRun>,
+    pub(super) queued: Option<Queued>,
+    pub(super) timer: Option<AbortHandle>,
+    pub(super) next_run: Option<DateTime<Utc>>,
+}
+
+/// The bookkeeping of a job's state file writes.
+#[derive(Debug)]
+pub(super) struct Saving {
     /// Serialises state file writes so the newest snapshot is always written last.
     pub(super) save_lock: Arc<Mutex<()>>,
     /// Whether the state file, as last written, holds a queued trigger: the run that
@@ -155,10 +172,15 @@ pub(super) struct Entry {
     /// The number of the newest snapshot written: a run's end queued for the syncer is
     /// not written again once a snapshot taken after it was.
     pub(super) saved: u64,
-    /// In cluster mode, the end of the run just ended, reported once the job is idle.
+}
+
+/// What cluster mode keeps of a job's runs.
+#[derive(Debug)]
+pub(super) struct ClusterSide {
+    /// The end of the run just ended, reported once the job is idle.
     pub(super) finishing: Option<cluster_node::Finishing>,
-    /// In cluster mode, the counter of the job's run going on on another node (shown as
-    /// the job's running run; its log is read from the shared table).
+    /// The counter of the job's run going on on another node (shown as the job's
+    /// running run; its log is read from the shared table).
     pub(super) remote_run: Option<u64>,
 }
 
@@ -174,7 +196,7 @@ pub(super) struct Queued {
 impl Entry {
     /// Puts `trigger` in the queue's one slot, under a new ID.
     pub(super) fn queue(&mut self, trigger: Trigger) {
-        self.queued = Some(Queued {
+        self.slot.queued = Some(Queued {
             trigger,
             id: Some(rand::random()),
         });
@@ -183,7 +205,7 @@ impl Entry {
     /// `on_busy = replace`: cancels the running run (unless its end is recorded already)
     /// and puts `trigger` in the queue in place of any trigger waiting there.
     pub(super) fn replace_run(&mut self, id: &str, trigger: Trigger) {
-        if let Some(run) = self.run.as_ref().filter(|run| !run.ended) {
+        if let Some(run) = self.slot.run.as_ref().filter(|run| !run.ended) {
             tracing::info!(
                 job = id,
                 "running run cancelled: replaced by a newer trigger"
@@ -198,7 +220,10 @@ impl Entry {
 
     /// Empties the queue's slot: its trigger and the trigger's ID.
     pub(super) fn take_queued(&mut self) -> Option<(Trigger, Option<u64>)> {
-        self.queued.take().map(|queued| (queued.trigger, queued.id))
+        self.slot
+            .queued
+            .take()
+            .map(|queued| (queued.trigger, queued.id))
     }
 
     /// Whether the queued trigger, if any, may run as soon as the job's run ends: a

@@ -20,7 +20,7 @@ pub mod read;
 mod registry;
 pub mod request;
 pub use cluster_link::ClusterLink;
-use entry::{ActiveRun, Entry, Queued, Taken};
+use entry::{ActiveRun, ClusterSide, Entry, Queued, RunSlot, Saving, Taken};
 pub use entry::{Def, Kind};
 use registry::Registry;
 #[cfg(test)]
@@ -576,21 +576,27 @@ impl Engine {
             def,
             state,
             logs,
-            next_run: None,
-            run: None,
-            queued,
-            timer: None,
+            slot: RunSlot {
+                run: None,
+                queued,
+                timer: None,
+                next_run: None,
+            },
             resumed: false,
             retired: false,
-            queue_on_disk,
-            queue_on_disk_id,
-            snapshots: 0,
-            saved: 0,
-            finishing: None,
-            remote_run: None,
             log_dir,
             state_path,
-            save_lock: Arc::new(Mutex::new(())),
+            saving: Saving {
+                save_lock: Arc::new(Mutex::new(())),
+                queue_on_disk,
+                queue_on_disk_id,
+                snapshots: 0,
+                saved: 0,
+            },
+            cluster: ClusterSide {
+                finishing: None,
+                remote_run: None,
+            },
         }
     }
 
@@ -676,10 +682,10 @@ impl Engine {
     }
 
     fn restart_timer(&self, kind: Kind, id: &str, entry: &mut Entry) {
-        if let Some(handle) = entry.timer.take() {
+        if let Some(handle) = entry.slot.timer.take() {
             handle.abort();
         }
-        entry.next_run = None;
+        entry.slot.next_run = None;
         if entry.def.timer().is_none() {
             // The timer task exports the gap of a timer; a job without one has none.
             crate::metrics::job_interval(kind.as_str(), id, None);
@@ -691,7 +697,7 @@ impl Engine {
                 id.to_string(),
                 timer,
             ));
-            entry.timer = Some(task.abort_handle());
+            entry.slot.timer = Some(task.abort_handle());
         }
     }
 
@@ -790,10 +796,10 @@ impl Engine {
         if entry.state.paused {
             return Err(EngineError::Paused);
         }
-        let accepted = if entry.run.is_some() {
+        let accepted = if entry.slot.run.is_some() {
             match entry.def.on_busy() {
                 OnBusy::Queue => {
-                    if entry.queued.is_some() {
+                    if entry.slot.queued.is_some() {
                         return Err(EngineError::Busy);
                     }
                     entry.queue(trigger);
@@ -826,7 +832,7 @@ impl Engine {
     /// Starts a run for the queued trigger of an idle, unpaused job; true when it did
     /// (the caller counts the new run task).
     fn start_queued(&self, kind: Kind, id: &str, entry: &mut Entry) -> bool {
-        if entry.run.is_some() || entry.state.paused || self.is_shutting_down() {
+        if entry.slot.run.is_some() || entry.state.paused || self.is_shutting_down() {
             return false;
         }
         let Some((trigger, queue_id)) = entry.take_queued() else {
@@ -862,7 +868,7 @@ impl Engine {
         let mut registry = self.lock();
         registry
             .get(kind, id)
-            .is_some_and(|entry| !entry.state.paused && entry.run.is_none())
+            .is_some_and(|entry| !entry.state.paused && entry.slot.run.is_none())
     }
 
     /// Called by a timer when a job is due, with the runner it started ahead if any.
@@ -879,7 +885,7 @@ impl Engine {
             crate::metrics::timer_tick_skipped("paused");
             return;
         }
-        if entry.run.is_some() {
+        if entry.slot.run.is_some() {
             match entry.def.on_busy() {
                 OnBusy::Queue => {
                     // Counted rather than logged: with many jobs on short intervals, a
@@ -937,7 +943,7 @@ impl Engine {
     ) {
         let Taken { queue_id, claim } = taken;
         let (cancel, cancel_rx) = watch::channel(None);
-        entry.run = Some(ActiveRun {
+        entry.slot.run = Some(ActiveRun {
             counter: None,
             ended: false,
             cancel,
@@ -1020,7 +1026,7 @@ impl Engine {
         let mut registry = self.lock();
         let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
         let entry = registry.get(kind, &id).ok_or(EngineError::NotFound)?;
-        let Some(run) = entry.run.as_ref().filter(|run| !run.ended) else {
+        let Some(run) = entry.slot.run.as_ref().filter(|run| !run.ended) else {
             return Ok(false);
         };
         run.cancel.send_replace(Some(reason.to_string()));
@@ -1168,11 +1174,15 @@ impl Engine {
             let Some(entry) = registry.map(kind).get_mut(id) else {
                 return Ok(());
             };
-            (entry.save_lock.clone(), entry.state_path.clone())
+            (entry.saving.save_lock.clone(), entry.state_path.clone())
         };
         let _ordered = save_lock.locked();
         if let Some(before) = snapshots_before {
-            let written = self.lock().map(kind).get(id).map(|entry| entry.saved);
+            let written = self
+                .lock()
+                .map(kind)
+                .get(id)
+                .map(|entry| entry.saving.saved);
             if written.is_some_and(|saved| saved > before) {
                 return Ok(());
             }
@@ -1196,21 +1206,21 @@ impl Engine {
                 return Ok(());
             };
             let mut state = entry.state.clone();
-            state.queued = entry.queued.as_ref().map(|queued| QueuedTrigger {
+            state.queued = entry.slot.queued.as_ref().map(|queued| QueuedTrigger {
                 id: queued.id,
                 ..queued.trigger.to_queued()
             });
-            entry.snapshots += 1;
-            (state, entry.snapshots)
+            entry.saving.snapshots += 1;
+            (state, entry.saving.snapshots)
         };
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
         snapshot.save(path, durability)?;
         if let Some(entry) = self.lock().map(kind).get_mut(id) {
-            entry.queue_on_disk = snapshot.queued.is_some();
-            entry.queue_on_disk_id = snapshot.queued.as_ref().and_then(|queued| queued.id);
-            entry.saved = entry.saved.max(number);
+            entry.saving.queue_on_disk = snapshot.queued.is_some();
+            entry.saving.queue_on_disk_id = snapshot.queued.as_ref().and_then(|queued| queued.id);
+            entry.saving.saved = entry.saving.saved.max(number);
         }
         Ok(())
     }
@@ -1369,14 +1379,14 @@ impl Engine {
                 let Some(entry) = map.get_mut(&id) else {
                     continue;
                 };
-                if let Some(handle) = entry.timer.take() {
+                if let Some(handle) = entry.slot.timer.take() {
                     handle.abort();
                 }
                 if entry.take_queued().is_some() {
                     tracing::warn!(job = %id, "queued trigger dropped: its job was removed from the configuration");
                     crate::metrics::trigger_dropped("job_removed");
                 }
-                if entry.run.is_some() {
+                if entry.slot.run.is_some() {
                     // Its series go when its run ends (see `run.rs`).
                     entry.retired = true;
                 } else {
@@ -1431,12 +1441,12 @@ impl Engine {
             let mut registry = self.lock();
             for kind in [Kind::Job, Kind::Http] {
                 for entry in registry.map(kind).values_mut() {
-                    if let Some(handle) = entry.timer.take() {
+                    if let Some(handle) = entry.slot.timer.take() {
                         handle.abort();
                     }
                     // A queued trigger stays in the state file and runs after the
                     // next start.
-                    if let Some(run) = &entry.run {
+                    if let Some(run) = &entry.slot.run {
                         run.cancel
                             .send_replace(Some("the service is shutting down".into()));
                     }

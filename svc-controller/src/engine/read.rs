@@ -55,8 +55,12 @@ impl<'a> JobRef<'a> {
 
     pub fn status(&self) -> JobStatus {
         let entry = self.entry;
-        let running = entry.run.as_ref().is_some_and(|run| run.counter.is_some())
-            || entry.remote_run.is_some();
+        let running = entry
+            .slot
+            .run
+            .as_ref()
+            .is_some_and(|run| run.counter.is_some())
+            || entry.cluster.remote_run.is_some();
         if entry.state.paused {
             JobStatus::Paused
         } else if running || (self.kind == Kind::Http && entry.resumed) {
@@ -76,7 +80,7 @@ impl<'a> JobRef<'a> {
 
     /// When its timer fires next.
     pub fn next_run(&self) -> Option<DateTime<Utc>> {
-        self.entry.next_run
+        self.entry.slot.next_run
     }
 
     /// Its logs, oldest first; a run going on is listed last, as `started` (in cluster
@@ -85,10 +89,11 @@ impl<'a> JobRef<'a> {
     pub fn logs(&self) -> impl Iterator<Item = LogMeta> + 'a {
         let entry = self.entry;
         let running = entry
+            .slot
             .run
             .as_ref()
             .and_then(|run| run.counter)
-            .or(entry.remote_run)
+            .or(entry.cluster.remote_run)
             .map(|counter| LogMeta {
                 counter,
                 status: LogStatus::Started,

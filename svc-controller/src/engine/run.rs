@@ -853,7 +853,7 @@ impl Engine {
         let (save_lock, state_path) = {
             let mut registry = self.lock();
             let entry = registry.map(kind).get(id)?;
-            (entry.save_lock.clone(), entry.state_path.clone())
+            (entry.saving.save_lock.clone(), entry.state_path.clone())
         };
         // Held to the end of the write, if any: no other write is in flight meanwhile,
         // so `queue_on_disk` tells what the file holds, and none names the new number
@@ -865,7 +865,7 @@ impl Engine {
             if entry.state.paused {
                 return None;
             }
-            let claimed = entry.run.as_ref().and_then(|run| run.claim);
+            let claimed = entry.slot.run.as_ref().and_then(|run| run.claim);
             entry.state.counter = match claimed {
                 // The cluster numbers the runs; this node's counter follows (it was
                 // raised to the cluster's at start, so it never goes back).
@@ -876,8 +876,8 @@ impl Engine {
             let started_at = self.inner.clock.now();
             entry.state.last_run = Some(started_at);
             entry.resumed = false;
-            let taking = entry.run.as_ref().and_then(|run| run.queue_id);
-            let write = match (entry.queue_on_disk, entry.queue_on_disk_id) {
+            let taking = entry.slot.run.as_ref().and_then(|run| run.queue_id);
+            let write = match (entry.saving.queue_on_disk, entry.saving.queue_on_disk_id) {
                 (false, _) => BeginWrite::Nothing,
                 // The file holds the trigger this run takes.
                 (true, Some(on_disk)) if taking == Some(on_disk) => BeginWrite::Taken(on_disk),
@@ -902,7 +902,7 @@ impl Engine {
             .lock()
             .map(kind)
             .get_mut(id)
-            .and_then(|entry| entry.run.as_mut())
+            .and_then(|entry| entry.slot.run.as_mut())
         {
             run.counter = Some(context.counter);
         }
@@ -985,11 +985,11 @@ impl Engine {
             };
             entry.state.started = false;
             entry.state.last_result = Some(result);
-            if let Some(run) = entry.run.as_mut() {
+            if let Some(run) = entry.slot.run.as_mut() {
                 run.counter = None;
                 run.ended = true;
                 if let Some(claim) = run.claim.take() {
-                    entry.finishing = Some(super::cluster_node::Finishing {
+                    entry.cluster.finishing = Some(super::cluster_node::Finishing {
                         job: super::cluster_link::job_key(kind, id),
                         claim,
                         outcome: super::cluster_node::outcome_of(&record),
@@ -1009,7 +1009,7 @@ impl Engine {
             if let Err(err) = entry.log_dir.remove_excess(&mut entry.logs, keep) {
                 tracing::error!(job = id, error = %err, "cannot delete old logs");
             }
-            let ended = (entry.log_dir.clone(), entry.snapshots);
+            let ended = (entry.log_dir.clone(), entry.saving.snapshots);
             // The run no longer counts as running in the metrics.
             registry.publish_queue_length();
             ended
@@ -1054,7 +1054,7 @@ impl Engine {
             if !(entry.state.paused || stopping) {
                 return Requeued::RunNow;
             }
-            if entry.queued.is_some() {
+            if entry.slot.queued.is_some() {
                 tracing::warn!(
                     job = id,
                     "a trigger that could not start is dropped: the queue is full"
@@ -1082,11 +1082,11 @@ impl Engine {
             let Some(entry) = registry.map(kind).get_mut(id) else {
                 return;
             };
-            let counter = entry.run.as_mut().and_then(|run| run.counter.take());
-            if let Some(claim) = entry.run.as_mut().and_then(|run| run.claim.take()) {
+            let counter = entry.slot.run.as_mut().and_then(|run| run.counter.take());
+            if let Some(claim) = entry.slot.run.as_mut().and_then(|run| run.claim.take()) {
                 let mut outcome = crate::cluster::RunOutcome::new(RunStatus::Fail);
                 outcome.summary = Some(ABANDONED.to_string());
-                entry.finishing = Some(super::cluster_node::Finishing {
+                entry.cluster.finishing = Some(super::cluster_node::Finishing {
                     job: super::cluster_link::job_key(kind, id),
                     claim,
                     outcome,
@@ -1164,6 +1164,7 @@ impl Engine {
             .lock()
             .map(kind)
             .get_mut(id)?
+            .slot
             .run
             .as_mut()?
             .claim
@@ -1178,7 +1179,7 @@ impl Engine {
         self.lock()
             .map(kind)
             .get(id)
-            .is_some_and(|entry| entry.queued.is_some() && entry.queue_may_run(stopping))
+            .is_some_and(|entry| entry.slot.queued.is_some() && entry.queue_may_run(stopping))
     }
 
     /// After a run: hands over the queued trigger with a fresh cancel channel, or marks
@@ -1195,7 +1196,7 @@ impl Engine {
         let mut finishing = None;
         let next = match registry.map(kind).get_mut(id) {
             Some(entry) => {
-                finishing = entry.finishing.take();
+                finishing = entry.cluster.finishing.take();
                 let next = if entry.queue_may_run(stopping) {
                     entry.take_queued()
                 } else {
@@ -1204,7 +1205,7 @@ impl Engine {
                 match next {
                     Some((trigger, queue_id)) => {
                         let (cancel, cancel_rx) = watch::channel(None);
-                        entry.run = Some(super::ActiveRun {
+                        entry.slot.run = Some(super::ActiveRun {
                             counter: None,
                             ended: false,
                             cancel,
@@ -1214,7 +1215,7 @@ impl Engine {
                         Some((trigger, cancel_rx))
                     }
                     None => {
-                        entry.run = None;
+                        entry.slot.run = None;
                         if entry.retired {
                             registry.map(kind).remove(id);
                             // After its last run was counted: none of its series stays.

@@ -108,7 +108,7 @@ fn set_next_run(engine: &Engine, kind: Kind, id: &str, due: DateTime<Utc>) -> bo
     let Some(entry) = registry.get(kind, id) else {
         return false;
     };
-    entry.next_run = Some(due);
+    entry.slot.next_run = Some(due);
     drop(registry);
     engine.changed();
     true
