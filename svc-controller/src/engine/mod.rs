@@ -17,6 +17,7 @@ pub mod executor;
 mod pings;
 mod queue_gauge;
 pub mod read;
+mod recovery;
 mod registry;
 pub mod request;
 pub use cluster_link::ClusterLink;
@@ -37,7 +38,7 @@ mod timer;
 
 use crate::util::lock::MutexExt as _;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -50,7 +51,7 @@ use crate::config::{Config, JobConfig, MainConfig, OnBusy};
 pub use crate::store::delivery::DeliveryFacts;
 use crate::store::history::{HistoryFile, RunRecord};
 use crate::store::logstore::{LogDir, LogMeta, LogStatus};
-use crate::store::state::{JobState, QueuedTrigger, RunResult, RunStatus};
+use crate::store::state::{JobState, QueuedTrigger, RunResult};
 use crate::time::schedule::Timer;
 use crate::util::fsutil::Durability;
 use clock::Clock;
@@ -280,6 +281,16 @@ struct Inner {
     cluster_work: tokio_util::task::TaskTracker,
 }
 
+/// What a job left on disk, read as it is, before any repair ([`Engine::load_saved`]).
+struct Saved {
+    log_dir: LogDir,
+    state_path: PathBuf,
+    /// Its logs, oldest first.
+    logs: Vec<LogMeta>,
+    /// Its state file's state; `None` without a usable file.
+    loaded: Option<JobState>,
+}
+
 /// How long the shutdown waits for the ends of the last runs to reach the cluster.
 const CLUSTER_REPORT_LIMIT: Duration = Duration::from_secs(10);
 
@@ -429,111 +440,18 @@ impl Engine {
         self.inner.registry.locked()
     }
 
-    /// Builds an entry from disk: logs listed, interrupted runs recorded as failures,
-    /// state loaded or rebuilt from the newest log.
-    #[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
+    /// Builds an entry from disk: what the job saved is loaded ([`Engine::load_saved`]),
+    /// then repaired of what a stop or a crash left ([`Engine::repair`]); the queued
+    /// trigger its state file holds waits in the entry's queue.
     fn load_entry(&self, kind: Kind, def: Def, id: &str) -> Entry {
-        let main = &self.inner.main;
-        let (log_root, state_root) = match kind {
-            Kind::Job => (main.dir_job_logs(), main.dir_job_state()),
-            Kind::Http => (main.dir_job_http_logs(), main.dir_job_http_state()),
-        };
-        let log_dir = LogDir::new(log_root.join(id), id).with_max_output(main.log_max_size);
-        let state_path = state_root.join(id);
-        let mut logs = log_dir.scan().unwrap_or_else(|err| {
-            tracing::error!(job = id, error = %err, "cannot list the logs");
-            Vec::new()
-        });
-        // When each interrupted run began and was last heard of, read before the repair
-        // writes to its log.
-        let interrupted: Vec<_> = logs
-            .iter()
-            .filter(|log| log.status == LogStatus::Started)
-            .map(|log| (log.counter, log_dir.written_between(log.counter)))
-            .collect();
-        // Runs whose end the history recorded just before a stop (the line is queued
-        // before the log's rename): their logs are finished as recorded, and they get no
-        // second line. Read only when a log was left `started`.
-        let recorded: std::collections::HashMap<u64, (RunResult, String)> = if interrupted
-            .is_empty()
-        {
-            Default::default()
-        } else {
-            self.history_file(kind, id)
-                .page(crate::store::history::MAX_PAGE, None)
-                .map(|page| {
-                    page.into_iter()
-                        .map(|record| (record.counter, (record.status.result(), record.summary)))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        match log_dir.recover_interrupted(&mut logs, &recorded) {
-            Ok(repaired) => {
-                let mut lines = String::new();
-                for (counter, was_recorded) in repaired {
-                    if was_recorded {
-                        tracing::info!(
-                            job = id,
-                            counter,
-                            "run ended just before a stop of the controller; its log is \
-                             finished as its history recorded"
-                        );
-                        continue;
-                    }
-                    tracing::warn!(
-                        job = id,
-                        counter,
-                        "run was interrupted by a stop of the controller; recorded as failed"
-                    );
-                    let now = self.inner.clock.now();
-                    let times = interrupted
-                        .iter()
-                        .find(|(c, _)| *c == counter)
-                        .and_then(|(_, times)| *times)
-                        .unwrap_or((now, now));
-                    let record = RunRecord::lost(
-                        counter,
-                        RunStatus::Interrupted,
-                        times,
-                        crate::store::logstore::INTERRUPTED,
-                    );
-                    crate::metrics::run_finished(kind.as_str(), id, &record);
-                    lines.push_str(&record.to_line());
-                }
-                if !lines.is_empty() {
-                    self.inner.syncer.run_end(syncer::RunEnd {
-                        history: Some((self.history_file(kind, id), lines)),
-                        ..Default::default()
-                    });
-                }
-            }
-            Err(err) => tracing::error!(job = id, error = %err, "cannot repair interrupted logs"),
-        }
-        let loaded = JobState::load(&state_path).unwrap_or_else(|err| {
-            tracing::warn!(job = id, error = %err, "state file unusable; rebuilding it from the logs");
-            None
-        });
-        let newest = logs.last().cloned();
-        let mut state = self.state_on_disk(kind, id, loaded.as_ref(), newest.as_ref(), &log_dir);
-        // A queued trigger whose taking was recorded (the run that took it was
-        // interrupted, or its state write was not made) has had its run: never again.
-        if let Some(queued_id) = state.queued.as_ref().and_then(|queued| queued.id) {
-            let taken = crate::store::state::taken_path(&state_path);
-            match crate::store::state::read_taken(&taken) {
-                Ok(Some(taken)) if taken == queued_id => {
-                    tracing::info!(
-                        job = id,
-                        "the queued trigger was taken by a run before the stop: not run again"
-                    );
-                    state.queued = None;
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    tracing::error!(job = id, path = %taken.display(), error = %err, "cannot read the take record");
-                }
-            }
-        }
+        let mut saved = self.load_saved(kind, id);
+        let mut state = self.repair(kind, id, &mut saved);
+        let Saved {
+            log_dir,
+            state_path,
+            mut logs,
+            loaded,
+        } = saved;
         crate::metrics::job_loaded(kind.as_str(), id, state.last_result.zip(state.last_run));
         if let Err(err) = log_dir.enforce_retention(&mut logs, def.log_retention()) {
             tracing::error!(job = id, error = %err, "cannot delete old logs");
@@ -600,65 +518,30 @@ impl Engine {
         }
     }
 
-    /// The job's state as its file says (rebuilt from the newest log without one),
-    /// brought up to date with what runs left on disk: a run the stop interrupted is
-    /// failed, and the counter is the highest number any run of the job used, so that
-    /// the next run neither reuses a number nor leaves a gap.
-    fn state_on_disk(
-        &self,
-        kind: Kind,
-        id: &str,
-        loaded: Option<&JobState>,
-        newest: Option<&LogMeta>,
-        log_dir: &LogDir,
-    ) -> JobState {
-        let mut state = loaded.cloned().unwrap_or_else(|| {
-            let mut state = JobState::default();
-            if let Some(log) = newest {
-                state.counter = log.counter;
-                state.last_run = log_dir.first_line_time(log.counter, log.status);
-                if let LogStatus::Finished(result) = log.status {
-                    state.last_result = Some(result);
-                }
-            }
-            state
+    /// What job `id` left on disk, read as it is: its logs, listed, and its state file
+    /// (`None` when there is none, or none that can be used).
+    fn load_saved(&self, kind: Kind, id: &str) -> Saved {
+        let main = &self.inner.main;
+        let (log_root, state_root) = match kind {
+            Kind::Job => (main.dir_job_logs(), main.dir_job_state()),
+            Kind::Http => (main.dir_job_http_logs(), main.dir_job_http_state()),
+        };
+        let log_dir = LogDir::new(log_root.join(id), id).with_max_output(main.log_max_size);
+        let state_path = state_root.join(id);
+        let logs = log_dir.scan().unwrap_or_else(|err| {
+            tracing::error!(job = id, error = %err, "cannot list the logs");
+            Vec::new()
         });
-        if state.started {
-            // The controller stopped during a run. If that run's log was finished (the
-            // stop came between the log's rename and the state write), its result
-            // stands; otherwise the run was interrupted (its log is now `.fail`).
-            state.started = false;
-            state.last_result = match newest {
-                Some(log) if log.counter == state.counter => match log.status {
-                    LogStatus::Finished(result) => Some(result),
-                    LogStatus::Started => Some(RunResult::Fail),
-                },
-                _ => Some(RunResult::Fail),
-            };
+        let loaded = JobState::load(&state_path).unwrap_or_else(|err| {
+            tracing::warn!(job = id, error = %err, "state file unusable; rebuilding it from the logs");
+            None
+        });
+        Saved {
+            log_dir,
+            state_path,
+            logs,
+            loaded,
         }
-        if let Some(log) = newest
-            && log.counter > state.counter
-        {
-            // The state file is older than the newest log (a run does not write it when
-            // it starts; its log's name, durable first, records its number): the next
-            // run follows the newest log, neither reusing a number nor leaving a gap.
-            state.counter = log.counter;
-            if let LogStatus::Finished(result) = log.status {
-                state.last_result = Some(result);
-            }
-            if let Some(time) = log_dir.first_line_time(log.counter, log.status) {
-                state.last_run = Some(time);
-            }
-        }
-        if loaded.is_none() {
-            // Without a state file, the history may know a newer run than the logs: one
-            // whose log could not be made, whose number the state file alone recorded.
-            match self.history_file(kind, id).newest_counter() {
-                Ok(recorded) => state.counter = state.counter.max(recorded),
-                Err(err) => tracing::error!(job = id, error = %err, "cannot read the run history"),
-            }
-        }
-        state
     }
 
     /// Starts the timer of every job that has one, and the runs of triggers that were

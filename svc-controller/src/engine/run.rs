@@ -835,7 +835,7 @@ impl Engine {
     /// ([`crate::store::state::write_taken`]) before the command starts.
     ///
     /// The log's name, durable before this returns, records the number: a start after
-    /// any crash numbers the next run after the newest log (`Engine::load_entry`), so
+    /// any crash numbers the next run after the newest log (`Engine::state_on_disk`), so
     /// numbers neither repeat nor leave a gap. Nothing shows the number before: the save
     /// lock, held from the numbering to the log's sync, keeps state writes from naming
     /// it earlier, and the run is listed as started only then. A run without a log is
@@ -952,7 +952,7 @@ impl Engine {
         // end of the run (the log's name, the job's status) and then reads the history
         // waits for it (`Engine::run_history` flushes the syncer). A crash between the
         // two leaves the line and a `started` log, which the next start repairs without
-        // a second line for the run (see `Engine::load_entry`).
+        // a second line for the run (see `Engine::repair_interrupted_runs`).
         self.inner.syncer.run_end(super::syncer::RunEnd {
             history: Some((self.history_file(kind, id), record.to_line())),
             ..Default::default()
