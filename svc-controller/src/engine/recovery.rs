@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use super::{Engine, Kind, Saved, syncer};
+use super::persistence::Saved;
+use super::{Engine, Kind, syncer};
 use crate::store::history::RunRecord;
 use crate::store::logstore::{LogDir, LogMeta, LogStatus};
 use crate::store::state::{JobState, RunResult, RunStatus};
