@@ -48,14 +48,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, Semaphore, watch};
 
-use crate::config::{Config, JobConfig, MainConfig, OnBusy};
+use crate::config::{Config, JobConfig, MainConfig};
 pub use crate::store::delivery::DeliveryFacts;
 use crate::store::history::{HistoryFile, RunRecord};
 use crate::store::logstore::{LogDir, LogStatus};
 use crate::store::state::RunResult;
-use crate::util::fsutil::Durability;
 use clock::Clock;
-use executor::{Executor, Runner};
+use executor::Executor;
 pub use pings::{PingEvent, RunPing};
 
 /// One log, open for reading (see [`Engine::open_log`]).
@@ -280,46 +279,6 @@ impl Engine {
         self.inner.registry.locked()
     }
 
-    /// Starts the timer of every job that has one, and the runs of triggers that were
-    /// queued when the controller stopped (those of paused jobs wait for the resume).
-    pub fn start_timers(&self) {
-        if let Some(link) = self.cluster() {
-            self.start_cluster_tasks(link);
-        }
-        let mut registry = self.lock();
-        for kind in [Kind::Job, Kind::Http] {
-            let ids: Vec<String> = registry.map(kind).keys().cloned().collect();
-            for id in ids {
-                if let Some(entry) = registry.get(kind, &id) {
-                    self.restart_timer(kind, &id, entry);
-                    if self.start_queued(kind, &id, entry) {
-                        registry.run_tasks += 1;
-                    }
-                }
-            }
-        }
-    }
-
-    fn restart_timer(&self, kind: Kind, id: &str, entry: &mut Entry) {
-        if let Some(handle) = entry.slot.timer.take() {
-            handle.abort();
-        }
-        entry.slot.next_run = None;
-        if entry.def.timer().is_none() {
-            // The timer task exports the gap of a timer; a job without one has none.
-            crate::metrics::job_interval(kind.as_str(), id, None);
-        }
-        if let Some(timer) = entry.def.timer().cloned() {
-            let task = self.inner.runtime.spawn(timer::timer_task(
-                self.clone(),
-                kind,
-                id.to_string(),
-                timer,
-            ));
-            entry.slot.timer = Some(task.abort_handle());
-        }
-    }
-
     /// The Job whose trigger `path` is `path` (with a leading `/`), in one registry
     /// lookup; its ID is `id` of the configuration.
     pub fn job_for_path(&self, path: &str) -> Option<Arc<JobConfig>> {
@@ -341,78 +300,6 @@ impl Engine {
     /// Whether the service is stopping (no new run begins).
     fn is_shutting_down(&self) -> bool {
         self.inner.shutting_down.load(Ordering::SeqCst)
-    }
-
-    /// Whether a timer firing now would start a run (the job idle and not paused).
-    fn timer_would_fire(&self, kind: Kind, id: &str) -> bool {
-        if self.is_shutting_down() {
-            return false;
-        }
-        let mut registry = self.lock();
-        registry
-            .get(kind, id)
-            .is_some_and(|entry| !entry.state.paused && entry.slot.run.is_none())
-    }
-
-    /// Called by a timer when a job is due, with the runner it started ahead if any.
-    fn timer_fired(&self, kind: Kind, id: &str, runner: Option<Box<dyn Runner>>) {
-        if self.inner.shutting_down.load(Ordering::SeqCst) {
-            return;
-        }
-        let mut registry = self.lock();
-        let Some(entry) = registry.get(kind, id) else {
-            return;
-        };
-        if entry.state.paused {
-            tracing::debug!(job = id, "timer fired while paused: skipped");
-            crate::metrics::timer_tick_skipped("paused");
-            return;
-        }
-        if entry.slot.run.is_some() {
-            match entry.def.on_busy() {
-                OnBusy::Queue => {
-                    // Counted rather than logged: with many jobs on short intervals, a
-                    // line per tick flooded the log, and writing it held up the other
-                    // timers.
-                    tracing::debug!(
-                        job = id,
-                        "timer fired while the previous run is still going on: skipped"
-                    );
-                    crate::metrics::timer_tick_skipped("running");
-                }
-                OnBusy::Skip => {
-                    tracing::info!(
-                        job = id,
-                        "timer slot skipped: the job is running (on_busy = skip)"
-                    );
-                    crate::metrics::timer_tick_skipped("running");
-                }
-                OnBusy::Replace => {
-                    entry.replace_run(id, Trigger::new(TriggerSource::Timer));
-                    registry.publish_queue_length();
-                    drop(registry);
-                    // Kept in the state file like any queued trigger, off this thread.
-                    let (engine, id) = (self.clone(), id.to_string());
-                    self.inner.runtime.spawn_blocking(move || {
-                        engine.persist(kind, &id, Durability::Durable);
-                    });
-                    self.changed();
-                }
-            }
-            return;
-        }
-        self.spawn_run(
-            kind,
-            id,
-            entry,
-            Trigger::new(TriggerSource::Timer),
-            Taken::default(),
-            runner,
-        );
-        registry.run_tasks += 1;
-        registry.publish_queue_length();
-        drop(registry);
-        self.changed();
     }
 
     /// Looks at one job while the registry is locked; `None` when there is no such job.
