@@ -48,24 +48,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, Semaphore, watch};
 
-use crate::config::{Config, JobConfig, MainConfig};
+use crate::config::{Config, MainConfig};
 pub use crate::store::delivery::DeliveryFacts;
-use crate::store::history::{HistoryFile, RunRecord};
-use crate::store::logstore::{LogDir, LogStatus};
+use crate::store::logstore::LogDir;
 use crate::store::state::RunResult;
 use clock::Clock;
 use executor::Executor;
 pub use pings::{PingEvent, RunPing};
-
-/// One log, open for reading (see [`Engine::open_log`]).
-#[derive(Debug)]
-pub struct OpenLog {
-    /// Its file name, `<id>.<counter>.<status>`.
-    pub name: String,
-    pub status: LogStatus,
-    /// Read it to the length it has when the answer starts: a running log grows.
-    pub file: std::fs::File,
-}
+pub use read::OpenLog;
 
 /// The end of a run whose job lists notifications for its result, as the engine hands it
 /// over ([`Engine::announce_run_ends_to`]): domain data only; whoever sends the
@@ -279,17 +269,6 @@ impl Engine {
         self.inner.registry.locked()
     }
 
-    /// The Job whose trigger `path` is `path` (with a leading `/`), in one registry
-    /// lookup; its ID is `id` of the configuration.
-    pub fn job_for_path(&self, path: &str) -> Option<Arc<JobConfig>> {
-        let mut registry = self.lock();
-        let id = registry.paths.get(path)?.clone();
-        match registry.get(Kind::Job, &id).map(|e| e.def.clone()) {
-            Some(Def::Job(job)) => Some(job),
-            _ => None,
-        }
-    }
-
     /// Takes and releases the registry lock: true unless the engine is stuck (the
     /// systemd watchdog pings only while this returns).
     pub fn is_responsive(&self) -> bool {
@@ -302,114 +281,10 @@ impl Engine {
         self.inner.shutting_down.load(Ordering::SeqCst)
     }
 
-    /// Looks at one job while the registry is locked; `None` when there is no such job.
-    /// `look` must be quick: every other request waits for the lock meanwhile.
-    pub fn with_job<T>(
-        &self,
-        kind: Kind,
-        id: &str,
-        look: impl FnOnce(read::JobRef<'_>) -> T,
-    ) -> Option<T> {
-        let mut registry = self.lock();
-        let id = registry.resolve(kind, id)?;
-        let (id, entry) = registry
-            .map(kind)
-            .get_key_value(&id)
-            .filter(|(_, entry)| !entry.retired)?;
-        Some(look(read::JobRef::new(kind, id, entry)))
-    }
-
-    /// Looks at every job while the registry is locked (see [`Engine::with_job`]).
-    pub fn with_all<T>(&self, look: impl FnOnce(read::RegistryRef<'_>) -> T) -> T {
-        let registry = self.lock();
-        look(read::RegistryRef::new(&self.inner.main, &registry))
-    }
-
     /// A number that changes whenever something the Environment shows changes: views
     /// built for one generation can be served until it changes.
     pub fn generation(&self) -> u64 {
         *self.inner.generation.borrow()
-    }
-
-    /// Opens one log for reading. Blocking: call it off the async workers.
-    pub fn open_log(
-        &self,
-        kind: Kind,
-        id: &str,
-        counter: u64,
-    ) -> Result<Option<OpenLog>, EngineError> {
-        let log_dir = self.log_dir(kind, id)?;
-        match log_dir.open(counter) {
-            Ok(Some((status, file))) => Ok(Some(OpenLog {
-                name: log_dir.file_name(counter, status),
-                status,
-                file,
-            })),
-            Ok(None) => Ok(None),
-            Err(err) => {
-                tracing::error!(job = id, counter, error = %err, "cannot open a log");
-                Ok(None)
-            }
-        }
-    }
-
-    /// The last `max` bytes of one log. Blocking: call it off the async workers.
-    pub fn read_log_end(
-        &self,
-        kind: Kind,
-        id: &str,
-        counter: u64,
-        max: u64,
-    ) -> Result<Option<Vec<u8>>, EngineError> {
-        let log_dir = self.log_dir(kind, id)?;
-        log_dir.read_end(counter, max).or_else(|err| {
-            tracing::error!(job = id, counter, error = %err, "cannot read a log");
-            Ok(None)
-        })
-    }
-
-    /// Where the history of job `id` (its configured ID) is kept.
-    fn history_file(&self, kind: Kind, id: &str) -> HistoryFile {
-        HistoryFile::new(&self.inner.main.dir_history(kind.as_str()), id)
-    }
-
-    /// A page of a job's run history, newest first: at most `limit` runs, those before
-    /// counter `before` when given ([`HistoryFile::page`]). Blocking.
-    pub fn run_history(
-        &self,
-        kind: Kind,
-        id: &str,
-        limit: usize,
-        before: Option<u64>,
-    ) -> Result<Vec<RunRecord>, EngineError> {
-        let id = self.lock().resolve(kind, id).ok_or(EngineError::NotFound)?;
-        // A run whose end is recorded (its log renamed, its job's status set) had its
-        // history line queued at the syncer before: written before the page is read.
-        self.inner.syncer.flush();
-        self.history_file(kind, &id)
-            .page(limit, before)
-            .map_err(|err| {
-                tracing::error!(job = %id, error = %err, "cannot read the run history");
-                EngineError::Unreadable
-            })
-    }
-
-    fn log_dir(&self, kind: Kind, id: &str) -> Result<LogDir, EngineError> {
-        let mut registry = self.lock();
-        let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
-        Ok(registry
-            .get(kind, &id)
-            .ok_or(EngineError::NotFound)?
-            .log_dir
-            .clone())
-    }
-
-    /// Counters of a job's logs, oldest first.
-    pub fn log_counters(&self, kind: Kind, id: &str) -> Result<Vec<u64>, EngineError> {
-        let mut registry = self.lock();
-        let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
-        let entry = registry.get(kind, &id).ok_or(EngineError::NotFound)?;
-        Ok(entry.logs.iter().map(|l| l.counter).collect())
     }
 
     /// Applies a new configuration's job definitions. Unchanged jobs keep everything;
