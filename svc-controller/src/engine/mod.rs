@@ -20,6 +20,7 @@ mod queue_gauge;
 pub mod read;
 mod recovery;
 mod registry;
+mod reload;
 pub mod request;
 pub use cluster_link::ClusterLink;
 use entry::{ActiveRun, ClusterSide, Entry, Queued, RunSlot, Saving, Taken};
@@ -28,6 +29,7 @@ use registry::Registry;
 #[cfg(test)]
 mod counter_tests;
 mod run;
+mod shutdown;
 mod syncer;
 #[cfg(test)]
 mod task_sizes;
@@ -40,10 +42,8 @@ mod triggers;
 pub use triggers::{Accepted, EngineError, Trigger, TriggerSource};
 
 use crate::util::lock::MutexExt as _;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, Semaphore, watch};
@@ -119,9 +119,6 @@ struct Inner {
     /// shutdown waits for.
     cluster_work: tokio_util::task::TaskTracker,
 }
-
-/// How long the shutdown waits for the ends of the last runs to reach the cluster.
-const CLUSTER_REPORT_LIMIT: Duration = Duration::from_secs(10);
 
 /// Handle on the job engine.
 #[derive(Clone)]
@@ -285,160 +282,5 @@ impl Engine {
     /// built for one generation can be served until it changes.
     pub fn generation(&self) -> u64 {
         *self.inner.generation.borrow()
-    }
-
-    /// Applies a new configuration's job definitions. Unchanged jobs keep everything;
-    /// changed ones keep their state and get the new definition and timer; removed ones
-    /// go (after their current run, if any).
-    pub fn reload(&self, config: &Config) {
-        if config.main != self.inner.main {
-            tracing::warn!("changes to the [svc] section take effect only after a restart");
-        }
-        let mut wanted: Vec<(Kind, String, Def)> = Vec::new();
-        for job in &config.jobs {
-            wanted.push((Kind::Job, job.id.clone(), Def::Job(Arc::new(job.clone()))));
-        }
-        for job in &config.http_jobs {
-            wanted.push((Kind::Http, job.id.clone(), Def::Http(Arc::new(job.clone()))));
-        }
-        // New entries are read from disk (logs listed, interrupted runs repaired, state
-        // written) before the registry is locked, so no sync to disk happens under it.
-        let added: Vec<(Kind, String, Def)> = {
-            let mut registry = self.lock();
-            wanted
-                .iter()
-                .filter(|(kind, id, _)| !registry.map(*kind).contains_key(id))
-                .cloned()
-                .collect()
-        };
-        let mut loaded: HashMap<(Kind, String), Entry> = added
-            .into_iter()
-            .map(|(kind, id, def)| {
-                let entry = self.load_entry(kind, def, &id);
-                ((kind, id), entry)
-            })
-            .collect();
-        let mut registry = self.lock();
-        for kind in [Kind::Job, Kind::Http] {
-            let removed: Vec<String> = registry
-                .map(kind)
-                .keys()
-                .filter(|id| !wanted.iter().any(|(k, i, _)| *k == kind && i == *id))
-                .cloned()
-                .collect();
-            for id in removed {
-                let map = registry.map(kind);
-                let Some(entry) = map.get_mut(&id) else {
-                    continue;
-                };
-                if let Some(handle) = entry.slot.timer.take() {
-                    handle.abort();
-                }
-                if entry.take_queued().is_some() {
-                    tracing::warn!(job = %id, "queued trigger dropped: its job was removed from the configuration");
-                    crate::metrics::trigger_dropped("job_removed");
-                }
-                if entry.slot.run.is_some() {
-                    // Its series go when its run ends (see `run.rs`).
-                    entry.retired = true;
-                } else {
-                    map.remove(&id);
-                    crate::metrics::job_removed(kind.as_str(), &id);
-                }
-                tracing::info!(job = %id, "job removed from the configuration");
-            }
-        }
-        for (kind, id, def) in wanted {
-            let existing = registry.map(kind).get_mut(&id);
-            match existing {
-                Some(entry) if entry.def == def && !entry.retired => {}
-                Some(entry) => {
-                    let timer_changed = entry.def.timer() != def.timer() || entry.retired;
-                    entry.def = def;
-                    entry.retired = false;
-                    if timer_changed {
-                        self.restart_timer(kind, &id, entry);
-                    }
-                    tracing::info!(job = %id, "job definition changed");
-                }
-                None => {
-                    let mut entry = match loaded.remove(&(kind, id.clone())) {
-                        Some(entry) => entry,
-                        // Reloads run one at a time, so only a job dropped while its
-                        // last run ended comes here; reading it again is rare and short.
-                        None => self.load_entry(kind, def, &id),
-                    };
-                    self.restart_timer(kind, &id, &mut entry);
-                    registry.map(kind).insert(id.clone(), entry);
-                    tracing::info!(job = %id, "job added");
-                }
-            }
-        }
-        registry.rebuild_indexes();
-        // Jobs came or went, and queued triggers with them.
-        registry.publish_queue_length();
-        drop(registry);
-        self.changed();
-        self.publish(|| events::EngineEvent::Reloaded);
-    }
-
-    /// Stops timers, ends running executions (recorded as failed) and waits for them,
-    /// at most `limit`.
-    pub async fn shutdown(&self, limit: Duration) {
-        self.inner.shutting_down.store(true, Ordering::SeqCst);
-        // First: live watchers end their streams while the runs stop, so that the HTTP
-        // server's drain does not wait for them.
-        self.publish(|| events::EngineEvent::Stopping);
-        {
-            let mut registry = self.lock();
-            for kind in [Kind::Job, Kind::Http] {
-                for entry in registry.map(kind).values_mut() {
-                    if let Some(handle) = entry.slot.timer.take() {
-                        handle.abort();
-                    }
-                    // A queued trigger stays in the state file and runs after the
-                    // next start.
-                    if let Some(run) = &entry.slot.run {
-                        run.cancel
-                            .send_replace(Some("the service is shutting down".into()));
-                    }
-                }
-            }
-        }
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let ended = self.inner.run_task_ended.notified();
-            if self.lock().run_tasks == 0 {
-                break;
-            }
-            if tokio::time::timeout_at(deadline, ended).await.is_err() {
-                tracing::warn!("runs still going on at the end of the shutdown limit");
-                break;
-            }
-        }
-        let engine = self.clone();
-        // The ends of the last runs reach the disk before the service says it stopped.
-        let flushed = tokio::task::spawn_blocking(move || engine.inner.syncer.flush());
-        if tokio::time::timeout_at(deadline + Duration::from_secs(1), flushed)
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "the ends of the last runs were not all written in time: the next start \
-                 repairs them from their logs"
-            );
-        }
-        if self.cluster().is_some() {
-            self.inner.cluster_stop.cancel();
-            // The ends of the last runs reach the cluster before the node leaves; what
-            // does not in time is reaped as interrupted once its lease lapses.
-            self.inner.cluster_work.close();
-            if tokio::time::timeout(CLUSTER_REPORT_LIMIT, self.inner.cluster_work.wait())
-                .await
-                .is_err()
-            {
-                tracing::warn!("the ends of some runs did not reach the cluster database");
-            }
-        }
     }
 }
