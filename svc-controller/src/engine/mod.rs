@@ -29,6 +29,7 @@ use registry::Registry;
 #[cfg(test)]
 mod counter_tests;
 mod run;
+mod run_begin;
 mod shutdown;
 mod syncer;
 #[cfg(test)]
