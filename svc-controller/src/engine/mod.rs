@@ -30,6 +30,7 @@ use registry::Registry;
 mod counter_tests;
 mod run;
 mod run_begin;
+mod run_end;
 mod shutdown;
 mod syncer;
 #[cfg(test)]
@@ -46,39 +47,15 @@ use crate::util::lock::MutexExt as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::config::{Config, MainConfig};
 pub use crate::store::delivery::DeliveryFacts;
-use crate::store::logstore::LogDir;
-use crate::store::state::RunResult;
 use clock::Clock;
 use executor::Executor;
 pub use pings::{PingEvent, RunPing};
 pub use read::OpenLog;
-
-/// The end of a run whose job lists notifications for its result, as the engine hands it
-/// over ([`Engine::announce_run_ends_to`]): domain data only; whoever sends the
-/// notifications reads the log and builds the messages, off the run path.
-#[derive(Debug, Clone)]
-pub struct RunEnded {
-    pub kind: Kind,
-    pub job_id: String,
-    pub job_name: String,
-    pub counter: u64,
-    pub result: RunResult,
-    /// When the run began (the job's `last_run`).
-    pub started_at: DateTime<Utc>,
-    /// When its end was recorded.
-    pub ended_at: DateTime<Utc>,
-    /// The job's log directory, where the run's log is (unless retention removed it
-    /// since, which a later run may do).
-    pub log_dir: LogDir,
-    /// The names of the `[notif]` sections to tell: `notif_on_success` or
-    /// `notif_on_failed`, as the result selects.
-    pub notifs: Vec<String>,
-}
+pub use run_end::RunEnded;
 
 struct Inner {
     main: MainConfig,
@@ -211,27 +188,6 @@ impl Engine {
     pub fn send_pings_to(&self, sink: tokio::sync::mpsc::Sender<RunPing>) {
         if self.inner.pings.set(sink).is_err() {
             tracing::warn!("health pings are already sent elsewhere");
-        }
-    }
-
-    /// Hands `ended` to the sink set by [`Engine::announce_run_ends_to`], at once.
-    fn announce(&self, ended: RunEnded) {
-        use tokio::sync::mpsc::error::TrySendError;
-        let Some(sink) = self.inner.run_ends.get() else {
-            return;
-        };
-        match sink.try_send(ended) {
-            Ok(()) => {}
-            Err(TrySendError::Full(ended)) => tracing::warn!(
-                job = ended.job_id,
-                counter = ended.counter,
-                "the run's notifications are dropped: too many are waiting to be sent"
-            ),
-            Err(TrySendError::Closed(ended)) => tracing::debug!(
-                job = ended.job_id,
-                counter = ended.counter,
-                "the run's notifications are dropped: the sender has stopped"
-            ),
         }
     }
 

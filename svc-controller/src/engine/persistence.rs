@@ -145,7 +145,7 @@ impl Engine {
     }
 
     /// Writes the state of a job after its run ended (the syncer's write, see
-    /// `run.rs`), unless a snapshot taken after `snapshots_at_end` was written since:
+    /// `run_end.rs`), unless a snapshot taken after `snapshots_at_end` was written since:
     /// that one holds the end already (in the flood of a busy job, the next run's
     /// start writes the state at once). Blocking.
     pub(super) fn persist_after(&self, kind: Kind, id: &str, snapshots_at_end: u64) {
