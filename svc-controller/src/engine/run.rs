@@ -16,7 +16,6 @@ use crate::store::logstore::RunLog;
 use crate::store::state::{RunResult, RunStatus};
 use crate::util::fsutil::Durability;
 
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 pub(super) async fn run_task(
     engine: Engine,
     kind: Kind,
@@ -32,139 +31,31 @@ pub(super) async fn run_task(
         ended: false,
     };
     // The permit and the begun run of the queued trigger, when the end of the run before
-    // began it in the same trip (see `follow` below).
+    // began it in the same trip (see `follow` in `run_begun`).
     let mut carried: Option<(Option<OwnedSemaphorePermit>, Box<Begun>)> = None;
     loop {
         let (permit, begun, may_run) = match carried.take() {
             Some((permit, begun)) => (permit, Some(begun), true),
-            None => {
-                let permit = if kind == Kind::Job {
-                    let _waiting = Waiting::new(&engine.inner.permit_waiters);
-                    tokio::select! {
-                        permit = engine.inner.job_slots.clone().acquire_owned() => permit.ok(),
-                        _ = wait_cancelled(&mut cancel) => None,
-                    }
-                } else {
-                    None
-                };
-                let may_run = kind == Kind::Http || permit.is_some();
-                #[cfg(test)]
-                tests::before_begin(&engine, kind, &id);
-                // Boxed, like `perform` below: a run task waits for its permit in the
-                // size of its largest state, and 1,000 timers due at once spawn 1,000 of
-                // them.
-                let begun = if may_run {
-                    Box::pin(begin(&engine, kind, &id, &trigger, runner.take())).await
-                } else {
-                    None
-                };
-                (permit, begun, may_run)
-            }
+            None => acquire_and_begin(&engine, kind, &id, &trigger, &mut runner, &mut cancel).await,
         };
-        if begun.is_none()
-            && let Some((claim, link)) = engine.take_claim(kind, &id)
-        {
-            // A claimed run that did not begin goes back to the shared queue, which
-            // keeps it (and its trigger) for whichever node can run it.
-            engine.release_claim(&link, claim);
-        } else if begun.is_none()
-            && trigger.source != TriggerSource::Timer
-            && (may_run || engine.is_shutting_down())
-        {
-            // Paused, or the service stopping, between its acceptance and its start: an
-            // accepted trigger waits in the queue (and the state file) instead of
-            // vanishing.
-            #[cfg(test)]
-            tests::before_requeue(&engine, kind, &id);
-            let (requeue, queued) = (engine.clone(), trigger.clone());
-            let job = id.clone();
-            if on_disk(move || requeue.requeue(kind, &job, queued)).await == Requeued::RunNow {
-                // Resumed while this task found it paused: a resume finds the job busy
-                // with this very task and leaves the trigger to it, so it starts now.
-                continue;
-            }
+        if begun.is_none() && not_begun(&engine, kind, &id, &trigger, may_run).await {
+            // Resumed while this task found it paused: a resume finds the job busy
+            // with this very task and leaves the trigger to it, so it starts now.
+            continue;
         }
         if let Some(begun) = begun {
-            #[cfg(test)]
-            tests::maybe_panic(&id);
-            let started = std::time::Instant::now();
-            let counter = begun.context.counter;
-            let started_at = begun.context.started_at;
-            // Retries and chains follow the definition the run began with, as its log
-            // and notifications do.
-            let def = begun.context.def.clone();
-            let files = begun.files.clone();
-            let announce = Announce::new(&engine, kind, &begun.context);
-            let context = &begun.context;
-            let ping = RunPinger::new(&engine, kind, &def, counter, &context.log_dir);
-            if let Some(ping) = &ping {
-                ping.start(&engine);
-            }
-            let (outcome, log) = Box::pin(perform(begun, &mut cancel)).await;
-            let duration = started.elapsed();
-            // Cancelled, whatever the runner saw of it, when the engine asked (cancel,
-            // `on_busy = replace`, shutdown) and the run did not succeed anyway.
-            let status = outcome.status(cancel.borrow().is_some());
-            let result = status.result();
-            let record = history_record(
+            // Boxed, like `begin`: a run task waits for its permit in the size of its
+            // largest state, and 1,000 timers due at once spawn 1,000 of them.
+            let after = Box::pin(run_begun(
+                &engine,
+                kind,
+                &id,
                 &trigger,
-                counter,
-                &outcome,
-                status,
-                (started_at, engine.inner.clock.now()),
-                duration,
-            );
-            let ended_at = record.ended_at;
-            // With a trigger in the queue and no other run waiting for a permit, this
-            // run's end and the next run's begin are one piece of file work, done on
-            // this thread ([`on_disk_in_place`]), and the permit is kept: on the way
-            // from one run of a busy job to the next, no hand-over between threads.
-            let follow = (kind == Kind::Http
-                || (permit.is_some() && engine.inner.permit_waiters.load(Ordering::SeqCst) == 0))
-                && engine.has_runnable_queue(kind, &id);
-            let next_runner = if follow {
-                Some(engine.inner.executor.take(kind.runner_work()).await)
-            } else {
-                None
-            };
-            let after = {
-                let (engine, id) = (engine.clone(), id.clone());
-                on_disk_in_place(move || {
-                    engine.end_run(kind, &id, record, log, files);
-                    let Some(runner) = next_runner else {
-                        return AfterEnd::Separate;
-                    };
-                    match engine.take_next(kind, &id) {
-                        Some((trigger, cancel)) => {
-                            let begun = begin_on_disk(&engine, kind, &id, &trigger, true)
-                                .map(|disk| Begun::new(disk, runner));
-                            AfterEnd::Next(Box::new(Next {
-                                trigger,
-                                cancel,
-                                begun,
-                            }))
-                        }
-                        // (The runner taken for it is ended as it is dropped.)
-                        None => AfterEnd::Ended,
-                    }
-                })
-                .await
-            };
-            // A failed attempt with a retry left is not the outcome: its notifications
-            // and chains wait for the last attempt.
-            if engine.retry_or_chain(&def, counter, result, trigger.attempt) {
-                if let Some(announce) = announce {
-                    announce.send(&engine, result, ended_at);
-                }
-                if let Some(ping) = ping {
-                    ping.end(&engine, status, outcome.detail);
-                }
-            }
-            if outcome.success {
-                tracing::info!(job = id, counter, "run succeeded");
-            } else {
-                tracing::warn!(job = id, counter, summary = %outcome.summary, "run failed");
-            }
+                begun,
+                &mut cancel,
+                permit.is_some(),
+            ))
+            .await;
             match after {
                 AfterEnd::Next(next) => {
                     let Next {
@@ -201,6 +92,158 @@ pub(super) async fn run_task(
             }
         }
     }
+}
+
+/// Waits for a permit of `max_job_running` (a Job's run; a JobHttp call takes none),
+/// unless the run is cancelled meanwhile, then begins the run when it may run. Returns
+/// the permit, the begun run (`None` when it must not happen) and whether it may run.
+async fn acquire_and_begin(
+    engine: &Engine,
+    kind: Kind,
+    id: &str,
+    trigger: &Trigger,
+    runner: &mut Option<Box<dyn Runner>>,
+    cancel: &mut watch::Receiver<Option<String>>,
+) -> (Option<OwnedSemaphorePermit>, Option<Box<Begun>>, bool) {
+    let permit = if kind == Kind::Job {
+        let _waiting = Waiting::new(&engine.inner.permit_waiters);
+        tokio::select! {
+            permit = engine.inner.job_slots.clone().acquire_owned() => permit.ok(),
+            _ = wait_cancelled(cancel) => None,
+        }
+    } else {
+        None
+    };
+    let may_run = kind == Kind::Http || permit.is_some();
+    #[cfg(test)]
+    tests::before_begin(engine, kind, id);
+    // Boxed, like `run_begun`: a run task waits for its permit in the size of its
+    // largest state, and 1,000 timers due at once spawn 1,000 of them.
+    let begun = if may_run {
+        Box::pin(begin(engine, kind, id, trigger, runner.take())).await
+    } else {
+        None
+    };
+    (permit, begun, may_run)
+}
+
+/// What becomes of the trigger of a run that did not begin: a claimed run goes back to
+/// the shared queue, which keeps it (and its trigger) for whichever node can run it; an
+/// accepted trigger of a job paused, or of a service stopping, between its acceptance
+/// and its start waits in the queue (and the state file) instead of vanishing. True when
+/// the job is runnable again and the task is to begin the run at once.
+async fn not_begun(
+    engine: &Engine,
+    kind: Kind,
+    id: &str,
+    trigger: &Trigger,
+    may_run: bool,
+) -> bool {
+    if let Some((claim, link)) = engine.take_claim(kind, id) {
+        engine.release_claim(&link, claim);
+    } else if trigger.source != TriggerSource::Timer && (may_run || engine.is_shutting_down()) {
+        #[cfg(test)]
+        tests::before_requeue(engine, kind, id);
+        let (requeue, queued) = (engine.clone(), trigger.clone());
+        let job = id.to_string();
+        return on_disk(move || requeue.requeue(kind, &job, queued)).await == Requeued::RunNow;
+    }
+    false
+}
+
+/// Does a begun run and records its end; then what follows it: its retry or chained
+/// jobs, its notifications and its ping. Returns what the end did besides ending it.
+/// `has_permit`: the run holds a permit of `max_job_running`.
+async fn run_begun(
+    engine: &Engine,
+    kind: Kind,
+    id: &str,
+    trigger: &Trigger,
+    begun: Box<Begun>,
+    cancel: &mut watch::Receiver<Option<String>>,
+    has_permit: bool,
+) -> AfterEnd {
+    #[cfg(test)]
+    tests::maybe_panic(id);
+    let started = std::time::Instant::now();
+    let counter = begun.context.counter;
+    let started_at = begun.context.started_at;
+    // Retries and chains follow the definition the run began with, as its log
+    // and notifications do.
+    let def = begun.context.def.clone();
+    let files = begun.files.clone();
+    let announce = Announce::new(engine, kind, &begun.context);
+    let context = &begun.context;
+    let ping = RunPinger::new(engine, kind, &def, counter, &context.log_dir);
+    if let Some(ping) = &ping {
+        ping.start(engine);
+    }
+    let (outcome, log) = perform(begun, cancel).await;
+    let duration = started.elapsed();
+    // Cancelled, whatever the runner saw of it, when the engine asked (cancel,
+    // `on_busy = replace`, shutdown) and the run did not succeed anyway.
+    let status = outcome.status(cancel.borrow().is_some());
+    let result = status.result();
+    let record = history_record(
+        trigger,
+        counter,
+        &outcome,
+        status,
+        (started_at, engine.inner.clock.now()),
+        duration,
+    );
+    let ended_at = record.ended_at;
+    // With a trigger in the queue and no other run waiting for a permit, this
+    // run's end and the next run's begin are one piece of file work, done on
+    // this thread ([`on_disk_in_place`]), and the permit is kept: on the way
+    // from one run of a busy job to the next, no hand-over between threads.
+    let follow = (kind == Kind::Http
+        || (has_permit && engine.inner.permit_waiters.load(Ordering::SeqCst) == 0))
+        && engine.has_runnable_queue(kind, id);
+    let next_runner = if follow {
+        Some(engine.inner.executor.take(kind.runner_work()).await)
+    } else {
+        None
+    };
+    let after = {
+        let (engine, id) = (engine.clone(), id.to_string());
+        on_disk_in_place(move || {
+            engine.end_run(kind, &id, record, log, files);
+            let Some(runner) = next_runner else {
+                return AfterEnd::Separate;
+            };
+            match engine.take_next(kind, &id) {
+                Some((trigger, cancel)) => {
+                    let begun = begin_on_disk(&engine, kind, &id, &trigger, true)
+                        .map(|disk| Begun::new(disk, runner));
+                    AfterEnd::Next(Box::new(Next {
+                        trigger,
+                        cancel,
+                        begun,
+                    }))
+                }
+                // (The runner taken for it is ended as it is dropped.)
+                None => AfterEnd::Ended,
+            }
+        })
+        .await
+    };
+    // A failed attempt with a retry left is not the outcome: its notifications
+    // and chains wait for the last attempt.
+    if engine.retry_or_chain(&def, counter, result, trigger.attempt) {
+        if let Some(announce) = announce {
+            announce.send(engine, result, ended_at);
+        }
+        if let Some(ping) = ping {
+            ping.end(engine, status, outcome.detail);
+        }
+    }
+    if outcome.success {
+        tracing::info!(job = id, counter, "run succeeded");
+    } else {
+        tracing::warn!(job = id, counter, summary = %outcome.summary, "run failed");
+    }
+    after
 }
 
 /// Counts a run task among those waiting for a permit for as long as it lives, also
