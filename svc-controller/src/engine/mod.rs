@@ -11,6 +11,8 @@ pub mod clock;
 pub mod cluster_link;
 pub mod cluster_logs;
 mod cluster_node;
+#[cfg(test)]
+mod counter_tests;
 mod entry;
 pub mod events;
 pub mod executor;
@@ -22,12 +24,6 @@ mod recovery;
 mod registry;
 mod reload;
 pub mod request;
-pub use cluster_link::ClusterLink;
-use entry::{ActiveRun, ClusterSide, Entry, Queued, RunSlot, Saving, Taken};
-pub use entry::{Def, Kind};
-use registry::Registry;
-#[cfg(test)]
-mod counter_tests;
 mod run;
 mod run_begin;
 mod run_end;
@@ -41,21 +37,26 @@ mod testkit;
 mod tests;
 mod timer;
 mod triggers;
-pub use triggers::{Accepted, EngineError, Trigger, TriggerSource};
 
-use crate::util::lock::MutexExt as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::config::{Config, MainConfig};
-pub use crate::store::delivery::DeliveryFacts;
+use crate::util::lock::MutexExt as _;
 use clock::Clock;
+use entry::{ActiveRun, ClusterSide, Entry, Queued, RunSlot, Saving, Taken};
 use executor::Executor;
+use registry::Registry;
+
+pub use crate::store::delivery::DeliveryFacts;
+pub use cluster_link::ClusterLink;
+pub use entry::{Def, Kind};
 pub use pings::{PingEvent, RunPing};
 pub use read::OpenLog;
 pub use run_end::RunEnded;
+pub use triggers::{Accepted, EngineError, Trigger, TriggerSource};
 
 struct Inner {
     main: MainConfig,
