@@ -167,7 +167,7 @@ impl Engine {
             let jobs = registry.jobs.iter().map(|(id, e)| (Kind::Job, id, e));
             let http = registry.http.iter().map(|(id, e)| (Kind::Http, id, e));
             jobs.chain(http)
-                .filter_map(|(kind, id, entry)| Some((kind, id.clone(), entry.remote_run?)))
+                .filter_map(|(kind, id, entry)| Some((kind, id.clone(), entry.cluster.remote_run?)))
                 .collect()
         };
         for (kind, id, counter) in remote {
@@ -217,12 +217,16 @@ impl Engine {
             }
             match (run.state, ended) {
                 (SharedRunState::Running, false) => {
-                    entry.remote_run = Some(counter);
+                    entry.cluster.remote_run = Some(counter);
                     run_started_event(kind, &id, &run)
                 }
                 (SharedRunState::Done(status), true) => {
-                    if entry.remote_run.is_some_and(|remote| remote <= counter) {
-                        entry.remote_run = None;
+                    if entry
+                        .cluster
+                        .remote_run
+                        .is_some_and(|remote| remote <= counter)
+                    {
+                        entry.cluster.remote_run = None;
                     }
                     entry.state.counter = counter;
                     entry.state.last_result = Some(status.result());

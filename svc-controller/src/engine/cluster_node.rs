@@ -395,7 +395,7 @@ impl Engine {
         };
         let mut registry = self.lock();
         match registry.get(kind, &id) {
-            Some(entry) if entry.run.is_none() && !entry.retired => {
+            Some(entry) if entry.slot.run.is_none() && !entry.retired => {
                 let taken = super::Taken {
                     queue_id: None,
                     claim: Some(claim),

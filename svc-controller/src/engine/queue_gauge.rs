@@ -28,14 +28,15 @@ impl Registry {
         };
         for (kind, map) in [(Kind::Job, &self.jobs), (Kind::Http, &self.http)] {
             for (id, entry) in map {
-                let queued = entry.queued.is_some();
+                let queued = entry.slot.queued.is_some();
                 // A run without its counter yet waits for a permit (unless it has ended
                 // and only hands over); with it, it runs.
                 let waiting = entry
+                    .slot
                     .run
                     .as_ref()
                     .is_some_and(|r| r.counter.is_none() && !r.ended);
-                let running = entry.run.as_ref().is_some_and(|r| r.counter.is_some());
+                let running = entry.slot.run.as_ref().is_some_and(|r| r.counter.is_some());
                 snapshot.waiting += usize::from(queued) + usize::from(waiting);
                 // Only a Job's run holds a `max_job_running` permit (a JobHttp call
                 // takes none): the total is compared with that setting, to tell that

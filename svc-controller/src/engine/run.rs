@@ -1,34 +1,21 @@
 //! One run task per busy job: waits for a permit, runs, records, then takes the queued
 //! trigger if there is one.
 
-use crate::util::lock::MutexExt as _;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::executor::Runner;
 use super::pings::RunPinger;
-use super::request::{self, RequestData};
-use super::{Def, Engine, Kind, Trigger, TriggerSource};
+use super::run_begin::{Begun, Work, begin, begin_on_disk};
+use super::run_end::{Announce, history_record, run_ended};
+use super::{Engine, Kind, Trigger, TriggerSource};
 use crate::runner::exec::{Outcome, RunEvent};
 use crate::store::history::RunRecord;
-use crate::store::logstore::{LogDir, RunLog};
+use crate::store::logstore::RunLog;
 use crate::store::state::{RunResult, RunStatus};
 use crate::util::fsutil::Durability;
 
-/// What a run needs, copied out of the registry when it begins.
-#[derive(Clone)]
-struct RunContext {
-    def: Def,
-    counter: u64,
-    log_dir: LogDir,
-    /// When it began (the job's `last_run`).
-    started_at: chrono::DateTime<chrono::Utc>,
-}
-
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 pub(super) async fn run_task(
     engine: Engine,
     kind: Kind,
@@ -44,139 +31,31 @@ pub(super) async fn run_task(
         ended: false,
     };
     // The permit and the begun run of the queued trigger, when the end of the run before
-    // began it in the same trip (see `follow` below).
+    // began it in the same trip (see `follow` in `run_begun`).
     let mut carried: Option<(Option<OwnedSemaphorePermit>, Box<Begun>)> = None;
     loop {
         let (permit, begun, may_run) = match carried.take() {
             Some((permit, begun)) => (permit, Some(begun), true),
-            None => {
-                let permit = if kind == Kind::Job {
-                    let _waiting = Waiting::new(&engine.inner.permit_waiters);
-                    tokio::select! {
-                        permit = engine.inner.job_slots.clone().acquire_owned() => permit.ok(),
-                        _ = wait_cancelled(&mut cancel) => None,
-                    }
-                } else {
-                    None
-                };
-                let may_run = kind == Kind::Http || permit.is_some();
-                #[cfg(test)]
-                tests::before_begin(&engine, kind, &id);
-                // Boxed, like `perform` below: a run task waits for its permit in the
-                // size of its largest state, and 1,000 timers due at once spawn 1,000 of
-                // them.
-                let begun = if may_run {
-                    Box::pin(begin(&engine, kind, &id, &trigger, runner.take())).await
-                } else {
-                    None
-                };
-                (permit, begun, may_run)
-            }
+            None => acquire_and_begin(&engine, kind, &id, &trigger, &mut runner, &mut cancel).await,
         };
-        if begun.is_none()
-            && let Some((claim, link)) = engine.take_claim(kind, &id)
-        {
-            // A claimed run that did not begin goes back to the shared queue, which
-            // keeps it (and its trigger) for whichever node can run it.
-            engine.release_claim(&link, claim);
-        } else if begun.is_none()
-            && trigger.source != TriggerSource::Timer
-            && (may_run || engine.is_shutting_down())
-        {
-            // Paused, or the service stopping, between its acceptance and its start: an
-            // accepted trigger waits in the queue (and the state file) instead of
-            // vanishing.
-            #[cfg(test)]
-            tests::before_requeue(&engine, kind, &id);
-            let (requeue, queued) = (engine.clone(), trigger.clone());
-            let job = id.clone();
-            if on_disk(move || requeue.requeue(kind, &job, queued)).await == Requeued::RunNow {
-                // Resumed while this task found it paused: a resume finds the job busy
-                // with this very task and leaves the trigger to it, so it starts now.
-                continue;
-            }
+        if begun.is_none() && not_begun(&engine, kind, &id, &trigger, may_run).await {
+            // Resumed while this task found it paused: a resume finds the job busy
+            // with this very task and leaves the trigger to it, so it starts now.
+            continue;
         }
         if let Some(begun) = begun {
-            #[cfg(test)]
-            tests::maybe_panic(&id);
-            let started = std::time::Instant::now();
-            let counter = begun.context.counter;
-            let started_at = begun.context.started_at;
-            // Retries and chains follow the definition the run began with, as its log
-            // and notifications do.
-            let def = begun.context.def.clone();
-            let files = begun.files.clone();
-            let announce = Announce::new(&engine, kind, &begun.context);
-            let context = &begun.context;
-            let ping = RunPinger::new(&engine, kind, &def, counter, &context.log_dir);
-            if let Some(ping) = &ping {
-                ping.start(&engine);
-            }
-            let (outcome, log) = Box::pin(perform(begun, &mut cancel)).await;
-            let duration = started.elapsed();
-            // Cancelled, whatever the runner saw of it, when the engine asked (cancel,
-            // `on_busy = replace`, shutdown) and the run did not succeed anyway.
-            let status = outcome.status(cancel.borrow().is_some());
-            let result = status.result();
-            let record = history_record(
+            // Boxed, like `begin`: a run task waits for its permit in the size of its
+            // largest state, and 1,000 timers due at once spawn 1,000 of them.
+            let after = Box::pin(run_begun(
+                &engine,
+                kind,
+                &id,
                 &trigger,
-                counter,
-                &outcome,
-                status,
-                (started_at, engine.inner.clock.now()),
-                duration,
-            );
-            let ended_at = record.ended_at;
-            // With a trigger in the queue and no other run waiting for a permit, this
-            // run's end and the next run's begin are one piece of file work, done on
-            // this thread ([`on_disk_in_place`]), and the permit is kept: on the way
-            // from one run of a busy job to the next, no hand-over between threads.
-            let follow = (kind == Kind::Http
-                || (permit.is_some() && engine.inner.permit_waiters.load(Ordering::SeqCst) == 0))
-                && engine.has_runnable_queue(kind, &id);
-            let next_runner = if follow {
-                Some(engine.inner.executor.take(kind.runner_work()).await)
-            } else {
-                None
-            };
-            let after = {
-                let (engine, id) = (engine.clone(), id.clone());
-                on_disk_in_place(move || {
-                    engine.end_run(kind, &id, record, log, files);
-                    let Some(runner) = next_runner else {
-                        return AfterEnd::Separate;
-                    };
-                    match engine.take_next(kind, &id) {
-                        Some((trigger, cancel)) => {
-                            let begun = begin_on_disk(&engine, kind, &id, &trigger, true)
-                                .map(|disk| Begun::new(disk, runner));
-                            AfterEnd::Next(Box::new(Next {
-                                trigger,
-                                cancel,
-                                begun,
-                            }))
-                        }
-                        // (The runner taken for it is ended as it is dropped.)
-                        None => AfterEnd::Ended,
-                    }
-                })
-                .await
-            };
-            // A failed attempt with a retry left is not the outcome: its notifications
-            // and chains wait for the last attempt.
-            if engine.retry_or_chain(&def, counter, result, trigger.attempt) {
-                if let Some(announce) = announce {
-                    announce.send(&engine, result, ended_at);
-                }
-                if let Some(ping) = ping {
-                    ping.end(&engine, status, outcome.detail);
-                }
-            }
-            if outcome.success {
-                tracing::info!(job = id, counter, "run succeeded");
-            } else {
-                tracing::warn!(job = id, counter, summary = %outcome.summary, "run failed");
-            }
+                begun,
+                &mut cancel,
+                permit.is_some(),
+            ))
+            .await;
             match after {
                 AfterEnd::Next(next) => {
                     let Next {
@@ -215,52 +94,156 @@ pub(super) async fn run_task(
     }
 }
 
-/// What the end of a run tells its notifications ([`super::RunEnded`]), taken as the
-/// run begins. Only made when someone listens and the job lists notifications: other
-/// runs pay nothing for them.
-struct Announce {
+/// Waits for a permit of `max_job_running` (a Job's run; a JobHttp call takes none),
+/// unless the run is cancelled meanwhile, then begins the run when it may run. Returns
+/// the permit, the begun run (`None` when it must not happen) and whether it may run.
+async fn acquire_and_begin(
+    engine: &Engine,
     kind: Kind,
-    def: Def,
-    counter: u64,
-    log_dir: LogDir,
-    started_at: chrono::DateTime<chrono::Utc>,
+    id: &str,
+    trigger: &Trigger,
+    runner: &mut Option<Box<dyn Runner>>,
+    cancel: &mut watch::Receiver<Option<String>>,
+) -> (Option<OwnedSemaphorePermit>, Option<Box<Begun>>, bool) {
+    let permit = if kind == Kind::Job {
+        let _waiting = Waiting::new(&engine.inner.permit_waiters);
+        tokio::select! {
+            permit = engine.inner.job_slots.clone().acquire_owned() => permit.ok(),
+            _ = wait_cancelled(cancel) => None,
+        }
+    } else {
+        None
+    };
+    let may_run = kind == Kind::Http || permit.is_some();
+    #[cfg(test)]
+    tests::before_begin(engine, kind, id);
+    // Boxed, like `run_begun`: a run task waits for its permit in the size of its
+    // largest state, and 1,000 timers due at once spawn 1,000 of them.
+    let begun = if may_run {
+        Box::pin(begin(engine, kind, id, trigger, runner.take())).await
+    } else {
+        None
+    };
+    (permit, begun, may_run)
 }
 
-impl Announce {
-    fn new(engine: &Engine, kind: Kind, context: &RunContext) -> Option<Announce> {
-        engine.inner.run_ends.get()?;
-        context.def.has_notifs().then(|| Announce {
-            kind,
-            def: context.def.clone(),
-            counter: context.counter,
-            log_dir: context.log_dir.clone(),
-            started_at: context.started_at,
-        })
+/// What becomes of the trigger of a run that did not begin: a claimed run goes back to
+/// the shared queue, which keeps it (and its trigger) for whichever node can run it; an
+/// accepted trigger of a job paused, or of a service stopping, between its acceptance
+/// and its start waits in the queue (and the state file) instead of vanishing. True when
+/// the job is runnable again and the task is to begin the run at once.
+async fn not_begun(
+    engine: &Engine,
+    kind: Kind,
+    id: &str,
+    trigger: &Trigger,
+    may_run: bool,
+) -> bool {
+    if let Some((claim, link)) = engine.take_claim(kind, id) {
+        engine.release_claim(&link, claim);
+    } else if trigger.source != TriggerSource::Timer && (may_run || engine.is_shutting_down()) {
+        #[cfg(test)]
+        tests::before_requeue(engine, kind, id);
+        let (requeue, queued) = (engine.clone(), trigger.clone());
+        let job = id.to_string();
+        return on_disk(move || requeue.requeue(kind, &job, queued)).await == Requeued::RunNow;
     }
+    false
+}
 
-    /// Hands the end over, without waiting; nothing when the job lists no notification
-    /// for `result`.
-    fn send(self, engine: &Engine, result: RunResult, ended_at: chrono::DateTime<chrono::Utc>) {
-        let notifs = self.def.notifs_for(result);
-        if notifs.is_empty() {
-            return;
-        }
-        let (job_id, job_name) = match &self.def {
-            Def::Job(job) => (job.id.clone(), job.name.clone()),
-            Def::Http(job) => (job.id.clone(), job.name.clone()),
-        };
-        engine.announce(super::RunEnded {
-            kind: self.kind,
-            job_id,
-            job_name,
-            counter: self.counter,
-            result,
-            started_at: self.started_at,
-            ended_at,
-            notifs: notifs.to_vec(),
-            log_dir: self.log_dir,
-        });
+/// Does a begun run and records its end; then what follows it: its retry or chained
+/// jobs, its notifications and its ping. Returns what the end did besides ending it.
+/// `has_permit`: the run holds a permit of `max_job_running`.
+async fn run_begun(
+    engine: &Engine,
+    kind: Kind,
+    id: &str,
+    trigger: &Trigger,
+    begun: Box<Begun>,
+    cancel: &mut watch::Receiver<Option<String>>,
+    has_permit: bool,
+) -> AfterEnd {
+    #[cfg(test)]
+    tests::maybe_panic(id);
+    let started = std::time::Instant::now();
+    let counter = begun.context.counter;
+    let started_at = begun.context.started_at;
+    // Retries and chains follow the definition the run began with, as its log
+    // and notifications do.
+    let def = begun.context.def.clone();
+    let files = begun.files.clone();
+    let announce = Announce::new(engine, kind, &begun.context);
+    let context = &begun.context;
+    let ping = RunPinger::new(engine, kind, &def, counter, &context.log_dir);
+    if let Some(ping) = &ping {
+        ping.start(engine);
     }
+    let (outcome, log) = perform(begun, cancel).await;
+    let duration = started.elapsed();
+    // Cancelled, whatever the runner saw of it, when the engine asked (cancel,
+    // `on_busy = replace`, shutdown) and the run did not succeed anyway.
+    let status = outcome.status(cancel.borrow().is_some());
+    let result = status.result();
+    let record = history_record(
+        trigger,
+        counter,
+        &outcome,
+        status,
+        (started_at, engine.inner.clock.now()),
+        duration,
+    );
+    let ended_at = record.ended_at;
+    // With a trigger in the queue and no other run waiting for a permit, this
+    // run's end and the next run's begin are one piece of file work, done on
+    // this thread ([`on_disk_in_place`]), and the permit is kept: on the way
+    // from one run of a busy job to the next, no hand-over between threads.
+    let follow = (kind == Kind::Http
+        || (has_permit && engine.inner.permit_waiters.load(Ordering::SeqCst) == 0))
+        && engine.has_runnable_queue(kind, id);
+    let next_runner = if follow {
+        Some(engine.inner.executor.take(kind.runner_work()).await)
+    } else {
+        None
+    };
+    let after = {
+        let (engine, id) = (engine.clone(), id.to_string());
+        on_disk_in_place(move || {
+            engine.end_run(kind, &id, record, log, files);
+            let Some(runner) = next_runner else {
+                return AfterEnd::Separate;
+            };
+            match engine.take_next(kind, &id) {
+                Some((trigger, cancel)) => {
+                    let begun = begin_on_disk(&engine, kind, &id, &trigger, true)
+                        .map(|disk| Begun::new(disk, runner));
+                    AfterEnd::Next(Box::new(Next {
+                        trigger,
+                        cancel,
+                        begun,
+                    }))
+                }
+                // (The runner taken for it is ended as it is dropped.)
+                None => AfterEnd::Ended,
+            }
+        })
+        .await
+    };
+    // A failed attempt with a retry left is not the outcome: its notifications
+    // and chains wait for the last attempt.
+    if engine.retry_or_chain(&def, counter, result, trigger.attempt) {
+        if let Some(announce) = announce {
+            announce.send(engine, result, ended_at);
+        }
+        if let Some(ping) = ping {
+            ping.end(engine, status, outcome.detail);
+        }
+    }
+    if outcome.success {
+        tracing::info!(job = id, counter, "run succeeded");
+    } else {
+        tracing::warn!(job = id, counter, summary = %outcome.summary, "run failed");
+    }
+    after
 }
 
 /// Counts a run task among those waiting for a permit for as long as it lives, also
@@ -298,20 +281,6 @@ struct Next {
     begun: Option<Box<Begun>>,
 }
 
-/// What a run's begin does on disk ([`begin_on_disk`]).
-type DiskBegun = (RunContext, Prepared, RunFiles);
-
-/// The log, and the work or why it could not be made; an error when the log could not be
-/// created (the work is then not made).
-type Prepared = std::io::Result<(RunLog, Result<Work, String>)>;
-
-/// What a runner is sent for a run: the request, and the ruleset of its sandbox when the
-/// engine built it (see [`crate::runner::sandboxes`]).
-struct Work {
-    request: proto::ExecRequest,
-    ruleset: Option<Arc<proto::sandbox::Prepared>>,
-}
-
 /// What became of the trigger of a run that could not begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Requeued {
@@ -321,26 +290,6 @@ enum Requeued {
     Dropped,
     /// The job is runnable again: the task starts the run itself.
     RunNow,
-}
-
-/// What [`Engine::begin_run`] hands on.
-struct BeganRun {
-    context: RunContext,
-    /// The run's log, or why it could not be made.
-    log: std::io::Result<RunLog>,
-    /// The job's take record and the ID of the queued trigger the run took, for the
-    /// caller to write before the command starts.
-    taking: Option<(PathBuf, u64)>,
-}
-
-/// What a run's begin writes before its command starts ([`Engine::begin_run`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BeginWrite {
-    Nothing,
-    /// The state file, durably.
-    State,
-    /// The take record of the queued trigger with this ID.
-    Taken(u64),
 }
 
 /// Reason written into the log of a run whose task ended abnormally.
@@ -382,115 +331,6 @@ impl Drop for RunTaskGuard {
     }
 }
 
-/// A run that has begun: its counter, its log, the runner's request (or why it could
-/// not be made) and the runner that will do it.
-struct Begun {
-    context: RunContext,
-    prepared: Prepared,
-    files: RunFiles,
-    runner: Box<dyn Runner>,
-}
-
-impl Begun {
-    /// Boxed: the run task holds it across its requeue's wait, and a task is as large
-    /// as the largest state it waits in.
-    fn new((context, prepared, files): DiskBegun, runner: Box<dyn Runner>) -> Box<Begun> {
-        Box::new(Begun {
-            context,
-            prepared,
-            files,
-            runner,
-        })
-    }
-}
-
-/// Files made for one run and removed when it ends, even when it could not start.
-#[derive(Clone, Default)]
-struct RunFiles {
-    body_file: Option<PathBuf>,
-    tmp_dir: Option<PathBuf>,
-}
-
-impl RunFiles {
-    /// Removes them (the temporary directory is emptied and kept for a later run of the
-    /// job, see [`crate::store::runtmp::retire`]). Blocking.
-    fn remove(&self) {
-        if let Some(path) = &self.body_file
-            && let Err(err) = std::fs::remove_file(path)
-        {
-            tracing::warn!(path = %path.display(), error = %err, "cannot remove a request body file");
-        }
-        if let Some(path) = &self.tmp_dir
-            && let Err(err) = crate::store::runtmp::retire(path)
-        {
-            tracing::warn!(path = %path.display(), error = %err, "cannot remove a run's temporary directory");
-        }
-    }
-}
-
-/// Gets a run going, in one trip to the blocking pool ([`begin_on_disk`]): its counter,
-/// what must be durable before its command starts, its log and its request. Meanwhile a
-/// runner starts, unless one was started ahead (by a timer) and is still fresh; it gets
-/// no work before all this is done. `None` when the run must not happen.
-async fn begin(
-    engine: &Engine,
-    kind: Kind,
-    id: &str,
-    trigger: &Trigger,
-    started_ahead: Option<Box<dyn Runner>>,
-) -> Option<Box<Begun>> {
-    if engine.is_shutting_down() {
-        return None;
-    }
-    let disk = {
-        let (engine, id, trigger) = (engine.clone(), id.to_string(), trigger.clone());
-        tokio::task::spawn_blocking(move || begin_on_disk(&engine, kind, &id, &trigger, false))
-    };
-    let runner = match started_ahead {
-        Some(runner) if runner.is_fresh() => runner,
-        _ => engine.inner.executor.take(kind.runner_work()).await,
-    };
-    Some(Begun::new(join_blocking(disk).await?, runner))
-}
-
-/// The disk part of a run's begin ([`begin`]): its counter, its log, the record of the
-/// queued trigger it takes, its request. `None` when the run must not happen. `busy`:
-/// the run follows another run of its job at once (its sandbox is then built here, for
-/// this run and the next ones). Blocking.
-fn begin_on_disk(
-    engine: &Engine,
-    kind: Kind,
-    id: &str,
-    trigger: &Trigger,
-    busy: bool,
-) -> Option<DiskBegun> {
-    let BeganRun {
-        context,
-        log,
-        taking,
-    } = engine.begin_run(kind, id, trigger)?;
-    let mut files = RunFiles::default();
-    // Once the log exists (when it could be made), so that a watcher can open it.
-    engine.publish(|| super::events::EngineEvent::RunStarted {
-        kind,
-        job_id: id.to_string(),
-        counter: context.counter,
-        trigger: trigger.source,
-        attempt: trigger.attempt,
-        started_at: context.started_at,
-    });
-    // After the log exists: a controller killed before this runs the trigger again at
-    // its next start (this run, which never started its command, shows as interrupted);
-    // killed after it, the run shows as interrupted only.
-    if let Some((path, queue_id)) = taking
-        && let Err(err) = crate::store::state::write_taken(&path, queue_id)
-    {
-        tracing::error!(job = id, path = %path.display(), error = %err, "cannot record that the queued trigger was taken");
-    }
-    let prepared = log.map(|log| (log, prepare(engine, &context, trigger, busy, &mut files)));
-    Some((context, prepared, files))
-}
-
 /// Runs file work that syncs to disk on tokio's blocking pool, so that a slow disk does
 /// not stall the runtime's worker threads (and with them every HTTP request). Only file
 /// work goes there: runners are spawned from the workers, since a runner's parent-death
@@ -514,7 +354,7 @@ async fn on_disk_in_place<T: Send + 'static>(work: impl FnOnce() -> T + Send + '
 }
 
 /// Waits for blocking work, passing a panic in it on to the caller.
-async fn join_blocking<T>(handle: tokio::task::JoinHandle<T>) -> T {
+pub(super) async fn join_blocking<T>(handle: tokio::task::JoinHandle<T>) -> T {
     match handle.await {
         Ok(value) => value,
         Err(err) => match err.try_into_panic() {
@@ -556,97 +396,6 @@ impl LogWriter {
     fn line(&mut self, text: String) {
         self.event(RunEvent::Line(text));
     }
-}
-
-/// The first line of a run's log, written as the log is created: which run, and who or
-/// what started it (a webhook with its event and delivery ID).
-fn run_header(def: &Def, counter: u64, trigger: &Trigger) -> String {
-    let (kind_word, id) = match def {
-        Def::Job(job) => ("job", job.id.as_str()),
-        Def::Http(job) => ("JobHttp", job.id.as_str()),
-    };
-    let by = match trigger.source {
-        TriggerSource::Manual => "hand (run now, a signed request)".to_string(),
-        TriggerSource::CatchUp => match &trigger.cause {
-            Some(cause) => format!("catch-up ({cause})"),
-            None => "catch-up".to_string(),
-        },
-        TriggerSource::Retry => {
-            let attempts = match def {
-                Def::Job(job) => job.retry + 1,
-                Def::Http(_) => trigger.attempt,
-            };
-            let after = trigger.cause.as_deref().unwrap_or("a failed run");
-            format!(
-                "retry (attempt {} of {attempts}, after {after})",
-                trigger.attempt
-            )
-        }
-        TriggerSource::Chain => match &trigger.cause {
-            Some(cause) => format!("chain, after {cause}"),
-            None => "chain".to_string(),
-        },
-        TriggerSource::Webhook => {
-            let facts = &trigger.facts;
-            let mut text = "webhook".to_string();
-            let details: Vec<String> = [("event", &facts.event), ("delivery", &facts.id)]
-                .into_iter()
-                .filter_map(|(what, value)| value.as_ref().map(|v| format!("{what} {v}")))
-                .collect();
-            if !details.is_empty() {
-                text.push_str(&format!(" ({})", details.join(", ")));
-            }
-            text
-        }
-        other => other.as_str().to_string(),
-    };
-    format!("=== run {counter} of {kind_word} {id} started by {by}")
-}
-
-/// The event that tells watchers how run `record` of job `id` ended.
-fn run_ended(kind: Kind, id: &str, record: &RunRecord) -> super::events::EngineEvent {
-    super::events::EngineEvent::RunEnded {
-        kind,
-        job_id: id.to_string(),
-        counter: record.counter,
-        status: record.status,
-        started_at: record.started_at,
-        ended_at: record.ended_at,
-        duration_ms: record.duration_ms,
-        exit_code: record.exit_code,
-        signal: record.signal,
-        http_status: record.http_status,
-    }
-}
-
-/// What the history keeps of a run that ended `status` between `started_at` and
-/// `ended_at`.
-fn history_record(
-    trigger: &Trigger,
-    counter: u64,
-    outcome: &Outcome,
-    status: RunStatus,
-    (started_at, ended_at): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
-    duration: std::time::Duration,
-) -> RunRecord {
-    RunRecord {
-        counter,
-        status,
-        trigger: trigger.source.as_str().to_string(),
-        delivery: trigger.facts.id.clone(),
-        cause: trigger.cause.clone(),
-        attempt: trigger.attempt,
-        started_at,
-        ended_at,
-        duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-        exit_code: outcome.detail.exit_code,
-        signal: outcome.detail.signal,
-        http_status: outcome.detail.http_status,
-        summary: String::new(),
-        usage: outcome.detail.usage.clone(),
-        reason: outcome.detail.oom.then(|| "oom".to_string()),
-    }
-    .with_summary(&outcome.summary)
 }
 
 /// Does the run in its runner and writes its log; returns how it ended and the log,
@@ -723,317 +472,7 @@ async fn perform(
     (outcome, writer.log.take())
 }
 
-/// Resolves credentials, prepares the working directory, the run's temporary directory
-/// and the request body file, and builds the runner request, with the ruleset of its
-/// sandbox when one is kept for the job or it is `busy` ([`crate::runner::sandboxes`]). The
-/// files it created are left in `files` for removal when the run ends, even on an
-/// error. Blocking (user database, `chown`, file writes, `stat`).
-fn prepare(
-    engine: &Engine,
-    context: &RunContext,
-    trigger: &Trigger,
-    busy: bool,
-    files: &mut RunFiles,
-) -> Result<Work, String> {
-    let main = &engine.inner.main;
-    match &context.def {
-        Def::Job(job) => {
-            let (user, group) =
-                request::user_and_group(job.user.as_deref(), job.group.as_deref(), main);
-            let run_as = request::resolve_run_as(user, group)?;
-            let (dir_work, is_default) = request::dir_work(main, job);
-            request::prepare_dir_work(&dir_work, is_default, &run_as)?;
-            let tmp = crate::store::runtmp::create(
-                main,
-                &job.id,
-                context.counter,
-                run_as.credentials.as_ref(),
-            )?;
-            files.tmp_dir = Some(tmp.clone());
-            let mut data = RequestData {
-                body_path: None,
-                tmp_dir: Some(tmp),
-                facts: trigger.facts.clone(),
-            };
-            if let Some(body) = &trigger.body {
-                let path = write_body_file(main, &job.id, context.counter, body, &run_as)?;
-                data.body_path = Some(path.clone());
-                files.body_file = Some(path);
-            }
-            let mut request =
-                request::job_request(main, job, context.counter, &dir_work, &run_as, &data);
-            let ruleset = match (&mut request.sandbox, engine.inner.executor.sandboxes()) {
-                (Some(spec), Some(sandboxes)) => {
-                    let ruleset = sandboxes.for_run(&job.id, spec, busy);
-                    spec.attached = ruleset.as_ref().map(|built| built.summary.clone());
-                    ruleset
-                }
-                _ => None,
-            };
-            Ok(Work { request, ruleset })
-        }
-        Def::Http(job) => {
-            let (user, group) =
-                request::user_and_group(job.user.as_deref(), job.group.as_deref(), main);
-            let run_as = request::resolve_run_as(user, group)?;
-            Ok(Work {
-                request: request::http_request(job, context.counter, &run_as),
-                ruleset: None,
-            })
-        }
-    }
-}
-
-/// Saves a webhook body where only the job's user can read it.
-fn write_body_file(
-    main: &crate::config::MainConfig,
-    id: &str,
-    counter: u64,
-    body: &[u8],
-    run_as: &request::RunAs,
-) -> Result<PathBuf, String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    // The job's directory (0711, the controller's) stays from one run to the next: its
-    // sandbox grants reading the files below it. It is made, and checked, when it is
-    // not there yet, not on every run.
-    let dir = request::bodies_dir(main, id);
-    let path = dir.join(format!("{counter}.body"));
-    let create = || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&path)
-    };
-    let created = match create() {
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            crate::store::runtmp::prepare_passage(&main.dir_bodies())?;
-            crate::store::runtmp::prepare_passage(&dir)?;
-            create()
-        }
-        other => other,
-    };
-    let mut file = created.map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    file.write_all(body)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    if let Some(creds) = &run_as.credentials
-        && nix::unistd::Uid::effective().is_root()
-    {
-        std::os::unix::fs::chown(&path, Some(creds.uid), Some(creds.gid))
-            .map_err(|e| format!("cannot hand {} to {}: {e}", path.display(), creds.user_name))?;
-    }
-    Ok(path)
-}
-
 impl Engine {
-    /// Gives the run its number and its log, and marks the job started; `None` when the
-    /// run must not happen (job paused or gone, or the service is stopping). Also
-    /// returns, when the run takes the queued trigger the state file holds, the job's
-    /// take record and the trigger's ID, for the caller to write
-    /// ([`crate::store::state::write_taken`]) before the command starts.
-    ///
-    /// The log's name, durable before this returns, records the number: a start after
-    /// any crash numbers the next run after the newest log (`Engine::load_entry`), so
-    /// numbers neither repeat nor leave a gap. Nothing shows the number before: the save
-    /// lock, held from the numbering to the log's sync, keeps state writes from naming
-    /// it earlier, and the run is listed as started only then. A run without a log is
-    /// recorded by a durable state write instead.
-    ///
-    /// Otherwise the state file is written before the command only when it holds the
-    /// taken trigger without an ID (an earlier release's file); a run that takes the
-    /// trigger the file holds has its take record written instead, so that it runs
-    /// exactly once. The started mark lives in memory and in the run's log, from which a
-    /// start after a crash repairs the state.
-    fn begin_run(&self, kind: Kind, id: &str, trigger: &Trigger) -> Option<BeganRun> {
-        if self.is_shutting_down() {
-            return None;
-        }
-        let (save_lock, state_path) = {
-            let mut registry = self.lock();
-            let entry = registry.map(kind).get(id)?;
-            (entry.save_lock.clone(), entry.state_path.clone())
-        };
-        // Held to the end of the write, if any: no other write is in flight meanwhile,
-        // so `queue_on_disk` tells what the file holds, and none names the new number
-        // before its log exists.
-        let _ordered = save_lock.locked();
-        let (context, write) = {
-            let mut registry = self.lock();
-            let entry = registry.map(kind).get_mut(id)?;
-            if entry.state.paused {
-                return None;
-            }
-            let claimed = entry.run.as_ref().and_then(|run| run.claim);
-            entry.state.counter = match claimed {
-                // The cluster numbers the runs; this node's counter follows (it was
-                // raised to the cluster's at start, so it never goes back).
-                Some(claim) => claim.counter.max(entry.state.counter),
-                None => entry.state.counter + 1,
-            };
-            entry.state.started = true;
-            let started_at = self.inner.clock.now();
-            entry.state.last_run = Some(started_at);
-            entry.resumed = false;
-            let taking = entry.run.as_ref().and_then(|run| run.queue_id);
-            let write = match (entry.queue_on_disk, entry.queue_on_disk_id) {
-                (false, _) => BeginWrite::Nothing,
-                // The file holds the trigger this run takes.
-                (true, Some(on_disk)) if taking == Some(on_disk) => BeginWrite::Taken(on_disk),
-                // It holds another one (queued after this run's trigger was taken), which
-                // is not this run's to record.
-                (true, Some(_)) => BeginWrite::Nothing,
-                // Written by an earlier release, without IDs: the file is rewritten.
-                (true, None) => BeginWrite::State,
-            };
-            let context = RunContext {
-                def: entry.def.clone(),
-                counter: entry.state.counter,
-                log_dir: entry.log_dir.clone(),
-                started_at,
-            };
-            registry.publish_queue_length();
-            (context, write)
-        };
-        let header = run_header(&context.def, context.counter, trigger);
-        let log = context.log_dir.create(context.counter, &header);
-        if let Some(run) = self
-            .lock()
-            .map(kind)
-            .get_mut(id)
-            .and_then(|entry| entry.run.as_mut())
-        {
-            run.counter = Some(context.counter);
-        }
-        // Without a log, the state file records the number; the new state leaves the
-        // taken trigger out, so one write does both.
-        let write = if log.is_err() {
-            BeginWrite::State
-        } else {
-            write
-        };
-        let taking = match write {
-            BeginWrite::Nothing => None,
-            BeginWrite::State => {
-                if let Err(err) = self.write_state(kind, id, &state_path, Durability::Durable) {
-                    tracing::error!(job = id, error = %err, "cannot write the state file");
-                }
-                None
-            }
-            BeginWrite::Taken(queue_id) => {
-                Some((crate::store::state::taken_path(&state_path), queue_id))
-            }
-        };
-        self.changed();
-        Some(BeganRun {
-            context,
-            log,
-            taking,
-        })
-    }
-
-    /// Records the end of a run: finishes its log (renamed to its result), applies
-    /// retention and updates the state, then hands the syncs that make all this durable
-    /// to the syncer (log data, the log directory once, the state file), and the
-    /// clearing of the run's `files`, so that the job's next run need not wait for them.
-    /// Blocking.
-    fn end_run(
-        &self,
-        kind: Kind,
-        id: &str,
-        record: RunRecord,
-        log: Option<RunLog>,
-        files: RunFiles,
-    ) {
-        let result = record.status.result();
-        let had_log = log.is_some();
-        // The history line is queued before the log gets its final name: whoever sees the
-        // end of the run (the log's name, the job's status) and then reads the history
-        // waits for it (`Engine::run_history` flushes the syncer). A crash between the
-        // two leaves the line and a `started` log, which the next start repairs without
-        // a second line for the run (see `Engine::load_entry`).
-        self.inner.syncer.run_end(super::syncer::RunEnd {
-            history: Some((self.history_file(kind, id), record.to_line())),
-            ..Default::default()
-        });
-        let mut synced = super::syncer::RunEnd::default();
-        if files.body_file.is_some() || files.tmp_dir.is_some() {
-            synced.cleanup = Some(Box::new(move || files.remove()));
-        }
-        let meta = log.and_then(|log| {
-            let counter = log.counter();
-            match log.finish(result) {
-                Ok((meta, file)) => {
-                    synced.log_file = Some(file);
-                    Some(meta)
-                }
-                Err(err) => {
-                    tracing::error!(job = id, counter, error = %err, "cannot finish the log");
-                    None
-                }
-            }
-        });
-        let (log_dir, snapshots_at_end) = {
-            let mut registry = self.lock();
-            let Some(entry) = registry.map(kind).get_mut(id) else {
-                // The job is gone: its log and files are still the syncer's to finish.
-                drop(registry);
-                self.inner.syncer.run_end(synced);
-                crate::metrics::run_finished(kind.as_str(), id, &record);
-                return;
-            };
-            entry.state.started = false;
-            entry.state.last_result = Some(result);
-            if let Some(run) = entry.run.as_mut() {
-                run.counter = None;
-                run.ended = true;
-                if let Some(claim) = run.claim.take() {
-                    entry.finishing = Some(super::cluster_node::Finishing {
-                        job: super::cluster_link::job_key(kind, id),
-                        claim,
-                        outcome: super::cluster_node::outcome_of(&record),
-                        log: had_log.then(|| super::cluster_logs::LogCopy {
-                            dir: entry.log_dir.clone(),
-                            counter: record.counter,
-                            keep: entry.def.log_retention(),
-                        }),
-                    });
-                }
-            }
-            if let Some(meta) = meta {
-                entry.logs.push(meta);
-            }
-            // Unlinking is quick; the directory sync, the slow part, waits for the unlock.
-            let keep = entry.def.log_retention();
-            if let Err(err) = entry.log_dir.remove_excess(&mut entry.logs, keep) {
-                tracing::error!(job = id, error = %err, "cannot delete old logs");
-            }
-            let ended = (entry.log_dir.clone(), entry.snapshots);
-            // The run no longer counts as running in the metrics.
-            registry.publish_queue_length();
-            ended
-        };
-        if had_log {
-            synced.dir = Some(log_dir.dir().to_path_buf());
-        }
-        // After the log's sync: if a power failure loses this write, the start-up takes
-        // the result from the log.
-        let engine = self.clone();
-        let key = format!("{}/{id}", kind.as_str());
-        let job = id.to_string();
-        synced.state = Some((
-            key,
-            Box::new(move || engine.persist_after(kind, &job, snapshots_at_end)),
-        ));
-        self.inner.syncer.run_end(synced);
-        self.changed();
-        self.publish(|| run_ended(kind, id, &record));
-        // Counted once the log has its final name and the job its result, so whoever
-        // sees the end of a run in the metrics also finds it in the log and the status.
-        crate::metrics::run_finished(kind.as_str(), id, &record);
-    }
-
     /// Puts back into the queue the trigger of a run that could not begin because its
     /// job was paused or the service is stopping, and saves it; tells the run task to
     /// try again at once when the job was resumed meanwhile. Blocking.
@@ -1054,7 +493,7 @@ impl Engine {
             if !(entry.state.paused || stopping) {
                 return Requeued::RunNow;
             }
-            if entry.queued.is_some() {
+            if entry.slot.queued.is_some() {
                 tracing::warn!(
                     job = id,
                     "a trigger that could not start is dropped: the queue is full"
@@ -1082,11 +521,11 @@ impl Engine {
             let Some(entry) = registry.map(kind).get_mut(id) else {
                 return;
             };
-            let counter = entry.run.as_mut().and_then(|run| run.counter.take());
-            if let Some(claim) = entry.run.as_mut().and_then(|run| run.claim.take()) {
+            let counter = entry.slot.run.as_mut().and_then(|run| run.counter.take());
+            if let Some(claim) = entry.slot.run.as_mut().and_then(|run| run.claim.take()) {
                 let mut outcome = crate::cluster::RunOutcome::new(RunStatus::Fail);
                 outcome.summary = Some(ABANDONED.to_string());
-                entry.finishing = Some(super::cluster_node::Finishing {
+                entry.cluster.finishing = Some(super::cluster_node::Finishing {
                     job: super::cluster_link::job_key(kind, id),
                     claim,
                     outcome,
@@ -1164,6 +603,7 @@ impl Engine {
             .lock()
             .map(kind)
             .get_mut(id)?
+            .slot
             .run
             .as_mut()?
             .claim
@@ -1178,7 +618,7 @@ impl Engine {
         self.lock()
             .map(kind)
             .get(id)
-            .is_some_and(|entry| entry.queued.is_some() && entry.queue_may_run(stopping))
+            .is_some_and(|entry| entry.slot.queued.is_some() && entry.queue_may_run(stopping))
     }
 
     /// After a run: hands over the queued trigger with a fresh cancel channel, or marks
@@ -1195,7 +635,7 @@ impl Engine {
         let mut finishing = None;
         let next = match registry.map(kind).get_mut(id) {
             Some(entry) => {
-                finishing = entry.finishing.take();
+                finishing = entry.cluster.finishing.take();
                 let next = if entry.queue_may_run(stopping) {
                     entry.take_queued()
                 } else {
@@ -1204,7 +644,7 @@ impl Engine {
                 match next {
                     Some((trigger, queue_id)) => {
                         let (cancel, cancel_rx) = watch::channel(None);
-                        entry.run = Some(super::ActiveRun {
+                        entry.slot.run = Some(super::ActiveRun {
                             counter: None,
                             ended: false,
                             cancel,
@@ -1214,7 +654,7 @@ impl Engine {
                         Some((trigger, cancel_rx))
                     }
                     None => {
-                        entry.run = None;
+                        entry.slot.run = None;
                         if entry.retired {
                             registry.map(kind).remove(id);
                             // After its last run was counted: none of its series stays.

@@ -35,7 +35,7 @@ pub(super) struct RunEnd {
     pub dir: Option<PathBuf>,
     /// The job's state file to write, keyed by its job (one write per key and round).
     pub state: Option<(String, Persist)>,
-    /// Clears the files the run used (see `run.rs`); done first in the round.
+    /// Clears the files the run used (see `run_end.rs`); done first in the round.
     pub cleanup: Option<Persist>,
     /// The run's line for its job's history: appended, with the other lines of the
     /// round for the same job, in one write and one sync.

@@ -464,7 +464,7 @@ impl Harness {
         self.engine
             .lock()
             .get(Kind::Job, id)
-            .is_some_and(|entry| entry.run.is_none())
+            .is_some_and(|entry| entry.slot.run.is_none())
     }
 
     /// The job's state file as on disk once the syncer has written what the ends of

@@ -187,7 +187,7 @@ async fn the_state_at_a_runs_end_is_not_written_again_once_a_later_one_was() {
         h.engine
             .lock()
             .get(Kind::Job, "hook")
-            .map(|entry| (entry.snapshots, entry.saved))
+            .map(|entry| (entry.saving.snapshots, entry.saving.saved))
             .expect("the job")
     };
     let (at_end, saved) = snapshots(&h);

@@ -1,18 +1,135 @@
-//! One timer task per job with an interval or schedule.
+//! Timers: one task per job with an interval or schedule, started and restarted with
+//! the job, and what the engine does when one falls due.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use super::ahead::AheadRunner;
-use super::{Engine, Kind};
+use super::executor::Runner;
+use super::{Engine, Entry, Kind, Taken, Trigger, TriggerSource};
+use crate::config::OnBusy;
 use crate::time::schedule::Timer;
+use crate::util::fsutil::Durability;
 
 /// How long before a due time the timer starts the run's runner, so that at the due
 /// time only the run's own work is left: starting a runner (exec, dynamic loading,
 /// connecting) costs a millisecond or more of CPU, which adds up when many jobs fall due
 /// together. The runner waits, doing nothing, until the due time hands it the work.
 const LAUNCH_AHEAD: Duration = Duration::from_millis(250);
+
+impl Engine {
+    /// Starts the timer of every job that has one, and the runs of triggers that were
+    /// queued when the controller stopped (those of paused jobs wait for the resume).
+    pub fn start_timers(&self) {
+        if let Some(link) = self.cluster() {
+            self.start_cluster_tasks(link);
+        }
+        let mut registry = self.lock();
+        for kind in [Kind::Job, Kind::Http] {
+            let ids: Vec<String> = registry.map(kind).keys().cloned().collect();
+            for id in ids {
+                if let Some(entry) = registry.get(kind, &id) {
+                    self.restart_timer(kind, &id, entry);
+                    if self.start_queued(kind, &id, entry) {
+                        registry.run_tasks += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) fn restart_timer(&self, kind: Kind, id: &str, entry: &mut Entry) {
+        if let Some(handle) = entry.slot.timer.take() {
+            handle.abort();
+        }
+        entry.slot.next_run = None;
+        if entry.def.timer().is_none() {
+            // The timer task exports the gap of a timer; a job without one has none.
+            crate::metrics::job_interval(kind.as_str(), id, None);
+        }
+        if let Some(timer) = entry.def.timer().cloned() {
+            let task =
+                self.inner
+                    .runtime
+                    .spawn(timer_task(self.clone(), kind, id.to_string(), timer));
+            entry.slot.timer = Some(task.abort_handle());
+        }
+    }
+
+    /// Whether a timer firing now would start a run (the job idle and not paused).
+    fn timer_would_fire(&self, kind: Kind, id: &str) -> bool {
+        if self.is_shutting_down() {
+            return false;
+        }
+        let mut registry = self.lock();
+        registry
+            .get(kind, id)
+            .is_some_and(|entry| !entry.state.paused && entry.slot.run.is_none())
+    }
+
+    /// Called by a timer when a job is due, with the runner it started ahead if any.
+    fn timer_fired(&self, kind: Kind, id: &str, runner: Option<Box<dyn Runner>>) {
+        if self.inner.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut registry = self.lock();
+        let Some(entry) = registry.get(kind, id) else {
+            return;
+        };
+        if entry.state.paused {
+            tracing::debug!(job = id, "timer fired while paused: skipped");
+            crate::metrics::timer_tick_skipped("paused");
+            return;
+        }
+        if entry.slot.run.is_some() {
+            match entry.def.on_busy() {
+                OnBusy::Queue => {
+                    // Counted rather than logged: with many jobs on short intervals, a
+                    // line per tick flooded the log, and writing it held up the other
+                    // timers.
+                    tracing::debug!(
+                        job = id,
+                        "timer fired while the previous run is still going on: skipped"
+                    );
+                    crate::metrics::timer_tick_skipped("running");
+                }
+                OnBusy::Skip => {
+                    tracing::info!(
+                        job = id,
+                        "timer slot skipped: the job is running (on_busy = skip)"
+                    );
+                    crate::metrics::timer_tick_skipped("running");
+                }
+                OnBusy::Replace => {
+                    entry.replace_run(id, Trigger::new(TriggerSource::Timer));
+                    registry.publish_queue_length();
+                    drop(registry);
+                    // Kept in the state file like any queued trigger, off this thread.
+                    let (engine, id) = (self.clone(), id.to_string());
+                    self.inner.runtime.spawn_blocking(move || {
+                        engine.persist(kind, &id, Durability::Durable);
+                    });
+                    self.changed();
+                }
+            }
+            return;
+        }
+        self.spawn_run(
+            kind,
+            id,
+            entry,
+            Trigger::new(TriggerSource::Timer),
+            Taken::default(),
+            runner,
+        );
+        registry.run_tasks += 1;
+        registry.publish_queue_length();
+        drop(registry);
+        self.changed();
+    }
+}
 
 /// Sleeps until each due time and fires the job; `next_run` is kept exact throughout.
 pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Timer) {
@@ -108,7 +225,7 @@ fn set_next_run(engine: &Engine, kind: Kind, id: &str, due: DateTime<Utc>) -> bo
     let Some(entry) = registry.get(kind, id) else {
         return false;
     };
-    entry.next_run = Some(due);
+    entry.slot.next_run = Some(due);
     drop(registry);
     engine.changed();
     true

@@ -22,13 +22,11 @@ const LAYERS: &[&str] = &[
 /// Production files over 800 lines, with the most lines each may have: to be split, and
 /// never to grow meanwhile.
 const LARGE_FILES: &[(&str, usize)] = &[
-    ("svc-controller/src/engine/mod.rs", 1738),
-    ("svc-controller/src/engine/run.rs", 1283),
 ];
 
 /// Functions allowed over 100 lines, marked `#[expect(clippy::too_many_lines)]`: to be
 /// split; the number only goes down.
-const LONG_FUNCTIONS: usize = 23;
+const LONG_FUNCTIONS: usize = 21;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
