@@ -117,3 +117,7 @@ impl Loader<'_> {
         });
     }
 }
+
+#[cfg(test)]
+#[path = "job_http_section_tests.rs"]
+mod tests;

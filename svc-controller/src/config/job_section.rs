@@ -632,3 +632,7 @@ pub(super) fn run_as(r: &mut Reader<'_>, main: &MainConfig) -> (Option<String>, 
 #[cfg(test)]
 #[path = "ping_tests.rs"]
 mod ping_tests;
+
+#[cfg(test)]
+#[path = "job_section_tests.rs"]
+mod tests;

@@ -274,3 +274,7 @@ pub(super) fn shared_main_dir(main: &MainConfig) -> Option<String> {
         )
     })
 }
+
+#[cfg(test)]
+#[path = "main_section_tests.rs"]
+mod tests;

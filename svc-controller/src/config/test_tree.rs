@@ -124,3 +124,49 @@ pub(super) fn issue_about(
     assert!(issue.message.contains(message), "{issue}");
     issue
 }
+
+pub(super) fn current_user() -> String {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .expect("user lookup")
+        .expect("current user has a name")
+        .name
+}
+
+pub(super) fn current_group() -> String {
+    nix::unistd::Group::from_gid(nix::unistd::getgid())
+        .expect("group lookup")
+        .expect("current group has a name")
+        .name
+}
+
+pub(super) const NO_SUCH_USER: &str = "svc-test-no-such-user-x";
+pub(super) const NO_SUCH_GROUP: &str = "svc-test-no-such-group-x";
+
+/// A bcrypt hash of `pw` (cost 4, so the tests stay fast).
+pub(super) fn bcrypt_hash() -> String {
+    bcrypt::hash("pw", 4).expect("bcrypt hash")
+}
+
+/// An argon2id hash of `pw` with small parameters.
+pub(super) fn argon2_hash() -> String {
+    use argon2::PasswordHasher as _;
+    let params = argon2::Params::new(1024, 1, 1, None).expect("parameters");
+    let salt = argon2::password_hash::SaltString::encode_b64(b"saltsaltsaltsalt").expect("salt");
+    argon2::Argon2::new(argon2::Algorithm::Argon2id, argon2::Version::V0x13, params)
+        .hash_password(b"pw", &salt)
+        .expect("hash")
+        .to_string()
+}
+
+impl Tree {
+    /// Writes `etc/svc/user.conf` with `mode`.
+    pub(super) fn users(&self, text: &str, mode: u32) {
+        use std::os::unix::fs::PermissionsExt as _;
+        self.write("etc/svc/user.conf", text);
+        fs::set_permissions(
+            self.path("etc/svc/user.conf"),
+            fs::Permissions::from_mode(mode),
+        )
+        .expect("chmod user.conf");
+    }
+}

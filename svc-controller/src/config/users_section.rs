@@ -159,3 +159,7 @@ fn redact_user_issue(mut issue: ConfigIssue) -> ConfigIssue {
     }
     issue
 }
+
+#[cfg(test)]
+#[path = "users_section_tests.rs"]
+mod tests;

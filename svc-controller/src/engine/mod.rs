@@ -18,6 +18,8 @@ pub mod events;
 pub mod executor;
 mod persistence;
 mod pings;
+#[cfg(test)]
+mod policy_tests;
 mod queue_gauge;
 pub mod read;
 mod recovery;
