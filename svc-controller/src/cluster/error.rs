@@ -29,6 +29,18 @@ pub enum ClusterError {
     /// The schema could not be brought up to date.
     #[error("the cluster schema could not be applied: {0}")]
     Migrate(#[source] MigrateError),
+    /// Another live node, not this one restarting, holds the node's name.
+    #[error(
+        "node_name {node:?} is in use by another live node (last heartbeat {heartbeat_at}, \
+         {seconds_ago} s ago): give each node its own node_name in [cluster], or stop the \
+         other one first"
+    )]
+    NodeNameInUse {
+        node: String,
+        /// RFC 3339, to the second.
+        heartbeat_at: String,
+        seconds_ago: u64,
+    },
     /// The database refused a statement for another reason.
     #[error("the cluster database refused a statement: {0}")]
     Database(#[source] sqlx::Error),

@@ -22,6 +22,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "pause changes",
         include_str!("schema/0002_pause_changes.sql"),
     ),
+    (
+        3,
+        "node instance",
+        include_str!("schema/0003_node_instance.sql"),
+    ),
 ];
 
 type Resolved = Result<Vec<Migration>, BoxDynError>;

@@ -9,7 +9,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 
@@ -42,8 +42,13 @@ pub struct StoreOptions {
     pub max_connections: u32,
     /// How long an operation waits for a connection before it fails as unavailable.
     pub acquire_timeout: Duration,
-    /// Lease of a running run, renewed by each heartbeat of its node.
+    /// Lease of a running run, renewed by each heartbeat of its node; a node whose last
+    /// heartbeat is younger than this is live.
     pub lease: Duration,
+    /// Who this process is (its machine and state directory; see
+    /// [`ClusterStore::register_node`]): a node name held by a live node of another
+    /// instance is refused.
+    pub instance: String,
 }
 
 impl Default for StoreOptions {
@@ -52,6 +57,7 @@ impl Default for StoreOptions {
             max_connections: 10,
             acquire_timeout: Duration::from_secs(5),
             lease: DEFAULT_LEASE,
+            instance: String::new(),
         }
     }
 }
@@ -62,6 +68,8 @@ pub struct ClusterStore {
     pool: PgPool,
     /// [`StoreOptions::lease`] in seconds, as `make_interval` takes it.
     lease_secs: f64,
+    /// [`StoreOptions::instance`].
+    instance: String,
 }
 
 impl ClusterStore {
@@ -79,6 +87,7 @@ impl ClusterStore {
         Ok(ClusterStore {
             pool,
             lease_secs: options.lease.as_secs_f64(),
+            instance: options.instance.clone(),
         })
     }
 
@@ -144,7 +153,12 @@ impl ClusterStore {
 
     /// Announces node `name` at its start. Whatever the cluster still records as running
     /// on it cannot be running (the node is starting): those runs are recorded as
-    /// interrupted and returned. Node names must be unique among live nodes.
+    /// interrupted and returned.
+    ///
+    /// Node names are unique among live nodes: a name whose last heartbeat is younger
+    /// than the lease and which another instance registered is refused
+    /// ([`ClusterError::NodeNameInUse`]); the same instance registering again is this
+    /// node's restart (one process per state directory, which its lock ensures).
     pub async fn register_node(
         &self,
         name: &str,
@@ -152,15 +166,17 @@ impl ClusterStore {
     ) -> Result<Vec<ReapedRun>, ClusterError> {
         let max_job_running = i32::try_from(max_job_running.max(1)).unwrap_or(i32::MAX);
         let mut tx = self.pool.begin().await?;
+        self.refuse_a_live_namesake(&mut tx, name).await?;
         sqlx::query(
-            "INSERT INTO svc_nodes (name, started_at, heartbeat_at, max_job_running)
-             VALUES ($1, now(), now(), $2)
+            "INSERT INTO svc_nodes (name, started_at, heartbeat_at, max_job_running, instance)
+             VALUES ($1, now(), now(), $2, $3)
              ON CONFLICT (name) DO UPDATE
              SET started_at = now(), heartbeat_at = now(),
-                 max_job_running = EXCLUDED.max_job_running",
+                 max_job_running = EXCLUDED.max_job_running, instance = EXCLUDED.instance",
         )
         .bind(name)
         .bind(max_job_running)
+        .bind(&self.instance)
         .execute(&mut *tx)
         .await?;
         let rows = sqlx::query(
@@ -175,6 +191,40 @@ impl ClusterStore {
         .await?;
         tx.commit().await?;
         rows.iter().map(reaped_run).collect()
+    }
+
+    /// Fails with [`ClusterError::NodeNameInUse`] when node `name` is live and another
+    /// instance's. Holds a lock on the name until the transaction ends, so that of two
+    /// namesakes starting at once, also the very first time, the second sees the first.
+    async fn refuse_a_live_namesake(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        name: &str,
+    ) -> Result<(), ClusterError> {
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('svc_nodes:' || $1, 0))")
+            .bind(name)
+            .execute(&mut **tx)
+            .await?;
+        let holder: Option<(String, DateTime<Utc>, f64)> = sqlx::query_as(
+            "SELECT instance, heartbeat_at,
+                    EXTRACT(EPOCH FROM now() - heartbeat_at)::float8
+             FROM svc_nodes WHERE name = $1",
+        )
+        .bind(name)
+        .fetch_optional(&mut **tx)
+        .await?;
+        match holder {
+            Some((instance, heartbeat_at, age))
+                if age < self.lease_secs && instance != self.instance =>
+            {
+                Err(ClusterError::NodeNameInUse {
+                    node: name.to_string(),
+                    heartbeat_at: heartbeat_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+                    seconds_ago: age.max(0.0).round() as u64,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Node `name` is alive: its heartbeat and the leases of its running runs are renewed.

@@ -62,6 +62,8 @@ pub(super) enum JoinError {
         #[source]
         source: ClusterError,
     },
+    #[error("[cluster] {0}")]
+    NameInUse(#[source] ClusterError),
     #[error("database_url ({shown}): {step} failed")]
     Store {
         shown: String,
@@ -77,7 +79,8 @@ impl JoinError {
     /// database may come back).
     pub fn exit_code(&self) -> u8 {
         match self {
-            JoinError::Unreachable { .. } | JoinError::Store { .. } => 1,
+            // Exit 1: the other node may stop, and a restart then joins.
+            JoinError::Unreachable { .. } | JoinError::Store { .. } | JoinError::NameInUse(_) => 1,
             JoinError::Schema { .. } => EXIT_CONFIG,
         }
     }
@@ -107,6 +110,7 @@ pub(super) async fn join(
     let node = cluster.node_name.as_str();
     let options = StoreOptions {
         max_connections: cluster.max_connections,
+        instance: instance(config).await,
         ..StoreOptions::default()
     };
     let store = ClusterStore::new(cluster.database_url.expose(), &options).map_err(|source| {
@@ -135,6 +139,10 @@ pub(super) async fn join(
                 store.close().await;
                 return Err(JoinError::Unreachable { shown, source });
             }
+            Err((_, source @ ClusterError::NodeNameInUse { .. })) => {
+                store.close().await;
+                return Err(JoinError::NameInUse(source));
+            }
             Err((Step::Migrate, source)) => {
                 store.close().await;
                 return Err(JoinError::Schema { shown, source });
@@ -160,6 +168,19 @@ pub(super) async fn join(
         heartbeat,
         name: node.to_string(),
     })
+}
+
+/// Who this process is, as the cluster tells a node's restart from a namesake: the
+/// machine (its systemd machine ID, or the host name without one) and the state
+/// directory, which one process at a time holds.
+async fn instance(config: &Config) -> String {
+    let machine = match tokio::fs::read_to_string("/etc/machine-id").await {
+        Ok(id) if !id.trim().is_empty() => id.trim().to_string(),
+        _ => nix::unistd::gethostname()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
+    format!("{machine}:{}", config.main.dir_state.display())
 }
 
 /// The steps of a join, to say which one failed.

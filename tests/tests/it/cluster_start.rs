@@ -1,8 +1,8 @@
 //! The start of a service with a `database_url`, against a real PostgreSQL
 //! (`svc_tests::postgres`): the node applies the schema, registers, records its job
 //! definitions, names in its log those another live node defines differently, and
-//! serves; an unreachable database ends the start within its bound. The password is
-//! never shown.
+//! serves; an unreachable database ends the start within its bound; a live node's name
+//! is refused to another process. The password is never shown.
 
 use std::time::{Duration, Instant};
 
@@ -148,4 +148,58 @@ async fn an_unreachable_database_ends_the_start_within_its_bound() {
         took >= Duration::from_secs(29) && took < Duration::from_secs(45),
         "gave up after {took:?}"
     );
+}
+
+/// A second process started with a live node's `node_name` is refused at join, naming the
+/// node and its last heartbeat, and changes nothing of the other's; the node's own
+/// restart (same machine and state directory) joins at once, within the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_nodes_name_is_refused_to_another_process_but_not_to_its_restart() {
+    build_binaries().await;
+    let pg = tokio::task::spawn_blocking(PostgresServer::launch)
+        .await
+        .expect("launch PostgreSQL");
+    let url = pg.create_database("svc_twins");
+    let builder = || {
+        TestService::builder()
+            .svc("database_url = $SVC_TEST_DATABASE_URL")
+            .svc("node_name = twin")
+            .env("SVC_TEST_DATABASE_URL", &url)
+            .job_file(
+                "mine",
+                job_section("mine", &["interval = 1h", "command = true"]),
+            )
+    };
+    let mut first = builder().build();
+    first.start().await;
+
+    // Another process (its own dir_base) with the same name.
+    let mut second = builder().build();
+    second.spawn();
+    let status = second
+        .wait_exit(Duration::from_secs(60))
+        .await
+        .expect("the namesake gives up");
+    let text = format!("{}{}", second.stdout(), second.stderr());
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("node_name \"twin\" is in use by another live node (last heartbeat 20"),
+        "{text}"
+    );
+    assert!(text.contains("give each node its own node_name"), "{text}");
+
+    // The first node still serves, its registration untouched.
+    first.run_now("mine").await.assert_status(200);
+    first
+        .wait_run_finished("mine", 1, Duration::from_secs(30))
+        .await;
+
+    // Killed and restarted at once (well within the 30 s lease): the same node.
+    first.kill9().await;
+    first.start().await;
+    first.run_now("mine").await.assert_status(200);
+    first
+        .wait_run_finished("mine", 2, Duration::from_secs(30))
+        .await;
+    assert_eq!(first.stop().await.code(), Some(0));
 }
