@@ -40,7 +40,7 @@ pub use logs::{LogFile, LogLine, check_timestamps, parse_log_lines};
 pub use service::{TestService, TestServiceBuilder};
 pub use service_api::ApiResponse;
 pub use sign::{fresh_epoch, hmac_sha1_hex, hmac_sha256_hex, standard_signature};
-pub use wait::{wait_for, wait_until};
+pub use wait::{POLL, wait_for, wait_until};
 
 /// Exit status the controller uses for an invalid configuration (`EX_CONFIG`).
 pub const EX_CONFIG: i32 = 78;

@@ -218,6 +218,16 @@ impl Entry {
         self.queue(trigger);
     }
 
+    /// Whether the job's run took a trigger off the queue (or was given one) and has not
+    /// begun yet: it waits for a permit, or is about to begin. Its trigger is accepted,
+    /// and until the run begins only the state file's queue slot keeps it.
+    pub(super) fn holds_a_trigger_not_begun(&self) -> bool {
+        self.slot
+            .run
+            .as_ref()
+            .is_some_and(|run| run.counter.is_none() && !run.ended)
+    }
+
     /// Empties the queue's slot: its trigger and the trigger's ID.
     pub(super) fn take_queued(&mut self) -> Option<(Trigger, Option<u64>)> {
         self.slot

@@ -472,8 +472,16 @@ async fn max_job_running_permits_serialise_runs_of_different_jobs_in_arrival_ord
     assert_eq!(h.status("a"), JobStatus::Never);
     assert!(!h.idle("c") && !h.idle("a"));
 
-    // A trigger of a waiting job takes its queue slot.
-    h.trigger_api("c").await.expect("queued while waiting");
+    // A waiting job's accepted trigger is in its state file, where it holds the job's
+    // one queue slot until its run begins: a second trigger is refused as busy (were it
+    // queued, the file's one slot could keep only one of the two).
+    for id in ["c", "a"] {
+        assert!(
+            h.state_file(id).queued.is_some(),
+            "{id}'s trigger is on disk"
+        );
+    }
+    assert_eq!(h.trigger_api("c").await, Err(EngineError::Busy));
 
     b.finish(true, "ok");
     let c = h.runs.next().await;
@@ -482,6 +490,10 @@ async fn max_job_running_permits_serialise_runs_of_different_jobs_in_arrival_ord
     d.finish(true, "ok");
     let a = h.runs.next().await;
     assert_eq!(a.id(), ("a", 1));
+    // Begun, c takes a trigger into its queue again.
+    h.trigger_api("c")
+        .await
+        .expect("queued behind a run that began");
     c.finish(true, "ok");
     // c's queued trigger asks for a permit again, behind nobody: a holds the other.
     let c2 = h.runs.next().await;
@@ -493,6 +505,12 @@ async fn max_job_running_permits_serialise_runs_of_different_jobs_in_arrival_ord
         h.executed(),
         pairs(&[("d", 1), ("b", 1), ("c", 1), ("a", 1), ("c", 2)])
     );
+    for id in ["a", "b", "c", "d"] {
+        assert!(
+            h.state_file(id).queued.is_none(),
+            "{id}: nothing left queued"
+        );
+    }
     assert_eq!(h.engine.inner.job_slots.available_permits(), 2);
 }
 
@@ -700,12 +718,13 @@ async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
     let seen = h.seen();
     assert_eq!((seen.taken, seen.unused), (1, 1), "its runner was ended");
 
-    // The job takes triggers again: one while the next run is going on is queued, and
-    // both run (and panic, and are recorded) in turn.
-    h.trigger_api(PANIC_PREFIX)
-        .await
-        .expect("the job takes a new trigger");
-    h.trigger_api(PANIC_PREFIX).await.expect("queued");
+    // The job takes triggers again, and each runs (and panics, and is recorded).
+    for _ in 0..2 {
+        h.trigger_api(PANIC_PREFIX)
+            .await
+            .expect("the job takes a new trigger");
+        settle().await;
+    }
     assert!(h.runs.none().await);
     assert!(h.idle(PANIC_PREFIX));
     assert_eq!(

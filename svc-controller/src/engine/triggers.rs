@@ -189,7 +189,7 @@ impl Engine {
                 .inspect_err(|err| crate::metrics::trigger_refused(err.reason()));
         }
         let source = trigger.source;
-        let (id, accepted) = self
+        let (id, accepted, waits_for_a_permit) = self
             .accept_trigger(kind, id, trigger)
             .inspect_err(|err| crate::metrics::trigger_refused(err.reason()))?;
         let id = &id;
@@ -224,18 +224,35 @@ impl Engine {
                 job_id: id.clone(),
                 trigger: source,
             });
+            if waits_for_a_permit {
+                // On disk now: its run may wait for the permit as long as it takes.
+                let mut registry = self.lock();
+                if let Some(entry) = registry.map(kind).get_mut(id)
+                    && self.start_queued(kind, id, entry)
+                {
+                    registry.run_tasks += 1;
+                }
+            }
         }
         Ok(accepted)
     }
 
     /// The in-memory part of [`Engine::trigger`], with the configured ID of the job that
-    /// `id` names in any case; a queued trigger must then be saved.
+    /// `id` names in any case; a queued trigger must then be saved. True besides when the
+    /// job is idle but every permit of `max_job_running` is taken: the trigger is queued
+    /// (so that it is on disk while its run waits), and its run is to start once it is
+    /// saved.
+    ///
+    /// A job holds one accepted trigger that has not begun, in its queue's slot (and its
+    /// state file): a trigger whose run waits for a permit takes it, so the next one is
+    /// refused as busy. Were it queued behind, the state file's one slot would hold only
+    /// one of the two, and a stop or a crash before the first began would lose it.
     fn accept_trigger(
         &self,
         kind: Kind,
         id: &str,
         trigger: Trigger,
-    ) -> Result<(String, Accepted), EngineError> {
+    ) -> Result<(String, Accepted, bool), EngineError> {
         if self.inner.shutting_down.load(Ordering::SeqCst) {
             return Err(EngineError::ShuttingDown);
         }
@@ -245,10 +262,11 @@ impl Engine {
         if entry.state.paused {
             return Err(EngineError::Paused);
         }
-        let accepted = if entry.slot.run.is_some() {
+        let mut waits_for_a_permit = false;
+        let accepted = if entry.slot.run.is_some() || entry.slot.queued.is_some() {
             match entry.def.on_busy() {
                 OnBusy::Queue => {
-                    if entry.slot.queued.is_some() {
+                    if entry.slot.queued.is_some() || entry.holds_a_trigger_not_begun() {
                         return Err(EngineError::Busy);
                     }
                     entry.queue(trigger);
@@ -260,12 +278,16 @@ impl Engine {
                         "trigger skipped: the job is running (on_busy = skip)"
                     );
                     crate::metrics::trigger_dropped("busy_skip");
-                    return Ok((id, Accepted::Skipped));
+                    return Ok((id, Accepted::Skipped, false));
                 }
                 OnBusy::Replace => {
                     entry.replace_run(&id, trigger);
                 }
             }
+            Accepted::Queued
+        } else if kind == Kind::Job && self.inner.job_slots.available_permits() == 0 {
+            entry.queue(trigger);
+            waits_for_a_permit = true;
             Accepted::Queued
         } else {
             self.spawn_run(kind, &id, entry, trigger, Taken::default(), None);
@@ -275,7 +297,7 @@ impl Engine {
         registry.publish_queue_length();
         drop(registry);
         self.changed();
-        Ok((id, accepted))
+        Ok((id, accepted, waits_for_a_permit))
     }
 
     /// Starts a run for the queued trigger of an idle, unpaused job; true when it did

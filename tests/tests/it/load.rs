@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 use serde_json::Value;
-use svc_tests::{TestService, hmac_sha256_hex, job_section, wait_until};
+use svc_tests::{TestService, TestServiceBuilder, hmac_sha256_hex, job_section, wait_until};
 
-const JOBS: usize = 40;
+pub(crate) const JOBS: usize = 40;
 const CLIENTS: usize = 32;
 const READERS: usize = 4;
 /// How long the triggers of one flood are spread over.
@@ -33,7 +33,7 @@ const SPENT_PER_TRIGGER_KIB: u64 = 3;
 /// The most memory the two floods together may leave above the idle controller (KiB).
 const CEILING_KIB: u64 = 64 * 1024;
 
-fn long_mode() -> bool {
+pub(crate) fn long_mode() -> bool {
     std::env::var("SVC_LONG_TESTS").is_ok_and(|value| value == "1")
 }
 
@@ -51,7 +51,7 @@ fn rss_kib(pid: i32) -> u64 {
         .expect("RssAnon in /proc/<pid>/status")
 }
 
-fn job_name(index: usize) -> String {
+pub(crate) fn job_name(index: usize) -> String {
     format!("l{index:02}")
 }
 
@@ -66,11 +66,19 @@ fn runs_metric(metrics: &str, id: &str, result: &str) -> u64 {
 
 /// What the trigger clients saw.
 #[derive(Debug, Default)]
-struct Tally {
-    accepted: BTreeMap<String, u64>,
-    busy: u64,
-    other: BTreeMap<u16, u64>,
-    problems: Vec<String>,
+pub(crate) struct Tally {
+    /// Triggers answered 200, per job.
+    pub(crate) accepted: BTreeMap<String, u64>,
+    /// Triggers answered 429 (the job's queue was full).
+    pub(crate) busy: u64,
+    /// Other answers, by status.
+    pub(crate) other: BTreeMap<u16, u64>,
+    /// Triggers that got no answer (the connection failed), per job.
+    pub(crate) unanswered: BTreeMap<String, u64>,
+    /// Answers that were not the JSON wrapper their status calls for.
+    pub(crate) malformed: u64,
+    /// Everything above that is not a 200 or a 429, in words.
+    pub(crate) problems: Vec<String>,
     slowest: Duration,
 }
 
@@ -83,11 +91,15 @@ impl Tally {
         for (status, count) in other.other {
             *self.other.entry(status).or_default() += count;
         }
+        for (name, count) in other.unanswered {
+            *self.unanswered.entry(name).or_default() += count;
+        }
+        self.malformed += other.malformed;
         self.problems.extend(other.problems);
         self.slowest = self.slowest.max(other.slowest);
     }
 
-    fn accepted(&self) -> u64 {
+    pub(crate) fn accepted(&self) -> u64 {
         self.accepted.values().sum()
     }
 
@@ -95,6 +107,7 @@ impl Tally {
     fn answer(&mut self, name: String, status: u16, raw: &str) {
         let body: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
         if body["code"] != status || !body["message"].is_string() {
+            self.malformed += 1;
             self.problems.push(format!(
                 "trigger {name}: {status} not in the wrapper: {raw}"
             ));
@@ -102,6 +115,7 @@ impl Tally {
         match status {
             200 => {
                 if body["data"]["name"] != name.as_str() {
+                    self.malformed += 1;
                     self.problems
                         .push(format!("trigger {name}: 200 with {raw}"));
                 }
@@ -117,27 +131,116 @@ impl Tally {
     }
 }
 
+/// Signed triggers of the jobs of one controller, from [`CLIENTS`] clients: what a flood
+/// needs of the service, apart from it (the service may be stopped meanwhile).
+pub(crate) struct Flood {
+    client: reqwest::Client,
+    base: String,
+    secret: String,
+}
+
+impl Flood {
+    pub(crate) fn of(svc: &TestService) -> Flood {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("client");
+        Flood {
+            client,
+            base: svc.base_url(),
+            secret: svc.secret(),
+        }
+    }
+
+    /// `triggers` signed triggers of random jobs: trigger `i` is sent at
+    /// `i * sending / triggers` from the start, by the first client free, so the load
+    /// lasts long enough for many runs (the runners, not the HTTP side, are the
+    /// bottleneck) and still overruns the queues. `answered` counts the answers as they
+    /// come.
+    pub(crate) async fn send(
+        &self,
+        triggers: usize,
+        sending: Duration,
+        answered: &Arc<AtomicUsize>,
+    ) -> Tally {
+        let spacing = sending / triggers as u32;
+        let next = Arc::new(AtomicUsize::new(0));
+        let epoch = tokio::time::Instant::now();
+        let mut clients = tokio::task::JoinSet::new();
+        for _ in 0..CLIENTS {
+            let (client, base, secret, next, answered) = (
+                self.client.clone(),
+                self.base.clone(),
+                self.secret.clone(),
+                next.clone(),
+                answered.clone(),
+            );
+            clients.spawn(async move {
+                let mut tally = Tally::default();
+                loop {
+                    let ticket = next.fetch_add(1, Ordering::SeqCst);
+                    if ticket >= triggers {
+                        break tally;
+                    }
+                    tokio::time::sleep_until(epoch + spacing * ticket as u32).await;
+                    let name = job_name(rand::rng().random_range(0..JOBS));
+                    let body = format!("{{\"n\":{}}}", rand::rng().random::<u64>());
+                    let start = Instant::now();
+                    let sent = client
+                        .post(format!("{base}/svc/api/job/run/{name}"))
+                        .header("x-svc-sign", hmac_sha256_hex(&secret, &body))
+                        .body(body)
+                        .send()
+                        .await;
+                    match sent {
+                        Ok(response) => {
+                            let status = response.status().as_u16();
+                            let raw = response.text().await.unwrap_or_default();
+                            tally.slowest = tally.slowest.max(start.elapsed());
+                            tally.answer(name, status, &raw);
+                        }
+                        Err(err) => {
+                            tally.problems.push(format!("trigger {name}: {err}"));
+                            *tally.unanswered.entry(name).or_default() += 1;
+                        }
+                    }
+                    answered.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+        }
+        let mut total = Tally::default();
+        while let Some(joined) = clients.join_next().await {
+            total.add(joined.expect("a trigger client"));
+        }
+        total
+    }
+}
+
 /// One controller with [`JOBS`] jobs and a client for it.
 struct Target {
     svc: TestService,
     client: reqwest::Client,
 }
 
+/// A service with [`JOBS`] webhook jobs whose command is `true`, four at a time.
+pub(crate) fn load_service() -> TestServiceBuilder {
+    let mut jobs = String::new();
+    for index in 0..JOBS {
+        let name = job_name(index);
+        let path = format!("path = /{name}");
+        let keys = [path.as_str(), "command = true", "log_retention = 100000"];
+        jobs.push_str(&job_section(&name, &keys));
+        jobs.push('\n');
+    }
+    TestService::builder()
+        .svc("max_job_running = 4")
+        .job_file("load", jobs)
+}
+
 impl Target {
     async fn start() -> Self {
-        let mut jobs = String::new();
-        for index in 0..JOBS {
-            let name = job_name(index);
-            let path = format!("path = /{name}");
-            let keys = [path.as_str(), "command = true", "log_retention = 100000"];
-            jobs.push_str(&job_section(&name, &keys));
-            jobs.push('\n');
-        }
-        let svc = TestService::builder()
-            .svc("max_job_running = 4")
-            .job_file("load", jobs)
-            .start()
-            .await;
+        let svc = load_service().start().await;
         let client = reqwest::Client::builder()
             .no_proxy()
             .gzip(true)
@@ -188,56 +291,11 @@ impl Target {
         readers
     }
 
-    /// `triggers` signed triggers of random jobs: trigger `i` is sent at
-    /// `i * sending / triggers` from the start, by the first client free, so the load
-    /// lasts long enough for many runs (the runners, not the HTTP side, are the
-    /// bottleneck) and still overruns the queues.
+    /// `triggers` signed triggers of random jobs over `sending` (see [`Flood::send`]).
     async fn flood(&self, triggers: usize, sending: Duration) -> Tally {
-        let spacing = sending / triggers as u32;
-        let next = Arc::new(AtomicUsize::new(0));
-        let epoch = tokio::time::Instant::now();
-        let mut clients = tokio::task::JoinSet::new();
-        for _ in 0..CLIENTS {
-            let (client, base, secret, next) = (
-                self.client.clone(),
-                self.svc.base_url(),
-                self.svc.secret(),
-                next.clone(),
-            );
-            clients.spawn(async move {
-                let mut tally = Tally::default();
-                loop {
-                    let ticket = next.fetch_add(1, Ordering::SeqCst);
-                    if ticket >= triggers {
-                        break tally;
-                    }
-                    tokio::time::sleep_until(epoch + spacing * ticket as u32).await;
-                    let name = job_name(rand::rng().random_range(0..JOBS));
-                    let body = format!("{{\"n\":{}}}", rand::rng().random::<u64>());
-                    let start = Instant::now();
-                    let sent = client
-                        .post(format!("{base}/svc/api/job/run/{name}"))
-                        .header("x-svc-sign", hmac_sha256_hex(&secret, &body))
-                        .body(body)
-                        .send()
-                        .await;
-                    match sent {
-                        Ok(response) => {
-                            let status = response.status().as_u16();
-                            let raw = response.text().await.unwrap_or_default();
-                            tally.slowest = tally.slowest.max(start.elapsed());
-                            tally.answer(name, status, &raw);
-                        }
-                        Err(err) => tally.problems.push(format!("trigger {name}: {err}")),
-                    }
-                }
-            });
-        }
-        let mut total = Tally::default();
-        while let Some(joined) = clients.join_next().await {
-            total.add(joined.expect("a trigger client"));
-        }
-        total
+        Flood::of(&self.svc)
+            .send(triggers, sending, &Arc::new(AtomicUsize::new(0)))
+            .await
     }
 
     /// Waits until every job's state file counts `expected` runs, none of them running.

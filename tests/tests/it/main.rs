@@ -58,6 +58,7 @@ mod sandbox;
 mod scale;
 mod scheduling;
 mod state_dir;
+mod stop_under_load;
 mod tidy;
 mod ui_docs;
 mod webhooks;
