@@ -17,7 +17,7 @@ use svc_tests::{TestService, hmac_sha256_hex, job_section, wait_for, wait_until}
 use tokio::sync::Mutex;
 
 /// The jobs' own secret, the same on every node (each node generates its own main secret).
-const SECRET: &str = "cluster-test-secret";
+pub(crate) const SECRET: &str = "cluster-test-secret";
 
 fn long() -> bool {
     std::env::var_os("SVC_LONG_TESTS").is_some()
@@ -25,13 +25,13 @@ fn long() -> bool {
 
 /// A directory every node's jobs work in: each run makes one entry, so a run done twice
 /// shows (`mkdir` of an existing name fails, and the run with it).
-struct Shared {
+pub(crate) struct Shared {
     _dir: tempfile::TempDir,
-    path: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 impl Shared {
-    fn new() -> Shared {
+    pub(crate) fn new() -> Shared {
         let dir = tempfile::tempdir().expect("shared dir");
         let path = dir.path().to_path_buf();
         // Jobs may run as an unprivileged user.
@@ -56,7 +56,7 @@ impl Shared {
 
 /// A job that makes `<prefix><what>` in the shared directory: `what` is the request body
 /// for a trigger, else the job's ID and run counter.
-fn job(name: &str, shared: &Path, timer: Option<&str>, command: &str) -> String {
+pub(crate) fn job(name: &str, shared: &Path, timer: Option<&str>, command: &str) -> String {
     let dir = format!("dir_work = {}", shared.display());
     let path = format!("path = /{name}");
     let secret = format!("secret = {SECRET}");
@@ -74,7 +74,11 @@ fn job(name: &str, shared: &Path, timer: Option<&str>, command: &str) -> String 
 }
 
 /// Starts `count` controllers on `url`, each with `jobs` (name, file text).
-async fn start_nodes(url: &str, count: usize, jobs: &[(String, String)]) -> Vec<TestService> {
+pub(crate) async fn start_nodes(
+    url: &str,
+    count: usize,
+    jobs: &[(String, String)],
+) -> Vec<TestService> {
     let mut nodes = Vec::new();
     for n in 0..count {
         let mut builder = TestService::builder()
@@ -90,7 +94,7 @@ async fn start_nodes(url: &str, count: usize, jobs: &[(String, String)]) -> Vec<
     nodes
 }
 
-async fn store(url: &str) -> ClusterStore {
+pub(crate) async fn store(url: &str) -> ClusterStore {
     ClusterStore::new(url, &StoreOptions::default()).expect("store")
 }
 
@@ -102,7 +106,7 @@ async fn scalar(store: &ClusterStore, sql: &str) -> i64 {
 }
 
 /// Every node's output, for a failing assertion.
-fn outputs(nodes: &[TestService]) -> String {
+pub(crate) fn outputs(nodes: &[TestService]) -> String {
     nodes
         .iter()
         .map(|node| format!("{}{}", node.stdout(), node.stderr()))
@@ -110,7 +114,7 @@ fn outputs(nodes: &[TestService]) -> String {
         .join("\n----\n")
 }
 
-async fn launch_postgres(database: &str) -> (PostgresServer, String) {
+pub(crate) async fn launch_postgres(database: &str) -> (PostgresServer, String) {
     let pg = tokio::task::spawn_blocking(PostgresServer::launch)
         .await
         .expect("launch PostgreSQL");

@@ -11,6 +11,7 @@ mod browser;
 mod cluster;
 mod cluster_check;
 mod cluster_drift;
+mod cluster_propagation;
 mod cluster_start;
 mod cluster_store;
 mod cluster_views;
