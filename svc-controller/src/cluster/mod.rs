@@ -30,6 +30,7 @@ mod model;
 mod replay_table;
 mod shared;
 mod store;
+mod store_nodes;
 mod store_rows;
 
 pub use defhash::{http_job_hash, job_hash};

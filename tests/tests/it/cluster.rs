@@ -234,7 +234,7 @@ async fn send_triggers(
     let accepted = Arc::new(Mutex::new(BTreeSet::new()));
     let answers = Arc::new(Mutex::new(Vec::new()));
     let bases: Vec<String> = nodes.iter().map(TestService::base_url).collect();
-    let client = reqwest::Client::new();
+    let client = trigger_client();
     let mut tasks = Vec::new();
     for _ in 0..parallel {
         let (bodies, accepted, answers, bases, client, stop) = (
@@ -516,7 +516,7 @@ async fn send_to(
     jobs: usize,
     stop: Arc<AtomicBool>,
 ) -> (BTreeSet<String>, Vec<(u16, bool)>) {
-    let client = reqwest::Client::new();
+    let client = trigger_client();
     let mut accepted = BTreeSet::new();
     let mut answers = Vec::new();
     let mut n = 0usize;
@@ -536,6 +536,16 @@ async fn send_to(
         answers.push(answer);
     }
     (accepted, answers)
+}
+
+/// A client for the triggers: it lets a pooled connection go after 5 s idle, before the
+/// service closes it (10 s), so that no request is sent on a connection the service is
+/// closing at that moment (a reset no answer explains).
+fn trigger_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_idle_timeout(Duration::from_secs(5))
+        .build()
+        .expect("a client")
 }
 
 /// Posts `body` to `job<job>`'s trigger path on `base`, signed with the jobs' secret:
@@ -646,7 +656,7 @@ async fn pause_resume_and_cancel_reach_every_node() {
         "the pause reached the other node in {:?}",
         started.elapsed()
     );
-    let client = reqwest::Client::new();
+    let client = trigger_client();
     let signature = hmac_sha256_hex(SECRET, "p");
     let refused = client
         .post(format!("{}/svc/api/job/run/quiet", nodes[1].base_url()))

@@ -141,8 +141,11 @@ pub(crate) struct Flood {
 
 impl Flood {
     pub(crate) fn of(svc: &TestService) -> Flood {
+        // A pooled connection goes after 5 s idle, before the service closes it (10 s):
+        // no request is sent on a connection the service is closing at that moment.
         let client = reqwest::Client::builder()
             .no_proxy()
+            .pool_idle_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
             .build()
             .expect("client");

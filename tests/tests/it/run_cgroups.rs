@@ -209,10 +209,13 @@ async fn cpu_time_and_peak_memory_are_read_from_the_cgroup_within_ten_percent() 
         .unwrap_or_else(|| panic!("the burner says what it was charged:\n{log}"));
     assert!(charged >= BURN_TICKS, "{log}");
     // Within ten percent of what the kernel charged the shell, give or take the one
-    // tick its own figure is rounded to.
+    // tick its own figure is rounded to, plus what the run's runner spends meanwhile in
+    // the same cgroup: it watches the run's processes every 20 ms (measured: 230 ms in a
+    // 3.4 s run of a debug build on a loaded machine), allowed a tenth of the run's time.
     let spent = charged * 10;
+    let watching = burn["duration_ms"].as_u64().unwrap_or(0) / 10;
     assert!(
-        (spent * 9 / 10 - 10..=spent * 11 / 10 + 10).contains(&cpu),
+        (spent * 9 / 10 - 10..=spent * 11 / 10 + 10 + watching).contains(&cpu),
         "{cpu} ms of CPU recorded for a burner charged {spent} ms: {burn}"
     );
 
