@@ -137,6 +137,8 @@ pub(crate) struct Flood {
     client: reqwest::Client,
     base: String,
     secret: String,
+    /// Set by [`Flood::stop`]: the clients send nothing more.
+    stopped: Arc<AtomicBool>,
 }
 
 impl Flood {
@@ -153,7 +155,13 @@ impl Flood {
             client,
             base: svc.base_url(),
             secret: svc.secret(),
+            stopped: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Ends the flood early: what is not sent yet is not sent (nor counted).
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
     }
 
     /// `triggers` signed triggers of random jobs: trigger `i` is sent at
@@ -172,12 +180,13 @@ impl Flood {
         let epoch = tokio::time::Instant::now();
         let mut clients = tokio::task::JoinSet::new();
         for _ in 0..CLIENTS {
-            let (client, base, secret, next, answered) = (
+            let (client, base, secret, next, answered, stopped) = (
                 self.client.clone(),
                 self.base.clone(),
                 self.secret.clone(),
                 next.clone(),
                 answered.clone(),
+                self.stopped.clone(),
             );
             clients.spawn(async move {
                 let mut tally = Tally::default();
@@ -187,6 +196,9 @@ impl Flood {
                         break tally;
                     }
                     tokio::time::sleep_until(epoch + spacing * ticket as u32).await;
+                    if stopped.load(Ordering::SeqCst) {
+                        break tally;
+                    }
                     let name = job_name(rand::rng().random_range(0..JOBS));
                     let body = format!("{{\"n\":{}}}", rand::rng().random::<u64>());
                     let start = Instant::now();

@@ -74,6 +74,8 @@ async fn flood_and_stop(svc: &mut TestService, round: usize) -> (Tally, Duration
             "round {round}: exit after SIGTERM mid-flood\n{}",
             svc.stderr()
         );
+        // What is sent from now on meets no service: the round ends here.
+        flood.stop();
         took
     };
     let (tally, took) = tokio::join!(flood.send(TRIGGERS, SENDING, &answered), stopping);
