@@ -218,14 +218,16 @@ impl Entry {
         self.queue(trigger);
     }
 
-    /// Whether the job's run took a trigger off the queue (or was given one) and has not
-    /// begun yet: it waits for a permit, or is about to begin. Its trigger is accepted,
-    /// and until the run begins only the state file's queue slot keeps it.
+    /// Whether the job's run took its trigger off the queue and has not begun yet (it
+    /// waits for a permit of `max_job_running`): until it begins, only the state file's
+    /// queue slot keeps that accepted trigger, so the slot is not free for another. A
+    /// run given its trigger directly (a permit was free) begins at once and leaves the
+    /// slot to the next trigger, as it always did.
     pub(super) fn holds_a_trigger_not_begun(&self) -> bool {
         self.slot
             .run
             .as_ref()
-            .is_some_and(|run| run.counter.is_none() && !run.ended)
+            .is_some_and(|run| run.counter.is_none() && !run.ended && run.queue_id.is_some())
     }
 
     /// Empties the queue's slot: its trigger and the trigger's ID.
