@@ -396,8 +396,32 @@ impl Harness {
         jobs: &str,
         before: impl FnOnce(&crate::config::MainConfig),
     ) -> Harness {
+        Harness::build(svc, jobs, &[], before)
+    }
+
+    /// Like [`Harness::new`], with `files` (path below `dir_base`, text) written before
+    /// the configuration is loaded, readable by their owner only: `etc/svc/user.conf`.
+    pub fn with_files(svc: &str, jobs: &str, files: &[(&str, &str)]) -> Harness {
+        Harness::build(svc, jobs, files, |_| {})
+    }
+
+    fn build(
+        svc: &str,
+        jobs: &str,
+        files: &[(&str, &str)],
+        before: impl FnOnce(&crate::config::MainConfig),
+    ) -> Harness {
+        use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().expect("tempdir");
         let base = dir.path().canonicalize().expect("canonical");
+        for (path, text) in files {
+            let path = base.join(path);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).expect("mkdir");
+            }
+            std::fs::write(&path, text).expect("write a file of the tree");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        }
         let main_file = base.join("svc.conf");
         std::fs::write(
             &main_file,

@@ -29,7 +29,15 @@ pub struct TestApp {
 #[derive(Debug)]
 pub struct Answer {
     pub status: u16,
+    pub headers: axum::http::HeaderMap,
     pub body: Vec<u8>,
+}
+
+/// A logged-in user: the session cookie (`name=value`) and the session's CSRF token.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub cookie: String,
+    pub csrf: String,
 }
 
 impl Answer {
@@ -50,12 +58,37 @@ impl Answer {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
+
+    /// The wrapper's `message`.
+    pub fn message(&self) -> String {
+        self.json()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// A header's value, when it is text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
 }
 
 impl TestApp {
     /// `svc` holds extra lines of the `[svc]` section, `jobs` the job sections.
     pub fn new(svc: &str, jobs: &str) -> TestApp {
-        let harness = Harness::new(svc, jobs);
+        TestApp::over(Harness::new(svc, jobs))
+    }
+
+    /// Like [`TestApp::new`], with `users` as `user.conf`: login and roles are on.
+    pub fn with_users(svc: &str, jobs: &str, users: &str) -> TestApp {
+        TestApp::over(Harness::with_files(
+            svc,
+            jobs,
+            &[("etc/svc/user.conf", users)],
+        ))
+    }
+
+    fn over(harness: Harness) -> TestApp {
         let main = harness.engine.main().clone();
         let replay = crate::access::replay::Replay::new(
             Arc::new(
@@ -109,6 +142,7 @@ impl TestApp {
             .await
             .expect("the router answers");
         let status = response.status().as_u16();
+        let headers = response.headers().clone();
         let body = response
             .into_body()
             .collect()
@@ -116,7 +150,11 @@ impl TestApp {
             .expect("the body")
             .to_bytes()
             .to_vec();
-        Answer { status, body }
+        Answer {
+            status,
+            headers,
+            body,
+        }
     }
 
     /// `POST path` with a form `body`, signed with `signature` when given.
@@ -126,6 +164,71 @@ impl TestApp {
             headers.push(("X-Svc-Sign", signature));
         }
         self.send("POST", path, &headers, body.to_string()).await
+    }
+
+    /// Logs `name` in with `password` and reads the session's CSRF token.
+    pub async fn login(&self, name: &str, password: &str) -> Session {
+        let form = format!("name={name}&password={password}");
+        let answer = self
+            .send(
+                "POST",
+                "/svc/api/login",
+                &[("content-type", "application/x-www-form-urlencoded")],
+                form,
+            )
+            .await;
+        answer.wrapper(200);
+        let cookie = answer
+            .header("set-cookie")
+            .and_then(|value| value.split(';').next())
+            .expect("a session cookie")
+            .trim()
+            .to_string();
+        let session = self
+            .as_user("GET", "/svc/api/session", Some(&cookie), None, "")
+            .await;
+        let data = &session.wrapper(200)["data"];
+        assert_eq!(data["name"], name, "{}", session.text());
+        let csrf = data["csrf"].as_str().expect("a CSRF token").to_string();
+        Session { cookie, csrf }
+    }
+
+    /// `method path` with a form `body`, the session `cookie` and the CSRF token `csrf`
+    /// when given.
+    pub async fn as_user(
+        &self,
+        method: &str,
+        path: &str,
+        cookie: Option<&str>,
+        csrf: Option<&str>,
+        body: &str,
+    ) -> Answer {
+        let mut headers = vec![("content-type", "application/x-www-form-urlencoded")];
+        if let Some(cookie) = cookie {
+            headers.push(("cookie", cookie));
+        }
+        if let Some(csrf) = csrf {
+            headers.push(("x-svc-csrf", csrf));
+        }
+        self.send(method, path, &headers, body.to_string()).await
+    }
+
+    /// `POST path` with `session`'s cookie and CSRF token.
+    pub async fn post_as(&self, session: &Session, path: &str, body: &str) -> Answer {
+        self.as_user(
+            "POST",
+            path,
+            Some(&session.cookie),
+            Some(&session.csrf),
+            body,
+        )
+        .await
+    }
+
+    /// `GET path` with `session`'s cookie.
+    pub async fn get_as(&self, session: &Session, path: &str) -> Answer {
+        self.as_user("GET", path, Some(&session.cookie), None, "")
+            .await
     }
 
     /// `POST path` with the form `_svc_epoch=<epoch>&id=<id>` signed with [`SECRET`].

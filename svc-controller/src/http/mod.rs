@@ -22,6 +22,8 @@ mod public;
 mod query;
 mod read_timeout;
 mod response;
+#[cfg(test)]
+mod roles_tests;
 mod runs;
 pub mod server;
 mod signed;

@@ -1,13 +1,12 @@
-//! People and rights, against the real binary: what each role may do with its session
-//! (cookie and CSRF token) and what it is refused, the signed path unchanged,
-//! `public_read`, `trusted_proxies`, reload over HTTP, and the audit log (every kind of
-//! actor, refusals, rotation, pages).
+//! People and rights, against the real binary: `public_read`, `trusted_proxies`, reload
+//! over HTTP, and the audit log (every kind of actor, refusals, rotation on
+//! disk, pages). What each role may do with its session, and the CSRF token, are tested
+//! in-process over the router (`svc-controller/src/http/roles_tests.rs`).
 
 use serde_json::Value;
 use svc_tests::web::{Answer, client, send, write_user_conf};
 use svc_tests::{
     TestService, TestServiceBuilder, WAIT, fresh_epoch, hmac_sha256_hex, job_section, wait_for,
-    wait_until,
 };
 
 /// A bcrypt hash (cost 4, cheap to check) of `password`, made by another tool.
@@ -236,166 +235,6 @@ async fn audit_entry(
 
 fn is(entry: &Value, action: &str, actor_kind: &str) -> bool {
     entry["action"] == action && entry["actor"]["kind"] == actor_kind
-}
-
-#[tokio::test]
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
-async fn each_role_may_do_what_it_grants_and_is_refused_the_rest() {
-    let service = start_with_users(&[]).await;
-    let vera = login(&service, "vera").await;
-    let otto = login(&service, "otto").await;
-    let ada = login(&service, "ada").await;
-    for (session, role) in [(&vera, "viewer"), (&otto, "operator"), (&ada, "admin")] {
-        let answer = get_as(&service, Some(session), "/svc/api/session").await;
-        assert_eq!(answer.data()["role"], role, "{}", answer.raw);
-        assert_eq!(
-            answer.headers.get("cache-control").map(|v| v.to_str().ok()),
-            Some(Some("no-store"))
-        );
-    }
-    assert_ne!(vera.csrf, otto.csrf);
-
-    // A viewer reads, and is refused every action with what it would need.
-    for action in ["pause", "resume", "cancel", "trigger"] {
-        let answer = act(&service, &vera, action, "hello").await;
-        answer.expect(403);
-        assert!(
-            answer.message().starts_with("the role viewer may not ")
-                && answer.message().ends_with("it needs operator or admin"),
-            "{}",
-            answer.raw
-        );
-    }
-    let answer = post_with_session(&service, &vera, "/svc/api/job_http/pause?id=ping").await;
-    answer.expect(403);
-    // Never run, never paused: an empty status.
-    assert_eq!(job_status(&service, &vera, "job_exec", "hello").await, "");
-    assert_eq!(job_status(&service, &vera, "job_http", "ping").await, "");
-
-    // An operator pauses, resumes, runs and cancels, Jobs and JobHttps.
-    act(&service, &otto, "pause", "hello").await.expect(200);
-    assert_eq!(
-        job_status(&service, &otto, "job_exec", "hello").await,
-        "paused"
-    );
-    act(&service, &otto, "resume", "hello").await.expect(200);
-    assert_ne!(
-        job_status(&service, &otto, "job_exec", "hello").await,
-        "paused"
-    );
-    act(&service, &otto, "trigger", "hello").await.expect(200);
-    let log = service.wait_run_finished("hello", 1, WAIT).await;
-    log.assert_status("success");
-    // Nothing running: 200 and nothing changes, as with a signature.
-    act(&service, &otto, "cancel", "hello").await.expect(200);
-    // Run now of a JobHttp: the call is made (and fails: nothing listens on port 9).
-    post_with_session(&service, &otto, "/svc/api/job_http/trigger?id=ping")
-        .await
-        .expect(200);
-    wait_until(WAIT, "the JobHttp's run to end", async || {
-        let status = job_status(&service, &otto, "job_http", "ping").await;
-        !status.is_empty() && status != "started"
-    })
-    .await;
-    post_with_session(&service, &otto, "/svc/api/job_http/pause?id=ping")
-        .await
-        .expect(200);
-    assert_eq!(
-        job_status(&service, &otto, "job_http", "ping").await,
-        "paused"
-    );
-    // (A resumed JobHttp calls at once, so its status may be `started` now.)
-    post_with_session(&service, &otto, "/svc/api/job_http/resume?id=ping")
-        .await
-        .expect(200);
-    assert_ne!(
-        job_status(&service, &otto, "job_http", "ping").await,
-        "paused"
-    );
-    // ... but may not reload or read the audit log.
-    let refused = post_with_session(&service, &otto, "/svc/api/reload").await;
-    refused.expect(403);
-    assert_eq!(
-        refused.message(),
-        "the role operator may not reload the configuration: it needs admin"
-    );
-    let refused = get_as(&service, Some(&otto), "/svc/api/audit").await;
-    refused.expect(403);
-    assert!(
-        refused.message().contains("read the audit log"),
-        "{}",
-        refused.raw
-    );
-
-    // An admin does all of that.
-    act(&service, &ada, "pause", "hello").await.expect(200);
-    assert_eq!(
-        job_status(&service, &ada, "job_exec", "hello").await,
-        "paused"
-    );
-    act(&service, &ada, "resume", "hello").await.expect(200);
-    get_as(&service, Some(&ada), "/svc/api/audit")
-        .await
-        .expect(200);
-
-    // CSRF: missing, wrong, or another session's token: 403, and nothing changes.
-    for csrf in [None, Some("0".repeat(64)), Some(ada.csrf.clone())] {
-        let answer = post_as(
-            &service,
-            Some(&otto),
-            csrf.as_deref(),
-            "/svc/api/job_exec/pause",
-            "id=hello",
-            &[],
-        )
-        .await;
-        answer.expect(403);
-        assert!(answer.message().contains("X-Svc-Csrf"), "{}", answer.raw);
-    }
-    assert_ne!(
-        job_status(&service, &otto, "job_exec", "hello").await,
-        "paused"
-    );
-
-    // Neither a session nor a signature: 401, as before sessions could act.
-    let answer = post_as(
-        &service,
-        None,
-        None,
-        "/svc/api/job_exec/pause",
-        "id=hello",
-        &[],
-    )
-    .await;
-    answer.expect(401);
-
-    // The signed path is unchanged, with or without a session cookie beside it.
-    service.pause("hello").await.assert_status(200);
-    assert_eq!(
-        job_status(&service, &vera, "job_exec", "hello").await,
-        "paused"
-    );
-    let (body, signature) = service.job_exec_form("hello");
-    post_as(
-        &service,
-        Some(&vera),
-        None,
-        "/svc/api/job_exec/resume",
-        &body,
-        &[("x-svc-sign", &signature)],
-    )
-    .await
-    .expect(200);
-    assert_ne!(
-        job_status(&service, &vera, "job_exec", "hello").await,
-        "paused"
-    );
-
-    // After a logout the cookie acts no more.
-    post_as(&service, Some(&otto), None, "/svc/api/logout", "", &[])
-        .await
-        .expect(200);
-    act(&service, &otto, "pause", "hello").await.expect(401);
 }
 
 #[tokio::test]
