@@ -26,6 +26,8 @@ mod response;
 mod roles_tests;
 mod runs;
 pub mod server;
+#[cfg(test)]
+mod session_tests;
 mod signed;
 #[cfg(test)]
 mod signed_tests;
