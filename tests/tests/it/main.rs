@@ -5,6 +5,9 @@
 //! `cargo test -p svc-tests --test it -- crash::`.
 
 mod api;
+mod api_common;
+mod api_job_http;
+mod api_limits;
 mod api_reference;
 mod body_budget;
 mod browser;
