@@ -26,6 +26,8 @@ mod connections;
 mod containment;
 mod counters;
 mod crash;
+mod crash_checks;
+mod crash_runner;
 mod engine;
 mod events;
 mod faults;
