@@ -37,6 +37,8 @@ mod history;
 mod host_check;
 mod hostile_http;
 mod hostile_http_more;
+mod hostile_requests;
+mod hostile_signatures;
 mod inherited_fds;
 mod lifecycle;
 mod load;
