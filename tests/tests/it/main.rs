@@ -45,6 +45,8 @@ mod load;
 mod log_limit;
 mod login;
 mod metrics;
+mod metrics_monitoring;
+mod metrics_series;
 mod migrate;
 mod notify;
 mod origin;
