@@ -289,27 +289,50 @@ fn rewrite_link(dest: &str, from: &str, by_path: &HashMap<&str, &str>) -> Option
 }
 
 /// Markdown to HTML: heading ids, rewritten links.
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 fn render(markdown: &str, from: &str, by_path: &HashMap<&str, &str>) -> String {
     let options = Options::ENABLE_TABLES
         | Options::ENABLE_STRIKETHROUGH
         | Options::ENABLE_TASKLISTS
         | Options::ENABLE_FOOTNOTES;
-    let mut events: Vec<Event> = Vec::new();
-    let mut heading: Option<(u8, Vec<Event>)> = None;
-    let mut link_kept: Vec<bool> = Vec::new();
-    let mut image_kept: Vec<bool> = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut links = Links {
+        from,
+        by_path,
+        link_kept: Vec::new(),
+        image_kept: Vec::new(),
+    };
+    let mut headings = Headings::default();
     for event in Parser::new_ext(markdown, options) {
-        let event = match event {
+        headings.push(links.rewrite(event));
+    }
+    let mut out = String::new();
+    html::push_html(&mut out, headings.events.into_iter());
+    out
+}
+
+/// The first step of [`render`]: links and pictures. A link to a rendered page points
+/// to its `/svc/doc` address, one to any other file becomes plain text (with a build
+/// warning); a picture from the repository is shown as its alt text. The stacks say, for
+/// each open link and picture, whether its end tag is kept or closes the `<span>` that
+/// replaced it.
+struct Links<'a> {
+    from: &'a str,
+    by_path: &'a HashMap<&'a str, &'a str>,
+    link_kept: Vec<bool>,
+    image_kept: Vec<bool>,
+}
+
+impl Links<'_> {
+    /// `event` as it is to be rendered.
+    fn rewrite<'e>(&mut self, event: Event<'e>) -> Event<'e> {
+        match event {
             Event::Start(Tag::Link {
                 link_type,
                 dest_url,
                 title,
                 id,
-            }) => match rewrite_link(&dest_url, from, by_path) {
+            }) => match rewrite_link(&dest_url, self.from, self.by_path) {
                 Some(url) => {
-                    link_kept.push(true);
+                    self.link_kept.push(true);
                     Event::Start(Tag::Link {
                         link_type,
                         dest_url: CowStr::from(url),
@@ -319,9 +342,10 @@ fn render(markdown: &str, from: &str, by_path: &HashMap<&str, &str>) -> String {
                 }
                 None => {
                     println!(
-                        "cargo:warning={from}: link to {dest_url} (not a rendered page) shown as text"
+                        "cargo:warning={}: link to {dest_url} (not a rendered page) shown as text",
+                        self.from
                     );
-                    link_kept.push(false);
+                    self.link_kept.push(false);
                     Event::Html(CowStr::from(format!(
                         "<span class=\"repo-path\" title=\"{} in the repository\">",
                         html_text::escape(&dest_url)
@@ -333,7 +357,7 @@ fn render(markdown: &str, from: &str, by_path: &HashMap<&str, &str>) -> String {
             {
                 // A picture from the repository (screenshots): not embedded in the
                 // binary, so shown as its alt text.
-                image_kept.push(false);
+                self.image_kept.push(false);
                 Event::Html(CowStr::from(format!(
                     "<span class=\"repo-image\" title=\"{} in the repository\">Picture: ",
                     html_text::escape(&dest_url)
@@ -345,7 +369,7 @@ fn render(markdown: &str, from: &str, by_path: &HashMap<&str, &str>) -> String {
                 title,
                 id,
             }) => {
-                image_kept.push(true);
+                self.image_kept.push(true);
                 Event::Start(Tag::Image {
                     link_type,
                     dest_url,
@@ -353,57 +377,75 @@ fn render(markdown: &str, from: &str, by_path: &HashMap<&str, &str>) -> String {
                     id,
                 })
             }
-            Event::End(TagEnd::Image) => {
-                if image_kept.pop().unwrap_or(true) {
-                    Event::End(TagEnd::Image)
-                } else {
-                    Event::Html(CowStr::from("</span>"))
-                }
-            }
-            Event::End(TagEnd::Link) => {
-                if link_kept.pop().unwrap_or(true) {
-                    Event::End(TagEnd::Link)
-                } else {
-                    Event::Html(CowStr::from("</span>"))
-                }
-            }
+            Event::End(TagEnd::Image) => close(&mut self.image_kept, TagEnd::Image),
+            Event::End(TagEnd::Link) => close(&mut self.link_kept, TagEnd::Link),
             other => other,
-        };
+        }
+    }
+}
+
+/// The end of a link or picture: kept, or the `</span>` closing the text that replaced
+/// it.
+fn close<'e>(kept: &mut Vec<bool>, end: TagEnd) -> Event<'e> {
+    if kept.pop().unwrap_or(true) {
+        Event::End(end)
+    } else {
+        Event::Html(CowStr::from("</span>"))
+    }
+}
+
+/// The second step of [`render`]: each heading as HTML with a GitHub-style `id` (the
+/// slug of its text, numbered from the second of the same text on) and an anchor link.
+/// The events of an open heading gather in `heading`; all others go to `events`.
+#[derive(Default)]
+struct Headings<'e> {
+    events: Vec<Event<'e>>,
+    heading: Option<(u8, Vec<Event<'e>>)>,
+    seen: HashMap<String, usize>,
+}
+
+impl<'e> Headings<'e> {
+    fn push(&mut self, event: Event<'e>) {
         match event {
-            Event::Start(Tag::Heading { level, .. }) => heading = Some((level as u8, Vec::new())),
+            Event::Start(Tag::Heading { level, .. }) => {
+                self.heading = Some((level as u8, Vec::new()));
+            }
             Event::End(TagEnd::Heading(_)) => {
-                if let Some((level, inner)) = heading.take() {
-                    let text: String = inner
-                        .iter()
-                        .filter_map(|e| match e {
-                            Event::Text(t) | Event::Code(t) => Some(t.as_ref()),
-                            _ => None,
-                        })
-                        .collect();
-                    let base = slugify(&text);
-                    let count = seen.entry(base.clone()).or_insert(0);
-                    let id = if *count == 0 {
-                        base.clone()
-                    } else {
-                        format!("{base}-{count}")
-                    };
-                    *count += 1;
-                    let mut inner_html = String::new();
-                    html::push_html(&mut inner_html, inner.into_iter());
-                    events.push(Event::Html(CowStr::from(format!(
-                        "<h{level} id=\"{id}\">{inner_html} <a class=\"anchor\" href=\"#{id}\" \
-                         aria-label=\"Link to this section\">#</a></h{level}>\n",
-                        id = html_text::escape(&id)
-                    ))));
+                if let Some((level, inner)) = self.heading.take() {
+                    let html = self.heading_html(level, inner);
+                    self.events.push(Event::Html(CowStr::from(html)));
                 }
             }
-            event => match &mut heading {
+            event => match &mut self.heading {
                 Some((_, inner)) => inner.push(event),
-                None => events.push(event),
+                None => self.events.push(event),
             },
         }
     }
-    let mut out = String::new();
-    html::push_html(&mut out, events.into_iter());
-    out
+
+    /// A finished heading of `level` with the events `inner` as HTML.
+    fn heading_html(&mut self, level: u8, inner: Vec<Event<'e>>) -> String {
+        let text: String = inner
+            .iter()
+            .filter_map(|e| match e {
+                Event::Text(t) | Event::Code(t) => Some(t.as_ref()),
+                _ => None,
+            })
+            .collect();
+        let base = slugify(&text);
+        let count = self.seen.entry(base.clone()).or_insert(0);
+        let id = if *count == 0 {
+            base.clone()
+        } else {
+            format!("{base}-{count}")
+        };
+        *count += 1;
+        let mut inner_html = String::new();
+        html::push_html(&mut inner_html, inner.into_iter());
+        format!(
+            "<h{level} id=\"{id}\">{inner_html} <a class=\"anchor\" href=\"#{id}\" \
+             aria-label=\"Link to this section\">#</a></h{level}>\n",
+            id = html_text::escape(&id)
+        )
+    }
 }

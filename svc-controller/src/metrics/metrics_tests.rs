@@ -263,7 +263,7 @@ fn timer_lateness_falls_into_fine_buckets() {
             .contains("svc_timer_lateness_seconds_bucket{le=\"0.0005\"} 0\n")
     );
     for ms in [0.2, 0.7, 3.0, 8.0, 40.0] {
-        m.timer_lateness.observe(ms / 1000.0);
+        m.engine.timer_lateness.observe(ms / 1000.0);
     }
     let text = m.render();
     assert!(

@@ -46,16 +46,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Utc};
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
 
 use crate::store::history::RunRecord;
 
+mod families;
 mod usage;
 use crate::store::state::{RunResult, RunStatus};
+use families::{EngineMetrics, JobFamilies, TrafficMetrics, register_process};
 
 /// Upper bounds (seconds) of the run duration buckets: from 10 ms to one hour.
 const RUN_DURATION_BUCKETS: [f64; 12] = [
@@ -141,243 +141,32 @@ fn run_duration_histogram() -> Histogram {
     Histogram::new(RUN_DURATION_BUCKETS)
 }
 
-/// A registry with every svc metric, and the handles that record into it.
+/// A registry with every svc metric, and the handles that record into it, by group in
+/// the order they are registered (and rendered).
 #[derive(Debug)]
 struct Metrics {
     registry: Registry,
-    runs: Family<RunLabels, Counter>,
-    job_runs: Family<JobStatusLabels, Counter>,
-    job_last_success: Family<JobLabels, SecondsGauge>,
-    job_last_duration: Family<JobLabels, SecondsGauge>,
-    job_last_run_success: Family<JobLabels, Gauge>,
-    job_interval: Family<JobLabels, SecondsGauge>,
-    job_queued: Family<JobLabels, Gauge>,
-    job_running: Family<JobLabels, Gauge>,
-    job_paused: Family<JobLabels, Gauge>,
-    runs_running: Gauge,
-    max_job_running: Gauge,
-    triggers_refused: Family<ReasonLabels, Counter>,
-    run_duration: Family<KindLabels, Histogram, fn() -> Histogram>,
-    queue_length: Gauge,
-    timer_lateness: Histogram,
-    timer_ticks_skipped: Family<ReasonLabels, Counter>,
-    webhook_rejections: Family<ReasonLabels, Counter>,
-    unauthenticated: Family<ReasonLabels, Counter>,
-    triggers_dropped: Family<ReasonLabels, Counter>,
-    http_requests: Family<HttpLabels, Counter>,
-    connections_shed: Family<ReasonLabels, Counter>,
-    pings: Family<ResultLabels, Counter>,
+    jobs: JobFamilies,
+    engine: EngineMetrics,
+    traffic: TrafficMetrics,
     usage: usage::UsageMetrics,
 }
 
 impl Metrics {
     /// A fresh registry; `start_time` is the Unix time reported by `svc_start_time_seconds`.
-    #[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
     fn new(start_time: f64) -> Self {
         let mut registry = Registry::with_prefix("svc");
-
-        let runs = Family::<RunLabels, Counter>::default();
-        registry.register(
-            "runs",
-            "Finished runs by kind (job, job_http), job ID and result (success, fail)",
-            runs.clone(),
-        );
-        let job_runs = Family::<JobStatusLabels, Counter>::default();
-        registry.register(
-            "job_runs",
-            "Finished runs by kind, job ID and how they ended (success, fail, canceled, \
-             timeout, interrupted)",
-            job_runs.clone(),
-        );
-        let job_last_success = Family::<JobLabels, SecondsGauge>::default();
-        registry.register_with_unit(
-            "job_last_success_timestamp",
-            "Unix time the last successful run of each job ended; after a restart of the \
-             controller, until the job's next success, the time that run began (what the \
-             job's state keeps), and only when it was the job's last run; absent while no \
-             success is known",
-            Unit::Seconds,
-            job_last_success.clone(),
-        );
-        let job_last_duration = Family::<JobLabels, SecondsGauge>::default();
-        registry.register_with_unit(
-            "job_last_run_duration",
-            "Duration of the last finished run of each job",
-            Unit::Seconds,
-            job_last_duration.clone(),
-        );
-        let job_last_run_success = Family::<JobLabels, Gauge>::default();
-        registry.register(
-            "job_last_run_success",
-            "1 when the last finished run of each job succeeded, 0 when it did not (absent \
-             until the job has a finished run)",
-            job_last_run_success.clone(),
-        );
-        let job_interval = Family::<JobLabels, SecondsGauge>::default();
-        registry.register_with_unit(
-            "job_interval",
-            "Longest gap expected between two timer runs of each job with a timer: its \
-             interval, or the longest gap between the slots of its schedule over the next \
-             8 days (a weekend included), plus its random_delay",
-            Unit::Seconds,
-            job_interval.clone(),
-        );
-        let job_queued = Family::<JobLabels, Gauge>::default();
-        registry.register(
-            "job_queued",
-            "1 when the one-slot queue of each job holds a trigger (a further trigger is \
-             then refused or replaces it), else 0",
-            job_queued.clone(),
-        );
-        let job_running = Family::<JobLabels, Gauge>::default();
-        registry.register(
-            "job_running",
-            "1 while a run of each job is going on (a Job's run holds a max_job_running \
-             permit, a JobHttp call none), else 0",
-            job_running.clone(),
-        );
-        let job_paused = Family::<JobLabels, Gauge>::default();
-        registry.register(
-            "job_paused",
-            "1 while each job is paused (its timer and triggers start no run), else 0",
-            job_paused.clone(),
-        );
-        let runs_running = Gauge::default();
-        registry.register(
-            "runs_running",
-            "Job runs going on, each holding one of the max_job_running permits (JobHttp \
-             calls take none and are not counted; svc_job_running shows them per job)",
-            runs_running.clone(),
-        );
-        let max_job_running = Gauge::default();
-        registry.register(
-            "max_job_running",
-            "The max_job_running setting: how many Job runs may go on at once",
-            max_job_running.clone(),
-        );
-        let triggers_refused = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "triggers_refused",
-            "Triggers the engine refused (webhook, run now, chains, retries), by reason",
-            triggers_refused.clone(),
-        );
-        let run_duration = Family::<KindLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            run_duration_histogram,
-        );
-        registry.register_with_unit(
-            "run_duration",
-            "Duration of finished runs by kind",
-            Unit::Seconds,
-            run_duration.clone(),
-        );
-        let queue_length = Gauge::default();
-        registry.register(
-            "run_queue_length",
-            "Runs waiting: queued triggers plus runs waiting for a max_job_running permit",
-            queue_length.clone(),
-        );
-        let timer_lateness = Histogram::new(TIMER_LATENESS_BUCKETS);
-        registry.register_with_unit(
-            "timer_lateness",
-            "How late timers fire: the time the engine took a timer's trigger (started the \
-             run, or skipped the tick because the job is paused or still busy) minus the due time",
-            Unit::Seconds,
-            timer_lateness.clone(),
-        );
-        let timer_ticks_skipped = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "timer_ticks_skipped",
-            "Timer ticks that started no run, by reason: the job's previous run was still \
-             going on or waiting for a permit (running), or the job is paused (paused)",
-            timer_ticks_skipped.clone(),
-        );
-        let webhook_rejections = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "webhook_rejections",
-            "Refused webhook triggers by reason",
-            webhook_rejections.clone(),
-        );
-        let unauthenticated = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "unauthenticated",
-            "Requests refused before anyone was known (no valid signature or session, a login \
-             for a name that is no account, a throttled login), counted instead of audited",
-            unauthenticated.clone(),
-        );
-        let triggers_dropped = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "triggers_dropped",
-            "Accepted triggers that were queued and then dropped without a run, by reason",
-            triggers_dropped.clone(),
-        );
-        let http_requests = Family::<HttpLabels, Counter>::default();
-        registry.register(
-            "http_requests",
-            "Answered HTTP requests by route template (or other) and status code",
-            http_requests.clone(),
-        );
-        let connections_shed = Family::<ReasonLabels, Counter>::default();
-        registry.register(
-            "http_connections_shed",
-            "Connections past max_connections: an idle one closed to make room (idle_closed) \
-             or the new one answered 503 (refused)",
-            connections_shed.clone(),
-        );
-        let pings = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "pings",
-            "Health pings (ping_url) by result: sent (the check answered 2xx, retries \
-             included), failed (every attempt failed, or the service stopped first), \
-             dropped (never tried: too many were waiting)",
-            pings.clone(),
-        );
-
-        let build_info = Family::<BuildLabels, Gauge>::default();
-        build_info
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
-            })
-            .set(1);
-        registry.register(
-            "build_info",
-            "Always 1; the version label is the svc-controller version",
-            build_info,
-        );
-        let start = Gauge::<f64, AtomicU64>::default();
-        start.set(start_time);
-        registry.register_with_unit(
-            "start_time",
-            "Unix time the controller process started",
-            Unit::Seconds,
-            start,
-        );
-
+        let jobs = JobFamilies::register(&mut registry);
+        let engine = EngineMetrics::register(&mut registry);
+        let traffic = TrafficMetrics::register(&mut registry);
+        register_process(&mut registry, start_time);
         let usage = usage::UsageMetrics::register(&mut registry);
         Self {
             registry,
+            jobs,
+            engine,
+            traffic,
             usage,
-            runs,
-            job_runs,
-            job_last_success,
-            job_last_duration,
-            job_last_run_success,
-            job_interval,
-            job_queued,
-            job_running,
-            job_paused,
-            runs_running,
-            max_job_running,
-            triggers_refused,
-            run_duration,
-            queue_length,
-            timer_lateness,
-            timer_ticks_skipped,
-            webhook_rejections,
-            unauthenticated,
-            triggers_dropped,
-            http_requests,
-            connections_shed,
-            pings,
         }
     }
 
@@ -385,23 +174,26 @@ impl Metrics {
         let job = JobLabels::new(kind, job_id);
         let kind = job.kind;
         let seconds = Duration::from_millis(run.duration_ms).as_secs_f64();
-        self.runs
+        self.jobs
+            .runs
             .get_or_create(&RunLabels {
                 kind,
                 job_id: job.job_id.clone(),
                 result: run.status.result().log_status(),
             })
             .inc();
-        self.job_runs
+        self.jobs
+            .job_runs
             .get_or_create(&JobStatusLabels {
                 kind,
                 job_id: job.job_id.clone(),
                 status: run.status.as_str(),
             })
             .inc();
-        self.job_last_duration.get_or_create(&job).set(seconds);
+        self.jobs.job_last_duration.get_or_create(&job).set(seconds);
         self.record_last(&job, run.status.result(), run.ended_at);
-        self.run_duration
+        self.engine
+            .run_duration
             .get_or_create(&KindLabels { kind })
             .observe(seconds);
         if let Some(used) = &run.usage {
@@ -415,7 +207,7 @@ impl Metrics {
         // a series born at 1 would hide.
         for status in RunStatus::ALL {
             // Only creates the series: a reload keeps the counts it has.
-            drop(self.job_runs.get_or_create(&JobStatusLabels {
+            drop(self.jobs.job_runs.get_or_create(&JobStatusLabels {
                 kind: job.kind,
                 job_id: job.job_id.clone(),
                 status: status.as_str(),
@@ -434,11 +226,13 @@ impl Metrics {
     /// A failure leaves the last success as it was.
     fn record_last(&self, job: &JobLabels, result: RunResult, time: DateTime<Utc>) {
         let success = result == RunResult::Success;
-        self.job_last_run_success
+        self.jobs
+            .job_last_run_success
             .get_or_create(job)
             .set(i64::from(success));
         if success {
-            self.job_last_success
+            self.jobs
+                .job_last_success
                 .get_or_create(job)
                 .set(unix_seconds(time));
         }
@@ -448,10 +242,13 @@ impl Metrics {
         let job = JobLabels::new(kind, job_id);
         match gap {
             Some(gap) => {
-                self.job_interval.get_or_create(&job).set(gap.as_secs_f64());
+                self.jobs
+                    .job_interval
+                    .get_or_create(&job)
+                    .set(gap.as_secs_f64());
             }
             None => {
-                self.job_interval.remove(&job);
+                self.jobs.job_interval.remove(&job);
             }
         }
     }
@@ -462,31 +259,31 @@ impl Metrics {
         let job = JobLabels::new(kind, job_id);
         self.usage.job_removed(&job);
         for status in RunStatus::ALL {
-            self.job_runs.remove(&JobStatusLabels {
+            self.jobs.job_runs.remove(&JobStatusLabels {
                 kind: job.kind,
                 job_id: job.job_id.clone(),
                 status: status.as_str(),
             });
             // Labelled as `run_finished` labels it, so that no result is left behind;
             // several statuses share a result, and removing it again does nothing.
-            self.runs.remove(&RunLabels {
+            self.jobs.runs.remove(&RunLabels {
                 kind: job.kind,
                 job_id: job.job_id.clone(),
                 result: status.result().log_status(),
             });
         }
         for family in [
-            &self.job_last_success,
-            &self.job_last_duration,
-            &self.job_interval,
+            &self.jobs.job_last_success,
+            &self.jobs.job_last_duration,
+            &self.jobs.job_interval,
         ] {
             family.remove(&job);
         }
         for family in [
-            &self.job_last_run_success,
-            &self.job_queued,
-            &self.job_running,
-            &self.job_paused,
+            &self.jobs.job_last_run_success,
+            &self.jobs.job_queued,
+            &self.jobs.job_running,
+            &self.jobs.job_paused,
         ] {
             family.remove(&job);
         }
@@ -495,46 +292,54 @@ impl Metrics {
     /// Replaces the queue and running gauges with what `snapshot` counted.
     fn apply_queue_snapshot(&self, snapshot: &QueueSnapshot) {
         self.set_queue_length(snapshot.waiting);
-        self.runs_running
+        self.engine
+            .runs_running
             .set(i64::try_from(snapshot.running).unwrap_or(i64::MAX));
         // Rebuilt from scratch: a job removed since the last count goes with it. The
         // caller holds the lock that keeps another read from rendering meanwhile.
-        self.job_queued.clear();
-        self.job_running.clear();
-        self.job_paused.clear();
+        self.jobs.job_queued.clear();
+        self.jobs.job_running.clear();
+        self.jobs.job_paused.clear();
         for job in &snapshot.jobs {
             let labels = JobLabels::new(job.kind, &job.job_id);
-            self.job_queued
+            self.jobs
+                .job_queued
                 .get_or_create(&labels)
                 .set(i64::from(job.queued));
-            self.job_running
+            self.jobs
+                .job_running
                 .get_or_create(&labels)
                 .set(i64::from(job.running));
-            self.job_paused
+            self.jobs
+                .job_paused
                 .get_or_create(&labels)
                 .set(i64::from(job.paused));
         }
     }
 
     fn trigger_refused(&self, reason: &'static str) {
-        self.triggers_refused
+        self.engine
+            .triggers_refused
             .get_or_create(&ReasonLabels { reason })
             .inc();
     }
 
     fn set_queue_length(&self, waiting: usize) {
-        self.queue_length
+        self.engine
+            .queue_length
             .set(i64::try_from(waiting).unwrap_or(i64::MAX));
     }
 
     fn webhook_rejected(&self, reason: &'static str) {
-        self.webhook_rejections
+        self.traffic
+            .webhook_rejections
             .get_or_create(&ReasonLabels { reason })
             .inc();
     }
 
     fn http_request(&self, route: &str, status: u16) {
-        self.http_requests
+        self.traffic
+            .http_requests
             .get_or_create(&HttpLabels {
                 route: route.to_owned(),
                 status,
@@ -633,6 +438,7 @@ pub fn job_removed(kind: &str, job_id: &str) {
 /// The `max_job_running` setting, for alerts on saturation.
 pub fn set_max_job_running(permits: usize) {
     METRICS
+        .engine
         .max_job_running
         .set(i64::try_from(permits).unwrap_or(i64::MAX));
 }
@@ -644,13 +450,17 @@ pub fn trigger_refused(reason: &'static str) {
 
 /// A timer fired `lateness` after its due time (see `svc_timer_lateness_seconds`).
 pub fn timer_fired(lateness: Duration) {
-    METRICS.timer_lateness.observe(lateness.as_secs_f64());
+    METRICS
+        .engine
+        .timer_lateness
+        .observe(lateness.as_secs_f64());
 }
 
 /// A timer tick started no run; `reason` is `running` (the previous run still goes on)
 /// or `paused`.
 pub fn timer_tick_skipped(reason: &'static str) {
     METRICS
+        .engine
         .timer_ticks_skipped
         .get_or_create(&ReasonLabels { reason })
         .inc();
@@ -702,6 +512,7 @@ pub fn webhook_rejected(reason: &'static str) {
 /// A request was refused before anyone was known (see `svc_unauthenticated_total`).
 pub fn unauthenticated(reason: &'static str) {
     METRICS
+        .traffic
         .unauthenticated
         .get_or_create(&ReasonLabels { reason })
         .inc();
@@ -710,6 +521,7 @@ pub fn unauthenticated(reason: &'static str) {
 /// A connection past `max_connections` was shed; `reason` is `idle_closed` or `refused`.
 pub fn connection_shed(reason: &'static str) {
     METRICS
+        .traffic
         .connections_shed
         .get_or_create(&ReasonLabels { reason })
         .inc();
@@ -719,6 +531,7 @@ pub fn connection_shed(reason: &'static str) {
 /// `job_removed`.
 pub fn trigger_dropped(reason: &'static str) {
     METRICS
+        .traffic
         .triggers_dropped
         .get_or_create(&ReasonLabels { reason })
         .inc();
@@ -727,7 +540,11 @@ pub fn trigger_dropped(reason: &'static str) {
 /// A health ping was sent, failed for good or was dropped (`result`: `sent`, `failed`,
 /// `dropped`).
 pub fn ping_sent(result: &'static str) {
-    METRICS.pings.get_or_create(&ResultLabels { result }).inc();
+    METRICS
+        .traffic
+        .pings
+        .get_or_create(&ResultLabels { result })
+        .inc();
 }
 
 /// An HTTP request was answered; `route` is the matched route template (never the raw

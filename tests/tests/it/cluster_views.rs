@@ -92,7 +92,6 @@ fn decode(content: &Value) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn every_node_shows_every_run_its_log_and_the_audit() {
     let pg = tokio::task::spawn_blocking(PostgresServer::launch)
         .await
@@ -132,10 +131,27 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
     let mut nodes = start_nodes(&url, &jobs, &sink.url("/hook")).await;
     let store = ClusterStore::new(&url, &StoreOptions::default()).expect("store");
 
-    // A run, wherever it ran, is in the other node's history and its log reads the same
-    // from both nodes.
+    a_run_is_in_the_other_nodes_history_and_reads_the_same(&nodes, &store).await;
+    log_retention_holds_in_the_shared_table(&nodes, &store).await;
+    a_running_log_streams_from_the_other_node(&nodes, &store, work.path()).await;
+    a_job_https_recent_lines_are_the_clusters(&nodes, &store, &sink).await;
+    an_action_is_in_the_other_nodes_audit_log(&nodes, &store).await;
+
+    for node in &mut nodes {
+        node.stop().await;
+    }
+    store.close().await;
+}
+
+/// A run, wherever it ran, is in the other node's history and its log reads the same
+/// from both nodes; the other node's dashboard shows the job's result, as if it had run
+/// it; no such run is 404 there.
+async fn a_run_is_in_the_other_nodes_history_and_reads_the_same(
+    nodes: &[TestService],
+    store: &ClusterStore,
+) {
     assert_eq!(trigger(&nodes[0], "talk", "one").await, 200);
-    let runner = run_node(&store, "talk", 1, "done").await;
+    let runner = run_node(store, "talk", 1, "done").await;
     let other = 1 - runner;
     let runs = nodes[other].runs("job_exec", "talk", "").await;
     runs.assert_status(200);
@@ -165,19 +181,19 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
     assert!(text.contains("2> to-stderr"), "{text}");
     assert_eq!(there.data()["name"], "talk.1.success");
     assert_eq!(there.data()["status"], "success");
-    // The other node's dashboard shows the job's result, as if it had run it.
     wait_until(WAIT, "the other node to show talk's result", async || {
         nodes[other].job_status("talk").await == "success"
     })
     .await;
-    // No such run: 404 on either node.
     nodes[other].log("talk", 99).await.assert_status(404);
+}
 
-    // log_retention = 2 holds in the shared table: after three runs the first run's log
-    // is gone from it, while the run stays in the history.
+/// `log_retention = 2` holds in the shared table: after three runs the first run's log
+/// is gone from it, while the run stays in the history.
+async fn log_retention_holds_in_the_shared_table(nodes: &[TestService], store: &ClusterStore) {
     for (n, body) in [(2, "two"), (3, "three")] {
         assert_eq!(trigger(&nodes[n % 2], "talk", body).await, 200);
-        run_node(&store, "talk", n as i64, "done").await;
+        run_node(store, "talk", n as i64, "done").await;
     }
     // The end is recorded before the old logs are trimmed: wait for the trim (bounded).
     let wanted = vec![(3, true), (2, true), (1, false)];
@@ -210,17 +226,24 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
     .await
     .expect("count");
     assert_eq!(chunks, 2);
+}
 
-    // A running log streams from the node that does not run it, to its end, with the
-    // same bytes as the runner's log.
+/// A running log streams from the node that does not run it, to its end, with the same
+/// bytes as the runner's log; the other node shows it as the job's running run (which
+/// the UI streams), then its result. The run waits for the file `go` in `work` until its
+/// first line came through.
+async fn a_running_log_streams_from_the_other_node(
+    nodes: &[TestService],
+    store: &ClusterStore,
+    work: &Path,
+) {
     assert_eq!(trigger(&nodes[1], "follow", "f").await, 200);
-    let runner = run_node(&store, "follow", 1, "running").await;
+    let runner = run_node(store, "follow", 1, "running").await;
     let other = 1 - runner;
     let url = format!(
         "{}/svc/api/job_exec/log/stream?id=follow&counter=1",
         nodes[other].base_url()
     );
-    // The other node shows it as the job's running run, which the UI streams.
     wait_until(WAIT, "the other node to show follow running", async || {
         let job = nodes[other].job("follow").await;
         job["status"] == "started"
@@ -259,7 +282,7 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
                 !String::from_utf8_lossy(&streamed).contains("second"),
                 "the run went on before it was let"
             );
-            std::fs::write(work.path().join("go"), b"").expect("let the run end");
+            std::fs::write(work.join("go"), b"").expect("let the run end");
             released = true;
         }
     }
@@ -277,9 +300,15 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
                 .is_some_and(|logs| logs.iter().any(|log| log["status"] == "started"))
     })
     .await;
+}
 
-    // A JobHttp's recent log lines (endpoint 6) are the cluster's: the same on both
-    // nodes, whichever made the call.
+/// A JobHttp's recent log lines (endpoint 6) are the cluster's: the same on both nodes,
+/// whichever made the call.
+async fn a_job_https_recent_lines_are_the_clusters(
+    nodes: &[TestService],
+    store: &ClusterStore,
+    sink: &Sink,
+) {
     let query = format!("id=call&_svc_epoch={}", svc_tests::fresh_epoch());
     nodes[0].job_http_trigger(&query).await.assert_status(200);
     sink.wait_requests(1).await;
@@ -294,7 +323,7 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
     };
     wait_until(WAIT, "the JobHttp call to be recorded", store_done).await;
     let mut lines = Vec::new();
-    for node in &nodes {
+    for node in nodes {
         let answer = node.get("/svc/api/job_http/logs?id=call").await;
         answer.assert_status(200);
         lines.push(answer.data().clone());
@@ -302,9 +331,12 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
     assert_eq!(lines[0], lines[1], "the same recent lines on both nodes");
     let text = lines[0].to_string();
     assert!(text.contains("/hook") && text.contains("200"), "{text}");
+}
 
-    // An action on one node is in the other node's audit log, with the node's name.
-    // Node 0 copies its entries as they are written: node 1 sees them shortly after.
+/// An action on one node is in the other node's audit log, with the node's name (node 0
+/// copies its entries as they are written: node 1 sees them shortly after); so is every
+/// trigger accepted by either node, each once, numbered by the database, newest first.
+async fn an_action_is_in_the_other_nodes_audit_log(nodes: &[TestService], store: &ClusterStore) {
     nodes[0].pause("talk").await.assert_status(200);
     let pause: Value = wait_for(WAIT, "node 0's pause in node 1's audit page", async || {
         let audit = nodes[1].get("/svc/api/audit").await;
@@ -320,8 +352,6 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
     assert_eq!(pause["node"], "node-0", "{pause}");
     assert_eq!(pause["job"]["id"], "talk", "{pause}");
     assert!(pause["seq"].as_u64().is_some_and(|seq| seq > 0), "{pause}");
-    // Every trigger accepted by either node is there too, each once, numbered by the
-    // database.
     let audit = nodes[1].get("/svc/api/audit?limit=100").await;
     let entries = audit.data()["entries"].as_array().expect("entries").clone();
     let triggers: Vec<&Value> = entries
@@ -340,11 +370,6 @@ async fn every_node_shows_every_run_its_log_and_the_audit() {
             .await
             .expect("count");
     assert_eq!(in_table, 1);
-
-    for node in &mut nodes {
-        node.stop().await;
-    }
-    store.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -67,13 +67,24 @@ fn counters(runs: &[Value]) -> Vec<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     let hang = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
     let mut svc = service(hang.local_addr().expect("its address").port());
     svc.start().await;
 
-    // Three successes, one log kept: three runs in the history.
+    successes_are_kept_beyond_their_logs_and_paged(&svc).await;
+    a_failure_a_timeout_and_a_cancellation_are_told_apart(&svc).await;
+    a_run_the_controllers_death_cut_is_interrupted(&mut svc).await;
+    a_run_whose_end_the_history_recorded_keeps_it(&mut svc).await;
+    job_http_failures_and_timeouts_are_told_apart(&svc).await;
+    // Kept listening, never accepting, until here.
+    drop(hang);
+}
+
+/// Three successes, one log kept: three runs in the history, the newest with its exit
+/// code, trigger, attempt and times. Pages: the limit, and the runs before a counter;
+/// bad pages are refused, an unknown job is 404.
+async fn successes_are_kept_beyond_their_logs_and_paged(svc: &TestService) {
     for counter in 1..=3 {
         svc.trigger("/ok", b"", &[("X-GitHub-Delivery", "d-1")])
             .await
@@ -81,7 +92,7 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
         svc.wait_run_finished("ok", counter, WAIT).await;
     }
     assert_eq!(svc.job_logs("ok").len(), 1, "log_retention = 1");
-    let all = runs(&svc, "ok", "").await;
+    let all = runs(svc, "ok", "").await;
     assert_eq!(counters(&all), [3, 2, 1], "{all:?}");
     let newest = &all[0];
     assert_eq!(newest["status"], "success", "{newest}");
@@ -94,14 +105,13 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     let ended: chrono::DateTime<chrono::Utc> =
         serde_json::from_value(newest["ended_at"].clone()).expect("ended_at");
     assert!(started <= ended, "{newest}");
-    // Pages: the limit, and the runs before a counter.
-    assert_eq!(counters(&runs(&svc, "ok", "&limit=1").await), [3]);
+    assert_eq!(counters(&runs(svc, "ok", "&limit=1").await), [3]);
     assert_eq!(
-        counters(&runs(&svc, "ok", "&limit=5&before=3").await),
+        counters(&runs(svc, "ok", "&limit=5&before=3").await),
         [2, 1]
     );
     assert_eq!(
-        counters(&runs(&svc, "OK", "&before=1").await),
+        counters(&runs(svc, "OK", "&before=1").await),
         Vec::<u64>::new()
     );
     for bad in ["&limit=0", "&limit=1001", "&limit=x", "&before=-1"] {
@@ -110,11 +120,14 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     svc.runs("job_exec", "nope", "").await.assert_status(404);
     svc.runs("job_exec", "", "").await.assert_status(400);
     svc.runs("job_http", "ok", "").await.assert_status(404);
+}
 
-    // A failure with its exit code, started by hand.
+/// A failure with its exit code, started by hand; the time limit: a timeout, the
+/// command ended by a signal; and a cancellation.
+async fn a_failure_a_timeout_and_a_cancellation_are_told_apart(svc: &TestService) {
     svc.run_now("bad").await.assert_status(200);
     svc.wait_run_finished("bad", 1, WAIT).await;
-    let bad = &runs(&svc, "bad", "").await[0];
+    let bad = &runs(svc, "bad", "").await[0];
     assert_eq!(
         (&bad["status"], &bad["exit_code"], &bad["trigger"]),
         (
@@ -125,33 +138,32 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
         "{bad}"
     );
 
-    // The time limit: a timeout, the command ended by a signal.
     svc.trigger("/slow", b"", &[]).await.assert_status(200);
     svc.wait_run_finished("slow", 1, WAIT).await;
-    let slow = &runs(&svc, "slow", "").await[0];
+    let slow = &runs(svc, "slow", "").await[0];
     assert_eq!(slow["status"], "timeout", "{slow}");
     assert_eq!(slow["exit_code"], Value::Null, "{slow}");
     assert!(slow["signal"].is_u64(), "{slow}");
 
-    // A cancellation.
     svc.trigger("/long", b"", &[]).await.assert_status(200);
     svc.wait_run_started("long", 1, WAIT).await;
     svc.cancel("long").await.assert_status(200);
     let log = svc.wait_run_finished("long", 1, WAIT).await;
     log.assert_status("fail");
-    assert_eq!(runs(&svc, "long", "").await[0]["status"], "canceled");
+    assert_eq!(runs(svc, "long", "").await[0]["status"], "canceled");
+}
 
-    // The controller killed during a run: interrupted, found at the next start.
+/// The controller killed during a run: interrupted, found at the next start, and
+/// counted in the metrics; the history of the others survived the restart.
+async fn a_run_the_controllers_death_cut_is_interrupted(svc: &mut TestService) {
     svc.trigger("/long", b"", &[]).await.assert_status(200);
     svc.wait_run_started("long", 2, WAIT).await;
     svc.kill9().await;
     svc.start().await;
-    let long = runs(&svc, "long", "").await;
+    let long = runs(svc, "long", "").await;
     assert_eq!(counters(&long), [2, 1], "{long:?}");
     assert_eq!(long[0]["status"], "interrupted", "{long:?}");
-    // And the history of the others survived the restart.
-    assert_eq!(counters(&runs(&svc, "ok", "").await), [3, 2, 1]);
-    // The interrupted run is counted in the metrics too.
+    assert_eq!(counters(&runs(svc, "ok", "").await), [3, 2, 1]);
     let metrics = svc.get("/svc/api/metrics").await.raw;
     assert!(
         metrics.contains(
@@ -159,13 +171,14 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
         ),
         "{metrics}"
     );
+}
 
-    // Killed after a run's history line was written and before its log got its final
-    // name (the line is queued first): the next start finishes the log as the history
-    // recorded it (the history, the log and the job's status agree) and keeps the one
-    // line, adding no `interrupted` one.
+/// Killed after a run's history line was written and before its log got its final name
+/// (the line is queued first): the next start finishes the log as the history recorded
+/// it (the history, the log and the job's status agree) and keeps the one line, adding no
+/// `interrupted` one. After a kill the numbers go on from the newest log, without a gap.
+async fn a_run_whose_end_the_history_recorded_keeps_it(svc: &mut TestService) {
     svc.trigger("/long", b"", &[]).await.assert_status(200);
-    // After a kill the numbers go on from the newest log, without a gap.
     let third = wait_for(WAIT, "the third run of long started", async || {
         svc.job_logs("long")
             .into_iter()
@@ -185,7 +198,7 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     let log = svc.wait_run_finished("long", third, WAIT).await;
     assert_eq!(log.status, "success", "{log:?}");
     assert_eq!(svc.job_status("long").await, "success");
-    let long = runs(&svc, "long", "").await;
+    let long = runs(svc, "long", "").await;
     assert_eq!(counters(&long), [third, 2, 1], "one line per run: {long:?}");
     assert_eq!(long[0]["status"], "success", "{long:?}");
     let metrics = svc.get("/svc/api/metrics").await.raw;
@@ -195,9 +208,11 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
         ),
         "not counted as interrupted after the restart: {metrics}"
     );
+}
 
-    // JobHttp runs: a response status that fails the run, and a call cut by its time
-    // limit.
+/// JobHttp runs: a response status that fails the run (404), and a call cut by its time
+/// limit (a timeout without a status).
+async fn job_http_failures_and_timeouts_are_told_apart(svc: &TestService) {
     for id in ["missing", "hang"] {
         svc.job_http_trigger(&format!("id={id}&_svc_epoch={}", fresh_epoch()))
             .await
@@ -206,7 +221,7 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     let missing = wait_for(
         WAIT,
         "the JobHttp run that got 404 in its history",
-        async || runs_of(&svc, "job_http", "missing", "").await.pop(),
+        async || runs_of(svc, "job_http", "missing", "").await.pop(),
     )
     .await;
     assert_eq!(
@@ -225,11 +240,9 @@ async fn each_end_is_told_apart_and_kept_beyond_its_log() {
     let hung = wait_for(
         WAIT,
         "the JobHttp run that timed out in its history",
-        async || runs_of(&svc, "job_http", "hang", "").await.pop(),
+        async || runs_of(svc, "job_http", "hang", "").await.pop(),
     )
     .await;
     assert_eq!(hung["status"], "timeout", "{hung}");
     assert_eq!(hung["http_status"], Value::Null, "{hung}");
-    // Kept listening, never accepting, until here.
-    drop(hang);
 }

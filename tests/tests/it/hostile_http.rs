@@ -3,20 +3,23 @@
 //! others, keep every answer of its API in the JSON wrapper, and close connections that
 //! do not send a request head within the header read timeout (10 s).
 //!
-//! The malformed requests come from a seeded generator; the seed is printed, and
-//! `SVC_HOSTILE_SEED=<n>` replays a run.
+//! The malformed requests come from a seeded generator (`hostile_requests.rs`); the seed
+//! is printed, and `SVC_HOSTILE_SEED=<n>` replays a run.
 
+use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use svc_tests::raw_http::{RawResponse, parse_response};
 use svc_tests::{TestService, job_section};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
+
+use crate::hostile_requests::{Hostile, generate};
 
 /// How long one malformed request may take before it counts as unanswered.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -82,347 +85,6 @@ async fn exchange(address: &str, bytes: &[u8], half_close: bool, head_request: b
         .unwrap_or(Outcome::TimedOut)
 }
 
-// ----- the generator ---------------------------------------------------------------------
-
-/// One generated request.
-#[derive(Debug, Clone)]
-struct Hostile {
-    bytes: Vec<u8>,
-    /// The request target as sent (lossy), for messages.
-    target: String,
-    /// The path the server sees starts with `/svc/api`.
-    api_path: bool,
-    head_request: bool,
-    half_close: bool,
-    /// The protocol defects put in.
-    defects: Vec<Defect>,
-}
-
-fn pick<'a, T: ?Sized>(rng: &mut StdRng, items: &'a [&'a T]) -> &'a T {
-    items[rng.random_range(0..items.len())]
-}
-
-fn random_bytes(rng: &mut StdRng, len: usize) -> Vec<u8> {
-    (0..len).map(|_| rng.random::<u8>()).collect()
-}
-
-/// Bytes that are not valid UTF-8 (a lone continuation byte, an overlong form, ...).
-fn invalid_utf8(rng: &mut StdRng) -> Vec<u8> {
-    let pieces: [&[u8]; 6] = [
-        b"\x80",
-        b"\xc3\x28",
-        b"\xe2\x82",
-        b"\xf0\x28\x8c\xbc",
-        b"\xff\xfe",
-        b"\xc0\xaf",
-    ];
-    pieces[rng.random_range(0..pieces.len())].to_vec()
-}
-
-const ROUTES: &[&str] = &[
-    "/svc/api/environment",
-    "/svc/api/job_exec/pause",
-    "/svc/api/job_exec/resume",
-    "/svc/api/job_exec/cancel",
-    "/svc/api/job/pause",
-    "/svc/api/job/resume",
-    "/svc/api/job_exec/log",
-    "/svc/api/job/log",
-    "/svc/api/job_http",
-    "/svc/api/job_http/logs",
-    "/svc/api/job_http/log",
-    "/svc/api/job_http/pause",
-    "/svc/api/job_http/resume",
-    "/svc/api/job/run/deploy",
-    "/svc/api/job_exec/run/deploy",
-    "/svc/api/job/run/",
-    "/svc/api/nothing",
-    "/svc/api/",
-    "/svc/api",
-];
-
-const ELSEWHERE: &[&str] = &[
-    "/",
-    "/svc",
-    "/svc/",
-    "/svc/doc",
-    "/svc/job/deploy",
-    "/index.html",
-    "/../../etc/passwd",
-    "/svc/../svc/api/environment",
-];
-
-const QUERY_PIECES: &[&str] = &[
-    "id=hello",
-    "id=",
-    "id=%zz",
-    "id=%",
-    "id=%C3%28",
-    "id=a/b",
-    "counter=1",
-    "counter=x",
-    "counter=99999999999999999999999",
-    "id=hello&counter=1",
-    "id=ping",
-    "%",
-    "&&&",
-    "=",
-    "id=hello%00",
-];
-
-/// A request target that hyper accepts (printable ASCII), hostile in its content: odd
-/// segments, bad percent-encoding, percent-encoded invalid UTF-8, long paths, queries.
-fn target(rng: &mut StdRng) -> Vec<u8> {
-    let mut path: Vec<u8> = if rng.random_bool(0.75) {
-        pick(rng, ROUTES).as_bytes().to_vec()
-    } else {
-        pick(rng, ELSEWHERE).as_bytes().to_vec()
-    };
-    match rng.random_range(0..10) {
-        0 => path.extend_from_slice(b"/%zz"),
-        1 => path.extend_from_slice(b"/%"),
-        2 => path.extend_from_slice(b"/%C3%28/%ff%fe"),
-        3 => {
-            // Any of the characters a path may hold, `%` included (often badly).
-            const CHARS: &[u8] = b"abcXYZ019-._~!$&'()*+,;=:@%/";
-            path.push(b'/');
-            let len = rng.random_range(1..40);
-            path.extend((0..len).map(|_| CHARS[rng.random_range(0..CHARS.len())]));
-        }
-        4 => path.extend(std::iter::repeat_n(b'a', rng.random_range(1000..20_000))),
-        _ => {}
-    }
-    if rng.random_bool(0.6) {
-        path.push(b'?');
-        let count = rng.random_range(1..4);
-        for index in 0..count {
-            if index > 0 {
-                path.push(b'&');
-            }
-            path.extend_from_slice(pick(rng, QUERY_PIECES).as_bytes());
-        }
-    }
-    path
-}
-
-const METHODS: &[&str] = &[
-    "GET", "GET", "GET", "POST", "POST", "POST", "POST", "PUT", "DELETE", "HEAD", "OPTIONS",
-    "PATCH", "TRACE", "BREW", "get",
-];
-
-/// What makes a request invalid at the protocol level (hyper refuses most of them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Defect {
-    /// A method that is not a token.
-    Method,
-    /// Raw bytes that are not UTF-8, or control characters, in the target.
-    Target,
-    Version,
-    /// A Content-Length that is absurd, negative, not a number or given twice.
-    ContentLength,
-    /// Chunked encoding with a bad chunk size.
-    Chunk,
-    /// A header line without a colon, with a bad name, or folded.
-    HeaderLine,
-    /// More header lines than hyper takes.
-    ManyHeaders,
-    /// The request stops in the middle and the client goes away.
-    Truncated,
-    /// A Content-Length larger than the body sent (the client then waits).
-    ShortBody,
-}
-
-const DEFECTS: &[Defect] = &[
-    Defect::Method,
-    Defect::Target,
-    Defect::Version,
-    Defect::ContentLength,
-    Defect::Chunk,
-    Defect::HeaderLine,
-    Defect::ManyHeaders,
-    Defect::Truncated,
-    Defect::ShortBody,
-];
-
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
-fn generate(rng: &mut StdRng, address: &str) -> Hostile {
-    // About half the requests are well framed (hostile only in their content), the rest
-    // have one or two protocol defects.
-    let mut defects = Vec::new();
-    for _ in 0..[0, 0, 0, 0, 0, 1, 1, 1, 2, 2][rng.random_range(0..10)] {
-        defects.push(DEFECTS[rng.random_range(0..DEFECTS.len())]);
-    }
-    let has = |defect: Defect| defects.contains(&defect);
-
-    let method: Vec<u8> = if has(Defect::Method) {
-        match rng.random_range(0..4) {
-            0 => {
-                let len = rng.random_range(1..10);
-                random_bytes(rng, len)
-            }
-            1 => b"G@T".to_vec(),
-            2 => b"\"GET\"".to_vec(),
-            _ => std::iter::repeat_n(b'X', rng.random_range(100..5000)).collect(),
-        }
-    } else {
-        pick(rng, METHODS).as_bytes().to_vec()
-    };
-    let mut target = target(rng);
-    if has(Defect::Target) {
-        match rng.random_range(0..5) {
-            0 => {
-                target.push(b'/');
-                target.extend(invalid_utf8(rng));
-            }
-            1 => target.extend_from_slice(b"?id=\x01\x7f<>\"{}"),
-            4 => {
-                target.extend_from_slice(b"?id=");
-                target.extend(invalid_utf8(rng));
-            }
-            2 => target = [b"http://localhost".as_slice(), &target].concat(),
-            _ => target = random_bytes(rng, 12),
-        }
-    }
-    const BAD_VERSIONS: &[&[u8]] = &[b"HTTP/2.0", b"HTTP/9.9", b"HTTX/1.1", b"", b"HTTP/1.1x"];
-    let version: &[u8] = if has(Defect::Version) {
-        pick(rng, BAD_VERSIONS)
-    } else if rng.random_bool(0.1) {
-        b"HTTP/1.0"
-    } else {
-        b"HTTP/1.1"
-    };
-    let mut request = Vec::new();
-    request.extend_from_slice(&method);
-    request.push(b' ');
-    request.extend_from_slice(&target);
-    if !version.is_empty() {
-        request.push(b' ');
-        request.extend_from_slice(version);
-    }
-    request.extend_from_slice(b"\r\n");
-
-    let mut headers: Vec<Vec<u8>> = Vec::new();
-    if rng.random_bool(0.95) {
-        headers.push(format!("Host: {address}").into_bytes());
-    }
-    if rng.random_bool(0.5) {
-        headers.push(b"Connection: close".to_vec());
-    }
-    // Hostile but well-formed headers.
-    for _ in 0..rng.random_range(0..4) {
-        match rng.random_range(0..8) {
-            0 => headers.push([b"X-Svc-Sign: ".as_slice(), &invalid_utf8(rng)].concat()),
-            1 => headers.push(format!("X-Svc-Sign: {}", "0".repeat(64)).into_bytes()),
-            2 => headers.push(b"Content-Type: application/x-www-form-urlencoded".to_vec()),
-            3 => {
-                // Visible ASCII and any byte from 0x80 up (obs-text): allowed in a value.
-                let mut value = random_bytes(rng, 40);
-                value.retain(|b| (0x20..0x7f).contains(b) || *b >= 0x80);
-                headers.push([b"X-Junk: ".as_slice(), &value].concat());
-            }
-            4 => headers.push(
-                [
-                    b"X-Big: ".as_slice(),
-                    &vec![b'b'; rng.random_range(20_000..200_000)],
-                ]
-                .concat(),
-            ),
-            5 => headers.push(b"Accept-Encoding: gzip".to_vec()),
-            6 => headers.push(
-                [
-                    b"X-Hub-Signature-256: sha256=".as_slice(),
-                    &invalid_utf8(rng),
-                ]
-                .concat(),
-            ),
-            _ => headers.push(b"X-GitHub-Event: push".to_vec()),
-        }
-    }
-    if has(Defect::HeaderLine) {
-        headers.push(
-            pick(
-                rng,
-                &[
-                    b"no colon in this line".as_slice(),
-                    b"Bad Name: x",
-                    b" folded: continuation",
-                    b": empty name",
-                    b"X-Nul: a\x00b",
-                ],
-            )
-            .to_vec(),
-        );
-    }
-    if has(Defect::ManyHeaders) {
-        for index in 0..rng.random_range(110..300) {
-            headers.push(format!("X-Many-{index}: {index}").into_bytes());
-        }
-    }
-
-    let body_len = match rng.random_range(0..20) {
-        0 => 1024 * 1024 + rng.random_range(1..4096),
-        1..=8 => 0,
-        _ => rng.random_range(1..4096),
-    };
-    let body = if rng.random_bool(0.5) {
-        random_bytes(rng, body_len)
-    } else {
-        let mut body = format!("_svc_epoch={}&id=", chrono::Utc::now().timestamp()).into_bytes();
-        body.extend(random_bytes(rng, body_len.min(64)));
-        body
-    };
-    // Chunked framing exists from HTTP/1.1 on; with 1.0 it is a defect.
-    let chunked = has(Defect::Chunk) || (version == b"HTTP/1.1" && rng.random_bool(0.1));
-    if chunked {
-        headers.push(b"Transfer-Encoding: chunked".to_vec());
-    } else if has(Defect::ContentLength) {
-        match rng.random_range(0..4) {
-            0 => headers.push(b"Content-Length: 99999999999999999999999".to_vec()),
-            1 => headers.push(b"Content-Length: -1".to_vec()),
-            2 => headers.push(b"Content-Length: abc".to_vec()),
-            _ => {
-                headers.push(format!("Content-Length: {}", body.len()).into_bytes());
-                headers.push(format!("Content-Length: {}", body.len() + 1).into_bytes());
-            }
-        }
-    } else if has(Defect::ShortBody) {
-        headers.push(format!("Content-Length: {}", body.len() + 100).into_bytes());
-    } else if !body.is_empty() || rng.random_bool(0.5) {
-        headers.push(format!("Content-Length: {}", body.len()).into_bytes());
-    }
-    for header in &headers {
-        request.extend_from_slice(header);
-        request.extend_from_slice(b"\r\n");
-    }
-    request.extend_from_slice(b"\r\n");
-    if chunked {
-        if has(Defect::Chunk) {
-            request.extend_from_slice(b"zz\r\n");
-        } else {
-            request.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
-        }
-        request.extend_from_slice(&body);
-        request.extend_from_slice(b"\r\n0\r\n\r\n");
-    } else if !has(Defect::ContentLength) || rng.random_bool(0.5) {
-        request.extend_from_slice(&body);
-    }
-
-    let truncated = has(Defect::Truncated);
-    if truncated {
-        let cut = rng.random_range(0..request.len());
-        request.truncate(cut);
-    }
-    let path = target.strip_prefix(b"http://localhost").unwrap_or(&target);
-    Hostile {
-        target: String::from_utf8_lossy(&target[..target.len().min(120)]).into_owned(),
-        api_path: path.starts_with(b"/svc/api"),
-        head_request: method == b"HEAD",
-        half_close: truncated,
-        defects,
-        bytes: request,
-    }
-}
-
 // ----- tests -----------------------------------------------------------------------------
 
 /// Checks the answer to a request for a `/svc/api` path that the router saw; returns a
@@ -472,7 +134,6 @@ fn check_api_answer(response: &RawResponse) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn malformed_requests_get_wrapped_answers_or_protocol_refusals() {
     let seed: u64 = std::env::var("SVC_HOSTILE_SEED")
         .ok()
@@ -499,86 +160,20 @@ async fn malformed_requests_get_wrapped_answers_or_protocol_refusals() {
         .collect();
 
     let started = Instant::now();
-    let slots = Arc::new(tokio::sync::Semaphore::new(PARALLEL));
-    let mut tasks = tokio::task::JoinSet::new();
-    for (index, hostile) in requests.into_iter().enumerate() {
-        let permit = slots.clone().acquire_owned().await.expect("semaphore");
-        let address = address.clone();
-        tasks.spawn(async move {
-            let outcome = exchange(
-                &address,
-                &hostile.bytes,
-                hostile.half_close,
-                hostile.head_request,
-            )
-            .await;
-            drop(permit);
-            (index, hostile, outcome)
-        });
-    }
-    let mut results = Vec::new();
-    while let Some(joined) = tasks.join_next().await {
-        results.push(joined.expect("a request task"));
-    }
-    results.sort_by_key(|(index, _, _)| *index);
-
-    let mut wrapped = 0;
-    let mut other = 0;
-    let mut head_answers = 0;
-    let mut refused: std::collections::BTreeMap<u16, usize> = Default::default();
-    let (mut closed, mut timed_out) = (0, 0);
-    let mut problems = Vec::new();
+    let results = send_all(&address, requests).await;
+    let mut tally = Tally::default();
     for (index, hostile, outcome) in &results {
-        let name = format!(
-            "#{index} {:?} (defects {:?})",
-            hostile.target, hostile.defects
-        );
-        // A well-framed request is never refused by hyper: its content, however hostile,
-        // reaches the router, which answers in the wrapper.
-        let well_framed = hostile.defects.is_empty();
-        match outcome {
-            Outcome::Answered(response) if hostile.head_request => {
-                head_answers += 1;
-                if response.status >= 500 {
-                    problems.push(format!("{name}: server error {}", response.status));
-                }
-            }
-            Outcome::Answered(response) if response.body.is_empty() => {
-                *refused.entry(response.status).or_default() += 1;
-                if !matches!(response.status, 400 | 408 | 413 | 414 | 431 | 501 | 505) {
-                    problems.push(format!("{name}: {} with an empty body", response.status));
-                } else if well_framed && hostile.api_path {
-                    problems.push(format!(
-                        "{name}: a well-framed request refused by hyper with {}: {:?}",
-                        response.status,
-                        String::from_utf8_lossy(&hostile.bytes[..hostile.bytes.len().min(400)])
-                    ));
-                }
-            }
-            Outcome::Answered(response) => {
-                if response.status >= 500 {
-                    problems.push(format!(
-                        "{name}: server error {}: {:?}",
-                        response.status,
-                        String::from_utf8_lossy(&response.body)
-                    ));
-                }
-                if hostile.api_path {
-                    if let Some(problem) = check_api_answer(response) {
-                        problems.push(format!("{name}: {problem}"));
-                    }
-                    wrapped += 1;
-                } else {
-                    other += 1;
-                }
-            }
-            Outcome::Closed | Outcome::TimedOut if well_framed && hostile.api_path => {
-                problems.push(format!("{name}: a well-framed request got no answer"));
-            }
-            Outcome::Closed => closed += 1,
-            Outcome::TimedOut => timed_out += 1,
-        }
+        tally.judge(*index, hostile, outcome);
     }
+    let Tally {
+        wrapped,
+        other,
+        head_answers,
+        refused,
+        closed,
+        timed_out,
+        problems,
+    } = tally;
     let well_framed = results
         .iter()
         .filter(|(_, h, _)| h.defects.is_empty())
@@ -607,6 +202,109 @@ async fn malformed_requests_get_wrapped_answers_or_protocol_refusals() {
     );
     let env = svc.environment().await;
     assert!(env["jobs"]["hello"].is_object(), "{env}");
+}
+
+/// Sends every request to `address`, [`PARALLEL`] at once, each on its own connection;
+/// answers each with its index and outcome, in the order of `requests`.
+async fn send_all(address: &str, requests: Vec<Hostile>) -> Vec<(usize, Hostile, Outcome)> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(PARALLEL));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, hostile) in requests.into_iter().enumerate() {
+        let permit = slots.clone().acquire_owned().await.expect("semaphore");
+        let address = address.to_owned();
+        tasks.spawn(async move {
+            let outcome = exchange(
+                &address,
+                &hostile.bytes,
+                hostile.half_close,
+                hostile.head_request,
+            )
+            .await;
+            drop(permit);
+            (index, hostile, outcome)
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        results.push(joined.expect("a request task"));
+    }
+    results.sort_by_key(|(index, _, _)| *index);
+    results
+}
+
+/// What the answers to the hostile requests were, counted, and every bad one.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Answers with a body to a request for an API path.
+    wrapped: usize,
+    /// Answers with a body to a request for another path.
+    other: usize,
+    /// Answers to HEAD requests.
+    head_answers: usize,
+    /// Answers without a body (hyper's refusals), by status.
+    refused: BTreeMap<u16, usize>,
+    /// Connections closed without an answer.
+    closed: usize,
+    /// Requests unanswered within [`REQUEST_TIMEOUT`].
+    timed_out: usize,
+    problems: Vec<String>,
+}
+
+impl Tally {
+    /// Counts request `index` and its outcome. A server error is a problem; so is an
+    /// empty answer other than a protocol refusal. A well-framed request is never refused
+    /// by hyper: its content, however hostile, reaches the router, which answers in the
+    /// wrapper ([`check_api_answer`]); it always gets an answer.
+    fn judge(&mut self, index: usize, hostile: &Hostile, outcome: &Outcome) {
+        let name = format!(
+            "#{index} {:?} (defects {:?})",
+            hostile.target, hostile.defects
+        );
+        let well_framed = hostile.defects.is_empty();
+        let problems = &mut self.problems;
+        match outcome {
+            Outcome::Answered(response) if hostile.head_request => {
+                self.head_answers += 1;
+                if response.status >= 500 {
+                    problems.push(format!("{name}: server error {}", response.status));
+                }
+            }
+            Outcome::Answered(response) if response.body.is_empty() => {
+                *self.refused.entry(response.status).or_default() += 1;
+                if !matches!(response.status, 400 | 408 | 413 | 414 | 431 | 501 | 505) {
+                    problems.push(format!("{name}: {} with an empty body", response.status));
+                } else if well_framed && hostile.api_path {
+                    problems.push(format!(
+                        "{name}: a well-framed request refused by hyper with {}: {:?}",
+                        response.status,
+                        String::from_utf8_lossy(&hostile.bytes[..hostile.bytes.len().min(400)])
+                    ));
+                }
+            }
+            Outcome::Answered(response) => {
+                if response.status >= 500 {
+                    problems.push(format!(
+                        "{name}: server error {}: {:?}",
+                        response.status,
+                        String::from_utf8_lossy(&response.body)
+                    ));
+                }
+                if hostile.api_path {
+                    if let Some(problem) = check_api_answer(response) {
+                        problems.push(format!("{name}: {problem}"));
+                    }
+                    self.wrapped += 1;
+                } else {
+                    self.other += 1;
+                }
+            }
+            Outcome::Closed | Outcome::TimedOut if well_framed && hostile.api_path => {
+                problems.push(format!("{name}: a well-framed request got no answer"));
+            }
+            Outcome::Closed => self.closed += 1,
+            Outcome::TimedOut => self.timed_out += 1,
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -411,8 +411,22 @@ fn whsec_key() -> Vec<u8> {
         .expect("base64")
 }
 
+/// The job of [`a_webhook_is_signed_and_retried_after_a_500`], running `command`: its
+/// successes notify `flaky`, its failures `raw`.
+fn deploy_job(command: &str) -> String {
+    job_section(
+        "Deploy Site",
+        &[
+            "path = /deploy",
+            "secret = deploy-secret",
+            command,
+            "notif_on_success = flaky",
+            "notif_on_failed = raw",
+        ],
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn a_webhook_is_signed_and_retried_after_a_500() {
     let flaky = Sink::start(1).await;
     let steady = Sink::start(0).await;
@@ -424,19 +438,7 @@ async fn a_webhook_is_signed_and_retried_after_a_500() {
     );
     let mut svc = TestService::builder()
         .main_text(notifs)
-        .job_file(
-            "deploy",
-            job_section(
-                "Deploy Site",
-                &[
-                    "path = /deploy",
-                    "secret = deploy-secret",
-                    "command = echo deployed",
-                    "notif_on_success = flaky",
-                    "notif_on_failed = raw",
-                ],
-            ),
-        )
+        .job_file("deploy", deploy_job("command = echo deployed"))
         .start()
         .await;
     let asked = Instant::now();
@@ -444,7 +446,22 @@ async fn a_webhook_is_signed_and_retried_after_a_500() {
         .await
         .assert_status(200);
 
-    // Refused once with a 500, then taken: the same message, signed again.
+    a_success_is_signed_and_sent_again_after_a_500(&svc, &flaky, asked).await;
+    the_failed_attempt_and_the_retry_are_logged(&svc).await;
+    assert!(
+        steady.received().is_empty(),
+        "notif_on_failed is not told of a success"
+    );
+    a_failure_goes_to_notif_on_failed(&mut svc, &flaky, &steady).await;
+}
+
+/// Refused once with a 500, then taken: the same message, signed again with the same
+/// ID, after a wait; the message tells the run's end (its job, times and log).
+async fn a_success_is_signed_and_sent_again_after_a_500(
+    svc: &TestService,
+    flaky: &Sink,
+    asked: Instant,
+) {
     let requests = flaky.wait_requests(2).await;
     let (first, second) = (&requests[0], &requests[1]);
     assert_eq!(first.path, "/hooks/svc?src=notif");
@@ -478,7 +495,11 @@ async fn a_webhook_is_signed_and_retried_after_a_500() {
         .filter_map(Value::as_str)
         .collect();
     assert!(log.iter().any(|line| line.ends_with(" deployed")), "{body}");
+}
 
+/// The failed attempt is logged with the notif, its kind, the job, the run, the attempt
+/// and the answer; the second attempt is logged as sent.
+async fn the_failed_attempt_and_the_retry_are_logged(svc: &TestService) {
     let stderr = svc.stderr();
     let retried = stderr
         .lines()
@@ -500,24 +521,15 @@ async fn a_webhook_is_signed_and_retried_after_a_500() {
             .any(|line| line.contains("notification sent") && line.contains("attempt=2"))
     })
     .await;
-    assert!(
-        steady.received().is_empty(),
-        "notif_on_failed is not told of a success"
-    );
+}
 
-    // A failure goes to notif_on_failed, signed with the raw secret's own bytes.
+/// Once the job fails (rewritten and reloaded), its failure goes to `notif_on_failed`,
+/// signed with the raw secret's own bytes, and `flaky` hears nothing more; the service
+/// stops cleanly.
+async fn a_failure_goes_to_notif_on_failed(svc: &mut TestService, flaky: &Sink, steady: &Sink) {
     std::fs::write(
         svc.job_d().join("deploy.conf"),
-        job_section(
-            "Deploy Site",
-            &[
-                "path = /deploy",
-                "secret = deploy-secret",
-                "command = false",
-                "notif_on_success = flaky",
-                "notif_on_failed = raw",
-            ],
-        ),
+        deploy_job("command = false"),
     )
     .expect("rewrite the job");
     svc.sighup();

@@ -11,7 +11,7 @@
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
-use svc_tests::{TestService, TestServiceBuilder, WAIT, job_section, unit_like_wrapper};
+use svc_tests::{LogFile, TestService, TestServiceBuilder, WAIT, job_section, unit_like_wrapper};
 
 /// A builder whose controller runs as the packaged unit would (root with CAP_SETUID,
 /// CAP_SETGID, CAP_KILL and CAP_CHOWN only) when the test runs as root, plus the
@@ -181,8 +181,110 @@ fn wait_for_flag(flag: &Path) -> String {
     )
 }
 
+/// The paths of [`a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files`]
+/// below the service's `base`.
+struct ProbePaths {
+    base: PathBuf,
+    /// A `write_paths` directory of the probe.
+    extra: PathBuf,
+    /// A directory anyone may write, but outside the probe's paths (it holds `readme`).
+    outside: PathBuf,
+    /// The file that lets the other job's run end.
+    flag: PathBuf,
+    state: PathBuf,
+    config: PathBuf,
+    logs: PathBuf,
+    bodies: PathBuf,
+    /// The request body of the other job's run.
+    other_body: PathBuf,
+}
+
+impl ProbePaths {
+    /// The paths below `base`, with `extra` and `outside` made (writable by anyone) and
+    /// a readable file in `outside`.
+    fn make(base: &Path) -> Self {
+        let extra = base.join("extra");
+        let outside = base.join("outside");
+        for dir in [&extra, &outside] {
+            std::fs::create_dir(dir).expect("mkdir");
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        }
+        std::fs::write(outside.join("readme"), "readable-outside\n").expect("write");
+        let bodies = base.join("var/lib/svc/run");
+        Self {
+            base: base.to_path_buf(),
+            extra,
+            outside,
+            flag: base.join("other-may-end"),
+            state: base.join("var/run/svc"),
+            config: base.join("etc/svc"),
+            logs: base.join("var/log/svc"),
+            other_body: bodies.join("other/1.body"),
+            bodies,
+        }
+    }
+}
+
+/// A path as a job's command line shows it.
+fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// The probe: writes to its work directory, `TMPDIR`, its `write_paths` and elsewhere,
+/// reads outside, the service's secret, state, configuration and logs, the other run's
+/// body and its own, and shows `NoNewPrivs`; each refusal echoes a marker.
+fn probe_job(paths: &ProbePaths) -> String {
+    let d = shown;
+    let ProbePaths {
+        extra,
+        outside,
+        state,
+        config,
+        logs,
+        other_body,
+        ..
+    } = paths;
+    job_section(
+        "probe",
+        &[
+            "path = /probe",
+            "secret = probe-secret",
+            &format!("write_paths = {}", d(extra)),
+            "command = echo w > in-work && echo wrote-work",
+            "command = echo t > \"$TMPDIR/f\" && echo wrote-tmp",
+            &format!("command = echo e > {}/f && echo wrote-extra", d(extra)),
+            &format!(
+                "command = echo o > {}/f || echo refused-outside",
+                d(outside)
+            ),
+            &format!("command = cat {}/readme", d(outside)),
+            &format!("command = cat {}/secret || echo refused-secret", d(state)),
+            &format!("command = cat {}/job/probe || echo refused-state", d(state)),
+            &format!(
+                "command = cat {}/svc.conf || echo refused-config",
+                d(config)
+            ),
+            &format!(
+                "command = ls {}/job.d || echo refused-config-listing",
+                d(config)
+            ),
+            &format!("command = ls {} || echo refused-log-listing", d(logs)),
+            &format!(
+                "command = cat {}/job/other/other.1.started || echo refused-log",
+                d(logs)
+            ),
+            &format!(
+                "command = if [ -e {0} ]; then echo other-body-exists; else echo other-body-hidden; fi; \
+                 cat {0} || echo refused-other-body",
+                d(other_body)
+            ),
+            "command = echo own-body=$(cat \"$SVC_REQUEST_BODY\")",
+            "command = grep NoNewPrivs /proc/self/status",
+        ],
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(clippy::too_many_lines, reason = "to split, see tidy.rs")]
 async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() {
     let test = "a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files";
     if !svc_tests::has_landlock(test) {
@@ -193,72 +295,17 @@ async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() 
     let builder = TestService::builder()
         .svc("secret =")
         .svc("max_job_running = 2");
-    let base = builder.dir_base().to_path_buf();
-    let extra = base.join("extra");
-    let outside = base.join("outside");
-    for dir in [&extra, &outside] {
-        std::fs::create_dir(dir).expect("mkdir");
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    }
-    std::fs::write(outside.join("readme"), "readable-outside\n").expect("write");
-    let flag = base.join("other-may-end");
-    let state = base.join("var/run/svc");
-    let config = base.join("etc/svc");
-    let logs = base.join("var/log/svc");
-    let bodies = base.join("var/lib/svc/run");
-    let other_body = bodies.join("other/1.body");
-    let d = |path: &Path| path.display().to_string();
-    let probe = job_section(
-        "probe",
-        &[
-            "path = /probe",
-            "secret = probe-secret",
-            &format!("write_paths = {}", d(&extra)),
-            "command = echo w > in-work && echo wrote-work",
-            "command = echo t > \"$TMPDIR/f\" && echo wrote-tmp",
-            &format!("command = echo e > {}/f && echo wrote-extra", d(&extra)),
-            &format!(
-                "command = echo o > {}/f || echo refused-outside",
-                d(&outside)
-            ),
-            &format!("command = cat {}/readme", d(&outside)),
-            &format!("command = cat {}/secret || echo refused-secret", d(&state)),
-            &format!(
-                "command = cat {}/job/probe || echo refused-state",
-                d(&state)
-            ),
-            &format!(
-                "command = cat {}/svc.conf || echo refused-config",
-                d(&config)
-            ),
-            &format!(
-                "command = ls {}/job.d || echo refused-config-listing",
-                d(&config)
-            ),
-            &format!("command = ls {} || echo refused-log-listing", d(&logs)),
-            &format!(
-                "command = cat {}/job/other/other.1.started || echo refused-log",
-                d(&logs)
-            ),
-            &format!(
-                "command = if [ -e {0} ]; then echo other-body-exists; else echo other-body-hidden; fi; \
-                 cat {0} || echo refused-other-body",
-                d(&other_body)
-            ),
-            "command = echo own-body=$(cat \"$SVC_REQUEST_BODY\")",
-            "command = grep NoNewPrivs /proc/self/status",
-        ],
-    );
+    let paths = ProbePaths::make(builder.dir_base());
     let other = job_section(
         "other",
         &[
             "path = /other",
             "secret = other-secret",
-            &wait_for_flag(&flag),
+            &wait_for_flag(&paths.flag),
         ],
     );
     let svc = builder
-        .job_file("probe", probe)
+        .job_file("probe", probe_job(&paths))
         .job_file("other", other)
         .start()
         .await;
@@ -268,18 +315,25 @@ async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() 
         .assert_status(200);
     svc.wait_run_started("other", 1, WAIT).await;
     svc_tests::wait_until(WAIT, "the other job's body file exists", async || {
-        other_body.exists()
+        paths.other_body.exists()
     })
     .await;
     svc.trigger_with_secret("/probe", b"probe-body-7e1", "probe-secret")
         .await
         .assert_status(200);
     let log = svc.wait_run_finished("probe", 1, WAIT).await;
-    std::fs::write(&flag, "").expect("write flag");
+    std::fs::write(&paths.flag, "").expect("write flag");
     svc.wait_run_finished("other", 1, WAIT)
         .await
         .assert_status("success");
+    assert_the_probe_was_confined(&svc, &log, &paths);
+    assert_the_sandbox_line_says_what_was_enforced(&svc, &log, &paths);
+}
 
+/// The probe succeeded, wrote only its own paths, read outside but none of the
+/// service's files nor the other run's body (which in the run's own mount namespace is
+/// not even there), read its own body, had `NoNewPrivs`, and leaked nothing.
+fn assert_the_probe_was_confined(svc: &TestService, log: &LogFile, paths: &ProbePaths) {
     let content = log.content();
     let texts = log.texts();
     assert_eq!(log.status, "success", "{content}");
@@ -327,11 +381,22 @@ async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() 
         );
     }
     assert_eq!(
-        std::fs::read_to_string(extra.join("f")).expect("read"),
+        std::fs::read_to_string(paths.extra.join("f")).expect("read"),
         "e\n"
     );
-    assert!(!outside.join("f").exists());
-    // The run's log says what was enforced and where the job could write.
+    assert!(!paths.outside.join("f").exists());
+}
+
+/// The run's log says what was enforced and where the job could write (its work
+/// directory, its `TMPDIR`, its `write_paths`), and names what it could not read.
+fn assert_the_sandbox_line_says_what_was_enforced(
+    svc: &TestService,
+    log: &LogFile,
+    paths: &ProbePaths,
+) {
+    let d = shown;
+    let content = log.content();
+    let texts = log.texts();
     let line = texts
         .iter()
         .find(|t| t.starts_with("--- sandbox: "))
@@ -339,8 +404,8 @@ async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() 
     let writable = format!(
         "writable: {}, {}, {};",
         d(&svc.dir_work("probe")),
-        d(&base.join("var/lib/svc/tmp/probe")),
-        d(&extra)
+        d(&paths.base.join("var/lib/svc/tmp/probe")),
+        d(&paths.extra)
     );
     assert!(
         line.starts_with("--- sandbox: landlock ABI ")
@@ -348,7 +413,7 @@ async fn a_job_writes_only_its_own_paths_and_reads_none_of_the_services_files() 
             && line.contains(&writable),
         "{line}"
     );
-    for unreadable in [&state, &config, &logs, &bodies] {
+    for unreadable in [&paths.state, &paths.config, &paths.logs, &paths.bodies] {
         assert!(
             line.contains(&d(unreadable)),
             "{} in {line}",
