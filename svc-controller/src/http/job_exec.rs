@@ -2,15 +2,20 @@
 //! signed with the main secret or done with an operator's session (see [`super::access`]),
 //! and each recorded in the audit log.
 
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
+use serde_json::Value;
+use tokio::sync::broadcast;
 
 use super::access::{self, Authority, Client};
 use super::query::{job_id, param, params};
-use super::{ApiError, AppState, signed};
+use super::{ApiError, AppState, signed, view};
 use crate::access::audit;
+use crate::engine::events::{EngineEvent, Published};
 use crate::engine::{Accepted, Kind, Trigger, TriggerSource};
 use crate::security::rights::Right;
 
@@ -137,20 +142,65 @@ async fn job_action(
     answer
 }
 
+/// How long Run now waits for its run to get its number, to tell the caller which log
+/// to follow; past it (a runner slow to start) the answer comes without it.
+const RUN_COUNTER_WAIT: Duration = Duration::from_secs(5);
+
+/// Run now. Answers like a webhook: 200 with the Job once the run is started or queued,
+/// 412 when paused, 429 when a trigger already waits. A run started at once adds its
+/// number as `run_counter` to the Job, so that the caller follows that run's log and
+/// not a guess (another trigger may have begun a run since the caller last looked).
+async fn run_now(state: &AppState, id: &str) -> Result<Response, ApiError> {
+    // Before the trigger: its run's start is the first of this job after it.
+    let events = state.engine.subscribe().ok().map(|(events, _)| events);
+    let run = Trigger::new(TriggerSource::Manual);
+    let accepted = state.engine.trigger(Kind::Job, id, run).await?;
+    if accepted == Accepted::Skipped {
+        return Ok(super::webhook::skipped_answer(
+            id,
+            "trigger",
+            super::webhook::BUSY_SKIP,
+        ));
+    }
+    let configured = view::job_json(&state.engine, Kind::Job, id)
+        .and_then(|job| job["id"].as_str().map(str::to_owned));
+    let counter = match (accepted, events, configured) {
+        (Accepted::Started, Some(events), Some(configured)) => {
+            tokio::time::timeout(RUN_COUNTER_WAIT, started_counter(events, &configured))
+                .await
+                .ok()
+                .flatten()
+        }
+        _ => None,
+    };
+    let mut job = view::job_json(&state.engine, Kind::Job, id).unwrap_or(Value::Null);
+    if let (Some(counter), Some(fields)) = (counter, job.as_object_mut()) {
+        fields.insert("run_counter".into(), counter.into());
+    }
+    Ok(super::ok(job))
+}
+
+/// The number of the next run of `job_id` to start; `None` when the service stops first
+/// or the receiver fell behind and may have missed it.
+async fn started_counter(mut events: broadcast::Receiver<Published>, job_id: &str) -> Option<u64> {
+    loop {
+        match events.recv().await.ok()?.event {
+            EngineEvent::RunStarted {
+                kind: Kind::Job,
+                job_id: started,
+                counter,
+                ..
+            } if started == job_id => return Some(counter),
+            EngineEvent::Stopping => return None,
+            _ => {}
+        }
+    }
+}
+
 /// Does an authorised action.
 async fn perform(state: &AppState, action: JobAction, id: String) -> Result<Response, ApiError> {
     if action == JobAction::RunNow {
-        // Answers like a webhook: 200 with the Job once the run is started or queued,
-        // 412 when paused, 429 when a trigger already waits.
-        let run = Trigger::new(TriggerSource::Manual);
-        if state.engine.trigger(Kind::Job, &id, run).await? == Accepted::Skipped {
-            return Ok(super::webhook::skipped_answer(
-                &id,
-                "trigger",
-                super::webhook::BUSY_SKIP,
-            ));
-        }
-        return Ok(super::job_answer(&state.engine, Kind::Job, &id));
+        return run_now(state, &id).await;
     }
     // In cluster mode the whole cluster first (a no-op on a single node).
     match action {

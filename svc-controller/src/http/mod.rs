@@ -24,6 +24,8 @@ mod read_timeout;
 mod response;
 #[cfg(test)]
 mod roles_tests;
+#[cfg(test)]
+mod run_now_tests;
 mod runs;
 pub mod server;
 #[cfg(test)]

@@ -50,9 +50,14 @@ export const jobPage = {
       name: "run",
       label: "Run now",
       cls: "primary",
-      send(job, target) {
+      async send(job, target) {
+        // The service names the run it started; the guess is for a run that was only
+        // queued (or an older service).
         target.counter = Math.max(maxCounter(job), runningCounter(job)) + 1;
-        return runNow(job, "job");
+        const result = await runNow(job, "job");
+        const started = result.ok && result.data && result.data.run_counter;
+        if (typeof started === "number") target.counter = started;
+        return result;
       },
       success(job, target) {
         location.hash = "#/job/" + encodeURIComponent(job.id) + "/log/" + target.counter;
