@@ -237,6 +237,9 @@ const scenarios = {
     // The first poll may find the log with line 1 in it already; the stream takes over
     // from there.
     await waitForText(page, "#viewer-mode", /^live$/, "followed with server-sent events");
+    // The run writes line 5 once this file exists (see browser.rs, Gate): it ends while
+    // the page follows it live.
+    fs.writeFileSync(required("SVC_RUN_GATE"), "");
     await waitForText(page, "#viewer-status", /success/, "the run ends");
     const text = await logText(page);
     assert.match(text, /line 5/);

@@ -145,7 +145,48 @@ async fn scenarios_with(service: &TestService, names: &[&str], extra: &[(&str, S
     }
 }
 
-async fn start_service() -> TestService {
+/// A directory the `build` job's run waits in before its last line: the file `open` in
+/// it lets one run end (the run removes it). The run scenario opens it once it has seen
+/// the first line shown alone, so that "line 5 is not there yet" holds whatever the
+/// machine's speed; the test opens it for the runs it starts itself.
+struct Gate {
+    dir: tempfile::TempDir,
+}
+
+impl Gate {
+    fn new() -> Gate {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("gate dir");
+        // The job may run as an unprivileged user, which removes the file.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("chmod gate dir");
+        Gate { dir }
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir.path().join("open")
+    }
+
+    fn open(&self) {
+        std::fs::write(self.file(), b"").expect("open the gate");
+    }
+
+    /// The `build` job's command: five lines half a second apart, the last once the gate
+    /// is open (at most 60 s later: the run then goes on without it). The command's text
+    /// has no "line 5" of its own, which its log shows.
+    fn command(&self) -> String {
+        let file = self.file();
+        let file = file.display();
+        format!(
+            "for i in 1 2 3 4 5; do if [ $i = 5 ]; then n=0; \
+             while [ ! -e {file} ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done; \
+             rm -f {file}; fi; echo line $i; sleep 0.5; done"
+        )
+    }
+}
+
+async fn start_service(gate: &Gate) -> TestService {
+    let build = format!("command = {}", gate.command());
     let jobs = [
         job_section(
             "tick",
@@ -157,11 +198,7 @@ async fn start_service() -> TestService {
         ),
         job_section(
             "build",
-            &[
-                "description = Builds on a push.",
-                "path = /build",
-                "command = for i in 1 2 3 4 5; do echo line $i; sleep 0.5; done",
-            ],
+            &["description = Builds on a push.", "path = /build", &build],
         ),
         job_section("long", &["path = /long", "command = sleep 30"]),
         job_section(
@@ -196,10 +233,11 @@ async fn web_ui_end_to_end_in_chromium() {
     require_prerequisites(true);
     let _browser = BROWSER.lock().await;
     let began = SystemTime::now();
-    let service = start_service().await;
+    let gate = Gate::new();
+    let service = start_service(&gate).await;
     service.wait_job_status("tick", "success", WAIT).await;
 
-    scenarios(
+    scenarios_with(
         &service,
         &[
             "dashboard",
@@ -210,6 +248,7 @@ async fn web_ui_end_to_end_in_chromium() {
             "pause",
             "busy-skip",
         ],
+        &[("SVC_RUN_GATE", gate.file().display().to_string())],
     )
     .await;
     // The UI's second run now of `solo` started nothing: one run, the one it cancelled.
@@ -233,6 +272,7 @@ async fn web_ui_end_to_end_in_chromium() {
 
     scenarios(&service, &["resume", "cancel"]).await;
     // Resumed: triggers run again.
+    gate.open();
     service
         .trigger("/build", body, &[("x-svc-sign", signature.as_str())])
         .await
