@@ -27,6 +27,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "node instance",
         include_str!("schema/0003_node_instance.sql"),
     ),
+    (
+        4,
+        "cancel requests",
+        include_str!("schema/0004_cancel_requests.sql"),
+    ),
 ];
 
 type Resolved = Result<Vec<Migration>, BoxDynError>;

@@ -30,6 +30,7 @@ mod model;
 mod replay_table;
 mod shared;
 mod store;
+mod store_cancels;
 mod store_nodes;
 mod store_rows;
 

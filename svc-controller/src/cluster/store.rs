@@ -463,22 +463,6 @@ impl ClusterStore {
         }
     }
 
-    /// Drops `job`'s queued run, if any (a cancel drops the queued trigger, as in
-    /// single-node mode); recorded as canceled. True when there was one.
-    pub async fn cancel_queued(&self, job: &JobKey) -> Result<bool, ClusterError> {
-        let dropped = sqlx::query(
-            "UPDATE svc_runs
-             SET state = 'done', ended_at = now(), status = 'canceled',
-                 summary = 'canceled while queued'
-             WHERE kind = $1 AND id = $2 AND state = 'queued'",
-        )
-        .bind(job.kind.as_str())
-        .bind(&job.id)
-        .execute(&self.pool)
-        .await?;
-        Ok(dropped.rows_affected() > 0)
-    }
-
     /// Raises each job's counter to at least the given value (never lowers it): a node
     /// that ran as a single node before keeps its run numbers, and its logs, unique.
     pub async fn raise_counters(&self, counters: &[(JobKey, i64)]) -> Result<(), ClusterError> {

@@ -57,9 +57,9 @@ const RUNS_KEPT: i64 = 1_000;
 /// scale is far more work than the reaping done every [`HOUSEKEEPING_EVERY`], and
 /// nothing needs it sooner.
 const PRUNE_EVERY: Duration = Duration::from_secs(10 * 60);
-/// How often the pause states changed since the last read are read back from the store:
-/// signals sent while a node's listening connection was down are lost, this repairs what
-/// they missed.
+/// How often the pause states changed since the last read, and the cancels asked of this
+/// node's runs, are read back from the store: signals sent while a node's listening
+/// connection was down are lost, this repairs what they missed.
 const PAUSE_SYNC_EVERY: Duration = Duration::from_secs(5);
 /// Every job's pause state is read back this often, beside the reads of the changes
 /// since the last one: a safety net should the change numbers ever go back (a database
@@ -221,7 +221,7 @@ impl Engine {
         );
         if link
             .store
-            .cancel_queued(&job)
+            .record_cancel(&job)
             .await
             .map_err(|err| refused(err, "a cancel was not recorded"))?
         {
@@ -540,6 +540,7 @@ impl Engine {
                     },
                     _ = sync.tick() => {
                         self.sync_pauses(&link, &mut read_back).await;
+                        self.sync_cancels(&link).await;
                         self.recheck_remote_runs(&link);
                     }
                     _ = stop.cancelled() => return,
@@ -633,6 +634,26 @@ impl Engine {
                 }
             })
             .await;
+    }
+
+    /// Ends the runs of this node that a cancel was asked of, on any node, whose signal
+    /// this node missed: a run already being cancelled is left as it is.
+    async fn sync_cancels(&self, link: &ClusterLink) {
+        let Ok(cancels) = link.store.cancels_for(&link.node).await else {
+            return;
+        };
+        for (job, counter) in cancels {
+            let kind = engine_kind(job.kind);
+            let missed = self.lock().get(kind, &job.id).is_some_and(|entry| {
+                entry.slot.run.as_ref().is_some_and(|run| {
+                    run.counter == Some(counter) && !run.ended && run.cancel.borrow().is_none()
+                })
+            });
+            if missed {
+                tracing::info!(job = %job.id, counter, "a cancel whose signal was missed: ending the run");
+                let _ = self.cancel(kind, &job.id, "cancelled through the API on another node");
+            }
+        }
     }
 
     /// Under the housekeeping lease: records the runs of nodes that stopped renewing

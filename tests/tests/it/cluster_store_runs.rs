@@ -352,8 +352,8 @@ async fn released_cancelled_raised_read_back_and_pruned() {
     assert_eq!(status, "interrupted");
 
     // A cancel drops the queued run (recorded as canceled); nothing queued: false.
-    assert!(a.cancel_queued(&build).await.expect("cancel"));
-    assert!(!a.cancel_queued(&build).await.expect("cancel"));
+    assert!(a.record_cancel(&build).await.expect("cancel"));
+    assert!(!a.record_cancel(&build).await.expect("cancel"));
     assert_eq!(
         count(a, "SELECT count(*) FROM svc_runs WHERE status = 'canceled'").await,
         1

@@ -15,6 +15,7 @@ mod cluster;
 mod cluster_check;
 mod cluster_drift;
 mod cluster_propagation;
+mod cluster_repair;
 mod cluster_start;
 mod cluster_store;
 mod cluster_store_common;
