@@ -186,6 +186,7 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
                 super::Trigger::new(super::TriggerSource::Timer),
             );
             crate::metrics::timer_fired((clock.now() - fire).to_std().unwrap_or_default());
+            due = offer_slots_slept_through(&engine, kind, &id, &timer, due);
             due = timer.next_due(due, clock.now());
             continue;
         }
@@ -208,6 +209,39 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         crate::metrics::timer_fired((clock.now() - fire).to_std().unwrap_or_default());
         due = timer.next_due(due, clock.now());
     }
+}
+
+/// Most slots a node woken late offers beside the one it woke for.
+const LATE_SLOTS_OFFERED: usize = 10;
+
+/// In cluster mode, the slots after `due` that a node woken late slept through, offered
+/// now (at most [`LATE_SLOTS_OFFERED`]): every node may have been as late (a stalled
+/// machine, a node killed while the others were busy), and a slot no node offers never
+/// runs. Each is claimed once as any slot; one found busy (the run of the slot before
+/// is queued or running) is skipped as a tick of a busy job is. Answers the last slot
+/// offered.
+fn offer_slots_slept_through(
+    engine: &Engine,
+    kind: Kind,
+    id: &str,
+    timer: &Timer,
+    mut due: DateTime<Utc>,
+) -> DateTime<Utc> {
+    let now = engine.inner.clock.now();
+    for _ in 0..LATE_SLOTS_OFFERED {
+        let next = timer.next_due(due, due);
+        if next > now || next <= due {
+            break;
+        }
+        engine.offer_slot(
+            kind,
+            id,
+            next,
+            super::Trigger::new(super::TriggerSource::Timer),
+        );
+        due = next;
+    }
+    due
 }
 
 /// A random delay of at most `max` (whole milliseconds); zero for zero.

@@ -21,6 +21,7 @@ mod cluster_store;
 mod cluster_store_common;
 mod cluster_store_defs;
 mod cluster_store_runs;
+mod cluster_takeover;
 mod cluster_views;
 mod code_hosts;
 mod config_check;
