@@ -26,6 +26,10 @@ pub enum AuthError {
     /// A signed timestamp too far from the server's clock (a replay, or a wrong clock).
     #[error("{0} is more than 5 minutes from the server's clock")]
     OutOfWindow(String),
+    /// Both spellings of the Standard Webhooks headers, saying different things: which
+    /// one was signed cannot be told.
+    #[error("webhook-* and svix-* headers differ: send one set")]
+    Ambiguous,
 }
 
 /// How far a signed timestamp may be from the server's clock: Standard Webhooks'
@@ -154,6 +158,58 @@ pub const STANDARD_TIMESTAMP_HEADER: &str = "webhook-timestamp";
 /// Standard Webhooks' signatures: `v1,<base64>`, space-separated.
 pub const STANDARD_SIGNATURE_HEADER: &str = "webhook-signature";
 
+/// The names of one set of Standard Webhooks headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StandardNames {
+    /// The message ID, signed.
+    pub id: &'static str,
+    /// The timestamp (Unix seconds), signed.
+    pub timestamp: &'static str,
+    /// The signatures.
+    pub signature: &'static str,
+}
+
+/// The specification's spelling: `webhook-id`, `webhook-timestamp`, `webhook-signature`.
+pub const STANDARD_NAMES: StandardNames = StandardNames {
+    id: STANDARD_ID_HEADER,
+    timestamp: STANDARD_TIMESTAMP_HEADER,
+    signature: STANDARD_SIGNATURE_HEADER,
+};
+
+/// Svix's spelling of the same headers, which Svix and the services built on it send
+/// (and its own library accepts beside the other): the same values, signed the same way.
+pub const SVIX_NAMES: StandardNames = StandardNames {
+    id: "svix-id",
+    timestamp: "svix-timestamp",
+    signature: "svix-signature",
+};
+
+/// The set of Standard Webhooks headers a delivery uses: `webhook-*`, or Svix's
+/// `svix-*` when it sends none of the former. A delivery sending both sets is taken only
+/// if they carry the same values ([`AuthError::Ambiguous`] otherwise), so that what is
+/// checked is what any reader of either set would take.
+pub fn standard_names<'v>(
+    header: impl Fn(&str) -> Option<&'v [u8]>,
+) -> Result<StandardNames, AuthError> {
+    let parts = |names: StandardNames| [names.id, names.timestamp, names.signature];
+    let sends = |names: StandardNames| parts(names).into_iter().any(|name| is_sent(header(name)));
+    match (sends(STANDARD_NAMES), sends(SVIX_NAMES)) {
+        (true, true) => {
+            let same = parts(STANDARD_NAMES)
+                .into_iter()
+                .zip(parts(SVIX_NAMES))
+                .all(|(ours, svix)| header(ours) == header(svix));
+            if same {
+                Ok(STANDARD_NAMES)
+            } else {
+                Err(AuthError::Ambiguous)
+            }
+        }
+        (false, true) => Ok(SVIX_NAMES),
+        _ => Ok(STANDARD_NAMES),
+    }
+}
+
 /// The header a delivery lacks for `scheme`, if any, with `header` giving a header's
 /// raw value: what the verify function would refuse as missing, known before the body
 /// is read, so that a request refused anyway is refused before its body is received.
@@ -173,13 +229,14 @@ pub fn missing_header<'a, 'v>(
         Scheme::Bitbucket => {
             (!is_sent(header(BITBUCKET_SIGNATURE_HEADER))).then_some(BITBUCKET_SIGNATURE_HEADER)
         }
-        Scheme::Standard => [
-            STANDARD_SIGNATURE_HEADER,
-            STANDARD_ID_HEADER,
-            STANDARD_TIMESTAMP_HEADER,
-        ]
-        .into_iter()
-        .find(|name| !is_sent(header(name))),
+        Scheme::Standard => {
+            // Two sets that differ are refused by the check of the signature, whose
+            // answer says why (this one can only name a missing header).
+            let names = standard_names(&header).ok()?;
+            [names.signature, names.id, names.timestamp]
+                .into_iter()
+                .find(|name| !is_sent(header(name)))
+        }
         Scheme::Patchhost => {
             if !is_sent(header(PATCHHOST_SIGNATURE_HEADER)) {
                 Some(PATCHHOST_SIGNATURE_HEADER)
@@ -272,29 +329,29 @@ pub fn standard_signature(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> 
     )
 }
 
-/// `standard` (Standard Webhooks v1): `webhook-signature` holds one or more
-/// space-separated `v1,<base64>` values, any of which may be the HMAC-SHA-256 of
-/// `<webhook-id>.<webhook-timestamp>.<body>`; the timestamp must be within
-/// [`TIMESTAMP_WINDOW_SECS`] of `now` (Unix seconds). Values of other versions are
-/// ignored. `keys` are the secrets as [`standard_key`](crate::security::standard_secret::standard_key) decodes them, once, when the
-/// configuration is loaded.
-pub fn verify_standard(
+/// `standard` (Standard Webhooks v1): `webhook-signature` (or Svix's `svix-signature`,
+/// see [`standard_names`]) holds one or more space-separated `v1,<base64>` values, any
+/// of which may be the HMAC-SHA-256 of `<id>.<timestamp>.<body>`; the timestamp must be
+/// within [`TIMESTAMP_WINDOW_SECS`] of `now` (Unix seconds). Values of other versions are
+/// ignored. `keys` are the secrets as
+/// [`standard_key`](crate::security::standard_secret::standard_key) decodes them, once,
+/// when the configuration is loaded.
+pub fn verify_standard<'v>(
     keys: &[&[u8]],
     body: &[u8],
-    id: Option<&[u8]>,
-    timestamp: Option<&[u8]>,
-    signatures: Option<&[u8]>,
+    header: impl Fn(&str) -> Option<&'v [u8]>,
     now: i64,
 ) -> Result<(), AuthError> {
-    let signatures = sent_value(signatures, STANDARD_SIGNATURE_HEADER)?;
-    let id = sent_value(id, STANDARD_ID_HEADER)?;
-    let timestamp = sent_value(timestamp, STANDARD_TIMESTAMP_HEADER)?;
+    let names = standard_names(&header)?;
+    let signatures = sent_value(header(names.signature), names.signature)?;
+    let id = sent_value(header(names.id), names.id)?;
+    let timestamp = sent_value(header(names.timestamp), names.timestamp)?;
     let seconds: i64 = std::str::from_utf8(timestamp)
         .ok()
         .and_then(|text| text.parse().ok())
-        .ok_or_else(|| AuthError::Malformed(STANDARD_TIMESTAMP_HEADER.into()))?;
+        .ok_or_else(|| AuthError::Malformed(names.timestamp.into()))?;
     if now.abs_diff(seconds) > TIMESTAMP_WINDOW_SECS {
-        return Err(AuthError::OutOfWindow(STANDARD_TIMESTAMP_HEADER.into()));
+        return Err(AuthError::OutOfWindow(names.timestamp.into()));
     }
     let mut given = Vec::new();
     for value in signatures.split(|b| *b == b' ').filter(|v| !v.is_empty()) {
@@ -303,11 +360,11 @@ pub fn verify_standard(
         };
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(encoded)
-            .map_err(|_| AuthError::MalformedBase64(STANDARD_SIGNATURE_HEADER.into()))?;
+            .map_err(|_| AuthError::MalformedBase64(names.signature.into()))?;
         given.push(decoded);
     }
     if given.is_empty() {
-        return Err(AuthError::Malformed(STANDARD_SIGNATURE_HEADER.into()));
+        return Err(AuthError::Malformed(names.signature.into()));
     }
     with_any_secret(keys, |key| {
         let expected = standard_mac(key, id, timestamp, body);

@@ -50,11 +50,8 @@ fn the_early_check_agrees_with_the_verify_functions() {
                     ),
                 ),
                 (
-                    missing_header(Scheme::Standard, |name| match name {
-                        STANDARD_SIGNATURE_HEADER => a,
-                        _ => b,
-                    }),
-                    verify_standard(&[b"k"], b"{}", b, b, a, 0),
+                    missing_header(Scheme::Standard, sent(STANDARD_NAMES, b, b, a)),
+                    verify_standard(&[b"k"], b"{}", sent(STANDARD_NAMES, b, b, a), 0),
                 ),
             ];
             for (index, (early, verified)) in cases.into_iter().enumerate() {
@@ -237,6 +234,22 @@ fn gitlab_sends_the_secret_itself() {
 }
 
 /// The reference vector of the Standard Webhooks specification.
+/// A delivery's Standard Webhooks headers spelt `names`: its ID, timestamp and
+/// signatures; no other header.
+fn sent<'v>(
+    names: StandardNames,
+    id: Option<&'v [u8]>,
+    timestamp: Option<&'v [u8]>,
+    signatures: Option<&'v [u8]>,
+) -> impl Fn(&str) -> Option<&'v [u8]> {
+    move |name| match name {
+        _ if name == names.id => id,
+        _ if name == names.timestamp => timestamp,
+        _ if name == names.signature => signatures,
+        _ => None,
+    }
+}
+
 const STANDARD_SECRET: &[u8] = b"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const STANDARD_ID: &[u8] = b"msg_p5jXN8AQM9LWM0D4loKWxJek";
 const STANDARD_TIMESTAMP: i64 = 1_614_265_330;
@@ -256,14 +269,13 @@ fn standard_webhooks_reference_vector() {
     let ts = STANDARD_TIMESTAMP.to_string();
     let key = standard_key(STANDARD_SECRET).expect("base64 after whsec_");
     let check = |signatures: &[u8], body: &[u8], now: i64| {
-        verify_standard(
-            &[&key],
-            body,
+        let headers = sent(
+            STANDARD_NAMES,
             Some(STANDARD_ID),
             Some(ts.as_bytes()),
             Some(signatures),
-            now,
-        )
+        );
+        verify_standard(&[&key], body, headers, now)
     };
     check(STANDARD_SIGNATURE, STANDARD_BODY, STANDARD_TIMESTAMP).expect("the vector");
     // Several values: any v1 may match; other versions are ignored.
@@ -298,9 +310,12 @@ fn standard_webhooks_reference_vector() {
         verify_standard(
             &[&key],
             STANDARD_BODY,
-            Some(b"msg_other"),
-            Some(ts.as_bytes()),
-            Some(STANDARD_SIGNATURE),
+            sent(
+                STANDARD_NAMES,
+                Some(b"msg_other"),
+                Some(ts.as_bytes()),
+                Some(STANDARD_SIGNATURE)
+            ),
             STANDARD_TIMESTAMP
         ),
         Err(AuthError::Mismatch)
@@ -310,9 +325,12 @@ fn standard_webhooks_reference_vector() {
         verify_standard(
             &[STANDARD_SECRET],
             STANDARD_BODY,
-            Some(STANDARD_ID),
-            Some(ts.as_bytes()),
-            Some(STANDARD_SIGNATURE),
+            sent(
+                STANDARD_NAMES,
+                Some(STANDARD_ID),
+                Some(ts.as_bytes()),
+                Some(STANDARD_SIGNATURE)
+            ),
             STANDARD_TIMESTAMP
         ),
         Err(AuthError::Mismatch)
@@ -321,6 +339,57 @@ fn standard_webhooks_reference_vector() {
     let raw = standard_key(b"plain").expect("raw");
     assert_eq!(raw, b"plain");
     assert_eq!(standard_key(b"whsec_!!"), None);
+}
+
+/// Svix's spelling (`svix-id`, `svix-timestamp`, `svix-signature`) of Svix's published
+/// vector is accepted as the other; both sets sent are taken when they agree and refused
+/// when they differ; a set missing a part is refused naming the part in its spelling.
+#[test]
+fn svix_header_names_are_accepted_and_a_mixed_delivery_must_agree() {
+    let ts = STANDARD_TIMESTAMP.to_string();
+    let key = standard_key(STANDARD_SECRET).expect("base64 after whsec_");
+    let (id, stamp, signature) = (
+        Some(STANDARD_ID),
+        Some(ts.as_bytes()),
+        Some(STANDARD_SIGNATURE),
+    );
+    let svix = sent(SVIX_NAMES, id, stamp, signature);
+    assert_eq!(standard_names(&svix), Ok(SVIX_NAMES));
+    assert_eq!(missing_header(Scheme::Standard, &svix), None);
+    verify_standard(&[&key], STANDARD_BODY, &svix, STANDARD_TIMESTAMP).expect("svix-*");
+
+    let both = |other: Option<&'static [u8]>| {
+        let ours = sent(STANDARD_NAMES, id, stamp, signature);
+        let theirs = sent(SVIX_NAMES, id, stamp, other);
+        move |name: &str| ours(name).or_else(|| theirs(name))
+    };
+    verify_standard(&[&key], STANDARD_BODY, both(signature), STANDARD_TIMESTAMP)
+        .expect("both sets, the same values");
+    let other: &'static [u8] = b"v1,bm90IGl0";
+    assert_eq!(
+        verify_standard(
+            &[&key],
+            STANDARD_BODY,
+            both(Some(other)),
+            STANDARD_TIMESTAMP
+        ),
+        Err(AuthError::Ambiguous)
+    );
+
+    let unsigned = sent(SVIX_NAMES, id, stamp, None);
+    assert_eq!(
+        missing_header(Scheme::Standard, &unsigned),
+        Some("svix-signature")
+    );
+    assert_eq!(
+        verify_standard(&[&key], STANDARD_BODY, &unsigned, STANDARD_TIMESTAMP),
+        Err(AuthError::Missing("svix-signature".into()))
+    );
+    let late = sent(SVIX_NAMES, id, stamp, signature);
+    assert_eq!(
+        verify_standard(&[&key], STANDARD_BODY, late, STANDARD_TIMESTAMP + 301),
+        Err(AuthError::OutOfWindow("svix-timestamp".into()))
+    );
 }
 
 /// During a rotation the job has two secrets; a delivery signed with either passes,

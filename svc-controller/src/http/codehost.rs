@@ -24,7 +24,7 @@ fn delivery_headers(kind: AuthKind) -> &'static [&'static str] {
         ],
         // Bitbucket Cloud, then Bitbucket Data Center.
         AuthKind::Bitbucket => &["x-request-uuid", "x-request-id"],
-        AuthKind::Standard => &["webhook-id"],
+        AuthKind::Standard => &["webhook-id", "svix-id"],
         _ => &[],
     }
 }

@@ -129,9 +129,7 @@ fn verify(
         AuthKind::Standard => auth::verify_standard(
             secrets,
             body,
-            header_bytes(headers, auth::STANDARD_ID_HEADER),
-            header_bytes(headers, auth::STANDARD_TIMESTAMP_HEADER),
-            header_bytes(headers, auth::STANDARD_SIGNATURE_HEADER),
+            |name| header_bytes(headers, name),
             chrono::Utc::now().timestamp(),
         ),
         AuthKind::Sourcehut => auth::verify_patchhost(

@@ -107,9 +107,11 @@ pub(super) fn keys(
             (Some((Kind::Nonce, value)), None)
         }
         AuthKind::Standard => {
+            // Verified before: one set of names, or both saying the same.
+            let names = auth::standard_names(header).unwrap_or(auth::STANDARD_NAMES);
             let part = |name| header(name).unwrap_or_default();
-            let id = part(auth::STANDARD_ID_HEADER);
-            let stamp = part(auth::STANDARD_TIMESTAMP_HEADER);
+            let id = part(names.id);
+            let stamp = part(names.timestamp);
             let signed = [id, b".", stamp, b".", body].concat();
             let own = (!id.is_empty()).then(|| (Kind::Delivery, id.to_vec()));
             (own, Some(signed))

@@ -280,6 +280,47 @@ async fn standard_webhooks_sign_with_the_decoded_whsec_key() {
     svc.wait_run_finished("main", 1, WAIT)
         .await
         .assert_status("success");
+
+    // Svix's spelling of the same headers, as Svix and the services built on it send.
+    let key = decoded(OWN);
+    let timestamp = now();
+    let signature = standard_signature(&key, "msg_svix", timestamp, body);
+    let timestamp = timestamp.to_string();
+    let svix = [
+        ("svix-id", "msg_svix"),
+        ("svix-timestamp", timestamp.as_str()),
+        ("svix-signature", signature.as_str()),
+    ];
+    svc.trigger_unsigned("/own", body, &svix)
+        .await
+        .assert_status(200);
+    svc.wait_run_finished("own", 2, WAIT)
+        .await
+        .assert_status("success");
+    // The same delivery again, in the other spelling: one message ID, run once.
+    let again = svc
+        .trigger_unsigned(
+            "/own",
+            body,
+            &[
+                ("webhook-id", "msg_svix"),
+                ("webhook-timestamp", timestamp.as_str()),
+                ("webhook-signature", signature.as_str()),
+            ],
+        )
+        .await;
+    again.assert_status(200);
+    // Both spellings, saying different things: which was signed cannot be told.
+    let mut mixed = svix.to_vec();
+    mixed.push(("webhook-id", "msg_other"));
+    let refused = svc.trigger_unsigned("/own", body, &mixed).await;
+    refused.assert_status(401);
+    assert!(refused.message().contains("svix-"), "{}", refused.raw);
+    assert_eq!(
+        svc.job_logs("own").len(),
+        2,
+        "the repeat and the mixed one ran nothing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
