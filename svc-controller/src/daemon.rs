@@ -195,7 +195,7 @@ pub async fn run(
     };
     let runner = runner_path(main.runner_path.as_deref())?;
     // Before any child process: on cgroup v2 this process moves into a leaf of its own.
-    let cgroups = contain_runs(&main, &runner).await?;
+    let cgroups = contain_runs(&main, &runner, cgroup_limits_set(&config)).await?;
     let engine = start_engine(&config, runner, &cgroups, node.as_ref(), &engine_runtime)?;
     let replay = open_replay(&main, &engine)?;
     // On this runtime, the HTTP front's: sending notifications waits behind runs.
@@ -358,10 +358,24 @@ async fn open_audit(
     Ok((audit, copy))
 }
 
+/// Whether the configuration sets a limit that cgroups enforce best (`limit_memory`,
+/// `limit_pids`, `cpu_weight`): runs without cgroups are then worth a warning.
+fn cgroup_limits_set(config: &crate::config::Config) -> bool {
+    config.main.limit_pids.is_some()
+        || config.jobs.iter().any(|job| {
+            let limits = &job.limits;
+            limits.memory.is_some() || limits.pids.is_some() || limits.cpu_weight.is_some()
+        })
+}
+
 /// The runs' cgroups (found once, here) and their namespaces, as the start-up log says.
+/// Runs without cgroups are a warning only where a limit needs them, or where they were
+/// asked for and none could be had with no limit set (an unprivileged user's start, the
+/// quick start's): an info line then.
 async fn contain_runs(
     main: &MainConfig,
     runner: &Path,
+    limits_set: bool,
 ) -> anyhow::Result<Arc<crate::runner::cgroups::RunCgroups>> {
     let cgroups = {
         let (dir_base, wanted) = (main.dir_base.clone(), main.run_cgroups);
@@ -376,8 +390,10 @@ async fn contain_runs(
     };
     if cgroups.active() {
         tracing::info!(cgroups = %cgroups.line(), "runs get cgroups of their own");
-    } else {
+    } else if limits_set {
         tracing::warn!(cgroups = %cgroups.line(), "runs get no cgroups");
+    } else {
+        tracing::info!(cgroups = %cgroups.line(), "runs get no cgroups");
     }
     let containment = crate::runner::containment::probe(runner);
     if containment.namespaces() {

@@ -160,3 +160,11 @@ pub fn rfc3339(value: &serde_json::Value) -> Option<chrono::DateTime<chrono::Utc
         .ok()
         .map(|time| time.with_timezone(&chrono::Utc))
 }
+
+/// A loopback port nothing listened on a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("find a free loopback port")
+}

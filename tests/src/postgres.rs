@@ -30,6 +30,8 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::free_port;
+
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -407,12 +409,4 @@ fn server_user() -> Option<(nix::unistd::Uid, nix::unistd::Gid)> {
         .find_map(|name| nix::unistd::User::from_name(name).ok().flatten())
         .expect("PostgreSQL refuses to run as root and there is no postgres or nobody user");
     Some((user.uid, user.gid))
-}
-
-/// A loopback port nothing listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("find a free loopback port")
 }

@@ -17,7 +17,6 @@
 //! when the test passes).
 
 use std::fs::File;
-use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -31,6 +30,7 @@ use rand::distr::Alphanumeric;
 use tempfile::TempDir;
 
 use crate::binaries::binaries;
+use crate::free_port;
 
 /// How long one API request may take, answer included.
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -535,13 +535,6 @@ impl Drop for TestService {
             eprintln!("keeping {}", dir.keep().display());
         }
     }
-}
-
-/// A port that was free a moment ago on 127.0.0.1.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    let address: SocketAddr = listener.local_addr().expect("local address");
-    address.port()
 }
 
 pub(crate) fn line_key(line: &str) -> Option<String> {

@@ -74,9 +74,15 @@ impl Spawner {
 /// with `posix_spawn`, a `vfork`-style clone, instead of copying the page tables of this
 /// large, many-threaded process with `fork`). The caller adds standard input and the
 /// rest.
+///
+/// Each starts in a process group of its own (`posix_spawn` sets it too): a Ctrl-C at
+/// the terminal the service was started from reaches the service alone, which then
+/// stops its runs as a SIGTERM would, instead of reaching every runner and the fork
+/// server at once and ending them behind its back.
 pub fn runner_command(runner_path: &Path, socket: &Path) -> Command {
     let mut command = Command::new(runner_path);
     command
+        .process_group(0)
         .arg("--socket")
         .arg(socket)
         .env_clear()

@@ -57,6 +57,7 @@ mod pings;
 mod properties;
 mod public_dir;
 mod queue_durability;
+mod quick_start;
 mod redaction;
 mod replay;
 mod rights;
