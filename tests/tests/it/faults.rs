@@ -172,7 +172,14 @@ async fn a_full_or_read_only_log_directory_fails_runs_cleanly_and_recovers() {
 
     // 3. Space returns.
     std::fs::remove_file(log_root.join("filler")).expect("remove the filler");
-    svc.trigger("/writer", b"", &[]).await.assert_status(200);
+    let again = svc.trigger("/writer", b"", &[]).await;
+    assert_eq!(
+        again.status,
+        200,
+        "{}\nthe service said:\n{}",
+        again.raw,
+        svc.stderr()
+    );
     let log = svc.wait_run_finished("writer", 3, WAIT).await;
     log.assert_status("success");
     assert!(
