@@ -499,6 +499,19 @@ const scenarios = {
     await waitForText(page, "#job-status", /running/, "JobHttp resume shows started");
   },
 
+  // Cancel of a JobHttp call going on (the `stall` call hangs on a server that never
+  // answers): the button is enabled while the call runs, and the call ends as canceled.
+  async "jobhttp-cancel"(page) {
+    await page.goto(`${BASE}/svc/#/http/stall`);
+    await page.locator("#job-name").waitFor(STEP);
+    await page.waitForFunction(() => !document.querySelector("#action-cancel").disabled, null, STEP);
+    await typeSecret(page, SECRET);
+    await page.getByRole("button", { name: "Cancel call" }).click();
+    await waitForText(page, "#action-message", /Cancel sent/, "the cancel is accepted");
+    await page.waitForFunction(() => document.querySelector("#action-cancel").disabled, null, STEP);
+    await page.locator('tr[data-run][data-status="canceled"]').first().waitFor(STEP);
+  },
+
   // The run history of a job: one row per run with a badge per status (a sign and a word,
   // not colour alone), its trigger, exit and log; the status filter keeps only the runs
   // asked for. (The test ran `flaky` to success, failure, timeout and cancel first.)

@@ -114,6 +114,7 @@ pub(super) async fn log(
 enum HttpAction {
     Pause,
     Resume,
+    Cancel,
     RunNow,
 }
 
@@ -122,16 +123,17 @@ impl HttpAction {
         match self {
             HttpAction::Pause => signed::Action::HttpPause,
             HttpAction::Resume => signed::Action::HttpResume,
+            HttpAction::Cancel => signed::Action::HttpCancel,
             HttpAction::RunNow => signed::Action::HttpTrigger,
         }
     }
 
     /// Upstream's clients send pause and resume without an epoch ([`signed::Epoch`]);
-    /// run now is new, and one-time.
+    /// cancel and run now are new, and one-time.
     fn epoch(self) -> signed::Epoch {
         match self {
             HttpAction::Pause | HttpAction::Resume => signed::Epoch::Optional,
-            HttpAction::RunNow => signed::Epoch::Required,
+            HttpAction::Cancel | HttpAction::RunNow => signed::Epoch::Required,
         }
     }
 
@@ -139,6 +141,7 @@ impl HttpAction {
         match self {
             HttpAction::Pause => audit::Action::Pause,
             HttpAction::Resume => audit::Action::Resume,
+            HttpAction::Cancel => audit::Action::Cancel,
             HttpAction::RunNow => audit::Action::RunNow,
         }
     }
@@ -147,6 +150,7 @@ impl HttpAction {
         match self {
             HttpAction::Pause => "pause jobs",
             HttpAction::Resume => "resume jobs",
+            HttpAction::Cancel => "cancel runs",
             HttpAction::RunNow => "run jobs now",
         }
     }
@@ -199,17 +203,23 @@ async fn perform(state: &AppState, action: HttpAction, id: String) -> Result<Res
         return Ok(super::job_answer(&state.engine, Kind::Http, &id));
     }
     // In cluster mode the whole cluster first (a no-op on a single node).
-    let paused = action == HttpAction::Pause;
-    state
-        .engine
-        .share_pause(Kind::Http, &id, paused)
-        .await
-        .map_err(unknown_is_invalid)?;
+    let shared = match action {
+        HttpAction::Cancel => state.engine.share_cancel(Kind::Http, &id).await,
+        _ => {
+            let paused = action == HttpAction::Pause;
+            state.engine.share_pause(Kind::Http, &id, paused).await
+        }
+    };
+    shared.map_err(unknown_is_invalid)?;
     let engine = state.engine.clone();
     super::blocking(move || {
         let done = match action {
             HttpAction::Pause => engine.pause(Kind::Http, &id),
             HttpAction::Resume => engine.resume(Kind::Http, &id),
+            // Nothing going on: 200 and nothing changes, as for a Job.
+            HttpAction::Cancel => engine
+                .cancel(Kind::Http, &id, "cancelled through the API")
+                .map(|_| ()),
             // Answered above.
             HttpAction::RunNow => Ok(()),
         };
@@ -252,6 +262,20 @@ pub(super) async fn resume(
 ) -> Result<Response, ApiError> {
     access::to_completion(async move {
         http_action(&state, &client, &headers, &query, HttpAction::Resume).await
+    })
+    .await
+}
+
+/// `POST /svc/api/job_http/cancel?id=&_svc_epoch=`: ends the JobHttp's call going on,
+/// recorded as canceled, and drops its queued trigger.
+pub(super) async fn cancel(
+    State(state): State<AppState>,
+    client: Client,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    access::to_completion(async move {
+        http_action(&state, &client, &headers, &query, HttpAction::Cancel).await
     })
     .await
 }

@@ -322,6 +322,10 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
             open.post("/svc/api/job_http/resume"),
             post(job_http::resume),
         )
+        .route(
+            open.post("/svc/api/job_http/cancel"),
+            post(job_http::cancel),
+        )
         .route_layer((
             RequestBodyLimitLayer::new(API_BODY_LIMIT),
             DefaultBodyLimit::max(API_BODY_LIMIT),
@@ -761,6 +765,7 @@ mod tests {
             "/svc/api/job/resume",
             "/svc/api/job_http/pause",
             "/svc/api/job_http/resume",
+            "/svc/api/job_http/cancel",
             "/svc/api/job/run/deploy",
             "/svc/api/job_exec/run/a/b",
             "/svc/api/reload",

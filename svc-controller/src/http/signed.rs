@@ -34,6 +34,8 @@ pub(super) enum Action {
     Cancel,
     HttpPause,
     HttpResume,
+    /// `job_http/cancel`: end a JobHttp's call going on.
+    HttpCancel,
     /// `job_exec/trigger`: run a Job now.
     Trigger,
     /// `job_http/trigger`: run a JobHttp now.
@@ -51,6 +53,7 @@ impl Action {
             Action::Cancel => "cancel",
             Action::HttpPause => "job_http pause",
             Action::HttpResume => "job_http resume",
+            Action::HttpCancel => "job_http cancel",
             Action::Trigger => "trigger",
             Action::HttpTrigger => "job_http trigger",
             Action::Reload => "reload",

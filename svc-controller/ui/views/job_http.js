@@ -44,7 +44,8 @@ function render(job, common, p) {
   p.buttons.run.disabled = !!blocker;
   p.buttons.pause.disabled = job.status === "paused";
   p.buttons.resume.disabled = job.status !== "paused";
-  p.hint.textContent = blocker || "Run now, pause and resume are signed with the main secret.";
+  p.buttons.cancel.disabled = !(job.logs || []).some((log) => log.status === "started");
+  p.hint.textContent = blocker || "Run now, pause, resume and cancel are signed with the main secret.";
 }
 
 /** @type {KindPage} */
@@ -73,6 +74,13 @@ export const httpPage = {
       cls: "",
       send: (job) => signedQuery("/svc/api/job_http/resume", job.id),
       success: () => "Resumed.",
+    },
+    {
+      name: "cancel",
+      label: "Cancel call",
+      cls: "danger",
+      send: (job) => signedQuery("/svc/api/job_http/cancel", job.id),
+      success: () => "Cancel sent: the call is being ended.",
     },
   ],
   render,

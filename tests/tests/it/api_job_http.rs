@@ -279,3 +279,83 @@ async fn pause_skips_the_ticks_and_resume_runs_again(svc: &TestService) {
         .expect("the new run's log")
         .assert_status("success");
 }
+
+/// A JobHttp whose call hangs (a server that accepts and never answers, within a 60 s
+/// `http_timeout`) is cancelled by a signed `job_http/cancel`: the call ends at once, the
+/// run is recorded as canceled, the action is audited; a second cancel finds nothing
+/// going on (200, nothing changes), and a replayed one is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_going_on_is_cancelled_at_once_recorded_and_audited() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = silent.local_addr().expect("address");
+    let svc = TestService::builder()
+        .job_http_file(
+            "hang",
+            format!(
+                "[job.http \"hang\"]\ninterval = 1h\nhttp_url = http://{address}/slow\n\
+                 http_timeout = 60s\n"
+            ),
+        )
+        .start()
+        .await;
+    // The first call (at the start) reaches the server, which keeps it unanswered.
+    let (held, _) = tokio::time::timeout(WAIT, silent.accept())
+        .await
+        .expect("the call within the wait")
+        .expect("accept");
+    let query = format!("id=hang&_svc_epoch={}", chrono::Utc::now().timestamp());
+    let sent = std::time::Instant::now();
+    let answer = signed_query(&svc, "/svc/api/job_http/cancel", &query).await;
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    let runs = wait_for(
+        WAIT,
+        "the cancelled call's end in the history",
+        async || {
+            // The history holds runs once they ended, newest first.
+            let runs = svc.runs("job_http", "hang", "").await;
+            runs.data().as_array()?.first().cloned()
+        },
+    )
+    .await;
+    let took = sent.elapsed();
+    assert_eq!(runs["status"], "canceled", "{runs}");
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "ended {took:?} after the cancel, not at its 60 s timeout"
+    );
+    drop(held);
+    // Nothing going on now: 200 and nothing changes; the same signature again: refused.
+    let query = format!(
+        "id=hang&_svc_epoch={}&_svc_nonce=2",
+        chrono::Utc::now().timestamp()
+    );
+    assert_eq!(
+        signed_query(&svc, "/svc/api/job_http/cancel", &query)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        signed_query(&svc, "/svc/api/job_http/cancel", &query)
+            .await
+            .status,
+        401
+    );
+    let audit = svc.get("/svc/api/audit?limit=10").await;
+    let cancels: Vec<&serde_json::Value> = audit.data()["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|entry| entry["action"] == "cancel" && entry["job"]["id"] == "hang")
+        .collect();
+    // The two accepted; the replay proved nothing of its sender, so it is only counted.
+    assert_eq!(cancels.len(), 2, "{}", audit.raw);
+    println!("a hanging JobHttp call ended {took:?} after its cancel");
+}

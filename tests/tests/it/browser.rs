@@ -185,7 +185,9 @@ impl Gate {
     }
 }
 
-async fn start_service(gate: &Gate) -> TestService {
+/// `start_service`'s JobHttp `stall` calls this address, where a listener takes the
+/// connection and never answers: the call goes on until it is cancelled.
+async fn start_service(gate: &Gate, silent: std::net::SocketAddr) -> TestService {
     let build = format!("command = {}", gate.command());
     let jobs = [
         job_section(
@@ -224,6 +226,13 @@ async fn start_service(gate: &Gate) -> TestService {
              http_header = Authorization: Bearer very-secret-token\n\
              http_header = X-Trace: visible-value\n",
         )
+        .job_http_file(
+            "stall",
+            format!(
+                "[job.http \"stall\"]\ninterval = 1h\nhttp_url = http://{silent}/\n\
+                 http_timeout = 60s\n"
+            ),
+        )
         .start()
         .await
 }
@@ -234,7 +243,9 @@ async fn web_ui_end_to_end_in_chromium() {
     let _browser = BROWSER.lock().await;
     let began = SystemTime::now();
     let gate = Gate::new();
-    let service = start_service(&gate).await;
+    // Connections queue here unanswered (nothing accepts them) until the test ends.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let service = start_service(&gate, silent.local_addr().expect("address")).await;
     service.wait_job_status("tick", "success", WAIT).await;
 
     scenarios_with(
@@ -243,6 +254,7 @@ async fn web_ui_end_to_end_in_chromium() {
             "dashboard",
             "run-now-everywhere",
             "jobhttp",
+            "jobhttp-cancel",
             "wrong-secret",
             "run",
             "pause",
