@@ -22,6 +22,7 @@ use super::values::{
     parse_capabilities, parse_count, parse_cpu_weight, parse_env, parse_limit, parse_on_busy,
     parse_ping_url, parse_positive_duration, parse_ref_glob, parse_timeout, standard_key,
 };
+use crate::security::sandbox_hint;
 use crate::time::duration::parse_duration;
 use crate::time::schedule::Timer;
 use crate::time::timezone::Zone;
@@ -123,6 +124,17 @@ impl Loader<'_> {
             return;
         }
         self.warn_main_secret(file, section, &trigger);
+        if sandbox {
+            let mut writable = write_paths.clone();
+            writable.push(
+                execution
+                    .dir_work
+                    .clone()
+                    .unwrap_or_else(|| main.default_dir_work(&id)),
+            );
+            writable.push(main.dir_run_tmp());
+            self.warn_redirects(file, section, &execution.commands, &writable);
+        }
         self.jobs.push(JobConfig {
             id,
             name: section.name.clone(),
@@ -278,6 +290,45 @@ impl Loader<'_> {
                  with the main secret, which also signs pause, resume and cancel; give \
                  it its own secret",
             ));
+        }
+    }
+
+    /// A command of a sandboxed job that redirects into an absolute path it may not
+    /// write (outside `writable`: its working directory, its TMPDIR and `write_paths`): a
+    /// warning naming the key that would allow it, once per directory.
+    fn warn_redirects(
+        &mut self,
+        file: &Path,
+        section: &Section,
+        commands: &[String],
+        writable: &[PathBuf],
+    ) {
+        let mut named = Vec::new();
+        for target in commands
+            .iter()
+            .flat_map(|c| sandbox_hint::redirect_targets(c))
+        {
+            if sandbox_hint::is_writable(&target, writable) {
+                continue;
+            }
+            let dir = sandbox_hint::suggested_dir(&target).to_path_buf();
+            if named.contains(&dir) {
+                continue;
+            }
+            self.warnings.push(new_issue(
+                file,
+                Some(&section.header),
+                Some("command"),
+                None,
+                format!(
+                    "writes to {}, which the run's sandbox does not let it write (only its \
+                     working directory, its TMPDIR and write_paths): add `write_paths = {}` \
+                     to this job, or set `sandbox = false`",
+                    target.display(),
+                    dir.display()
+                ),
+            ));
+            named.push(dir);
         }
     }
 

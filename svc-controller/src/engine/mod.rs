@@ -29,6 +29,7 @@ pub mod request;
 mod run;
 mod run_begin;
 mod run_end;
+mod sandbox_watch;
 mod shutdown;
 mod syncer;
 #[cfg(test)]

@@ -9,6 +9,7 @@ use super::executor::Runner;
 use super::pings::RunPinger;
 use super::run_begin::{Begun, Work, begin, begin_on_disk};
 use super::run_end::{Announce, history_record, run_ended};
+use super::sandbox_watch::SandboxWatch;
 use super::{Engine, Kind, Trigger, TriggerSource};
 use crate::runner::exec::{Outcome, RunEvent};
 use crate::store::history::RunRecord;
@@ -376,6 +377,8 @@ async fn wait_cancelled(cancel: &mut watch::Receiver<Option<String>>) {
 struct LogWriter {
     log: Option<RunLog>,
     error: Option<String>,
+    /// For a sandboxed run of commands: what its sandbox refused.
+    watch: Option<SandboxWatch>,
 }
 
 impl LogWriter {
@@ -383,7 +386,12 @@ impl LogWriter {
         let Some(log) = self.log.as_mut() else { return };
         let result = match event {
             RunEvent::Line(text) => log.line(&text),
-            RunEvent::Output(kind, data) => log.output(kind, data),
+            RunEvent::Output(kind, data) => {
+                if let Some(watch) = self.watch.as_mut() {
+                    watch.output(data);
+                }
+                log.output(kind, data)
+            }
             RunEvent::HttpStatus(_) => Ok(()),
         };
         if let Err(err) = result
@@ -416,6 +424,7 @@ async fn perform(
             LogWriter {
                 log: Some(log),
                 error: None,
+                watch: None,
             },
             request,
         ),
@@ -428,6 +437,7 @@ async fn perform(
             let writer = LogWriter {
                 log: None,
                 error: Some(message.clone()),
+                watch: None,
             };
             (writer, Err(message))
         }
@@ -439,9 +449,11 @@ async fn perform(
             request: exec_request,
             ruleset,
         }) => {
-            if exec_request.sandbox.is_none()
-                && matches!(exec_request.action, proto::Action::Commands { .. })
-            {
+            let commands = matches!(exec_request.action, proto::Action::Commands { .. });
+            if let (Some(sandbox), true) = (&exec_request.sandbox, commands) {
+                writer.watch = Some(SandboxWatch::new(&sandbox.write_paths));
+            }
+            if exec_request.sandbox.is_none() && commands {
                 writer.line(
                     "--- sandbox: off (the job sets sandbox = false): its commands may read \
                      and write whatever their user may"
@@ -462,6 +474,12 @@ async fn perform(
             summary: error,
             ..outcome
         };
+    }
+    // A failed run whose sandbox refused a write says which key would allow it.
+    if let (false, Some(watch)) = (outcome.success, writer.watch.take())
+        && let Some(advice) = watch.advice(context.def.name())
+    {
+        writer.line(advice);
     }
     let end = if outcome.success {
         format!("=== run {counter} finished: success")

@@ -501,6 +501,65 @@ async fn sandbox_false_lets_a_job_out_and_says_so() {
     assert_eq!(svc.job("free").await["sandbox"], false);
 }
 
+/// A job writing where its sandbox does not let it (the most common deploy job: `echo …
+/// > /srv/www/…`): `--check` warns naming the key to add, and the failed run's log ends
+/// with the path refused and that key; with the key, neither says anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_write_is_explained_by_check_and_in_the_log() {
+    let builder = TestService::builder();
+    let outside = builder.dir_base().join("www");
+    std::fs::create_dir(&outside).expect("mkdir");
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let command = format!("command = echo page > {}/index.html", outside.display());
+    let job = |extra: &[&str]| {
+        let mut lines = vec!["path = /deploy", command.as_str()];
+        lines.extend_from_slice(extra);
+        job_section("deploy", &lines)
+    };
+    let mut svc = builder.job_file("deploy", job(&[])).build();
+    let key = format!("`write_paths = {}`", outside.display());
+    let output = svc.check().await;
+    let text = svc_tests::output_text(&output);
+    assert!(
+        text.lines().any(|line| line.starts_with("warning:")
+            && line.contains("deploy.conf")
+            && line.contains("[job \"deploy\"]")
+            && line.contains("command")
+            && line.contains(&key)),
+        "--check names the file, section, key and the write_paths to add:\n{text}"
+    );
+
+    svc.start().await;
+    svc.trigger("/deploy", b"", &[]).await.assert_status(200);
+    let log = svc.wait_run_finished("deploy", 1, WAIT).await;
+    assert_eq!(log.status, "fail", "{}", log.content());
+    let texts = log.texts();
+    let advice = &texts[texts.len() - 2];
+    assert!(
+        advice.starts_with(&format!(
+            "--- sandbox: {}/index.html is outside what this run may write",
+            outside.display()
+        )) && advice.contains(&format!("{key} to [job \"deploy\"]"))
+            && advice.contains("`sandbox = false`"),
+        "{}",
+        log.content()
+    );
+    svc.stop().await;
+
+    let allowed = format!("write_paths = {}", outside.display());
+    std::fs::write(svc.job_d().join("deploy.conf"), job(&[&allowed])).expect("write");
+    let output = svc.check().await;
+    let text = svc_tests::output_text(&output);
+    assert!(
+        !text.contains("write_paths ="),
+        "no warning once allowed:\n{text}"
+    );
+    svc.start().await;
+    svc.trigger("/deploy", b"", &[]).await.assert_status(200);
+    let log = svc.wait_run_finished("deploy", 2, WAIT).await;
+    assert_eq!(log.status, "success", "{}", log.content());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_names_bad_write_paths_with_file_section_key_and_value() {
     let builder = TestService::builder();
