@@ -21,6 +21,10 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// How long one check of a host may take (connect, log in, one query): a host that does
 /// not answer within it is passed over.
 pub(super) const PROBE_LIMIT: Duration = Duration::from_secs(2);
+/// How long the watcher's check through the pool may wait for a connection before it
+/// checks the host on a connection of its own: short, because the pool retries a refused
+/// connection until its acquire timeout, which would hold the move to another host.
+const POOL_PROBE_LIMIT: Duration = Duration::from_millis(500);
 
 /// The hosts a store may connect to and which one its pool uses now.
 pub(super) struct Hosts {
@@ -170,7 +174,7 @@ impl Hosts {
             let mut conn = pool.acquire().await?;
             session_state(&mut conn, self.target).await
         };
-        if let Ok(Ok(state)) = tokio::time::timeout(PROBE_LIMIT, through_pool).await {
+        if let Ok(Ok(state)) = tokio::time::timeout(POOL_PROBE_LIMIT, through_pool).await {
             return state == HostState::Usable;
         }
         match self.list.get(self.current.load(Ordering::Acquire)) {
