@@ -14,6 +14,10 @@
 //! are synchronous (their WAL is written to the operating system before the commit
 //! returns), only not synced to disk.
 //!
+//! A server may get a streaming standby of its own ([`PostgresServer::launch_standby`],
+//! synchronous on request), which a failover test promotes
+//! ([`PostgresServer::promote`]) once it has killed the first.
+//!
 //! Every call here blocks (it starts processes and waits for them, always with a bound).
 //! The server gets an immediate shutdown when the test process ends (its parent-death
 //! signal), so that a test run killed before it drops the server leaves none behind. The
@@ -64,42 +68,144 @@ impl PostgresServer {
     /// Initialises a cluster in a new temporary directory and starts it on a free loopback
     /// port. Panics with what to install when the PostgreSQL binaries are missing.
     pub fn launch() -> PostgresServer {
+        let mut server = PostgresServer::prepare();
+        server.initdb();
+        server.start_on_a_free_port();
+        server
+    }
+
+    /// A streaming standby of this server: a base backup (`pg_basebackup -R`) in a
+    /// temporary directory of its own, started on its own free port. With `synchronous`,
+    /// this server then waits for the standby to have each commit before it returns, so
+    /// that a commit answered here is on the standby when this server dies. Panics with
+    /// what to install when `pg_basebackup` is missing.
+    pub fn launch_standby(&self, synchronous: bool) -> PostgresServer {
+        let mut standby = PostgresServer::prepare();
+        let program = standby.bin.join("pg_basebackup");
+        assert!(
+            is_executable(&program),
+            "the failover tests need {} (Debian's postgresql package)",
+            program.display()
+        );
+        // Replication over loopback is allowed by initdb's default pg_hba.conf (trust).
+        let output = standby
+            .command("pg_basebackup")
+            .arg("-D")
+            .arg(standby.data_dir())
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                SUPERUSER,
+            ])
+            .args(["-R", "-X", "stream", "-c", "fast", "--no-sync"])
+            .env("PGCONNECT_TIMEOUT", "10")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run pg_basebackup");
+        assert!(
+            output.status.success(),
+            "pg_basebackup failed: {}",
+            crate::output_text(&output)
+        );
+        standby.start_on_a_free_port();
+        self.wait_for_replication("state = 'streaming'");
+        if synchronous {
+            self.psql(
+                "postgres",
+                "ALTER SYSTEM SET synchronous_standby_names = '*'",
+            );
+            self.psql("postgres", "SELECT pg_reload_conf()");
+            self.wait_for_replication("sync_state = 'sync'");
+        }
+        standby
+    }
+
+    /// Promotes this standby to a primary (`pg_ctl promote`) and waits until it takes
+    /// writes.
+    pub fn promote(&self) {
+        let output = self
+            .command("pg_ctl")
+            .arg("promote")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-w", "-t", &READY_TIMEOUT.as_secs().to_string()])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run pg_ctl promote");
+        assert!(
+            output.status.success(),
+            "pg_ctl promote failed: {}",
+            crate::output_text(&output)
+        );
+        self.poll_until("the promoted server to leave recovery", || {
+            self.psql("postgres", "SELECT pg_is_in_recovery()").trim() == "f"
+        });
+    }
+
+    /// Waits until a standby's replication here meets `condition` (SQL on
+    /// `pg_stat_replication`).
+    fn wait_for_replication(&self, condition: &str) {
+        let sql = format!("SELECT count(*) FROM pg_stat_replication WHERE {condition}");
+        self.poll_until(&format!("a standby with {condition}"), || {
+            self.psql("postgres", &sql).trim() != "0"
+        });
+    }
+
+    /// Polls `done` until it holds, within [`READY_TIMEOUT`]; panics with the log after.
+    fn poll_until(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while !done() {
+            assert!(
+                Instant::now() < deadline,
+                "no {what} within {READY_TIMEOUT:?}; the log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// A server not initialised yet: its temporary directory and socket directory, owned
+    /// by the server's user.
+    fn prepare() -> PostgresServer {
         let bin = find_bin_dir();
         let run_as = server_user();
         let dir = tempfile::Builder::new()
             .prefix("svc-pg-")
             .tempdir()
             .expect("create the temporary directory of the PostgreSQL server");
-        if let Some((uid, gid)) = run_as {
-            nix::unistd::chown(dir.path(), Some(uid), Some(gid))
-                .expect("give the PostgreSQL user its temporary directory");
-        }
-        let mut server = PostgresServer {
+        let server = PostgresServer {
             dir,
             bin,
             run_as,
             port: 0,
             child: None,
         };
-        server.initdb();
         std::fs::create_dir(server.socket_dir()).expect("create the socket directory");
         if let Some((uid, gid)) = run_as {
-            nix::unistd::chown(&server.socket_dir(), Some(uid), Some(gid))
-                .expect("give the PostgreSQL user its socket directory");
+            for path in [server.dir.path().to_path_buf(), server.socket_dir()] {
+                nix::unistd::chown(&path, Some(uid), Some(gid))
+                    .expect("give the PostgreSQL user its temporary directories");
+            }
         }
-        // The port is free when chosen but may be taken before the server binds it: then
-        // the server exits at once and another port is tried.
+        server
+    }
+
+    /// Starts the server on a free port. The port is free when chosen but may be taken
+    /// before the server binds it: then the server exits at once and another is tried.
+    fn start_on_a_free_port(&mut self) {
         for attempt in 1..=PORT_ATTEMPTS {
-            server.port = free_port();
-            match server.try_start() {
-                Ok(()) => return server,
+            self.port = free_port();
+            match self.try_start() {
+                Ok(()) => return,
                 Err(log) if attempt < PORT_ATTEMPTS && log.contains("Address already in use") => {
                     continue;
                 }
                 Err(log) => panic!("PostgreSQL did not start; its log:\n{log}"),
             }
         }
-        unreachable!("the last attempt returns or panics")
     }
 
     /// Starts the server again on the same port and data directory, after

@@ -41,6 +41,10 @@ pub enum ClusterError {
         heartbeat_at: String,
         seconds_ago: u64,
     },
+    /// None of the database's hosts takes the node's sessions now: each is unreachable or
+    /// read-only (each host with its state; no secret).
+    #[error("no host of the cluster database is usable now ({0})")]
+    NoUsableHost(String),
     /// The database refused a statement for another reason.
     #[error("the cluster database refused a statement: {0}")]
     Database(#[source] sqlx::Error),
@@ -49,7 +53,10 @@ pub enum ClusterError {
 impl ClusterError {
     /// True when the database could not be reached: the caller answers 503 and retries.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, ClusterError::Unavailable(_))
+        matches!(
+            self,
+            ClusterError::Unavailable(_) | ClusterError::NoUsableHost(_)
+        )
     }
 }
 

@@ -19,11 +19,14 @@
 //!   in fixed chunks), the audit log;
 //! - `drift.rs`: read-only views of how the nodes' definitions stand (`--check`, the
 //!   API's cluster overview);
+//! - `failover.rs`: the host of a multi-host URL the pool uses, and the move to another
+//!   when it fails or cannot write;
 //! - `heartbeat.rs`: [`Heartbeat`], the task that keeps the node's leases.
 
 mod defhash;
 mod drift;
 mod error;
+mod failover;
 mod heartbeat;
 mod migrations;
 mod model;
@@ -36,6 +39,7 @@ mod store_rows;
 
 pub use defhash::{http_job_hash, job_hash};
 pub use error::ClusterError;
+pub use failover::HostState;
 pub use heartbeat::{HEARTBEAT_EVERY, Heartbeat};
 pub use model::{
     ClaimedRun, ClusterOverview, DefComparison, DefDrift, DefHolders, DifferingJob, EnqueueOutcome,

@@ -6,14 +6,15 @@
 //! the database's `now()`, never a node's clock, so nodes whose clocks drift apart still
 //! agree on which lease has lapsed.
 
-use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::error::ClusterError;
+use super::failover::{Hosts, watch};
 use super::model::{
     ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, NewTrigger, PauseChanges,
     ReapedRun, RunOutcome, Signal, SlotClaim,
@@ -70,25 +71,62 @@ pub struct ClusterStore {
     lease_secs: f64,
     /// [`StoreOptions::instance`].
     instance: String,
+    /// The database's hosts and which one the pool uses.
+    hosts: Arc<Hosts>,
+    /// Held by every clone: the failover watcher ends once the last one is dropped.
+    _alive: Arc<()>,
 }
 
 impl ClusterStore {
     /// A store over a pool that connects on first use: a database that is down when the
     /// node starts is an [`ClusterError::Unavailable`] of the first operation, not a
     /// failure here. Fails only when `url` does not parse.
+    ///
+    /// `url` may list several hosts (libpq's multi-host form): the pool then connects to
+    /// the first usable one, as `target_session_attrs` says, and a watcher task on the
+    /// current Tokio runtime (there must be one) moves it to another host when the one in
+    /// use fails or becomes read-only.
     pub fn new(url: &str, options: &StoreOptions) -> Result<ClusterStore, ClusterError> {
-        let connect = PgConnectOptions::from_str(url)
-            .map_err(|err| ClusterError::InvalidUrl(err.to_string()))?
-            .application_name("svc-controller");
-        let pool = PgPoolOptions::new()
-            .max_connections(options.max_connections)
-            .acquire_timeout(options.acquire_timeout)
-            .connect_lazy_with(connect);
+        let targets = crate::config::parse_database_url(url).map_err(ClusterError::InvalidUrl)?;
+        let target = targets.target();
+        let list = targets
+            .hosts
+            .into_iter()
+            .map(|host| host.application_name("svc-controller"))
+            .collect();
+        let hosts = Hosts::new(list, target);
+        let first = hosts
+            .first()
+            .ok_or_else(|| ClusterError::InvalidUrl("the URL names no host".into()))?;
+        let pool = hosts
+            .hook(
+                PgPoolOptions::new()
+                    .max_connections(options.max_connections)
+                    .acquire_timeout(options.acquire_timeout),
+            )
+            .connect_lazy_with(first);
+        let alive = Arc::new(());
+        if hosts.len() > 1 {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(watch(
+                    Arc::clone(&hosts),
+                    pool.clone(),
+                    Arc::downgrade(&alive),
+                ));
+            }
+        }
         Ok(ClusterStore {
             pool,
             lease_secs: options.lease.as_secs_f64(),
             instance: options.instance.clone(),
+            hosts,
+            _alive: alive,
         })
+    }
+
+    /// The database's hosts (for `failover.rs`).
+    pub(super) fn hosts(&self) -> &Arc<Hosts> {
+        &self.hosts
     }
 
     /// The pool, for reads the store has no operation for yet.

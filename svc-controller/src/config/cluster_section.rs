@@ -1,8 +1,7 @@
 //! The cluster keys of `[svc]`: `database_url` (or `$NAME` for one from the
 //! environment), `node_name` and `database_max_connections`.
 
-use std::str::FromStr as _;
-
+use super::database_url::{DatabaseTargets, parse_database_url};
 use super::loader::EnvLookup;
 use super::model::{ClusterConfig, ConfigIssue};
 use super::section_reader::{Reader, entry_issue};
@@ -39,15 +38,24 @@ pub(super) fn read_cluster(
         return None;
     }
     let url_from_env = written.strip_prefix('$').map(|name| format!("${name}"));
+    let mut targets = None;
     let url = r.parsed("database_url", |v| {
         let url = from_env(v, env)?;
-        check_database_url(&url).map_err(|message| match &url_from_env {
-            // The URL came from the environment: name the variable, show nothing of it.
-            Some(name) => format!("the value of {name}: {message}"),
-            None => message,
-        })?;
+        targets = Some(
+            check_database_url(&url).map_err(|message| match &url_from_env {
+                // The URL came from the environment: name the variable, show nothing of it.
+                Some(name) => format!("the value of {name}: {message}"),
+                None => message,
+            })?,
+        );
         Ok(url)
     })?;
+    if let (Some(warning), Some(entry)) = (
+        targets.as_ref().and_then(any_of_several_warning),
+        r.first("database_url"),
+    ) {
+        warnings.push(entry_issue(r.file, r.section, entry, &warning));
+    }
     let node_name = match node_name {
         Some(name) => name,
         None if r.has("node_name") => return None,
@@ -80,28 +88,24 @@ fn check_database_connections(value: &str) -> Result<u32, String> {
     }
 }
 
-/// A `database_url` must be a PostgreSQL URL with a host. The message never repeats the
-/// value: the issue shows it redacted.
-fn check_database_url(url: &str) -> Result<(), String> {
-    const FORM: &str = "postgres://USER:PASSWORD@HOST:PORT/DATABASE";
-    let Some(rest) = url
-        .strip_prefix("postgres://")
-        .or_else(|| url.strip_prefix("postgresql://"))
-    else {
-        return Err(format!("not a PostgreSQL URL: write {FORM}"));
-    };
-    let authority = rest.split(['/', '?']).next().unwrap_or_default();
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    if host.is_empty() {
-        return Err(format!("the URL names no host: write {FORM}"));
-    }
-    // The driver's own parser has the last word on options and escapes; its message
-    // is not shown, as it could quote part of the URL.
-    sqlx::postgres::PgConnectOptions::from_str(url)
-        .map(|_| ())
-        .map_err(|_| format!("not a valid PostgreSQL URL: write {FORM}"))
+/// A `database_url` must be a PostgreSQL URL with a host, or several (libpq's multi-host
+/// form), and a `target_session_attrs` a writing node can use. The message never repeats
+/// the value: the issue shows it redacted.
+fn check_database_url(url: &str) -> Result<DatabaseTargets, String> {
+    parse_database_url(url)
+}
+
+/// A warning when several hosts are listed and nothing says which one to use: libpq's
+/// default (`any`) takes the first that accepts a login, a standby too, on which every
+/// write of the node would fail.
+fn any_of_several_warning(targets: &DatabaseTargets) -> Option<String> {
+    (targets.hosts.len() > 1 && targets.written_target.is_none()).then(|| {
+        format!(
+            "database_url lists {} hosts without target_session_attrs: a standby among them \
+             could be taken for the primary; add ?target_session_attrs=read-write",
+            targets.hosts.len()
+        )
+    })
 }
 
 /// Longest node name: a DNS label's length, so a host name always fits.

@@ -88,6 +88,10 @@ fn bad_urls_are_refused_without_showing_the_password() {
             "postgres://svc:hunter22@db:notaport/svc",
             "not a valid PostgreSQL URL",
         ),
+        (
+            "postgres://svc:hunter22@db1:5432,db2:5433/svc?target_session_attrs=read-only",
+            "target_session_attrs=read-only is not supported",
+        ),
     ] {
         let tree = Tree::new(&format!("database_url = {url}\nnode_name = a\n"));
         let issues = tree.issues();
@@ -150,6 +154,28 @@ fn node_names_are_checked() {
         ));
         assert_eq!(tree.load().main.cluster.expect("cluster").node_name, good);
     }
+}
+
+#[test]
+fn several_hosts_are_read_and_without_target_session_attrs_warned_about() {
+    let url = "postgres://svc:hunter22@db1:5432,db2:5433/svc";
+    let config = Tree::new(&format!(
+        "database_url = {url}?target_session_attrs=read-write\nnode_name = a\n"
+    ))
+    .load();
+    assert!(config.main.cluster.is_some());
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    let config = Tree::new(&format!("database_url = {url}\nnode_name = a\n")).load();
+    assert!(config.main.cluster.is_some());
+    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    let warning = &config.warnings[0];
+    assert_eq!(warning.key.as_deref(), Some("database_url"));
+    assert!(
+        warning
+            .message
+            .contains("lists 2 hosts without target_session_attrs")
+    );
+    assert!(!warning.to_string().contains("hunter22"), "{warning}");
 }
 
 #[test]

@@ -15,6 +15,7 @@
 //! value, and [`load`] fails with all of them at once.
 
 mod cluster_section;
+mod database_url;
 mod guards;
 mod job_http_section;
 mod job_model;
@@ -30,6 +31,7 @@ mod test_tree;
 mod users_section;
 mod values;
 
+pub use database_url::{DatabaseTargets, TargetSession, host_label, parse_database_url};
 pub use job_model::{
     AuthKind, DEFAULT_HEADER_SIGN, DEFAULT_JOB_TIMEOUT, DEFAULT_LOG_RETENTION,
     DEFAULT_PATCHHOST_PUBLIC_KEY, HttpJobConfig, HttpMethod, HttpRequestType, JobConfig, OnBusy,

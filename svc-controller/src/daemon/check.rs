@@ -99,8 +99,15 @@ fn check_cluster(cluster: &crate::config::ClusterConfig, config: &Config) -> Exi
     let status = runtime.block_on(async {
         let store = ClusterStore::new(cluster.database_url.expose(), &options)?;
         // Not through the pool: it would retry a refused connection until its timeout,
-        // the long one.
-        if let Err(err) = store.reach(CLUSTER_REACH_LIMIT).await {
+        // the long one. Several hosts are each checked within a short limit instead, and
+        // the pool is pointed at the first usable one.
+        let reached = match store.host_count() {
+            1 => store.reach(CLUSTER_REACH_LIMIT).await,
+            count => store.select_host().await.map(|host| {
+                println!("  cluster: primary {host} (of {count} hosts in database_url)");
+            }),
+        };
+        if let Err(err) = reached {
             store.close().await;
             return Err(err);
         }

@@ -528,6 +528,9 @@ impl Engine {
                     }
                 }
             };
+            // A listener left on a host the pool moved away from (a failover while its
+            // session lived) would hear nothing more: it reconnects at the next read-back.
+            let host_generation = link.store.host_generation();
             let mut sync = tokio::time::interval(PAUSE_SYNC_EVERY);
             loop {
                 tokio::select! {
@@ -539,6 +542,9 @@ impl Engine {
                         }
                     },
                     _ = sync.tick() => {
+                        if link.store.host_generation() != host_generation {
+                            break;
+                        }
                         self.sync_pauses(&link, &mut read_back).await;
                         self.sync_cancels(&link).await;
                         self.recheck_remote_runs(&link);

@@ -39,7 +39,7 @@ impl Shared {
         Shared { _dir: dir, path }
     }
 
-    fn entries(&self) -> BTreeSet<String> {
+    pub(crate) fn entries(&self) -> BTreeSet<String> {
         std::fs::read_dir(&self.path)
             .expect("read the shared dir")
             .map(|entry| {
@@ -97,7 +97,7 @@ pub(crate) async fn store(url: &str) -> ClusterStore {
     ClusterStore::new(url, &StoreOptions::default()).expect("store")
 }
 
-async fn scalar(store: &ClusterStore, sql: &str) -> i64 {
+pub(crate) async fn scalar(store: &ClusterStore, sql: &str) -> i64 {
     sqlx::query_scalar(sql)
         .fetch_one(store.pool())
         .await
@@ -273,7 +273,7 @@ async fn send_triggers(
     (accepted, answers)
 }
 
-fn trigger_jobs(shared: &Path, jobs: usize) -> Vec<(String, String)> {
+pub(crate) fn trigger_jobs(shared: &Path, jobs: usize) -> Vec<(String, String)> {
     (0..jobs)
         .map(|n| {
             let name = format!("job{n}");
@@ -289,7 +289,7 @@ fn trigger_jobs(shared: &Path, jobs: usize) -> Vec<(String, String)> {
 }
 
 /// Waits until every run the cluster queued is done, and returns the shared entries.
-async fn all_runs_done(store: &ClusterStore, timeout: Duration) {
+pub(crate) async fn all_runs_done(store: &ClusterStore, timeout: Duration) {
     wait_until(timeout, "every queued and running run to end", async || {
         scalar(store, "SELECT count(*) FROM svc_runs WHERE state <> 'done'").await == 0
     })
@@ -452,7 +452,7 @@ async fn send_to(
 /// A client for the triggers: it lets a pooled connection go after 5 s idle, before the
 /// service closes it (10 s), so that no request is sent on a connection the service is
 /// closing at that moment (a reset no answer explains).
-fn trigger_client() -> reqwest::Client {
+pub(crate) fn trigger_client() -> reqwest::Client {
     reqwest::Client::builder()
         .pool_idle_timeout(Duration::from_secs(5))
         .build()
@@ -461,7 +461,12 @@ fn trigger_client() -> reqwest::Client {
 
 /// Posts `body` to `job<job>`'s trigger path on `base`, signed with the jobs' secret:
 /// the answer's status (0 when none came) and whether it said `Retry-After: 5`.
-async fn post_trigger(client: &reqwest::Client, base: &str, job: usize, body: &str) -> (u16, bool) {
+pub(crate) async fn post_trigger(
+    client: &reqwest::Client,
+    base: &str,
+    job: usize,
+    body: &str,
+) -> (u16, bool) {
     let signature = hmac_sha256_hex(SECRET, body);
     let response = client
         .post(format!("{base}/svc/api/job/run/job{job}"))

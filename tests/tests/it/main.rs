@@ -14,6 +14,7 @@ mod browser;
 mod cluster;
 mod cluster_check;
 mod cluster_drift;
+mod cluster_failover;
 mod cluster_propagation;
 mod cluster_repair;
 mod cluster_start;
