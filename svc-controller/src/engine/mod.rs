@@ -25,6 +25,8 @@ pub mod read;
 mod recovery;
 mod registry;
 mod reload;
+#[cfg(test)]
+mod reload_tests;
 pub mod request;
 mod run;
 mod run_begin;
