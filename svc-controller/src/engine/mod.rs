@@ -40,6 +40,8 @@ pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
 mod timer;
+#[cfg(test)]
+mod trigger_tests;
 mod triggers;
 
 use std::sync::atomic::{AtomicBool, Ordering};
