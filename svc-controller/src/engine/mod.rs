@@ -25,6 +25,8 @@ pub mod read;
 mod recovery;
 mod registry;
 mod reload;
+#[cfg(test)]
+mod reload_tests;
 pub mod request;
 mod run;
 mod run_begin;
@@ -39,6 +41,8 @@ pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
 mod timer;
+#[cfg(test)]
+mod trigger_tests;
 mod triggers;
 
 use std::sync::atomic::{AtomicBool, Ordering};

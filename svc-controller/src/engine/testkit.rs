@@ -348,6 +348,8 @@ pub struct Harness {
     pub runs: FakeRuns,
     pub clock: Arc<ManualClock>,
     config: Config,
+    /// The extra lines of the `[svc]` section it was made with, for [`Harness::reload`].
+    svc: String,
     /// Holds the directory for as long as the harness lives.
     _dir: tempfile::TempDir,
 }
@@ -448,8 +450,27 @@ impl Harness {
             runs,
             clock,
             config,
+            svc: svc.to_string(),
             _dir: dir,
         }
+    }
+
+    /// Reloads the engine with `jobs` as the job sections, and the `[svc]` section it was
+    /// made with, as a SIGHUP reloads the daemon.
+    pub fn reload(&self, jobs: &str) {
+        let base = &self.config.main.dir_base;
+        let main_file = base.join("svc.conf");
+        std::fs::write(
+            &main_file,
+            format!(
+                "[svc]\ndir_base = {}\n{}\n\n{jobs}",
+                base.display(),
+                self.svc
+            ),
+        )
+        .expect("write the configuration");
+        let config = crate::config::load(&main_file).expect("load the configuration");
+        self.engine.reload(&config);
     }
 
     pub fn seen(&self) -> Seen {

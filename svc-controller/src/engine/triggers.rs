@@ -170,7 +170,8 @@ pub enum Accepted {
 impl Engine {
     /// Starts a run of a job now, or queues it when the job is busy. A queued trigger
     /// is saved durably (in the job's state file) before this returns, so an accepted
-    /// trigger survives a pause, a reload and a restart.
+    /// trigger survives a pause, a reload and a restart; once accepted, it is saved (and
+    /// its run begun when it waits for a permit) even if the caller stops waiting.
     pub async fn trigger(
         &self,
         kind: Kind,
@@ -192,49 +193,75 @@ impl Engine {
         let (id, accepted, waits_for_a_permit) = self
             .accept_trigger(kind, id, trigger)
             .inspect_err(|err| crate::metrics::trigger_refused(err.reason()))?;
-        let id = &id;
-        if accepted == Accepted::Queued {
-            let saved = {
-                let (engine, id) = (self.clone(), id.to_string());
-                // On the engine's own blocking threads, started from its own runtime
-                // (a thread inherits the priority of the thread that starts it).
-                let runtime = self.inner.runtime.clone();
-                runtime
-                    .spawn(async move {
-                        tokio::task::spawn_blocking(move || {
-                            engine.try_persist(kind, &id, Durability::Durable)
-                        })
-                        .await
-                    })
-                    .await
-            };
-            if !matches!(saved, Ok(Ok(Ok(())))) {
-                tracing::error!(job = id, "cannot save a queued trigger: refused");
-                crate::metrics::trigger_refused(EngineError::NotSaved.reason());
-                // Not accepted, so not kept: the caller answers with an error.
-                let mut registry = self.lock();
-                if let Some(entry) = registry.get(kind, id) {
-                    entry.take_queued();
-                }
-                registry.publish_queue_length();
-                return Err(EngineError::NotSaved);
-            }
-            self.publish(|| events::EngineEvent::Queued {
-                kind,
-                job_id: id.clone(),
-                trigger: source,
-            });
-            if waits_for_a_permit {
-                // On disk now: its run may wait for the permit as long as it takes.
-                let mut registry = self.lock();
-                if let Some(entry) = registry.map(kind).get_mut(id)
-                    && self.start_queued(kind, id, entry)
-                {
-                    registry.run_tasks += 1;
-                }
+        if accepted != Accepted::Queued {
+            return Ok(accepted);
+        }
+        // The save and what follows it, on a task of the engine's own runtime that this
+        // call only awaits: a caller that stops waiting (an HTTP client gone) must not
+        // stop it half way, where a trigger waiting for a permit would be queued (and
+        // saved) with no run task to begin it: the job would refuse every later trigger
+        // as busy until a resume or a restart.
+        let keep = self
+            .clone()
+            .keep_queued(kind, id.clone(), source, waits_for_a_permit);
+        match self.inner.runtime.spawn(keep).await {
+            Ok(kept) => kept.map(|()| accepted),
+            Err(err) => {
+                tracing::error!(job = id, error = %err, "cannot save a queued trigger: refused");
+                self.take_back(kind, &id);
+                Err(EngineError::NotSaved)
             }
         }
-        Ok(accepted)
+    }
+
+    /// Saves the job's state with its trigger just queued, durably; then announces it,
+    /// and begins the run of a trigger that waits for a permit. A trigger that cannot be
+    /// saved is taken back: not accepted, so not kept.
+    async fn keep_queued(
+        self,
+        kind: Kind,
+        id: String,
+        source: TriggerSource,
+        waits_for_a_permit: bool,
+    ) -> Result<(), EngineError> {
+        let saved = {
+            let (engine, id) = (self.clone(), id.clone());
+            // On the engine's own blocking threads (a thread inherits the priority of
+            // the thread that starts it).
+            tokio::task::spawn_blocking(move || engine.try_persist(kind, &id, Durability::Durable))
+                .await
+        };
+        if !matches!(saved, Ok(Ok(()))) {
+            tracing::error!(job = id, "cannot save a queued trigger: refused");
+            self.take_back(kind, &id);
+            return Err(EngineError::NotSaved);
+        }
+        self.publish(|| events::EngineEvent::Queued {
+            kind,
+            job_id: id.clone(),
+            trigger: source,
+        });
+        if waits_for_a_permit {
+            // On disk now: its run may wait for the permit as long as it takes.
+            let mut registry = self.lock();
+            if let Some(entry) = registry.map(kind).get_mut(&id)
+                && self.start_queued(kind, &id, entry)
+            {
+                registry.run_tasks += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes back a queued trigger that could not be saved: the caller answers with an
+    /// error.
+    fn take_back(&self, kind: Kind, id: &str) {
+        crate::metrics::trigger_refused(EngineError::NotSaved.reason());
+        let mut registry = self.lock();
+        if let Some(entry) = registry.get(kind, id) {
+            entry.take_queued();
+        }
+        registry.publish_queue_length();
     }
 
     /// The in-memory part of [`Engine::trigger`], with the configured ID of the job that

@@ -193,6 +193,8 @@ pub(super) fn named_job(kind: Kind, pairs: &[(String, String)]) -> Option<JobRef
 /// its own, even when the client goes away meanwhile: the connection's handler is then
 /// dropped, and with it anything it awaits, so an action whose effect happened (a
 /// pause saved on a blocking thread, a reload the daemon did) would lose its entry.
+/// This starts once the handler is first polled; the server's `answer` (`server.rs`)
+/// covers the time before, from the moment hyper hands the request over.
 pub(super) async fn to_completion(
     action: impl std::future::Future<Output = Result<Response, ApiError>> + Send + 'static,
 ) -> Result<Response, ApiError> {

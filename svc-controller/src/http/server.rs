@@ -16,6 +16,8 @@
 //!   memory.
 //! - Write timeout: a connection whose client takes nothing for [`WRITE_TIMEOUT`] while
 //!   an answer waits to be written is closed, so a stream nobody reads does not stay.
+//! - A request that may change state is answered to its end, on a task of its own, even
+//!   when its client closes the connection without waiting for the answer ([`answer`]).
 //! - Graceful shutdown: stop accepting, let requests in flight finish (bounded by the
 //!   caller).
 
@@ -200,6 +202,57 @@ fn refuse(mut stream: TcpStream) {
     });
 }
 
+/// The answer of `app` to `request`. A request that may change state (any method but
+/// `GET`, `HEAD` and `OPTIONS`) is answered on a task of its own, started here, as hyper
+/// hands the request over: once a client has sent a whole request, what it asks is done
+/// to its end (its effect, its spent signature, its audit entry) even if the client
+/// closes the connection without waiting for the answer. hyper drops the answer of a
+/// connection whose client is gone, and it looks for that end of the connection before
+/// it first polls the answer: without this task, a pause from a client that closed right
+/// after sending it was dropped before its handler ever ran, with nothing done, nothing
+/// answered and nothing recorded (the handlers' own `to_completion` starts only when
+/// they are first polled). A read is dropped with its client, which frees its work.
+fn answer<S>(
+    app: S,
+    request: hyper::Request<hyper::body::Incoming>,
+) -> impl Future<Output = axum::response::Response> + Send
+where
+    S: tower::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Send
+        + 'static,
+{
+    use axum::http::Method;
+    use futures_util::future::Either;
+    let reads = matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    let answered = app.oneshot(request);
+    if reads {
+        return Either::Left(async move {
+            match answered.await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        });
+    }
+    let task = tokio::spawn(answered);
+    Either::Right(async move {
+        match task.await {
+            Ok(Ok(response)) => response,
+            Ok(Err(never)) => match never {},
+            Err(err) => axum::response::IntoResponse::into_response(super::ApiError::internal(
+                "a request's task failed",
+                err,
+            )),
+        }
+    })
+}
+
 /// Serves `app` on `listener`, at most `limit` connections at once, until `shutdown`
 /// resolves, then waits at most `drain` for requests in flight.
 pub async fn serve(
@@ -250,9 +303,9 @@ pub async fn serve(
         let service = hyper::service::service_fn(move |request| {
             // Busy from the head until the answer's body is sent or dropped.
             let busy = BusyGuard::new(&request_slot);
-            let answered = app.clone().oneshot(request);
+            let answered = answer(app.clone(), request);
             async move {
-                let response = answered.await?;
+                let response = answered.await;
                 Ok::<_, std::convert::Infallible>(response.map(move |body| {
                     Body::new(body.map_frame(move |frame| {
                         let _ = &busy;

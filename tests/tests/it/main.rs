@@ -32,6 +32,7 @@ mod counters;
 mod crash;
 mod crash_checks;
 mod crash_runner;
+mod disconnects;
 mod engine;
 mod events;
 mod faults;

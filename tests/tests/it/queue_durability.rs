@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use nix::sys::signal::Signal;
-use svc_tests::{TestService, WAIT, job_section, wait_until};
+use svc_tests::{TestService, WAIT, fresh_epoch, hmac_sha256_hex, job_section, wait_until};
 
 /// A job whose runs wait until the file `go` exists below `dir_base` (at most a minute).
 fn holding_job(dir_base: &Path) -> (String, PathBuf) {
@@ -131,6 +131,73 @@ async fn a_queued_trigger_survives_a_stop() {
     svc.wait_run_finished("hold", 2, WAIT)
         .await
         .assert_status("success");
+}
+
+/// `POST /svc/api/reload`, signed with the main secret: answered once the daemon has
+/// read the files again and applied them.
+async fn reload(svc: &TestService) {
+    let body = format!("_svc_epoch={}", fresh_epoch());
+    let signature = hmac_sha256_hex(svc.secret(), &body);
+    let headers = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("x-svc-sign", signature.as_str()),
+    ];
+    svc.post("/svc/api/reload", body.as_bytes(), &headers)
+        .await
+        .assert_status(200);
+}
+
+/// The daemon's reload, from the files, keeps a job's queued trigger whether the job's
+/// section stays the same or another key of it changes: the trigger runs once, after run
+/// 1, as run 2, with its own body, by the definition in force when it begins. (The
+/// engine's `reload_tests.rs` go through more kinds of change, and a trigger waiting for
+/// a permit.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_trigger_survives_reloads_that_keep_its_job() {
+    let (svc, go) = one_running_one_queued().await;
+    let file = svc.job_d().join("hold.conf");
+    let section = std::fs::read_to_string(&file).expect("the job's file");
+    let section = format!("{}\n", section.trim_end());
+    let changed = format!("{section}command = echo reloaded\n");
+    for text in [&section, &changed] {
+        std::fs::write(&file, text).expect("write the job's file");
+        reload(&svc).await;
+        let state = svc.state_file("hold").expect("state file");
+        assert_eq!(
+            state.get("queued").map(String::as_str),
+            Some("webhook"),
+            "{state:?}"
+        );
+        // Its slot is still taken: another trigger is refused as busy.
+        svc.trigger("/hold", b"third", &[]).await.assert_status(429);
+    }
+    assert!(svc.job_log("hold", 2).is_none(), "it waits for run 1");
+    std::fs::write(&go, b"").expect("release run 1");
+    svc.wait_run_finished("hold", 1, WAIT)
+        .await
+        .assert_status("success");
+    let log = svc.wait_run_finished("hold", 2, WAIT).await;
+    log.assert_status("success");
+    let texts = log.texts();
+    assert!(
+        texts.iter().any(|t| t == "run 2 body second") && texts.iter().any(|t| t == "reloaded"),
+        "its own body, by the new definition:\n{}",
+        log.content()
+    );
+    wait_until(WAIT, "run 2's end is saved", async || {
+        svc.state_file("hold")
+            .is_some_and(|state| state.get("status").map(String::as_str) == Some("success"))
+    })
+    .await;
+    let state = svc.state_file("hold").expect("state file");
+    assert!(!state.contains_key("queued"), "{state:?}");
+    assert_eq!(
+        state.get("counter").map(String::as_str),
+        Some("2"),
+        "{state:?}"
+    );
+    let counters: Vec<u64> = svc.job_logs("hold").iter().map(|log| log.counter).collect();
+    assert_eq!(counters, vec![1, 2], "the trigger ran once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
