@@ -16,6 +16,8 @@ const LINE_MAX: usize = 4096;
 pub(super) struct SandboxWatch {
     writable: Vec<PathBuf>,
     partial: Vec<u8>,
+    /// The line under way is longer than [`LINE_MAX`]: skipped to its end.
+    overlong: bool,
     refused: Option<(PathBuf, Denial)>,
 }
 
@@ -25,6 +27,7 @@ impl SandboxWatch {
         SandboxWatch {
             writable: writable.iter().map(PathBuf::from).collect(),
             partial: Vec::new(),
+            overlong: false,
             refused: None,
         }
     }
@@ -32,18 +35,19 @@ impl SandboxWatch {
     /// Takes in the next bytes of the run's output.
     pub(super) fn output(&mut self, data: &[u8]) {
         for chunk in data.split_inclusive(|b| *b == b'\n') {
-            if self.partial.len() + chunk.len() <= LINE_MAX {
-                self.partial.extend_from_slice(chunk);
-            } else {
+            if self.overlong || self.partial.len() + chunk.len() > LINE_MAX {
                 // Too long to be an error message: skipped to its end.
+                self.overlong = true;
                 self.partial.clear();
-                self.partial.push(0);
+            } else {
+                self.partial.extend_from_slice(chunk);
             }
             if chunk.ends_with(b"\n") {
-                if !self.partial.contains(&0) {
+                if !self.overlong {
                     self.line();
                 }
                 self.partial.clear();
+                self.overlong = false;
             }
         }
     }
@@ -59,7 +63,7 @@ impl SandboxWatch {
 
     /// The advice for the last refused write, for `[job "<name>"]`.
     pub(super) fn advice(mut self, name: &str) -> Option<String> {
-        if !self.partial.is_empty() && !self.partial.contains(&0) {
+        if !self.partial.is_empty() && !self.overlong {
             self.line();
         }
         let (path, denial) = self.refused?;
