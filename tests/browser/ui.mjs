@@ -352,7 +352,9 @@ const scenarios = {
     await page.waitForURL(/#\/job\/tick\/log\/\d+$/, STEP);
     await waitForText(page, "#log", /started by hand/, "the log says who started the run");
     await page.goto(BASE + "/svc/#/http/ping");
-    await page.locator("#job-name").waitFor(STEP);
+    // `#job-name` is on the Job page this comes from too: wait for the JobHttp's own
+    // headers, or the click may land on the page being left.
+    await page.locator("#http-headers").waitFor(STEP);
     await typeSecret(page, SECRET);
     await page.getByRole("button", { name: "Run now" }).click();
     await waitForText(page, "#action-message", /Run accepted/, "the JobHttp call is accepted");
@@ -503,7 +505,7 @@ const scenarios = {
   // answers): the button is enabled while the call runs, and the call ends as canceled.
   async "jobhttp-cancel"(page) {
     await page.goto(`${BASE}/svc/#/http/stall`);
-    await page.locator("#job-name").waitFor(STEP);
+    await page.waitForFunction(() => (document.querySelector("#job-name")?.textContent || "").includes("stall"), null, STEP);
     await page.waitForFunction(() => !document.querySelector("#action-cancel").disabled, null, STEP);
     await typeSecret(page, SECRET);
     await page.getByRole("button", { name: "Cancel call" }).click();
