@@ -186,7 +186,8 @@ impl Gate {
 }
 
 /// `start_service`'s JobHttp `stall` calls this address, where a listener takes the
-/// connection and never answers: the call goes on until it is cancelled.
+/// connection and never answers: the call goes on until it is cancelled. Its timeout is
+/// an hour so that a slow machine reaching the cancel step late still finds it running.
 async fn start_service(gate: &Gate, silent: std::net::SocketAddr) -> TestService {
     let build = format!("command = {}", gate.command());
     let jobs = [
