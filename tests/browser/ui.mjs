@@ -570,6 +570,85 @@ const scenarios = {
     assert.equal(await page.locator("tr[data-run]").count(), 2, "the new run joins the history");
   },
 
+  // The pictures of the runs (after `history`: flaky ran once each way, 1 to 4): on
+  // the job page a mark per run, shaped by its status, with its tooltip and a link to
+  // its log, the usage chart, and the sentence that says it all; on the dashboard a
+  // sparkline per job and the timeline of the next 24 hours (tick every hour, nightly
+  // on a schedule). Drawn for the window's width: each width is loaded afresh.
+  async charts(page) {
+    for (const width of [390, 1280]) {
+      await page.setViewportSize({ width, height: width === 390 ? 844 : 800 });
+      await openJob(page, "flaky");
+      const marks = page.locator("#run-charts svg.runs-chart .mark");
+      await marks.nth(3).waitFor({ ...STEP, state: "attached" });
+      const found = await marks.evaluateAll((gs) => gs.map((g) => {
+        const shape = g.querySelector(".shape");
+        return {
+          run: g.getAttribute("data-run"),
+          status: g.getAttribute("data-status"),
+          shape: `${shape?.tagName}:${shape?.getAttribute("data-shape")}`,
+          title: g.querySelector("title")?.textContent || "",
+          href: g.closest("a")?.getAttribute("href") || "",
+        };
+      }));
+      assert.deepEqual(found.map((m) => [m.run, m.status]),
+        [["1", "success"], ["2", "fail"], ["3", "timeout"], ["4", "canceled"]], JSON.stringify(found));
+      assert.equal(new Set(found.map((m) => m.shape)).size, 4, `a shape per status: ${JSON.stringify(found)}`);
+      assert.match(found[0].title, /^#1 ✓ success · \d+ ms · CPU \d/, found[0].title);
+      assert.match(found[2].title, /^#3 ◔ timeout · [23]\.\d s/, found[2].title);
+      assert.equal(found[1].href, "#/job/flaky/log/2", "a mark leads to its run's log");
+      const chart = page.locator("#run-charts svg.runs-chart");
+      assert.equal(await chart.getAttribute("role"), "img");
+      assert.match(await chart.getAttribute("aria-label") || "", /last 4 runs/);
+      const summary = await statusText(page, "#runs-chart-summary");
+      assert.match(summary, /^Last 4 runs: 1 succeeded, 1 failed, 1 timed out, 1 canceled; median .+, slowest #3 [23]\.\d s\.$/,
+        summary);
+      assert.equal(await page.locator("#runs-chart-summary").getAttribute("data-runs"), "4");
+      assert.equal(await page.locator("#run-charts .chart-legend li").count(), 4, "the key names each status");
+      assert.ok(await page.locator("#run-charts svg.usage-chart .usage-mark").count() >= 2, "CPU and memory");
+      await assertFits(page, `job charts at ${width} px`);
+      if (SCREENSHOTS) await page.locator("#run-charts").screenshot({ path: path.join(SCREENSHOTS, `job-chart-${width}.png`) });
+
+      await page.goto(`${BASE}/svc/`);
+      // Rows are drawn again at each refresh: scrolled to by the page, not a handle.
+      const scrollTo = (id) => page.evaluate((sel) => document.querySelector(sel)?.scrollIntoView({ block: "center" }),
+        `tr[data-job="${id}"]`);
+      await page.locator('tr[data-job="flaky"]').waitFor(STEP);
+      await scrollTo("flaky");
+      const spark = page.locator('tr[data-job="flaky"] svg.spark .mark');
+      await spark.nth(3).waitFor({ ...STEP, state: "attached" });
+      assert.equal(await spark.count(), 4, "min(20, runs) marks");
+      assert.match(await statusText(page, 'tr[data-job="flaky"] .spark-box .visually-hidden'),
+        /^Last 4 runs: 1 succeeded, 1 failed, 1 timed out, 1 canceled;/);
+      await scrollTo("tick");
+      await page.locator('tr[data-job="tick"] svg.spark .mark').first().waitFor({ ...STEP, state: "attached" });
+      // The timeline: nightly's slots come from /svc/api/upcoming.
+      await page.waitForFunction(() =>
+        document.querySelectorAll('#timeline .lane[data-lane="nightly"] .slot').length === 4, null, STEP);
+      const lanes = await page.locator("#timeline .lane").evaluateAll((gs) => gs.map((g) => ({
+        name: g.getAttribute("data-lane"),
+        at: [...g.querySelectorAll(".slot")].map((p) => Date.parse(p.getAttribute("data-at") || "")),
+      })));
+      assert.deepEqual(lanes.map((l) => l.name), ["nightly", "tick"], "a lane per timer job");
+      const now = Date.now();
+      for (const lane of lanes) {
+        assert.ok(lane.at.every((t) => t >= now - 60000 && t <= now + 24 * 3600000), `${lane.name} within 24 h`);
+      }
+      const ticks = lanes[1].at.length;
+      assert.ok(ticks >= 23 && ticks <= 25, `an hourly job is due about 24 times a day: ${ticks}`);
+      const timeline = page.locator("#timeline svg.timeline-chart");
+      assert.equal(await timeline.getAttribute("role"), "img");
+      assert.match(await statusText(page, "#timeline-summary"), /^2 timer jobs, \d+ runs due in the next 24 hours; next: /);
+      assert.equal(await page.locator("#timeline .timeline-list li").count(), 2);
+      await assertFits(page, `dashboard with charts at ${width} px`);
+      if (SCREENSHOTS) await page.locator("#timeline").screenshot({ path: path.join(SCREENSHOTS, `dashboard-timeline-${width}.png`) });
+    }
+    // A mark is a way to its log.
+    await openJob(page, "flaky");
+    await page.locator('#run-charts a[href$="/log/2"] .shape').click();
+    await waitForText(page, "#viewer-status", /failed/, "the log of the failed run");
+  },
+
   // Every page fits a 390 px phone (nothing wider than the window: tables and code
   // scroll in their own box) and a 1280 px screen; a screenshot of each at both.
   async layout(page) {

@@ -62,6 +62,10 @@ impl<'a> JobRef<'a> {
         self.id
     }
 
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
     /// Its definition, from the configuration.
     pub fn def(&self) -> &'a Def {
         &self.entry.def
@@ -178,6 +182,11 @@ impl Engine {
             .get_key_value(&id)
             .filter(|(_, entry)| !entry.retired)?;
         Some(look(JobRef::new(kind, id, entry)))
+    }
+
+    /// The engine's clock: what its timers count from (a manual clock in tests).
+    pub fn now(&self) -> DateTime<Utc> {
+        self.inner.clock.now()
     }
 
     /// Looks at every job while the registry is locked (see [`Engine::with_job`]).

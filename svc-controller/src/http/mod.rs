@@ -34,6 +34,9 @@ mod signed;
 #[cfg(test)]
 mod signed_tests;
 mod ui;
+mod upcoming;
+#[cfg(test)]
+mod upcoming_tests;
 pub mod view;
 mod webhook;
 mod webhook_replay;
@@ -360,6 +363,7 @@ fn routes() -> (Router<AppState>, OpenRoutes) {
         .route("/svc/api/session", get(login::session))
         .route("/svc/api/audit", get(admin::audit))
         .route("/svc/api/cluster", get(cluster_overview::overview))
+        .route("/svc/api/upcoming", get(upcoming::upcoming_slots))
         .route(open.post("/svc/api/reload"), post(admin::reload))
         .merge(ui::router(&mut open))
         .route("/svc/{*rest}", get(not_found))

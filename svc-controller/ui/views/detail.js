@@ -2,8 +2,9 @@
 /**
  * #/job/<id> and #/http/<id>: a job's page, the parts every kind shares: name and
  * status, the cluster's warning, the description, the action buttons, the logs, the log
- * viewer (#/…/log/<counter>) and the run history. What differs by kind (its facts, its
- * actions and their endpoints) comes from views/job.js and views/job_http.js.
+ * viewer (#/…/log/<counter>), the pictures of its recent runs and the run history.
+ * What differs by kind (its facts, its actions and their endpoints) comes from
+ * views/job.js and views/job_http.js.
  */
 
 import { explain, needSecret } from "../actions.js";
@@ -17,6 +18,7 @@ import { state } from "../state.js";
 import { badge, countdown, timeCell } from "../widgets.js";
 import { HistoryPanel } from "./history.js";
 import { LogViewer } from "./log.js";
+import { RunChartsPanel } from "./run_charts.js";
 
 /** @typedef {import("../api.js").ApiResult} ApiResult */
 /** @typedef {import("../dom.js").Fact} Fact */
@@ -188,6 +190,7 @@ class DetailView {
     this.logsBox = h("div");
     this.viewerBox = h("div");
     this.history = new HistoryPanel(page.kind, id);
+    this.charts = new RunChartsPanel(page.kind, id);
     /** @type {LogViewer | null} */
     this.viewer = null;
     /** @type {string | undefined | null} the description shown */
@@ -197,7 +200,7 @@ class DetailView {
       this.head, this.driftNote, this.description,
       h("div", { class: "grid" }, this.parts.info, this.parts.side),
       h("div", { class: "card panel viewer-logs" }, this.logsTitle, this.logsBox),
-      this.viewerBox, this.history.el);
+      this.viewerBox, this.charts.el, this.history.el);
   }
 
   /** The job as the Environment lists it now, if it does. */
@@ -231,6 +234,7 @@ class DetailView {
     this.page.render(job, commonFacts(job), parts);
     this.logsBox.replaceChildren(logLinks(this.page.kind, job, this.viewer ? this.viewer.counter : 0));
     this.history.jobUpdated(job);
+    this.charts.jobUpdated(job);
     applyRights(parts.buttons, parts.hint);
   }
 
@@ -256,6 +260,7 @@ class DetailView {
    */
   onEvent(name, data) {
     this.history.onEvent(name, data);
+    this.charts.onEvent(name, data);
   }
 
   destroy() {

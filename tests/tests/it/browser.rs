@@ -12,7 +12,7 @@
 //! `docs/screenshots/`. A test run never rewrites a tracked file. Each test notes when it
 //! began and checks that every screenshot it expects was modified after that: a file left
 //! by an earlier run, in either folder, does not pass for this run's.
-//! A third service runs the run history, live update and layout scenarios.
+//! A third service runs the run history, live update, layout and chart scenarios.
 //! A second service, with a `user.conf`, runs the login scenario.
 //! Two nodes of a cluster on a real PostgreSQL (`svc_tests::postgres`), whose
 //! definitions of one job differ, run the cluster scenario.
@@ -487,12 +487,14 @@ async fn hmac_js_passes_the_fips_and_rfc_4231_vectors() {
     assert!(out.contains("# fail 0"), "{out}");
 }
 
-/// A service for the history, live update and layout scenarios: `flaky` runs as its
-/// webhook body says (`ok`, `fail`, `slow`, with a 2 s time limit), `quick` succeeds.
+/// A service for the history, live update, layout and chart scenarios: `flaky` runs as
+/// its webhook body says (`ok`, `fail`, `slow`, with a 2 s time limit), `quick`
+/// succeeds, `nightly` is due every 6 hours by its schedule (the timeline's cron lane).
 async fn start_history_service() -> TestService {
     let jobs = [
         job_section("tick", &["interval = 1h", "command = echo tick"]),
         job_section("quick", &["path = /quick", "command = echo quick"]),
+        job_section("nightly", &["schedule = 0 */6 * * *", "command = true"]),
         job_section(
             "flaky",
             &[
@@ -556,9 +558,15 @@ async fn history_live_updates_and_layout_in_chromium() {
         .collect();
     assert_eq!(statuses, ["canceled", "timeout", "fail", "success"]);
 
-    scenarios(&service, &["history", "live", "layout"]).await;
+    scenarios(&service, &["history", "live", "layout", "charts"]).await;
     let dir = screenshots_dir(&service);
-    for page in ["dashboard", "job", "docs"] {
+    for page in [
+        "dashboard",
+        "job",
+        "docs",
+        "job-chart",
+        "dashboard-timeline",
+    ] {
         for width in [390, 1280] {
             assert_screenshot(&dir.join(format!("{page}-{width}.png")), began, 5_000);
         }
