@@ -242,10 +242,12 @@ mod tests {
             ControllerMessage::Welcome {
                 version: PROTOCOL_VERSION,
                 protected_paths: None,
+                cgroup_tasks: Vec::new(),
             },
             ControllerMessage::Welcome {
                 version: PROTOCOL_VERSION,
                 protected_paths: Some(vec!["/var/lib/svc/state".into(), "/etc/svc".into()]),
+                cgroup_tasks: vec!["/sys/fs/cgroup/pids/svc-runs.0/ahead.1/tasks".into()],
             },
             ControllerMessage::Reject {
                 reason: "bad token".into(),

@@ -195,11 +195,15 @@ fn spawn(
         nix::unistd::getpid()
     };
     // Runs in the child between the clone and the program: system calls only
-    // (write, getrlimit, setrlimit, capget, capset, prctl, getppid,
+    // (open, write, close, getrlimit, setrlimit, capget, capset, prctl, getppid,
     // landlock_restrict_self), no allocation.
+    let birthplace = work.birthplace;
     let pre_exec = move || {
         end_with_runner(runner_pid)?;
         join_cgroup(&cgroup)?;
+        if let Some(place) = birthplace {
+            place.restore_oom_score()?;
+        }
         apply_limits(&limits)?;
         if let Some(keep) = keep_capabilities {
             crate::capabilities::keep_only(keep)?;
@@ -215,7 +219,7 @@ fn spawn(
         env,
         dir: dir_work,
     };
-    crate::spawn::spawn(&spec, &pre_exec)
+    crate::spawn::spawn(&spec, &pre_exec, work.birthplace)
 }
 
 /// In the command's process, before it executes: if the runner dies (killed, say) before

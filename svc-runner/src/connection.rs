@@ -182,14 +182,22 @@ pub fn from_fd(connection: OwnedFd) -> Result<(Reader, Writer), ConnectionError>
     ))
 }
 
-/// Sends `Hello` and expects `Welcome` with our protocol version; returns the protected
-/// paths it carries, for the part of the sandbox built while the runner waits for its
-/// work ([`receive_work`]).
+/// What `Welcome` gives the runner to prepare while it waits for its work.
+#[derive(Debug, Default)]
+pub struct Welcomed {
+    /// The protected paths, for the part of the sandbox built ahead.
+    pub protected_paths: Option<Vec<String>>,
+    /// The run's cgroup to join ahead ([`crate::birthplace`]).
+    pub cgroup_tasks: Vec<String>,
+}
+
+/// Sends `Hello` and expects `Welcome` with our protocol version; returns what it
+/// carries to prepare while the runner waits for its work ([`receive_work`]).
 pub async fn handshake(
     reader: &mut Reader,
     writer: &mut Writer,
     token: String,
-) -> Result<Option<Vec<String>>, ConnectionError> {
+) -> Result<Welcomed, ConnectionError> {
     writer
         .send(RunnerMessage::Hello {
             version: PROTOCOL_VERSION,
@@ -200,7 +208,11 @@ pub async fn handshake(
         ControllerMessage::Welcome {
             version,
             protected_paths,
-        } if version == PROTOCOL_VERSION => Ok(protected_paths),
+            cgroup_tasks,
+        } if version == PROTOCOL_VERSION => Ok(Welcomed {
+            protected_paths,
+            cgroup_tasks,
+        }),
         ControllerMessage::Welcome { version, .. } => Err(ProtoError::VersionMismatch {
             peer: version,
             ours: PROTOCOL_VERSION,

@@ -11,6 +11,7 @@
 //! made; from its `Hello` on, a forked runner is like any other.
 
 pub mod argv;
+pub mod birthplace;
 pub mod capabilities;
 pub mod commands;
 pub mod connection;
@@ -189,6 +190,9 @@ pub struct Work<'a> {
     /// The run's cgroup (`cgroup.procs` of each hierarchy), opened while the runner
     /// was still privileged: each command joins it before it executes.
     pub cgroup: &'a [std::os::fd::OwnedFd],
+    /// The thread already in the run's cgroup that forks the commands, born there
+    /// ([`birthplace`]); `cgroup` is then empty.
+    pub birthplace: Option<&'a birthplace::Birthplace>,
 }
 
 /// Runs the whole life of a runner started by the controller: reads its token, connects
@@ -258,37 +262,12 @@ async fn serve(
 ) -> RunnerExit {
     let mut writer = writer;
     let mut stop_rx = stop.subscribe();
-    let welcome = tokio::select! {
-        result = connection::handshake(&mut reader, &mut writer, token) => result,
-        stop = wait_stop(&mut stop_rx) => {
-            eprintln!("svc-runner: stopped during the handshake: {}", stop.reason());
-            return RunnerExit::ConnectionFailed;
-        }
+    let Some((welcomed, request, sent_fd)) =
+        await_work(&mut reader, &mut writer, token, &mut stop_rx).await
+    else {
+        return RunnerExit::ConnectionFailed;
     };
-    let protected_paths = match welcome {
-        Ok(paths) => paths,
-        Err(err) => {
-            eprintln!("svc-runner: {err}");
-            return RunnerExit::ConnectionFailed;
-        }
-    };
-    // Started ahead of its work: the part of the sandbox that depends on the service
-    // alone is built while the run it is for has not begun yet.
-    let base = protected_paths.as_deref().map(sandbox::prepare_base);
-    let work = tokio::select! {
-        result = connection::receive_work(&mut reader) => result,
-        stop = wait_stop(&mut stop_rx) => {
-            eprintln!("svc-runner: stopped while waiting for the work: {}", stop.reason());
-            return RunnerExit::ConnectionFailed;
-        }
-    };
-    let (request, sent_fd) = match work {
-        Ok(work) => work,
-        Err(err) => {
-            eprintln!("svc-runner: {err}");
-            return RunnerExit::ConnectionFailed;
-        }
-    };
+    let (birthplace, base) = welcomed;
     let deadline = request
         .timeout_ms
         .map(|ms| Instant::now() + Duration::from_millis(ms));
@@ -302,11 +281,22 @@ async fn serve(
     // Opened before the switch to the job's user: the kernel judges a move into a
     // cgroup by who opened its `cgroup.procs`, so the commands can join the run's
     // cgroup but the job's user cannot move anything anywhere.
-    let cgroup = match open_cgroup(&request.cgroup_procs) {
+    let birthplace = birthplace_for(birthplace, &request.cgroup_procs).await;
+    let procs: &[String] = match birthplace {
+        Some(_) => &[],
+        None => &request.cgroup_procs,
+    };
+    let cgroup = match open_cgroup(procs) {
         Ok(cgroup) => cgroup,
         Err(why) => return report_error(&mut reporter, why).await,
     };
-    let contained = match switch_and_contain(&mut reporter, &request, sandbox.as_ref()).await {
+    let switched = switch_and_contain(
+        &mut reporter,
+        &request,
+        sandbox.as_ref(),
+        birthplace.as_ref(),
+    );
+    let contained = match switched.await {
         Ok(contained) => contained,
         Err(why) => return report_error(&mut reporter, why).await,
     };
@@ -337,6 +327,7 @@ async fn serve(
         sandbox: sandbox.as_ref().and_then(sandbox::Prepared::ruleset_fd),
         contained: contained.as_ref(),
         cgroup: &cgroup,
+        birthplace: birthplace.as_ref(),
     };
     let finish = match &request.action {
         Action::Commands {
@@ -356,10 +347,98 @@ async fn serve(
     if let Some(contained) = contained {
         contained.finish().await;
     }
+    // Out of the run's cgroup before the end is reported: the controller then finds in
+    // it only what the run left.
+    if let Some(birthplace) = birthplace {
+        birthplace.end();
+    }
     let usage = matches!(request.action, Action::Commands { .. })
         .then(usage::of_reaped_children)
         .flatten();
     report_finish(reporter, &stop, finish, usage).await
+}
+
+/// The handshake, then the wait for the work; meanwhile, started ahead of its work, the
+/// runner joins the run's cgroup and builds the part of the sandbox that depends on the
+/// service alone. `None`: stopped or the connection failed (said on standard error).
+async fn await_work(
+    reader: &mut connection::Reader,
+    writer: &mut connection::Writer,
+    token: String,
+    stop_rx: &mut watch::Receiver<Option<Stop>>,
+) -> Option<(
+    Prepared,
+    Box<proto::ExecRequest>,
+    Option<std::os::fd::OwnedFd>,
+)> {
+    let welcome = tokio::select! {
+        result = connection::handshake(reader, writer, token) => result,
+        stop = wait_stop(stop_rx) => {
+            eprintln!("svc-runner: stopped during the handshake: {}", stop.reason());
+            return None;
+        }
+    };
+    let welcomed = welcome
+        .inspect_err(|err| eprintln!("svc-runner: {err}"))
+        .ok()?;
+    let birthplace = start_birthplace(welcomed.cgroup_tasks);
+    let base = welcomed
+        .protected_paths
+        .as_deref()
+        .map(sandbox::prepare_base);
+    let work = tokio::select! {
+        result = connection::receive_work(reader) => result,
+        stop = wait_stop(stop_rx) => {
+            eprintln!("svc-runner: stopped while waiting for the work: {}", stop.reason());
+            return None;
+        }
+    };
+    let (request, sent_fd) = work
+        .inspect_err(|err| eprintln!("svc-runner: {err}"))
+        .ok()?;
+    Some(((birthplace, base), request, sent_fd))
+}
+
+/// What the runner prepared while it waited: the birthplace thread and the sandbox's
+/// base.
+type Prepared = (Option<birthplace::Birthplace>, Option<sandbox::Base>);
+
+/// Starts the thread that joins the run's cgroup ahead when the controller named one
+/// (`None` otherwise, or when it cannot start: each command then joins by itself).
+fn start_birthplace(cgroup_tasks: Vec<String>) -> Option<birthplace::Birthplace> {
+    if cgroup_tasks.is_empty() {
+        return None;
+    }
+    birthplace::Birthplace::start(cgroup_tasks)
+        .inspect_err(|err| {
+            eprintln!("svc-runner: warning: cannot start the birthplace thread: {err}")
+        })
+        .ok()
+}
+
+/// The birthplace thread, once it is in the run's cgroup (`procs`: its `cgroup.procs`
+/// files); `None` when there is none, it could not join (said on standard error) or the
+/// run has another cgroup: each command then joins the run's cgroup by itself.
+async fn birthplace_for(
+    birthplace: Option<birthplace::Birthplace>,
+    procs: &[String],
+) -> Option<birthplace::Birthplace> {
+    // Without CAP_SYS_ADMIN the run's namespaces include a user namespace, which a
+    // process of two threads cannot join.
+    let mut birthplace =
+        birthplace.filter(|place| place.is_for(procs) && namespaces::privileged())?;
+    match birthplace.joined().await {
+        Ok(()) => {
+            // Refused without CAP_SYS_RESOURCE (some containers): the runner then stays
+            // one of the OOM killer's candidates, smaller than most commands.
+            let _ = birthplace.shield_from_oom();
+            Some(birthplace)
+        }
+        Err(why) => {
+            eprintln!("svc-runner: warning: {why}; each command joins the run's cgroup itself");
+            None
+        }
+    }
 }
 
 /// Opens the `cgroup.procs` files of the run's cgroup for writing. `Err`: the run
@@ -383,12 +462,13 @@ async fn switch_and_contain(
     reporter: &mut Reporter,
     request: &proto::ExecRequest,
     sandbox: Option<&sandbox::Prepared>,
+    birthplace: Option<&birthplace::Birthplace>,
 ) -> Result<Option<namespaces::Contained>, String> {
     let commands = matches!(request.action, Action::Commands { .. });
     // Made before the switch to the job's user while the runner may (CAP_SYS_ADMIN),
     // so that the namespace's init stays root, out of the job's reach.
     let mut contained = (commands && namespaces::privileged())
-        .then(|| namespaces::enter(&request.private_dirs, None));
+        .then(|| namespaces::enter(&request.private_dirs, None, birthplace));
 
     if let Some(wanted) = &request.credentials {
         credentials::apply(wanted).map_err(|err| err.to_string())?;
@@ -415,7 +495,13 @@ async fn switch_and_contain(
     };
     if contained.is_some()
         && let Some(ruleset) = sandbox.and_then(sandbox::Prepared::ruleset_fd)
-        && let Err(err) = allow_reading_proc(ruleset)
+        && let Err(err) = match birthplace {
+            // The run's /proc is in the mount namespace of the thread that joined it.
+            Some(place) => place
+                .run(&|| allow_reading_proc(ruleset))
+                .and_then(|read| read),
+            None => allow_reading_proc(ruleset),
+        }
     {
         return Err(format!(
             "cannot let the sandbox read the run's /proc: {err}"
@@ -494,6 +580,7 @@ fn enter_as_user(private: &[proto::PrivateDir]) -> Result<namespaces::Contained,
     namespaces::enter(
         private,
         Some((uid.as_raw(), nix::unistd::getegid().as_raw())),
+        None,
     )
 }
 

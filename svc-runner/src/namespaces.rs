@@ -66,7 +66,11 @@ pub fn privileged() -> bool {
 /// Makes the run's namespaces and moves the runner into them (its later children are
 /// born in the PID namespace). `user`: the uid and gid to map to themselves in a new user
 /// namespace, for a runner without `CAP_SYS_ADMIN`, which must have switched to them.
-pub fn enter(private: &[PrivateDir], user: Option<(u32, u32)>) -> Result<Contained, EnterError> {
+pub fn enter(
+    private: &[PrivateDir],
+    user: Option<(u32, u32)>,
+    via: Option<&crate::birthplace::Birthplace>,
+) -> Result<Contained, EnterError> {
     let failed = |what: &str, err: &dyn std::fmt::Display| {
         EnterError::Refused(format!("cannot {what}: {err}"))
     };
@@ -117,7 +121,15 @@ pub fn enter(private: &[PrivateDir], user: Option<(u32, u32)>) -> Result<Contain
     if user.is_some() {
         join |= libc::CLONE_NEWUSER;
     }
-    if let Err(err) = join_init(pid, join) {
+    // The thread that starts the commands joins, when it is not this one: commands are
+    // born in the namespaces of the thread that forks them.
+    let joined = match via {
+        Some(place) => place
+            .run(&|| join_init(pid, join))
+            .and_then(|joined| joined),
+        None => join_init(pid, join),
+    };
+    if let Err(err) = joined {
         return Err(give_up(format!("cannot join the namespaces: {err}")));
     }
     // Joined: the namespaces cannot be left any more; from here on the run cannot go on
@@ -283,7 +295,7 @@ pub async fn probe() -> String {
     let fallback = "fallback: processes are ended by process group and as orphans of the \
                     runner, which a job that kills its runner escapes";
     if privileged() {
-        return match enter(&[], None) {
+        return match enter(&[], None, None) {
             Ok(contained) => {
                 contained.end();
                 "namespaces: each run of commands in PID, mount and IPC namespaces of its \
@@ -307,7 +319,7 @@ pub async fn probe() -> String {
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),
     );
-    match enter(&[], Some(ids)) {
+    match enter(&[], Some(ids), None) {
         Ok(contained) => {
             contained.end();
             let mut line = "namespaces: each run of commands in PID, mount and IPC namespaces of \

@@ -51,6 +51,14 @@ pub struct Child {
 /// nothing (it runs on memory the runner shares).
 pub type PreExec<'a> = &'a (dyn Fn() -> io::Result<()> + Sync);
 
+/// What a clone on another thread ([`crate::birthplace`]) reads.
+struct CloneArgs<'a>(&'a Prepared<'a>, &'a Stack);
+
+// SAFETY: the pointers of `Prepared` and the stack point into memory owned by `spawn`'s
+// frame, which waits until the clone on the other thread has returned; that thread only
+// reads them (as the child does, which shares the memory until it executes).
+unsafe impl Sync for CloneArgs<'_> {}
+
 /// Size of the stack the child runs on until it executes the program.
 const CHILD_STACK: usize = 64 * 1024;
 
@@ -77,7 +85,11 @@ struct Prepared<'a> {
 /// Starts `spec` with `pre_exec` run in the child just before it executes. An error is
 /// the child's own when it got that far: `NotFound` for a program that is not there,
 /// `PermissionDenied` for one that cannot be executed.
-pub fn spawn(spec: &Spec<'_>, pre_exec: PreExec<'_>) -> io::Result<Child> {
+pub fn spawn(
+    spec: &Spec<'_>,
+    pre_exec: PreExec<'_>,
+    birthplace: Option<&crate::birthplace::Birthplace>,
+) -> io::Result<Child> {
     let program = spec
         .argv
         .first()
@@ -133,7 +145,15 @@ pub fn spawn(spec: &Spec<'_>, pre_exec: PreExec<'_>) -> io::Result<Child> {
         pre_exec,
     };
     let stack = Stack::new()?;
-    let pid = clone_child(&prepared, &stack)?;
+    let pid = match birthplace {
+        // Forked by the thread already in the run's cgroup: born there.
+        Some(place) => {
+            let args = CloneArgs(&prepared, &stack);
+            let args = &args;
+            place.run(&move || clone_child(args.0, args.1))??
+        }
+        None => clone_child(&prepared, &stack)?,
+    };
     drop((stdin, out_write, err_write, report_write, stack));
 
     // The child has executed the program (the report pipe closed without a word) or
@@ -497,6 +517,14 @@ mod tests {
     }
 
     fn run(argv: &[&str], dir: &str) -> io::Result<(ExitStatus, String, String)> {
+        run_from(argv, dir, None)
+    }
+
+    fn run_from(
+        argv: &[&str],
+        dir: &str,
+        birthplace: Option<&crate::birthplace::Birthplace>,
+    ) -> io::Result<(ExitStatus, String, String)> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -507,7 +535,7 @@ mod tests {
                 env: &env,
                 dir,
             };
-            let mut child = spawn(&spec, &|| Ok(()))?;
+            let mut child = spawn(&spec, &|| Ok(()), birthplace)?;
             let mut out = String::new();
             let mut err = String::new();
             use tokio::io::AsyncReadExt as _;
@@ -519,6 +547,18 @@ mod tests {
             }
             Ok((child.wait().await?, out, err))
         })
+    }
+
+    #[test]
+    fn a_command_forked_by_the_birthplace_thread_is_waited_for_by_the_runner() {
+        let place = crate::birthplace::Birthplace::start(Vec::new()).expect("thread");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dir_text = dir.path().to_str().expect("utf8");
+        let (status, out, _) =
+            run_from(&["sh", "-c", "echo born; exit 4"], dir_text, Some(&place)).expect("spawn");
+        assert_eq!(status.code(), Some(4));
+        assert_eq!(out, "born\n");
+        place.end();
     }
 
     #[test]
@@ -593,7 +633,11 @@ mod tests {
                     env: &env,
                     dir: "/",
                 };
-                spawn(&spec, &|| Err(io::Error::from_raw_os_error(libc::EPERM)))
+                spawn(
+                    &spec,
+                    &|| Err(io::Error::from_raw_os_error(libc::EPERM)),
+                    None,
+                )
             })
             .expect_err("refused");
         assert_eq!(refused.raw_os_error(), Some(libc::EPERM));

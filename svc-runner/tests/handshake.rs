@@ -35,6 +35,7 @@ async fn a_wrong_protocol_version_makes_the_runner_exit_2() {
     c.send(ControllerMessage::Welcome {
         version: PROTOCOL_VERSION + 1,
         protected_paths: None,
+        cgroup_tasks: Vec::new(),
     })
     .await;
     assert_eq!(c.exit_code().await, Some(2));

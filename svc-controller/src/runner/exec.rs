@@ -74,6 +74,9 @@ struct Accepted {
     framed: Framed<UnixStream, ControllerCodec>,
     version: u32,
     peer_pid: Option<u32>,
+    /// The cgroup of the runner's run, made at its welcome for its thread that starts
+    /// commands to join while it waits (v1; see [`RunCgroups::create_ahead`]).
+    ahead: Option<crate::runner::cgroups::RunCgroup>,
 }
 
 struct HubInner {

@@ -9,11 +9,13 @@ use crate::runner::cgroups::{DEFAULT_LIMIT_PIDS, RunCgroup, RunCgroups, RunEnd, 
 use crate::runner::exec::{Outcome, RunEvent};
 
 /// Makes the run's cgroup when `request` is a run of commands and runs get cgroups (its
-/// `cgroup.procs` files go into the request), and turns the limits no cgroup takes into
-/// resource limits of each process. `Err`: the run cannot start, and why.
+/// `cgroup.procs` files go into the request), or sets the limits of the one made `ahead`
+/// for its runner, and turns the limits no cgroup takes into resource limits of each
+/// process. `Err`: the run cannot start, and why.
 pub async fn apply(
     cgroups: Option<&std::sync::Arc<RunCgroups>>,
     request: &mut ExecRequest,
+    ahead: Option<RunCgroup>,
 ) -> Result<Option<RunCgroup>, String> {
     if !matches!(request.action, Action::Commands { .. }) {
         return Ok(None);
@@ -29,9 +31,17 @@ pub async fn apply(
         cpu_weight: request.limits.cpu_weight,
     };
     let (job_id, counter) = (request.job_id.clone(), request.counter);
-    let made = tokio::task::spawn_blocking(move || cgroups.create(&job_id, counter, &limits))
-        .await
-        .map_err(|err| format!("cannot make the run's cgroup: {err}"))??;
+    let made = tokio::task::spawn_blocking(move || match ahead {
+        Some(cgroup) => {
+            // The runner's thread that starts the commands is one of its tasks.
+            let pids = limits.pids.map(|pids| pids.saturating_add(1));
+            cgroup.set_limits(&RunLimits { pids, ..limits })?;
+            Ok(Some(cgroup))
+        }
+        None => cgroups.create(&job_id, counter, &limits),
+    })
+    .await
+    .map_err(|err| format!("cannot make the run's cgroup: {err}"))??;
     if let Some(cgroup) = &made {
         request.cgroup_procs = cgroup.procs_files();
     }

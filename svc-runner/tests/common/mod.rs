@@ -86,6 +86,7 @@ pub async fn start_with(protected_paths: Option<Vec<String>>) -> Controller {
         .send(ControllerMessage::Welcome {
             version: PROTOCOL_VERSION,
             protected_paths,
+            cgroup_tasks: Vec::new(),
         })
         .await;
     controller

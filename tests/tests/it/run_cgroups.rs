@@ -9,7 +9,7 @@
 //! `rlimits.rs` tests.
 
 use serde_json::Value;
-use svc_tests::{TestService, WAIT, job_section, wait_for};
+use svc_tests::{TestService, WAIT, job_section, wait_for, wait_until};
 
 /// Whether the service's start-up log says its runs get cgroups; if not, says why the
 /// test ends here.
@@ -227,4 +227,92 @@ async fn cpu_time_and_peak_memory_are_read_from_the_cgroup_within_ten_percent() 
         "{peak} bytes of peak memory recorded for {HOLD_BYTES} held: {hold}"
     );
     svc.stop().await;
+}
+
+/// Each command is born in its run's cgroup: on v1 a thread of the runner joined it while
+/// the runner waited for its work and forks the commands, so no command waits for a move
+/// as it starts. The command's own `/proc/self/cgroup` names the run's cgroup in each
+/// hierarchy; the runner's thread is neither counted nor killed as left over; the runner
+/// keeps itself off the OOM killer's list, and each command has the service's OOM score
+/// back; the run's cgroup is gone once the run is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_are_born_in_their_runs_cgroup_and_the_runner_is_not_left_over() {
+    let mut svc = TestService::builder()
+        .job_file(
+            "where",
+            job_section(
+                "where",
+                &[
+                    "path = /where",
+                    "command = cat /proc/self/cgroup",
+                    "command = cat /proc/self/oom_score_adj",
+                ],
+            ),
+        )
+        .build();
+    svc.start().await;
+    if !has_cgroups(&svc) {
+        return;
+    }
+    let own_score = std::fs::read_to_string("/proc/self/oom_score_adj").expect("own score");
+    for counter in 1..=3 {
+        svc.trigger("/where", b"", &[]).await.assert_status(200);
+        let run = run_of(&svc, "where", counter).await;
+        assert_eq!(run["status"], "success", "{run}");
+        let log = svc.log_content("where", counter).await;
+        let runs_cgroups: Vec<&str> = log
+            .lines()
+            .filter(|line| line.contains("/svc-runs."))
+            .collect();
+        // pids, memory, cpu and cpuacct on v1 (the unified line on v2).
+        assert!(!runs_cgroups.is_empty(), "{log}");
+        for hierarchy in ["pids", "memory"] {
+            assert!(
+                log.lines()
+                    .any(|line| line.contains(&format!(":{hierarchy}:"))
+                        && line.contains("/svc-runs."))
+                    || log.contains("0::/"),
+                "the command is in the run's {hierarchy} cgroup: {log}"
+            );
+        }
+        assert!(!log.contains("left in the run's cgroup"), "{log}");
+        assert!(
+            log.lines()
+                .any(|line| line.ends_with(&format!(" {}", own_score.trim()))),
+            "the command has the service's OOM score {own_score}: {log}"
+        );
+    }
+    // The runs' parent in the pids hierarchy, from the last command's line for it.
+    let log = svc.log_content("where", 3).await;
+    if let Some(parent) = runs_parent(&log, "pids") {
+        // Only the cgroup made for the next run's runner, started ahead, may be left.
+        wait_until(WAIT, "the runs' cgroups removed", async || {
+            std::fs::read_dir(&parent).map_or(0, |dirs| {
+                dirs.flatten()
+                    .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+                    .count()
+            }) <= 1
+        })
+        .await;
+    }
+    svc.stop().await;
+}
+
+/// The directory of the runs' parent cgroup in v1 `hierarchy`, from a command's
+/// `/proc/self/cgroup` line in `log` and where the hierarchy is mounted.
+fn runs_parent(log: &str, hierarchy: &str) -> Option<std::path::PathBuf> {
+    let path = log.lines().find_map(|line| {
+        line.split_once(&format!(":{hierarchy}:"))
+            .map(|(_, path)| path)
+    })?;
+    let parent = path.trim().rsplit_once('/')?.0.to_string();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let options = after.split(' ').nth(2)?;
+        (after.starts_with("cgroup ") && options.split(',').any(|o| o == hierarchy))
+            .then(|| before.split(' ').nth(4))
+            .flatten()
+    })?;
+    Some(std::path::Path::new(mount).join(parent.trim_start_matches('/')))
 }

@@ -141,6 +141,12 @@ impl Layout {
     pub fn create_run(&self, name: &str, limits: &RunLimits) -> Result<RunCgroup, String> {
         run::create(&self.parents, name, limits)
     }
+
+    /// Whether a single thread may join a cgroup (v1), which lets a runner's thread
+    /// join the run's cgroup ahead of its commands ([`super::RunCgroups::create_ahead`]).
+    pub fn joins_by_thread(&self) -> bool {
+        self.version == Version::Legacy
+    }
 }
 
 /// Finds the hierarchy to use: v2 when this process's cgroup there is delegated and has

@@ -128,6 +128,19 @@ impl RunCgroups {
         layout.create_run(&name, limits).map(Some)
     }
 
+    /// Makes, without limits yet, the cgroup of the next run of a runner started ahead,
+    /// for its thread that starts commands to join while it waits (v1 only, where one
+    /// thread may join: `None` on v2 and without cgroups). Its limits are set when the
+    /// run begins ([`RunCgroup::set_limits`]). Blocking.
+    pub fn create_ahead(&self) -> Option<Result<RunCgroup, String>> {
+        let layout = self
+            .layout
+            .as_ref()
+            .filter(|layout| layout.joins_by_thread())?;
+        let serial = self.made.fetch_add(1, Ordering::Relaxed);
+        Some(layout.create_run(&format!("ahead.{serial}"), &RunLimits::default()))
+    }
+
     /// Removes the runs' parents at the service's end (each run removed its own
     /// cgroup); on v2 the controller's leaf stays, since this process is in it.
     /// Blocking.

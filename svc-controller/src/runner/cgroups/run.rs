@@ -29,6 +29,10 @@ pub enum Hierarchy {
 pub struct RunCgroup {
     dirs: Vec<(Hierarchy, PathBuf)>,
     finished: bool,
+    /// A runner whose thread joined the cgroup ahead ([`RunCgroup::tasks_files`]): not
+    /// one of the run's processes, so never counted nor killed as left over (its thread
+    /// leaves as the runner reports the end).
+    runner: Option<i32>,
 }
 
 /// What a run's cgroup tells of it at its end.
@@ -56,6 +60,7 @@ pub fn create(
     let mut cgroup = RunCgroup {
         dirs: Vec::with_capacity(parents.len()),
         finished: false,
+        runner: None,
     };
     for (hierarchy, parent) in parents {
         let dir = parent.join(name);
@@ -66,9 +71,7 @@ pub fn create(
         }
         cgroup.dirs.push((*hierarchy, dir));
     }
-    for (hierarchy, dir) in &cgroup.dirs {
-        set_limits(*hierarchy, dir, limits)?;
-    }
+    cgroup.set_limits(limits)?;
     Ok(cgroup)
 }
 
@@ -124,6 +127,28 @@ fn set_limits(hierarchy: Hierarchy, dir: &Path, limits: &RunLimits) -> Result<()
 }
 
 impl RunCgroup {
+    /// Sets the run's limits. Blocking.
+    pub fn set_limits(&self, limits: &RunLimits) -> Result<(), String> {
+        for (hierarchy, dir) in &self.dirs {
+            set_limits(*hierarchy, dir, limits)?;
+        }
+        Ok(())
+    }
+
+    /// The `tasks` files (v1) through which a runner's thread joins the cgroup ahead of
+    /// the run; `runner` is that runner's pid, which the end of the run leaves alone.
+    pub fn tasks_files(&mut self, runner: u32) -> Vec<String> {
+        self.runner = i32::try_from(runner).ok();
+        let mut files: Vec<String> = Vec::new();
+        for (_, dir) in &self.dirs {
+            let file = dir.join("tasks").display().to_string();
+            if !files.contains(&file) {
+                files.push(file);
+            }
+        }
+        files
+    }
+
     /// The `cgroup.procs` files each command of the run joins (one per directory).
     pub fn procs_files(&self) -> Vec<String> {
         let mut files: Vec<String> = Vec::new();
@@ -139,7 +164,7 @@ impl RunCgroup {
     /// Ends the run's cgroup: kills what is left in it, reads what it used, removes it.
     pub fn finish(mut self) -> RunEnd {
         self.finished = true;
-        let killed_at_end = empty(&self.dirs);
+        let killed_at_end = empty(&self.dirs, self.runner);
         let mut end = read(&self.dirs);
         end.killed_at_end = killed_at_end;
         remove(&self.dirs);
@@ -153,8 +178,9 @@ impl Drop for RunCgroup {
             return;
         }
         let dirs = std::mem::take(&mut self.dirs);
+        let runner = self.runner;
         let clean = move || {
-            empty(&dirs);
+            empty(&dirs, runner);
             remove(&dirs);
         };
         // Dropped on a runtime worker (a run's task ended early): not there.
@@ -165,9 +191,14 @@ impl Drop for RunCgroup {
     }
 }
 
-/// Kills every process in `dirs` until none is left (or [`EMPTY_WAIT`] has passed);
-/// returns how many there were at first.
-fn empty(dirs: &[(Hierarchy, PathBuf)]) -> usize {
+/// Kills every process in `dirs` but `runner` until none is left (or [`EMPTY_WAIT`] has
+/// passed); returns how many there were at first.
+fn empty(dirs: &[(Hierarchy, PathBuf)], runner: Option<i32>) -> usize {
+    let pids_in = |dir: &Path| -> Vec<i32> {
+        let mut pids = pids_in(dir);
+        pids.retain(|pid| Some(*pid) != runner);
+        pids
+    };
     let first = dirs
         .iter()
         .map(|(_, dir)| pids_in(dir).len())
@@ -299,7 +330,7 @@ pub fn remove_left_over(parents: &[(Hierarchy, PathBuf)]) {
             .collect();
         if !left.is_empty() {
             tracing::info!(parent = %parent.display(), count = left.len(), "removing cgroups of runs a previous service left");
-            empty(&left);
+            empty(&left, None);
             remove(&left);
         }
     }

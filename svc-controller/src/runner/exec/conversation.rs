@@ -16,6 +16,7 @@ use super::{
     BACKSTOP_MARGIN, CONNECT_TIMEOUT, EXIT_WAIT, EndDetail, LaunchedRunner, Outcome, RunEvent,
     RunnerProcess,
 };
+use crate::runner::cgroups::RunCgroup;
 use crate::store::logstore::OutputKind;
 
 /// The runner's connection, as the conversation uses it.
@@ -33,47 +34,24 @@ impl LaunchedRunner {
         sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
     ) -> Outcome {
         let cgroups = self.cgroups.take();
-        let cgroup = match crate::runner::run_limits::apply(cgroups.as_ref(), &mut request).await {
+        let (mut child, framed, ahead) = match self.connected(cancel).await {
+            Ok(connected) => connected,
+            Err(outcome) => return outcome,
+        };
+        let applied = crate::runner::run_limits::apply(cgroups.as_ref(), &mut request, ahead);
+        let cgroup = match applied.await {
             Ok(cgroup) => cgroup,
-            Err(why) => return Outcome::fail(why),
+            Err(why) => {
+                kill_runner(&mut child).await;
+                return Outcome::fail(why);
+            }
         };
         let limits = request.limits;
-        let mut outcome = self.execute_in_runner(request, ruleset, cancel, sink).await;
+        let mut outcome = execute_in_runner(child, framed, request, ruleset, cancel, sink).await;
         if let Some(cgroup) = cgroup {
             crate::runner::run_limits::conclude(cgroup, &limits, &mut outcome, sink).await;
         }
         outcome
-    }
-
-    /// The runner connected and checked, the work sent, the conversation to its end.
-    async fn execute_in_runner(
-        self,
-        request: ExecRequest,
-        ruleset: Option<Arc<Prepared>>,
-        cancel: &mut watch::Receiver<Option<String>>,
-        sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
-    ) -> Outcome {
-        let (mut child, mut framed) = match self.connected(cancel).await {
-            Ok(connected) => connected,
-            Err(outcome) => return outcome,
-        };
-        let backstop = Instant::now()
-            + request
-                .timeout_ms
-                .map_or(Duration::from_secs(365 * 24 * 3600), |ms| {
-                    Duration::from_millis(ms.saturating_add(request.kill_grace_ms))
-                })
-            + BACKSTOP_MARGIN;
-        if let Err(err) = send_work(&mut framed, request, ruleset.as_deref()).await {
-            kill_runner(&mut child).await;
-            return Outcome::fail(format!("cannot send the work to the runner: {err}"));
-        }
-        let talk = Conversation {
-            framed,
-            command_group: None,
-            detail: EndDetail::default(),
-        };
-        talk.until_the_end(child, backstop, cancel, sink).await
     }
 
     /// Waits for the runner's connection (bounded, cancellable) and checks that it comes
@@ -81,7 +59,7 @@ impl LaunchedRunner {
     async fn connected(
         self,
         cancel: &mut watch::Receiver<Option<String>>,
-    ) -> Result<(RunnerProcess, Connection), Outcome> {
+    ) -> Result<(RunnerProcess, Connection, Option<RunCgroup>), Outcome> {
         let LaunchedRunner {
             _guard,
             runner_path,
@@ -141,8 +119,36 @@ impl LaunchedRunner {
             kill_runner(&mut child).await;
             return Err(Outcome::fail(summary));
         }
-        Ok((child, framed))
+        Ok((child, framed, accepted.ahead))
     }
+}
+
+/// The runner connected and checked: the work sent, the conversation to its end.
+async fn execute_in_runner(
+    mut child: RunnerProcess,
+    mut framed: Connection,
+    request: ExecRequest,
+    ruleset: Option<Arc<Prepared>>,
+    cancel: &mut watch::Receiver<Option<String>>,
+    sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+) -> Outcome {
+    let backstop = Instant::now()
+        + request
+            .timeout_ms
+            .map_or(Duration::from_secs(365 * 24 * 3600), |ms| {
+                Duration::from_millis(ms.saturating_add(request.kill_grace_ms))
+            })
+        + BACKSTOP_MARGIN;
+    if let Err(err) = send_work(&mut framed, request, ruleset.as_deref()).await {
+        kill_runner(&mut child).await;
+        return Outcome::fail(format!("cannot send the work to the runner: {err}"));
+    }
+    let talk = Conversation {
+        framed,
+        command_group: None,
+        detail: EndDetail::default(),
+    };
+    talk.until_the_end(child, backstop, cancel, sink).await
 }
 
 /// Sends the work. Welcomed at its hello (the checks of [`LaunchedRunner::connected`] are

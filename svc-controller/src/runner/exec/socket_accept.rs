@@ -59,12 +59,13 @@ async fn handshake(stream: UnixStream, hub: Arc<HubInner>) {
             // anything else is left to the execution, which makes the same checks and
             // rejects it with the reason. A failed send shows there as a failed Execute.
             if version == PROTOCOL_VERSION && peer_pid.is_some() && peer_pid == pending.pid {
-                welcome(&hub, &mut framed).await;
+                welcome(&hub, &mut framed, Vec::new()).await;
             }
             let _ = pending.accepted.send(Accepted {
                 framed,
                 version,
                 peer_pid,
+                ahead: None,
             });
         }
         None => {
@@ -84,14 +85,35 @@ async fn handshake(stream: UnixStream, hub: Arc<HubInner>) {
 /// Welcomes a runner whose hello was in order: with the protected paths, so that it
 /// builds the service's part of its sandbox while it waits, unless a ruleset kept for a
 /// busy job is in use (it will most likely be sent a whole one).
-async fn welcome(hub: &HubInner, framed: &mut Framed<UnixStream, ControllerCodec>) {
+async fn welcome(
+    hub: &HubInner,
+    framed: &mut Framed<UnixStream, ControllerCodec>,
+    cgroup_tasks: Vec<String>,
+) {
     let protected_paths = (!hub.sandboxes.any_in_use()).then(|| hub.protected_paths.clone());
     let _ = framed
         .send(ControllerMessage::Welcome {
             version: PROTOCOL_VERSION,
             protected_paths,
+            cgroup_tasks,
         })
         .await;
+}
+
+/// The cgroup of the run a forked runner (always one of commands) will do, made now so
+/// that its thread that starts commands joins it while it waits; `None` where threads
+/// cannot join alone (v2, no cgroups) or it could not be made (the run then makes its
+/// own, and says why if that fails too).
+async fn cgroup_ahead(hub: &HubInner) -> Option<crate::runner::cgroups::RunCgroup> {
+    let cgroups = hub.cgroups.get()?.clone();
+    match tokio::task::spawn_blocking(move || cgroups.create_ahead()).await {
+        Ok(Some(Ok(cgroup))) => Some(cgroup),
+        Ok(Some(Err(why))) => {
+            tracing::debug!(%why, "no cgroup made ahead for a runner");
+            None
+        }
+        Ok(None) | Err(_) => None,
+    }
 }
 
 /// Reads the hello of a forked runner on the connection it was born with (no token:
@@ -115,12 +137,19 @@ pub(super) async fn handshake_forked(
         }
         Ok(None) | Err(_) => return,
     };
+    let mut ahead = None;
     if version == PROTOCOL_VERSION {
-        welcome(&hub, &mut framed).await;
+        ahead = cgroup_ahead(&hub).await;
+        let tasks = ahead
+            .as_mut()
+            .map(|cgroup| cgroup.tasks_files(pid))
+            .unwrap_or_default();
+        welcome(&hub, &mut framed, tasks).await;
     }
     let _ = accepted.send(Accepted {
         framed,
         version,
         peer_pid: Some(pid),
+        ahead,
     });
 }
