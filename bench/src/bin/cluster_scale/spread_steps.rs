@@ -9,15 +9,20 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use svc_controller::cluster::{ClusterStore, JobDef, JobKey, JobKind, RunOutcome, SignalOp};
+use svc_controller::cluster::{
+    ClusterStore, JobDef, JobKey, JobKind, RunOutcome, SignalOp, SlotOffer,
+};
 use svc_controller::store::state::RunStatus;
 use tokio::sync::Notify;
 
 use super::pg_procs::{PgCpu, pg_cpu_since};
 use super::{Args, CLAIM_LIMIT, Res, ms, note, stats, store, trigger};
 
-/// The engine's idle poll of the queue (`CLAIM_POLL` + up to `CLAIM_POLL_JITTER_MS`).
+/// The engine's idle poll of the queue (`CLAIM_POLL` + up to `CLAIM_POLL_JITTER_MS`),
+/// doubled after each poll that found nothing, up to `CLAIM_POLL_MAX` (a wake-up's
+/// claim leaves it as it is).
 const POLL: Duration = Duration::from_millis(250);
+const POLL_MAX: Duration = Duration::from_secs(2);
 const POLL_JITTER_MS: u64 = 100;
 
 fn spread_node(n: usize) -> String {
@@ -57,26 +62,42 @@ pub(crate) async fn spread_slots(args: &Args) -> Res<Value> {
     // A slot no other step uses: an hour ahead, on the minute.
     let slot: DateTime<Utc> = DateTime::from_timestamp((Utc::now().timestamp() / 60 + 60) * 60, 0)
         .ok_or("slot time out of range")?;
+    // Every node beats, as live nodes do every 5 s (registering 100 nodes one after the
+    // other takes longer than the 12 s after which a silent node is suspected dead).
+    for (n, node_store) in stores.iter().enumerate() {
+        node_store.heartbeat(&spread_node(n)).await?;
+    }
     let offers = Arc::new(AtomicUsize::new(0));
+    let statements = Arc::new(AtomicUsize::new(0));
     let cpu0 = PgCpu::read(args.pg_pid);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for (n, node_store) in stores.iter().enumerate() {
-        let (node_store, offers) = (node_store.clone(), offers.clone());
+        let (node_store, offers, statements) =
+            (node_store.clone(), offers.clone(), statements.clone());
         tasks.push(tokio::spawn(async move {
-            let trigger = trigger(&spread_node(n));
-            let (mut won, mut latencies) = (0usize, Vec::new());
-            // Unchanged engine: every node offers every due slot, one transaction each.
-            for job in 0..jobs {
-                let began = Instant::now();
-                let claim = node_store
-                    .claim_slot(&spread_job(job), slot, &trigger)
-                    .await?;
-                offers.fetch_add(1, Ordering::Relaxed);
-                latencies.push(began.elapsed());
-                won += usize::from(claim.is_ours());
-            }
-            Res::Ok((won, latencies))
+            let me = spread_node(n);
+            let trigger = trigger(&me);
+            // As the engine's slot offerer: the live nodes as they beat (read every 2 s
+            // there, once here), then the slots this node owns, all in one transaction;
+            // the others' slots are kept aside and dropped once their owner beats.
+            let view = node_store.live_nodes().await?;
+            let mine: Vec<SlotOffer> = (0..jobs)
+                .map(spread_job)
+                .filter(|job| view.owner(job, &me) == me)
+                .map(|job| SlotOffer {
+                    job,
+                    slot,
+                    trigger: trigger.clone(),
+                })
+                .collect();
+            let began = Instant::now();
+            let claims = node_store.claim_slots(&mine).await?;
+            let latency = began.elapsed();
+            offers.fetch_add(mine.len(), Ordering::Relaxed);
+            statements.fetch_add(1 + usize::from(!mine.is_empty()), Ordering::Relaxed);
+            let won = claims.iter().filter(|claim| claim.is_ours()).count();
+            Res::Ok((won, vec![latency]))
         }));
     }
     let (mut won, mut latencies) = (0usize, Vec::new());
@@ -106,9 +127,9 @@ pub(crate) async fn spread_slots(args: &Args) -> Res<Value> {
         "jobs_due": jobs,
         "offers": offers,
         "offers_per_due_slot": offers as f64 / jobs as f64,
-        "transactions": offers,
+        "transactions": statements.load(Ordering::Relaxed),
         "all_ms": ms(took),
-        "offer_latency": stats(&mut latencies),
+        "batch_latency": stats(&mut latencies),
         "pg_cpu_s": cpu,
         "pg_cpu_ms_per_due_slot": cpu.map(|c| c * 1000.0 / jobs as f64),
     }))
@@ -132,6 +153,7 @@ async fn claimer(
     stop: Arc<AtomicBool>,
 ) -> Res<()> {
     let done = RunOutcome::new(RunStatus::Success);
+    let (mut empty_polls, mut woken) = (0u32, false);
     while !stop.load(Ordering::Relaxed) {
         let runs = node_store.claim_runs(&node, CLAIM_LIMIT).await?;
         claims.calls.fetch_add(1, Ordering::Relaxed);
@@ -146,10 +168,18 @@ async fn claimer(
             continue;
         }
         let jitter = Duration::from_millis(rand_ms(POLL_JITTER_MS));
-        tokio::select! {
-            _ = tokio::time::sleep(POLL + jitter) => {}
-            _ = wake.notified() => {}
+        if !woken {
+            empty_polls = if runs.is_empty() {
+                empty_polls.saturating_add(1)
+            } else {
+                0
+            };
         }
+        let poll = POLL.saturating_mul(1 << empty_polls.min(3)).min(POLL_MAX);
+        woken = tokio::select! {
+            _ = tokio::time::sleep(poll + jitter) => false,
+            _ = wake.notified() => true,
+        };
     }
     Ok(())
 }
@@ -176,7 +206,7 @@ pub(crate) async fn spread_triggers(args: &Args) -> Res<Value> {
     for (n, node_store) in stores.iter().enumerate() {
         let wake = Arc::new(Notify::new());
         wakes.push(wake.clone());
-        let mut listener = node_store.listen().await?;
+        let mut listener = node_store.listen_as(&spread_node(n)).await?;
         let listen_wake = wake.clone();
         tasks.push(tokio::spawn(async move {
             while let Ok(note) = listener.recv().await {
@@ -221,8 +251,8 @@ pub(crate) async fn spread_triggers(args: &Args) -> Res<Value> {
             .enqueue(&spread_job(job), &trigger(&spread_node(n)))
             .await?;
         enqueued += usize::from(outcome_enqueued(&outcome));
-        // The accepting node claims at once (the engine wakes its own claimer); the
-        // enqueue woke every node.
+        // The accepting node has free permits: it claims the run itself and wakes no
+        // other node (the engine's `wake_target`); `enqueue` sends no signal.
         wakes[n].notify_one();
     }
     // Until every run is claimed and finished, bounded.
@@ -251,13 +281,16 @@ pub(crate) async fn spread_triggers(args: &Args) -> Res<Value> {
     let idle_rate = idle_cpu.map(|c| c / idle.as_secs_f64());
     let poll_share = idle_rate.map(|rate| rate * took.as_secs_f64());
     let per_trigger = cpu.map(|c| c * 1000.0 / enqueued as f64);
+    let idle_poll_rate = idle_calls as f64 / idle.as_secs_f64();
+    let claims_beyond_polls =
+        (calls as f64 - idle_poll_rate * took.as_secs_f64()).max(0.0) / enqueued as f64;
     let beyond_polls = cpu
         .zip(poll_share)
         .map(|(c, p)| (c - p).max(0.0) * 1000.0 / enqueued as f64);
     note(&format!(
         "triggers at {} nodes: {enqueued} in {} ms, {calls} claims ({empty} empty, {:.1} per \
-         trigger), PostgreSQL CPU {per_trigger:?} ms per trigger ({beyond_polls:?} beyond the \
-         idle polls)",
+         trigger, {claims_beyond_polls:.2} beyond the idle polls), PostgreSQL CPU \
+         {per_trigger:?} ms per trigger ({beyond_polls:?} beyond the idle polls)",
         args.nodes,
         ms(took),
         calls as f64 / enqueued as f64
@@ -272,7 +305,8 @@ pub(crate) async fn spread_triggers(args: &Args) -> Res<Value> {
         "claims_per_trigger": calls as f64 / enqueued as f64,
         "pg_cpu_s": cpu,
         "pg_cpu_ms_per_trigger": per_trigger,
-        "idle_polls_per_s": idle_calls as f64 / idle.as_secs_f64(),
+        "claims_per_trigger_beyond_idle_polls": claims_beyond_polls,
+        "idle_polls_per_s": idle_poll_rate,
         "idle_pg_cpu_share": idle_rate,
         "pg_cpu_ms_per_trigger_beyond_idle_polls": beyond_polls,
     }))
