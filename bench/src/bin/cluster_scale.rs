@@ -4,7 +4,8 @@
 //!
 //! `cluster-scale --url URL [--pg-pid PID] [--jobs N] [--nodes N] [--def-nodes N]
 //! [--slot-jobs N] [--slot-nodes N] [--claim-seconds S] [--beat-rounds N]
-//! [--notify-rounds N]` runs, on the empty database at URL, in this order:
+//! [--notify-rounds N] [--spread-slot-jobs N] [--trigger-rate R] [--trigger-seconds S]
+//! [--steps all|spread]` runs, on the empty database at URL, in this order:
 //!
 //! 1. `sync_job_defs` of `--jobs` jobs by `--def-nodes` nodes one after the other (the
 //!    first on an empty table, each next one compared with the ones before), then the
@@ -21,14 +22,19 @@
 //!    last listener heard it, `--notify-rounds` times;
 //! 6. connections and PostgreSQL's memory with all of them open;
 //! 7. what each node costs while idle: the pause states read back (every 5 s) and a
-//!    poll of the empty queue (every 250 ms).
+//!    poll of the empty queue (every 250 ms);
+//! 8. `--spread-slot-jobs` timer slots due at once on `--nodes` nodes that all define
+//!    them, each node offering what the engine offers: offers per due slot;
+//! 9. `--trigger-rate` triggers a second for `--trigger-seconds` on those nodes, each with
+//!    its listener and claimer: claims and PostgreSQL CPU per trigger.
 //!
 //! With `--pg-pid` (the postmaster) the CPU time and memory of PostgreSQL's processes
 //! are read from /proc. Prints one JSON object; progress goes to standard error. Every
 //! loop is bounded in count or time.
 //!
-//! The steps are `cluster_scale/queue_steps.rs` (1 to 3) and `node_steps.rs` (4 to 7);
-//! the reads of /proc, `pg_procs.rs`.
+//! The steps are `cluster_scale/queue_steps.rs` (1 to 3), `node_steps.rs` (4 to 7) and
+//! `spread_steps.rs` (8, 9; alone with `--steps spread`); the reads of /proc,
+//! `pg_procs.rs`.
 
 use std::collections::HashMap;
 use std::error::Error;
@@ -43,9 +49,12 @@ mod node_steps;
 mod pg_procs;
 #[path = "cluster_scale/queue_steps.rs"]
 mod queue_steps;
+#[path = "cluster_scale/spread_steps.rs"]
+mod spread_steps;
 
 use node_steps::{idle_costs, many_nodes};
 use queue_steps::{claim_runs, claim_slots, sync_defs};
+use spread_steps::{spread_slots, spread_triggers};
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
@@ -66,6 +75,11 @@ struct Args {
     claim_seconds: f64,
     beat_rounds: u32,
     notify_rounds: u32,
+    spread_slot_jobs: usize,
+    trigger_rate: f64,
+    trigger_seconds: f64,
+    /// Only steps 8 and 9 (`spread`), or all.
+    only_spread: bool,
 }
 
 fn parse_args() -> Res<Args> {
@@ -97,7 +111,18 @@ fn parse_args() -> Res<Args> {
         claim_seconds: num(&map, "claim-seconds", 10.0)?,
         beat_rounds: num(&map, "beat-rounds", 2)?,
         notify_rounds: num(&map, "notify-rounds", 20)?,
+        spread_slot_jobs: num(&map, "spread-slot-jobs", 1_000)?,
+        trigger_rate: num(&map, "trigger-rate", 20.0)?,
+        trigger_seconds: num(&map, "trigger-seconds", 10.0)?,
+        only_spread: match map.get("steps").map(String::as_str) {
+            None | Some("all") => false,
+            Some("spread") => true,
+            Some(other) => return Err(format!("--steps: all or spread, not {other:?}").into()),
+        },
     };
+    if args.spread_slot_jobs == 0 || args.trigger_rate <= 0.0 || args.trigger_seconds <= 0.0 {
+        return Err("--spread-slot-jobs, --trigger-rate, --trigger-seconds must be > 0".into());
+    }
     if args.jobs == 0 || args.nodes < 2 || args.def_nodes == 0 || args.slot_nodes == 0 {
         return Err("--jobs, --def-nodes and --slot-nodes must be > 0, --nodes >= 2".into());
     }
@@ -198,11 +223,23 @@ async fn run(args: &Args) -> Res<Value> {
     let admin = store(&args.url, 4)?;
     admin.migrate().await?;
     let started = Instant::now();
+    if args.only_spread {
+        let slots = spread_slots(args).await?;
+        let triggers = spread_triggers(args).await?;
+        admin.close().await;
+        return Ok(json!({
+            "spread_slots": slots,
+            "spread_triggers": triggers,
+            "seconds": started.elapsed().as_secs_f64(),
+        }));
+    }
     let defs = sync_defs(args, &admin).await?;
     let slots = claim_slots(args).await?;
     let claims = claim_runs(args, &admin).await?;
     let nodes = many_nodes(args, &admin).await?;
     let idle = idle_costs(args, &admin).await?;
+    let spread = spread_slots(args).await?;
+    let triggers = spread_triggers(args).await?;
     admin.close().await;
     Ok(json!({
         "sync_job_defs": defs,
@@ -210,6 +247,8 @@ async fn run(args: &Args) -> Res<Value> {
         "claim_runs": claims,
         "many_nodes": nodes,
         "idle": idle,
+        "spread_slots": spread,
+        "spread_triggers": triggers,
         "seconds": started.elapsed().as_secs_f64(),
     }))
 }

@@ -32,6 +32,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "cancel requests",
         include_str!("schema/0004_cancel_requests.sql"),
     ),
+    (
+        5,
+        "node defs digest",
+        include_str!("schema/0005_node_defs_digest.sql"),
+    ),
 ];
 
 type Resolved = Result<Vec<Migration>, BoxDynError>;

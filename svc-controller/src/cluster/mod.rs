@@ -21,7 +21,11 @@
 //!   API's cluster overview);
 //! - `failover.rs`: the host of a multi-host URL the pool uses, and the move to another
 //!   when it fails or cannot write;
-//! - `heartbeat.rs`: [`Heartbeat`], the task that keeps the node's leases.
+//! - `heartbeat.rs`: [`Heartbeat`], the task that keeps the node's leases;
+//! - `ownership.rs`: which live node offers each timer slot on time, and when the others
+//!   take over;
+//! - `store_slots.rs`: slots offered in batches, the live nodes, each node's wake-up
+//!   channel.
 
 mod defhash;
 mod drift;
@@ -30,12 +34,14 @@ mod failover;
 mod heartbeat;
 mod migrations;
 mod model;
+mod ownership;
 mod replay_table;
 mod shared;
 mod store;
 mod store_cancels;
 mod store_nodes;
 mod store_rows;
+mod store_slots;
 
 pub use defhash::{http_job_hash, job_hash};
 pub use error::ClusterError;
@@ -46,5 +52,7 @@ pub use model::{
     Finish, JobDef, JobKey, JobKind, NewTrigger, NodeInfo, PauseChanges, ReapedRun, ReplayStore,
     RunOutcome, SchemaStatus, Signal, SignalOp, SlotClaim,
 };
+pub use ownership::{LiveNode, NodeView, SUSPECT_AFTER, Takeover, owner, score};
 pub use shared::{LOG_CHUNK, SharedAudit, SharedLog, SharedRun, SharedRunState};
 pub use store::{ClusterStore, DEFAULT_LEASE, SIGNAL_CHANNEL, StoreOptions};
+pub use store_slots::{SlotOffer, wake_channel};

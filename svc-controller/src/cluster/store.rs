@@ -17,9 +17,10 @@ use super::error::ClusterError;
 use super::failover::{Hosts, watch};
 use super::model::{
     ClaimedRun, DefDrift, EnqueueOutcome, Finish, JobDef, JobKey, NewTrigger, PauseChanges,
-    ReapedRun, RunOutcome, Signal, SlotClaim,
+    ReapedRun, RunOutcome, Signal,
 };
-use super::store_rows::{claimed_run, def_columns, parse_kind, reaped_run};
+use super::store_rows::{claimed_run, def_columns, defs_digest, parse_kind, reaped_run};
+use super::store_slots::wake_channel;
 use crate::store::state::RunStatus;
 
 /// How long a running run stays its node's without a heartbeat.
@@ -247,6 +248,11 @@ impl ClusterStore {
         .bind(&hashes)
         .execute(&mut *tx)
         .await?;
+        sqlx::query("UPDATE svc_nodes SET defs_digest = $2 WHERE name = $1")
+            .bind(node)
+            .bind(defs_digest(&kinds, &ids, &hashes))
+            .execute(&mut *tx)
+            .await?;
         let differing: Vec<(String, String, String)> = sqlx::query_as(
             "SELECT mine.kind, mine.id, other.node
              FROM svc_job_defs mine
@@ -291,52 +297,26 @@ impl ClusterStore {
         Ok(drift)
     }
 
-    /// Offers timer slot `slot` of `job`: the node whose insert of the slot succeeds runs
-    /// it (the primary key makes that one node), every other gets [`SlotClaim::Taken`].
-    /// In the same transaction the winner queues the run, unless the job is paused, or
-    /// running or with a run queued (a tick while busy is skipped, as in single-node mode).
-    pub async fn claim_slot(
-        &self,
-        job: &JobKey,
-        slot: DateTime<Utc>,
-        trigger: &NewTrigger,
-    ) -> Result<SlotClaim, ClusterError> {
-        let mut tx = self.pool.begin().await?;
-        ensure_job(&mut tx, job).await?;
-        let inserted = sqlx::query(
-            "INSERT INTO svc_slots (kind, id, slot, node, claimed_at)
-             VALUES ($1, $2, $3, $4, now())
-             ON CONFLICT (kind, id, slot) DO NOTHING",
-        )
-        .bind(job.kind.as_str())
-        .bind(&job.id)
-        .bind(slot)
-        .bind(&trigger.accepted_by)
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            tx.commit().await?;
-            return Ok(SlotClaim::Taken);
-        }
-        if is_paused(&mut tx, job).await? {
-            tx.commit().await?;
-            return Ok(SlotClaim::SkippedPaused);
-        }
-        let run_id = insert_queued(&mut tx, job, trigger, Queue::OnlyWhenIdle).await?;
-        tx.commit().await?;
-        Ok(match run_id {
-            Some(run_id) => SlotClaim::Enqueued { run_id },
-            None => SlotClaim::SkippedBusy,
-        })
-    }
-
     /// Offers a trigger to `job`'s queue: queued when the job has no queued run (the
     /// one-slot queue, cluster-wide, kept by a partial unique index), refused when it has
-    /// one or when the job is paused.
+    /// one or when the job is paused. No other node is woken: the accepting node claims
+    /// it (or another node at its next poll); see [`enqueue_waking`](Self::enqueue_waking).
     pub async fn enqueue(
         &self,
         job: &JobKey,
         trigger: &NewTrigger,
+    ) -> Result<EnqueueOutcome, ClusterError> {
+        self.enqueue_waking(job, trigger, None).await
+    }
+
+    /// [`enqueue`](Self::enqueue), and when the trigger is queued, a wake-up to node
+    /// `wake` alone (on its own channel, [`wake_channel`]), at the commit: one node's
+    /// claimer runs for the trigger, not every node's.
+    pub async fn enqueue_waking(
+        &self,
+        job: &JobKey,
+        trigger: &NewTrigger,
+        wake: Option<&str>,
     ) -> Result<EnqueueOutcome, ClusterError> {
         let mut tx = self.pool.begin().await?;
         ensure_job(&mut tx, job).await?;
@@ -348,11 +328,13 @@ impl ClusterStore {
             return Ok(EnqueueOutcome::Paused);
         }
         let run_id = insert_queued(&mut tx, job, trigger, Queue::EvenWhenRunning).await?;
-        if run_id.is_some() {
-            // Delivered at the commit, to every node: a node with free permits claims
-            // the run now rather than at its next poll. In the transaction, not after
-            // it: no second round trip per trigger.
-            notify(&mut tx, &Signal::wake(&trigger.accepted_by)).await?;
+        if let (Some(_), Some(node)) = (run_id, wake) {
+            // In the transaction, not after it: no second round trip per trigger.
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(wake_channel(node))
+                .bind(Signal::wake(&trigger.accepted_by).to_text())
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(match run_id {
@@ -568,6 +550,14 @@ impl ClusterStore {
         notify(&mut connection, signal).await
     }
 
+    /// A listener on [`SIGNAL_CHANNEL`] and on node `node`'s own wake-up channel
+    /// ([`wake_channel`]), on a connection of its own; see [`listen`](Self::listen).
+    pub async fn listen_as(&self, node: &str) -> Result<sqlx::postgres::PgListener, ClusterError> {
+        let mut listener = self.listen().await?;
+        listener.listen(&wake_channel(node)).await?;
+        Ok(listener)
+    }
+
     /// A listener on [`SIGNAL_CHANNEL`], on a connection of its own. It reconnects by
     /// itself after a lost connection; signals sent meanwhile are lost, which is why
     /// every signal's effect is also read back from the tables now and then.
@@ -683,7 +673,10 @@ impl ClusterStore {
 
 /// Creates `job`'s row when the cluster does not have it yet (the first node that meets a
 /// job makes it; its pause state and counter start from nothing).
-async fn ensure_job(tx: &mut Transaction<'_, Postgres>, job: &JobKey) -> Result<(), ClusterError> {
+pub(super) async fn ensure_job(
+    tx: &mut Transaction<'_, Postgres>,
+    job: &JobKey,
+) -> Result<(), ClusterError> {
     sqlx::query("INSERT INTO svc_jobs (kind, id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
         .bind(job.kind.as_str())
         .bind(&job.id)
@@ -692,7 +685,10 @@ async fn ensure_job(tx: &mut Transaction<'_, Postgres>, job: &JobKey) -> Result<
     Ok(())
 }
 
-async fn is_paused(tx: &mut Transaction<'_, Postgres>, job: &JobKey) -> Result<bool, ClusterError> {
+pub(super) async fn is_paused(
+    tx: &mut Transaction<'_, Postgres>,
+    job: &JobKey,
+) -> Result<bool, ClusterError> {
     Ok(
         sqlx::query_scalar("SELECT paused FROM svc_jobs WHERE kind = $1 AND id = $2")
             .bind(job.kind.as_str())
@@ -715,7 +711,7 @@ async fn notify(connection: &mut sqlx::PgConnection, signal: &Signal) -> Result<
 
 /// When [`insert_queued`] may queue a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Queue {
+pub(super) enum Queue {
     /// A timer's tick: only when no run of the job is running (a busy tick is skipped).
     OnlyWhenIdle,
     /// A trigger: behind a running run too.
@@ -725,7 +721,7 @@ enum Queue {
 /// Inserts `trigger` as `job`'s queued run unless one is queued already (the one-slot
 /// queue's partial unique index) or, for [`Queue::OnlyWhenIdle`], a run is running.
 /// The new run's ID, or `None` when nothing was inserted.
-async fn insert_queued(
+pub(super) async fn insert_queued(
     tx: &mut sqlx::PgConnection,
     job: &JobKey,
     trigger: &NewTrigger,

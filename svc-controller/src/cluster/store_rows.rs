@@ -1,5 +1,5 @@
 //! Between the cluster's tables and its domain types: rows read into [`JobKey`]s and
-//! runs, job definitions written as the columns `UNNEST` takes.
+//! runs, job definitions written as the columns `UNNEST` takes (and their digest).
 
 use std::collections::BTreeMap;
 
@@ -56,4 +56,18 @@ pub(super) fn reaped_run(row: &PgRow) -> Result<ReapedRun, ClusterError> {
         counter: row.try_get("counter")?,
         node: row.try_get("node")?,
     })
+}
+
+/// A digest of a node's job definitions, as [`def_columns`] lists them (one row per job,
+/// in order): the same on two nodes exactly when they define the same jobs alike.
+pub(super) fn defs_digest(kinds: &[&str], ids: &[&str], hashes: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut digest = Sha256::new();
+    for ((kind, id), hash) in kinds.iter().zip(ids).zip(hashes) {
+        for part in [kind, id, hash] {
+            digest.update(part.as_bytes());
+            digest.update([0]);
+        }
+    }
+    hex::encode(digest.finalize())
 }

@@ -25,6 +25,8 @@ pub struct ClusterLink {
     pub node: String,
     /// How far the logs of this node's running runs are copied to the shared table.
     pub copied: CopiedLogs,
+    /// Timer slots on their way to the cluster, and the live nodes as last read.
+    pub slots: super::cluster_slots::SlotDesk,
 }
 
 impl ClusterLink {
@@ -33,6 +35,7 @@ impl ClusterLink {
             store,
             node,
             copied: Default::default(),
+            slots: Default::default(),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod cluster_link;
 pub mod cluster_logs;
 mod cluster_node;
+mod cluster_slots;
 #[cfg(test)]
 mod counter_tests;
 mod entry;

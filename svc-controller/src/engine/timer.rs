@@ -155,8 +155,9 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         }
         crate::metrics::job_interval(kind.as_str(), &id, gap);
     }
-    // In cluster mode every node offers each slot and the first to claim it runs it, so
-    // all must offer the same slots (see `Timer::first_due_on_grid`).
+    // In cluster mode each slot is offered by its owner (another node when the owner
+    // stops beating) and the first to claim it runs it, so all nodes must compute the
+    // same slots (see `Timer::first_due_on_grid`).
     let cluster = engine.cluster().is_some();
     // `catch_up = once`: a slot missed while the service was down runs once, now.
     if let Some(window) = catch_up

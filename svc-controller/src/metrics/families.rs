@@ -41,6 +41,8 @@ pub(super) struct EngineMetrics {
     pub(super) queue_length: Gauge,
     pub(super) timer_lateness: Histogram,
     pub(super) timer_ticks_skipped: Family<ReasonLabels, Counter>,
+    pub(super) cluster_slot_offers: Counter,
+    pub(super) cluster_wakeups: Counter,
 }
 
 /// What came from outside and what became of it: refused webhooks, requests of no one
@@ -190,6 +192,19 @@ impl EngineMetrics {
              going on or waiting for a permit (running), or the job is paused (paused)",
             timer_ticks_skipped.clone(),
         );
+        let cluster_slot_offers = Counter::default();
+        registry.register(
+            "cluster_slot_offers",
+            "Timer slots this node offered to the cluster's database (cluster mode): its own \
+             slots on time, another node's when that node stopped beating",
+            cluster_slot_offers.clone(),
+        );
+        let cluster_wakeups = Counter::default();
+        registry.register(
+            "cluster_wakeups",
+            "Wake-up signals from other nodes this node's claimer acted on (cluster mode)",
+            cluster_wakeups.clone(),
+        );
         Self {
             runs_running,
             max_job_running,
@@ -198,6 +213,8 @@ impl EngineMetrics {
             queue_length,
             timer_lateness,
             timer_ticks_skipped,
+            cluster_slot_offers,
+            cluster_wakeups,
         }
     }
 }

@@ -31,6 +31,8 @@
 //! | `svc_max_job_running` | gauge | |
 //! | `svc_timer_lateness_seconds` | histogram | |
 //! | `svc_timer_ticks_skipped_total` | counter | `reason` (`running`, `paused`) |
+//! | `svc_cluster_slot_offers_total` | counter | |
+//! | `svc_cluster_wakeups_total` | counter | |
 //! | `svc_webhook_rejections_total` | counter | `reason` |
 //! | `svc_unauthenticated_total` | counter | `reason` (`action`, `login_unknown_name`, `login_throttled`) |
 //! | `svc_http_requests_total` | counter | `route` (template or `other`), `status` |
@@ -464,6 +466,19 @@ pub fn timer_tick_skipped(reason: &'static str) {
         .timer_ticks_skipped
         .get_or_create(&ReasonLabels { reason })
         .inc();
+}
+
+/// `count` timer slots offered to the cluster's database.
+pub fn cluster_slot_offers(count: usize) {
+    METRICS
+        .engine
+        .cluster_slot_offers
+        .inc_by(u64::try_from(count).unwrap_or(u64::MAX));
+}
+
+/// A wake-up signal from another node, acted on.
+pub fn cluster_wakeup() {
+    METRICS.engine.cluster_wakeups.inc();
 }
 
 /// What the engine counts for the queue and running gauges when the metrics are read.

@@ -49,7 +49,7 @@ async fn migrations_applied_at_once_by_three_nodes_give_one_schema() {
             "SELECT count(*) FROM _sqlx_migrations WHERE success",
         )
         .await;
-        assert_eq!(applied, 4, "each migration is recorded once");
+        assert_eq!(applied, 5, "each migration is recorded once");
         let tables = count(
             &stores[0],
             "SELECT count(*) FROM information_schema.tables
@@ -551,14 +551,20 @@ async fn a_node_claims_only_runs_of_jobs_it_defines() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_node_hears_a_queued_trigger_and_a_pause_at_once() {
+async fn a_queued_trigger_wakes_the_one_node_named_and_a_pause_every_node() {
     let pg = PostgresServer::launch();
     let stores = nodes(&pg.create_database("signals")).await;
-    let (a, b) = (&stores[0], &stores[1]);
-    let mut listener = b.listen().await.expect("listen");
+    let (a, b, c) = (&stores[0], &stores[1], &stores[2]);
+    let mut listener = b.listen_as(NODES[1]).await.expect("listen");
+    let mut other = c.listen_as(NODES[2]).await.expect("listen");
     let build = job("build");
-    // The wake comes with the enqueue's commit, from the accepting node.
+    // A trigger the accepting node claims itself wakes no one.
     a.enqueue(&build, &trigger(NODES[0], "webhook"))
+        .await
+        .expect("enqueue");
+    // One for another node: the wake comes with the enqueue's commit, to that node alone.
+    let other_job = job("deploy");
+    a.enqueue_waking(&other_job, &trigger(NODES[0], "webhook"), Some(NODES[1]))
         .await
         .expect("enqueue");
     let heard = tokio::time::timeout(WAIT, listener.recv())
@@ -566,26 +572,29 @@ async fn every_node_hears_a_queued_trigger_and_a_pause_at_once() {
         .expect("a signal within the wait")
         .expect("a notification");
     assert_eq!(Signal::parse(heard.payload()), Some(Signal::wake(NODES[0])));
-    // A refused trigger queues nothing and wakes no one: the next signal is the pause.
+    // A refused trigger queues nothing and wakes no one: the next signal is the pause,
+    // for both listeners (the third node heard no wake-up before it).
     assert_eq!(
-        a.enqueue(&build, &trigger(NODES[0], "webhook"))
+        a.enqueue_waking(&other_job, &trigger(NODES[0], "webhook"), Some(NODES[1]))
             .await
             .expect("enqueue"),
         EnqueueOutcome::QueueFull
     );
     let pause = Signal::about(SignalOp::Pause, &build, NODES[0]);
     a.signal(&pause).await.expect("signal");
-    let heard = tokio::time::timeout(WAIT, listener.recv())
-        .await
-        .expect("a signal within the wait")
-        .expect("a notification");
-    let signal = Signal::parse(heard.payload()).expect("readable");
-    assert_eq!(signal, pause);
-    assert_eq!(signal.job(), Some(build));
+    for listener in [&mut listener, &mut other] {
+        let heard = tokio::time::timeout(WAIT, listener.recv())
+            .await
+            .expect("a signal within the wait")
+            .expect("a notification");
+        let signal = Signal::parse(heard.payload()).expect("readable");
+        assert_eq!(signal, pause);
+        assert_eq!(signal.job(), Some(build.clone()));
+    }
     // A text from a newer release is not a signal this one acts on.
     assert_eq!(Signal::parse(r#"{"op":"drain","node":"x"}"#), None);
-    // The listener holds one of the pool's connections, which closing the pool waits for.
-    drop(listener);
+    // The listeners hold one of the pools' connections, which closing a pool waits for.
+    drop((listener, other));
     for store in &stores {
         store.close().await;
     }
