@@ -1271,6 +1271,11 @@ def cmd_report(args):
     row("latency p99 vs floor", get(t_svc, "p99_ms"), get(t_floor, "p99_ms"), ratio(get(t_svc, "p99_ms"), get(t_floor, "p99_ms")), unit=" ms")
     cpu = get(t_svc, "cpu_us_per_req")
     row("server CPU per request vs floor", cpu, get(t_floor, "cpu_us_per_req"), ratio(cpu, get(t_floor, "cpu_us_per_req")), unit=" us")
+    # The server's own cost, whatever share of the CPUs the co-located load generator took.
+    per_cpu_s = lambda name: (1e6 / get(name, "cpu_us_per_req")) if get(name, "cpu_us_per_req") else None
+    a, af, aw = per_cpu_s(t_svc), per_cpu_s(t_floor), per_cpu_s(t_wh)
+    row("answers per server CPU-second vs floor", a, af, ratio(a, af))
+    row("answers per server CPU-second vs webhook", a, aw, ratio(a, aw))
     runs = get(t_svc, "runs_per_sec")
     x = ratio(runs, spawn)
     row("runs completed/s vs spawn loop", runs, spawn, x, ">= 0.40x", x is not None and x >= 0.40)
@@ -1308,6 +1313,8 @@ def cmd_report(args):
     p50, p99 = o.get("p50_ms"), o.get("p99_ms")
     row("trigger sent -> command started p50 vs direct spawn", p50, b.get("p50_ms"), ratio(p50, b.get("p50_ms")), "<= 5 ms", p50 is not None and p50 <= 5, unit=" ms")
     row("trigger sent -> command started p99 vs direct spawn", p99, b.get("p99_ms"), ratio(p99, b.get("p99_ms")), "<= 20 ms", p99 is not None and p99 <= 20, unit=" ms")
+    x = ratio(p99, b.get("p99_ms"))
+    row("trigger sent -> command started p99, ratio to direct spawn", x, "-", x, "<= 2x", x is not None and x <= 2.0, unit="x")
     row("trigger sent -> command started max vs direct spawn", o.get("max_ms"), b.get("max_ms"), ratio(o.get("max_ms"), b.get("max_ms")), unit=" ms")
     row("trigger sent -> run finished (p50)", o.get("cycle_p50_ms"), unit=" ms")
     row("run duration (svc_run_duration_seconds, mean)", o.get("run_duration_mean_ms"), unit=" ms")
@@ -1341,7 +1348,8 @@ def cmd_report(args):
     rows.append(("TIMER PRECISION (50 jobs, interval 1 s, 10 s)", "", "", "", "", ""))
     t, tb = r.get("timer_svc", {}), r.get("timer_spawn", {})
     row("delay due -> start p50 vs 50 spawns at once", t.get("p50_ms"), tb.get("p50_ms"), ratio(t.get("p50_ms"), tb.get("p50_ms")), unit=" ms")
-    row("delay due -> start p99 vs 50 spawns at once", t.get("p99_ms"), tb.get("p99_ms"), ratio(t.get("p99_ms"), tb.get("p99_ms")), "<= 10 ms", t.get("p99_ms") is not None and t["p99_ms"] <= 10, unit=" ms")
+    x = ratio(t.get("p99_ms"), tb.get("p99_ms"))
+    row("delay due -> start p99 vs 50 spawns at once", t.get("p99_ms"), tb.get("p99_ms"), x, "<= 1.5x", x is not None and x <= 1.5, unit=" ms")
     row("delay due -> start max vs 50 spawns at once", t.get("max_ms"), tb.get("max_ms"), ratio(t.get("max_ms"), tb.get("max_ms")), "<= 50 ms", t.get("max_ms") is not None and t["max_ms"] <= 50, unit=" ms")
     row("runs seen; expected", t.get("runs"), t.get("expected"))
 
@@ -1389,7 +1397,7 @@ def cmd_report(args):
         rows.append(("RUNS (one job /bin/true, max_job_running = 1, 32 connections)", "", "", "", "", ""))
         one = get("runs_one_job", "runs_per_sec")
         x = ratio(one, spawn)
-        row("runs completed/s vs spawn loop", one, spawn, x, ">= 0.40x", x is not None and x >= 0.40)
+        row("runs completed/s vs spawn loop", one, spawn, x, ">= 0.55x", x is not None and x >= 0.55)
         row(f"runs completed/s vs {when}", one, previous.get("runs_one_job_per_sec"), ratio(one, previous.get("runs_one_job_per_sec")))
         row("status 2xx/4xx/5xx", mix("runs_one_job"), "-")
     if "overhead_svc" in r and previous:
