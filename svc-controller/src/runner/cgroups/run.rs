@@ -139,21 +139,20 @@ impl RunCgroup {
     /// the run; `runner` is that runner's pid, which the end of the run leaves alone.
     pub fn tasks_files(&mut self, runner: u32) -> Vec<String> {
         self.runner = i32::try_from(runner).ok();
-        let mut files: Vec<String> = Vec::new();
-        for (_, dir) in &self.dirs {
-            let file = dir.join("tasks").display().to_string();
-            if !files.contains(&file) {
-                files.push(file);
-            }
-        }
-        files
+        self.files("tasks")
     }
 
     /// The `cgroup.procs` files each command of the run joins (one per directory).
     pub fn procs_files(&self) -> Vec<String> {
+        self.files("cgroup.procs")
+    }
+
+    /// The file `name` of each of the cgroup's directories (two controllers mounted
+    /// together share one).
+    fn files(&self, name: &str) -> Vec<String> {
         let mut files: Vec<String> = Vec::new();
         for (_, dir) in &self.dirs {
-            let file = dir.join("cgroup.procs").display().to_string();
+            let file = dir.join(name).display().to_string();
             if !files.contains(&file) {
                 files.push(file);
             }
