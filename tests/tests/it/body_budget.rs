@@ -133,8 +133,11 @@ async fn bodies_in_flight_are_charged_as_received_per_client_address() {
     // 4 MiB in all; each address may hold a quarter, at least one largest body: the
     // whole 4 MiB here, so the address share shows with a budget of 100 MiB below.
     let svc = service("max_body_in_flight = 4M").start().await;
-    // A slow upload that has sent 3.5 MiB of its 4 MiB.
-    let sent = 3_500_000;
+    // A slow upload that has sent 3.9 MB of its 4 MB: with a 700 KB delivery that is
+    // 400 KB past the budget, so that the last bytes of the upload the service has not
+    // read from its socket yet cannot decide the answer (3.5 MB left 6 KB, and a loaded
+    // machine's run once saw no 503 within the wait).
+    let sent = 3_900_000;
     let slow = upload_from(&svc, [127, 0, 0, 1], 4_000_000, sent).await;
     // Once its bytes are in, a delivery of 700 KB finds no room, from any address.
     let big = vec![b' '; 700_000];
