@@ -260,26 +260,38 @@ async fn commands_are_born_in_their_runs_cgroup_and_the_runner_is_not_left_over(
         let run = run_of(&svc, "where", counter).await;
         assert_eq!(run["status"], "success", "{run}");
         let log = svc.log_content("where", counter).await;
-        let runs_cgroups: Vec<&str> = log
-            .lines()
-            .filter(|line| line.contains("/svc-runs."))
-            .collect();
-        // pids, memory, cpu and cpuacct on v1 (the unified line on v2).
-        assert!(!runs_cgroups.is_empty(), "{log}");
-        for hierarchy in ["pids", "memory"] {
+        if svc.stderr().contains("cgroups=v1") {
+            // Born in the cgroup made for its runner ahead, in each hierarchy.
+            for hierarchy in ["pids", "memory"] {
+                let path = log
+                    .lines()
+                    .find_map(|line| line.split_once(&format!(":{hierarchy}:")))
+                    .map(|(_, path)| path.trim())
+                    .unwrap_or_else(|| panic!("no {hierarchy} line: {log}"));
+                let (parent, name) = path.rsplit_once('/').unwrap_or_default();
+                assert!(
+                    parent.contains("/svc-runs.") && name.starts_with("ahead."),
+                    "the command is in its run's {hierarchy} cgroup made ahead: {log}"
+                );
+            }
+        } else {
             assert!(
                 log.lines()
-                    .any(|line| line.contains(&format!(":{hierarchy}:"))
-                        && line.contains("/svc-runs."))
-                    || log.contains("0::/"),
-                "the command is in the run's {hierarchy} cgroup: {log}"
+                    .any(|line| line.contains(" 0::/") && line.contains("/svc-runs.")),
+                "the command is in its run's cgroup: {log}"
             );
         }
         assert!(!log.contains("left in the run's cgroup"), "{log}");
-        assert!(
-            log.lines()
-                .any(|line| line.ends_with(&format!(" {}", own_score.trim()))),
-            "the command has the service's OOM score {own_score}: {log}"
+        let lines: Vec<&str> = log.lines().collect();
+        let score = lines
+            .iter()
+            .position(|line| line.ends_with("$ cat /proc/self/oom_score_adj"))
+            .and_then(|at| lines.get(at + 1))
+            .and_then(|line| line.rsplit(' ').next());
+        assert_eq!(
+            score,
+            Some(own_score.trim()),
+            "the command has the service's OOM score: {log}"
         );
     }
     // The runs' parent in the pids hierarchy, from the last command's line for it.
