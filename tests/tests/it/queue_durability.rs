@@ -25,6 +25,21 @@ fn holding_job(dir_base: &Path) -> (String, PathBuf) {
 
 /// Starts the service with the holding job, starts run 1 and queues a second trigger
 /// (body `second`); returns the service and the release file.
+/// Waits until the state file of `hold` records run 2's success and asserts that it
+/// holds no queued trigger any more; the state.
+async fn end_saved_with_nothing_queued(
+    svc: &TestService,
+) -> std::collections::BTreeMap<String, String> {
+    wait_until(WAIT, "run 2's end is saved", async || {
+        svc.state_file("hold")
+            .is_some_and(|state| state.get("status").map(String::as_str) == Some("success"))
+    })
+    .await;
+    let state = svc.state_file("hold").expect("state file");
+    assert!(!state.contains_key("queued"), "{state:?}");
+    state
+}
+
 async fn one_running_one_queued() -> (TestService, PathBuf) {
     let builder = TestService::builder();
     let (section, go) = holding_job(builder.dir_base());
@@ -97,13 +112,7 @@ async fn a_queued_trigger_survives_a_crash_and_runs_exactly_once() {
     svc.job_log("hold", 1).expect("log 1").assert_status("fail");
     // Its taking recorded before its command started, and its end saved without it:
     // another start finds nothing queued, and nothing runs again.
-    wait_until(WAIT, "run 2's end is saved", async || {
-        svc.state_file("hold")
-            .is_some_and(|state| state.get("status").map(String::as_str) == Some("success"))
-    })
-    .await;
-    let state = svc.state_file("hold").expect("state file");
-    assert!(!state.contains_key("queued"), "{state:?}");
+    end_saved_with_nothing_queued(&svc).await;
     svc.restart().await;
     let state = svc.state_file("hold").expect("state file");
     assert_eq!(
@@ -184,13 +193,7 @@ async fn a_queued_trigger_survives_reloads_that_keep_its_job() {
         "its own body, by the new definition:\n{}",
         log.content()
     );
-    wait_until(WAIT, "run 2's end is saved", async || {
-        svc.state_file("hold")
-            .is_some_and(|state| state.get("status").map(String::as_str) == Some("success"))
-    })
-    .await;
-    let state = svc.state_file("hold").expect("state file");
-    assert!(!state.contains_key("queued"), "{state:?}");
+    let state = end_saved_with_nothing_queued(&svc).await;
     assert_eq!(
         state.get("counter").map(String::as_str),
         Some("2"),
