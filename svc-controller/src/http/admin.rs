@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::access::{self, Authority, Client, no_store};
 use super::login::{CurrentUser, LOGIN_REQUIRED};
-use super::query::{param, params};
+use super::query::{number_up_to, param, params};
 use super::{ApiError, AppState, ok, signed};
 use crate::access::audit;
 use crate::security::rights::{Right, Role};
@@ -98,18 +98,7 @@ pub(super) async fn audit(
         }
     }
     let pairs = params(request.uri().query().unwrap_or_default().as_bytes());
-    let limit = match param(&pairs, "limit") {
-        None | Some("") => DEFAULT_AUDIT_PAGE,
-        Some(text) => match text.parse::<usize>() {
-            Ok(n) if (1..=audit::MAX_PAGE).contains(&n) => n,
-            _ => {
-                return Err(ApiError::bad_request(format!(
-                    "limit must be a number from 1 to {}",
-                    audit::MAX_PAGE
-                )));
-            }
-        },
-    };
+    let limit = number_up_to(&pairs, "limit", DEFAULT_AUDIT_PAGE, audit::MAX_PAGE)?;
     let before = match param(&pairs, "before") {
         None | Some("") => None,
         Some(text) => match text.parse::<u64>() {

@@ -6,7 +6,7 @@
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 
-use super::query::{job_id, param, params};
+use super::query::{job_id, number_up_to, param, params};
 use super::{ApiError, AppState, ok};
 use serde_json::{Value, json};
 
@@ -23,16 +23,7 @@ const DEFAULT_LIMIT: usize = 50;
 async fn runs_of(state: AppState, kind: Kind, query: Option<String>) -> Result<Response, ApiError> {
     let pairs = params(query.unwrap_or_default().as_bytes());
     let id = job_id(param(&pairs, "id"))?.to_owned();
-    let limit = match param(&pairs, "limit") {
-        None | Some("") => DEFAULT_LIMIT,
-        Some(text) => text
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| {
-                ApiError::bad_request(format!("limit must be a number from 1 to {MAX_PAGE}"))
-            })?,
-    };
+    let limit = number_up_to(&pairs, "limit", DEFAULT_LIMIT, MAX_PAGE)?;
     let before =
         match param(&pairs, "before") {
             None | Some("") => None,

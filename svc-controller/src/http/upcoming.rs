@@ -13,7 +13,7 @@ use axum::response::Response;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
-use super::query::{param, params};
+use super::query::{number_up_to, params};
 use super::{ApiError, AppState, ok};
 use crate::engine::Kind;
 use crate::engine::read::{JobStatus, RegistryRef};
@@ -129,16 +129,7 @@ pub(super) async fn upcoming_slots(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let pairs = params(query.unwrap_or_default().as_bytes());
-    let hours = match param(&pairs, "hours") {
-        None | Some("") => MAX_HOURS,
-        Some(text) => text
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MAX_HOURS).contains(n))
-            .ok_or_else(|| {
-                ApiError::bad_request(format!("hours must be a number from 1 to {MAX_HOURS}"))
-            })?,
-    };
+    let hours = number_up_to(&pairs, "hours", MAX_HOURS, MAX_HOURS)?;
     let engine = state.engine.clone();
     let now = engine.now();
     let jobs = engine.with_all(scheduled);
