@@ -367,7 +367,7 @@ async fn await_work(
     token: String,
     stop_rx: &mut watch::Receiver<Option<Stop>>,
 ) -> Option<(
-    Prepared,
+    MadeAhead,
     Box<proto::ExecRequest>,
     Option<std::os::fd::OwnedFd>,
 )> {
@@ -399,9 +399,9 @@ async fn await_work(
     Some(((birthplace, base), request, sent_fd))
 }
 
-/// What the runner prepared while it waited: the birthplace thread and the sandbox's
-/// base.
-type Prepared = (Option<birthplace::Birthplace>, Option<sandbox::Base>);
+/// What the runner made ahead while it waited: the birthplace thread and the sandbox's
+/// base (not [`sandbox::Prepared`], the whole sandbox made once the work is known).
+type MadeAhead = (Option<birthplace::Birthplace>, Option<sandbox::Base>);
 
 /// Starts the thread that joins the run's cgroup ahead when the controller named one
 /// (`None` otherwise, or when it cannot start: each command then joins by itself).

@@ -30,8 +30,8 @@ pub struct RunCgroup {
     dirs: Vec<(Hierarchy, PathBuf)>,
     finished: bool,
     /// A runner whose thread joined the cgroup ahead ([`RunCgroup::tasks_files`]): not
-    /// one of the run's processes, so never counted nor killed as left over (its thread
-    /// leaves as the runner reports the end).
+    /// one of the run's processes, so neither counted nor killed as left over at the
+    /// run's end (its thread leaves as the runner reports the end).
     runner: Option<i32>,
 }
 
@@ -176,10 +176,12 @@ impl Drop for RunCgroup {
         if self.finished {
             return;
         }
+        // The run never reported its end (it was given up, or its runner never got
+        // work): a runner whose thread is in the cgroup goes with the rest, instead of
+        // keeping the cgroup busy until it ends by itself.
         let dirs = std::mem::take(&mut self.dirs);
-        let runner = self.runner;
         let clean = move || {
-            empty(&dirs, runner);
+            empty(&dirs, None);
             remove(&dirs);
         };
         // Dropped on a runtime worker (a run's task ended early): not there.
