@@ -20,7 +20,8 @@
 //!   readable (not listable).
 //!
 //! Who builds it: the runner, for a run whose request carries only the [`Sandbox`]
-//! (the service's part, the walk, while it waits for its work: [`prepare_base`]); or the
+//! (the service's part while it waits for its work, [`prepare_base`], from the walk its
+//! fork server made and it inherited when there is one: [`Walk`]); or the
 //! controller, once for a busy job, kept while it is still what a new build would give
 //! ([`Prepared::is_current`]) and sent to each of the job's runners with the request
 //! ([`crate::fdpass`]).
@@ -31,11 +32,9 @@
 //! logged for the run. Nothing is opened or allocated after the fork: the child only
 //! calls `landlock_restrict_self` on the prepared ruleset, after `no_new_privs`.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd as _, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -44,8 +43,13 @@ use landlock::{
     RulesetAttr as _, RulesetCreated, RulesetCreatedAttr as _, Scope, make_bitflags,
 };
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, openat};
+use nix::fcntl::OFlag;
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
+
+mod walk;
+
+pub use walk::Walk;
+use walk::ancestors;
 
 /// The newest Landlock ABI this build knows; every file-system right up to it is handled.
 pub const NEWEST: ABI = ABI::V10;
@@ -118,7 +122,7 @@ impl Prepared {
 const SETTLED: Duration = Duration::from_secs(1);
 
 /// What a ruleset was built from ([`Prepared::is_current`]).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct Basis {
     /// A directory on the way changed too shortly before the walk, or a look failed:
     /// the ruleset is for one run only.
@@ -132,21 +136,24 @@ struct Basis {
 
 impl Basis {
     fn is_current(&self) -> bool {
-        if self.unsettled {
-            return false;
-        }
-        let walked = self.walked.iter().all(|(path, then)| {
-            let now = nix::sys::stat::lstat(path.as_path())
-                .ok()
-                .filter(is_dir)
-                .map(|stat| dir_mark(&stat));
-            now == *then
-        });
-        walked
+        self.dirs_unchanged()
             && self.granted.iter().all(|(path, then)| {
                 let now = nix::sys::stat::stat(path.as_path())
                     .ok()
                     .map(|stat| identity(&stat));
+                now == *then
+            })
+    }
+
+    /// Whether every directory walked is still the one walked, unchanged since, and had
+    /// changed no later than a second before the walk began.
+    fn dirs_unchanged(&self) -> bool {
+        !self.unsettled
+            && self.walked.iter().all(|(path, then)| {
+                let now = nix::sys::stat::lstat(path.as_path())
+                    .ok()
+                    .filter(is_dir)
+                    .map(|stat| dir_mark(&stat));
                 now == *then
             })
     }
@@ -261,13 +268,20 @@ enum Built {
 
 /// Builds the part of the ruleset that `protected_paths` decide (see [`Base`]).
 pub fn prepare_base(protected_paths: &[String]) -> Base {
+    prepare_base_from(protected_paths, None)
+}
+
+/// [`prepare_base`] from `walk` when it is for the same protected paths (a runner forked
+/// by the fork server inherits the server's: one rule per entry, no walk), else from a
+/// walk made now.
+pub fn prepare_base_from(protected_paths: &[String], walk: Option<&Walk>) -> Base {
     Base {
         protected_paths: protected_paths.to_vec(),
-        built: build_base(protected_paths),
+        built: build_base(protected_paths, walk),
     }
 }
 
-fn build_base(protected_paths: &[String]) -> Result<Built, String> {
+fn build_base(protected_paths: &[String], walk: Option<&Walk>) -> Result<Built, String> {
     let abi = match kernel_support() {
         Support::Abi(abi) => abi,
         Support::Disabled => {
@@ -304,17 +318,20 @@ fn build_base(protected_paths: &[String]) -> Result<Built, String> {
             ))));
         }
     };
-    let protected: Vec<PathBuf> = protected_paths
-        .iter()
-        .map(|path| resolve(Path::new(path)))
-        .collect();
-    let mut basis = Basis::default();
-    allow_reading_except(&mut ruleset, &protected, &mut basis)?;
+    let made_now;
+    let walk = match walk.filter(|walk| walk.protects(protected_paths)) {
+        Some(walk) => walk,
+        None => {
+            made_now = Walk::new(protected_paths)?;
+            &made_now
+        }
+    };
+    walk.grant(&mut ruleset)?;
     Ok(Built::Ruleset {
         ruleset,
         abi,
-        protected,
-        basis,
+        protected: walk.protected.clone(),
+        basis: walk.basis.clone(),
     })
 }
 
@@ -558,92 +575,6 @@ fn allow_reading_files_below(
     add(ruleset, fd, AccessFs::ReadFile.into(), path)
 }
 
-/// Grants reading everywhere except below the `protected` paths (see the module
-/// documentation).
-fn allow_reading_except(
-    ruleset: &mut RulesetCreated,
-    protected: &[PathBuf],
-    basis: &mut Basis,
-) -> Result<(), String> {
-    let walk_began = SystemTime::now();
-    let on_the_way = ancestors(protected);
-    if on_the_way.is_empty() {
-        if protected.iter().any(|p| p == Path::new("/")) {
-            return Ok(());
-        }
-        let root = nix::fcntl::open("/", OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
-            .map_err(|err| format!("cannot open /: {err}"))?;
-        return add(ruleset, root, read_rights(), Path::new("/"));
-    }
-    let skipped = names_to_skip(&on_the_way, protected);
-    for dir in &on_the_way {
-        // A directory that is gone or was swapped for a link grants nothing: safe.
-        let Ok(fd) = open_dir_no_symlinks(dir) else {
-            basis.walked(dir, None, walk_began);
-            continue;
-        };
-        // Before the listing: a change made after this look shows in a later one.
-        basis.walked(dir, fstat(&fd).ok().as_ref(), walk_began);
-        let skip = skipped.get(dir.as_path());
-        for name in list(&fd).map_err(|err| format!("cannot list {}: {err}", dir.display()))? {
-            if skip.is_some_and(|skip| skip.contains(name.as_os_str())) {
-                continue;
-            }
-            let entry = dir.join(&name);
-            let opened = openat(
-                &fd,
-                name.as_bytes(),
-                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            );
-            let Ok(entry_fd) = opened else {
-                // Gone since the listing, or out of reach: nothing to grant.
-                continue;
-            };
-            let Ok(stat) = fstat(&entry_fd) else {
-                continue;
-            };
-            // A symbolic link needs no rule: what counts is where it leads, which is
-            // readable or not on its own.
-            if file_type(&stat) == SFlag::S_IFLNK {
-                continue;
-            }
-            add(ruleset, entry_fd, fitting(read_rights(), &stat), &entry)?;
-        }
-    }
-    Ok(())
-}
-
-/// For each directory on the way, the names in it that get no read rule: the next step
-/// towards a protected path (a directory on the way, or the protected path itself). An
-/// entry `dir/name` overlaps a protected path exactly when it is one of those, since no
-/// directory on the way is below a protected path; so one look-up per entry replaces
-/// comparing its path with every protected path (this walk covers every entry of every
-/// directory on the way, for every run).
-fn names_to_skip<'a>(
-    on_the_way: &'a BTreeSet<PathBuf>,
-    protected: &'a [PathBuf],
-) -> HashMap<&'a Path, HashSet<&'a OsStr>> {
-    let mut skipped: HashMap<&Path, HashSet<&OsStr>> = HashMap::new();
-    for path in on_the_way.iter().chain(protected) {
-        if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
-            skipped.entry(parent).or_default().insert(name);
-        }
-    }
-    skipped
-}
-
-/// The directories on the way from `/` to the protected paths (`/` included), without
-/// those that are protected or below a protected path.
-fn ancestors(protected: &[PathBuf]) -> BTreeSet<PathBuf> {
-    protected
-        .iter()
-        .flat_map(|path| path.ancestors().skip(1))
-        .filter(|dir| !protected.iter().any(|p| dir.starts_with(p)))
-        .map(Path::to_path_buf)
-        .collect()
-}
-
 /// True when `a` and `b` are the same path or one is below the other.
 fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
@@ -666,43 +597,6 @@ fn resolve(path: &Path) -> PathBuf {
             _ => return path.to_path_buf(),
         }
     }
-}
-
-/// Opens directory `path` for listing, refusing a symbolic link at any step.
-fn open_dir_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
-    let mut fd = nix::fcntl::open(
-        "/",
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )?;
-    for part in path.iter().skip(1) {
-        fd = openat(
-            &fd,
-            part.as_bytes(),
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
-    }
-    Ok(openat(
-        &fd,
-        ".",
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )?)
-}
-
-/// The names in directory `fd`, without `.` and `..`.
-fn list(fd: &OwnedFd) -> io::Result<Vec<std::ffi::OsString>> {
-    let mut dir = nix::dir::Dir::from_fd(fd.try_clone()?)?;
-    let mut names = Vec::new();
-    for entry in dir.iter() {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(OsStr::from_bytes(name).to_os_string());
-        }
-    }
-    Ok(names)
 }
 
 fn file_type(stat: &FileStat) -> SFlag {

@@ -1,5 +1,6 @@
 //! Unit tests of `sandbox.rs`.
 
+use super::walk::names_to_skip;
 use super::*;
 
 #[test]
@@ -125,4 +126,22 @@ fn levels_name_what_an_older_kernel_misses() {
         "partially enforced (this kernel does not restrict connecting to Unix sockets)"
     );
     assert!(level(1).contains("truncation") && level(1).contains("device ioctls"));
+}
+
+#[test]
+fn a_walk_is_for_its_paths_and_stale_once_an_entry_is_made_beside_the_way() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let protected = dir.path().join("state");
+    std::fs::create_dir(&protected).expect("mkdir state");
+    std::fs::write(dir.path().join("readable"), "x").expect("write");
+    let paths = vec![protected.display().to_string()];
+    let walk = Walk::new(&paths).expect("walk");
+    assert!(walk.protects(&paths));
+    assert!(!walk.protects(&[dir.path().display().to_string()]));
+    // `readable` is beside the way and gets a rule; `state` is protected and gets none.
+    let before = walk.len();
+    std::fs::write(dir.path().join("made-later"), "y").expect("write");
+    // Made within the second of the walk, or after it: either way not current.
+    assert!(!walk.is_current());
+    assert_eq!(Walk::new(&paths).expect("walk again").len(), before + 1);
 }

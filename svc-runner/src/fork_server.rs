@@ -28,6 +28,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork, getpid};
 use proto::fork::{ForkEvent, ForkRequest, ForkServerCodec};
+use proto::sandbox::Walk;
 use tokio_util::codec::{Decoder as _, Encoder as _};
 
 use crate::credentials;
@@ -36,8 +37,13 @@ use crate::credentials;
 #[derive(Debug)]
 pub enum Served {
     /// In a forked child: do one execution on this controller connection, as a runner
-    /// whose parent is `parent` (the server).
-    Forked { connection: OwnedFd, parent: Pid },
+    /// whose parent is `parent` (the server), with the server's walk of the sandbox's
+    /// protected paths when it had one.
+    Forked {
+        connection: OwnedFd,
+        parent: Pid,
+        walk: Option<Walk>,
+    },
     /// The controller closed the control socket and every forked runner has ended.
     Ended,
 }
@@ -68,8 +74,10 @@ fn io_error(what: &'static str) -> impl FnOnce(Errno) -> ForkServerError {
 const READ_CHUNK: usize = 4096;
 
 /// Serves the controller, whose pid is `parent`, on standard input (a Unix socket)
-/// until it closes it; returns in each forked child with its connection.
-pub fn serve(parent: Pid) -> Result<Served, ForkServerError> {
+/// until it closes it; returns in each forked child with its connection. The server
+/// walks for the sandbox of `protected_paths` (none when empty) and keeps the walk
+/// current before each fork, so that its runners do not each walk.
+pub fn serve(parent: Pid, protected_paths: Vec<String>) -> Result<Served, ForkServerError> {
     // The server ends with the controller; its children, tied to it in turn, then end
     // as every runner does when the controller dies.
     match credentials::tie_to_parent(parent) {
@@ -100,6 +108,8 @@ pub fn serve(parent: Pid) -> Result<Served, ForkServerError> {
         fds: VecDeque::new(),
         live: HashSet::new(),
         closing: false,
+        walk: Walk::ahead(&protected_paths),
+        protected_paths,
     };
     server.send(ForkEvent::Ready {
         version: proto::PROTOCOL_VERSION,
@@ -178,6 +188,10 @@ struct Server {
     live: HashSet<Pid>,
     /// The controller closed the control socket: the server ends once `live` is empty.
     closing: bool,
+    /// The service's protected paths, which every run's sandbox keeps from reading.
+    protected_paths: Vec<String>,
+    /// The walk for them ([`Walk`]), made again before a fork once it is not current.
+    walk: Option<Walk>,
 }
 
 impl Server {
@@ -255,6 +269,9 @@ impl Server {
                 })
                 .map(|()| None);
         };
+        if !self.walk.as_ref().is_some_and(Walk::is_current) {
+            self.walk = Walk::ahead(&self.protected_paths);
+        }
         let server_pid = getpid();
         // SAFETY: this process has one thread and no runtime (see the module's
         // documentation), so the child starts with no lock held and no other thread's
@@ -263,6 +280,7 @@ impl Server {
             Ok(ForkResult::Child) => Ok(Some(Served::Forked {
                 connection,
                 parent: server_pid,
+                walk: self.walk.take(),
             })),
             Ok(ForkResult::Parent { child }) => {
                 drop(connection);

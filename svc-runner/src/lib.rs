@@ -81,6 +81,11 @@ pub struct Cli {
     /// with the request.
     #[arg(long)]
     pub fork_server: bool,
+    /// With `--fork-server`: a path every run's sandbox keeps the commands from reading
+    /// (repeated for each). The server walks from `/` to them once for all its runners,
+    /// which otherwise each walk when the controller's `Welcome` names them.
+    #[arg(long, value_name = "PATH", requires = "fork_server")]
+    pub protect: Vec<String>,
     /// The open-file limit to set before anything else, as `SOFT:HARD`: the controller
     /// raises its own soft limit for its connections, and the commands get the one the
     /// service was started with. Set here rather than between the controller's fork and
@@ -213,12 +218,17 @@ pub async fn run(socket: &std::path::Path, parent: Pid) -> RunnerExit {
             return RunnerExit::ConnectionFailed;
         }
     };
-    serve(reader, writer, token, stop, parent).await
+    serve(reader, writer, token, stop, parent, None).await
 }
 
 /// Runs the whole life of a runner forked by the fork server, on the connection that
-/// came with its request; `parent` is the server.
-pub async fn run_forked(connection: std::os::fd::OwnedFd, parent: Pid) -> RunnerExit {
+/// came with its request; `parent` is the server, `walk` the server's walk for the
+/// sandbox (see [`sandbox::Walk`]).
+pub async fn run_forked(
+    connection: std::os::fd::OwnedFd,
+    parent: Pid,
+    walk: Option<sandbox::Walk>,
+) -> RunnerExit {
     let stop = prepare();
     let (reader, writer) = match connection::from_fd(connection) {
         Ok(halves) => halves,
@@ -228,7 +238,7 @@ pub async fn run_forked(connection: std::os::fd::OwnedFd, parent: Pid) -> Runner
         }
     };
     // No token: the connection was made for this runner before it was forked.
-    serve(reader, writer, String::new(), stop, parent).await
+    serve(reader, writer, String::new(), stop, parent, walk).await
 }
 
 /// What every runner sets up first: it becomes its commands' subreaper, and SIGTERM
@@ -259,11 +269,12 @@ async fn serve(
     token: String,
     stop: Arc<StopHandle>,
     parent: Pid,
+    walk: Option<sandbox::Walk>,
 ) -> RunnerExit {
     let mut writer = writer;
     let mut stop_rx = stop.subscribe();
     let Some((welcomed, request, sent_fd)) =
-        await_work(&mut reader, &mut writer, token, &mut stop_rx).await
+        await_work(&mut reader, &mut writer, token, walk, &mut stop_rx).await
     else {
         return RunnerExit::ConnectionFailed;
     };
@@ -365,6 +376,7 @@ async fn await_work(
     reader: &mut connection::Reader,
     writer: &mut connection::Writer,
     token: String,
+    walk: Option<sandbox::Walk>,
     stop_rx: &mut watch::Receiver<Option<Stop>>,
 ) -> Option<(
     MadeAhead,
@@ -385,7 +397,9 @@ async fn await_work(
     let base = welcomed
         .protected_paths
         .as_deref()
-        .map(sandbox::prepare_base);
+        .map(|paths| sandbox::prepare_base_from(paths, walk.as_ref()));
+    // Its descriptors are not needed any more.
+    drop(walk);
     let work = tokio::select! {
         result = connection::receive_work(reader) => result,
         stop = wait_stop(stop_rx) => {

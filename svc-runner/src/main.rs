@@ -24,10 +24,12 @@ fn main() -> ExitCode {
     };
     if cli.fork_server {
         // The server has no runtime (it forks); each forked runner starts its own.
-        match fork_server::serve(parent) {
-            Ok(Served::Forked { connection, parent }) => {
-                in_runtime(svc_runner::run_forked(connection, parent))
-            }
+        match fork_server::serve(parent, cli.protect) {
+            Ok(Served::Forked {
+                connection,
+                parent,
+                walk,
+            }) => in_runtime(svc_runner::run_forked(connection, parent, walk)),
             Ok(Served::Ended) => ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("svc-runner: fork server: {err}");

@@ -411,6 +411,7 @@ impl RunnerHub {
             &self.inner.spawner,
             &self.inner.runner_path,
             &self.inner.socket_path,
+            &self.inner.protected_paths,
         )
         .await
         {

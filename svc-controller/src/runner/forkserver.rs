@@ -108,11 +108,13 @@ impl ForkServer {
     /// parent-death signal then follows, and which it keeps) and waits until it is ready.
     /// Call it from a runtime (its tasks are spawned there). `socket` is the controller's
     /// runner socket: the server does not use it, it names the controller on the server's
-    /// command line.
+    /// command line. `protected_paths`: those of every run's sandbox, which the server
+    /// walks once for all its runners (`--protect`).
     pub async fn start(
         spawner: &Arc<Spawner>,
         runner_path: &Path,
         socket: &Path,
+        protected_paths: &[String],
     ) -> Result<ForkServer, ForkError> {
         let start_error = |source| ForkError::Start {
             path: runner_path.display().to_string(),
@@ -120,9 +122,11 @@ impl ForkServer {
         };
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(start_error)?;
         let mut command = runner_command(runner_path, socket);
-        command
-            .arg("--fork-server")
-            .stdin(Stdio::from(OwnedFd::from(theirs)));
+        command.arg("--fork-server");
+        for path in protected_paths {
+            command.arg("--protect").arg(path);
+        }
+        command.stdin(Stdio::from(OwnedFd::from(theirs)));
         // Not killed with its handle: it ends by itself once the control socket is
         // closed and its runners have ended; the runtime reaps it.
         let process = spawner.spawn(command).await.map_err(start_error)?;

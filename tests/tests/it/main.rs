@@ -75,6 +75,7 @@ mod run_usage;
 mod runner_failures;
 mod runner_hub;
 mod sandbox;
+mod sandbox_walk;
 mod scale;
 mod scheduling;
 mod state_dir;
