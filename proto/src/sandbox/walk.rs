@@ -83,14 +83,10 @@ impl Walk {
         self.made_at.elapsed() < USED_AT_MOST && self.basis.dirs_unchanged()
     }
 
-    /// The number of entries that get a read rule.
-    pub fn len(&self) -> usize {
-        self.grants.len()
-    }
-
-    /// True when no entry gets a read rule (everything is protected).
-    pub fn is_empty(&self) -> bool {
-        self.grants.is_empty()
+    /// The paths of the entries that get a read rule.
+    #[cfg(test)]
+    pub(super) fn granted_paths(&self) -> impl Iterator<Item = &Path> {
+        self.grants.iter().map(|(_, _, path)| path.as_path())
     }
 
     /// Adds a read rule per entry to `ruleset`.
