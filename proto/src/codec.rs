@@ -243,11 +243,16 @@ mod tests {
                 version: PROTOCOL_VERSION,
                 protected_paths: None,
                 cgroup_tasks: Vec::new(),
+                private_dirs: None,
             },
             ControllerMessage::Welcome {
                 version: PROTOCOL_VERSION,
                 protected_paths: Some(vec!["/var/lib/svc/state".into(), "/etc/svc".into()]),
                 cgroup_tasks: vec!["/sys/fs/cgroup/pids/svc-runs.0/ahead.1/tasks".into()],
+                private_dirs: Some(vec![PrivateDir {
+                    cover: "/var/lib/svc/run".into(),
+                    keep: Some("deploy".into()),
+                }]),
             },
             ControllerMessage::Reject {
                 reason: "bad token".into(),

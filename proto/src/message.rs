@@ -27,6 +27,13 @@ pub enum ControllerMessage {
         /// join their cgroup themselves ([`ExecRequest::cgroup_procs`]).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         cgroup_tasks: Vec<String>,
+        /// The private directories of the run the runner is started for, when its job is
+        /// known ahead (a timer's run): a runner that makes the namespaces itself while
+        /// privileged makes them while it waits, its thread that starts commands joins
+        /// them, and the run uses them when its [`ExecRequest::private_dirs`] are these
+        /// (else it makes its own as usual). `None`: made when the work comes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        private_dirs: Option<Vec<PrivateDir>>,
     },
     /// Handshake refused (wrong version or token); the controller closes after it.
     Reject { reason: String },

@@ -189,6 +189,8 @@ pub struct Welcomed {
     pub protected_paths: Option<Vec<String>>,
     /// The run's cgroup to join ahead ([`crate::birthplace`]).
     pub cgroup_tasks: Vec<String>,
+    /// The run's private directories, for its namespaces made ahead.
+    pub private_dirs: Option<Vec<proto::PrivateDir>>,
 }
 
 /// Sends `Hello` and expects `Welcome` with our protocol version; returns what it
@@ -209,9 +211,11 @@ pub async fn handshake(
             version,
             protected_paths,
             cgroup_tasks,
+            private_dirs,
         } if version == PROTOCOL_VERSION => Ok(Welcomed {
             protected_paths,
             cgroup_tasks,
+            private_dirs,
         }),
         ControllerMessage::Welcome { version, .. } => Err(ProtoError::VersionMismatch {
             peer: version,

@@ -18,6 +18,7 @@ pub mod connection;
 pub mod credentials;
 pub mod fork_server;
 pub mod http_call;
+pub mod made_ahead;
 pub mod namespaces;
 pub mod process_tree;
 pub mod spawn;
@@ -38,6 +39,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::connection::{Reporter, Stop, StopHandle, wait_stop};
+use crate::made_ahead::MadeAhead;
 use crate::namespaces::EnterError;
 
 /// Command line of `svc-runner`.
@@ -278,21 +280,23 @@ async fn serve(
     else {
         return RunnerExit::ConnectionFailed;
     };
-    let (birthplace, base) = welcomed;
+    let mut made_ahead = welcomed;
     let deadline = request
         .timeout_ms
         .map(|ms| Instant::now() + Duration::from_millis(ms));
     tokio::spawn(connection::listen(reader, stop.clone()));
     let mut reporter = Reporter::new(writer, stop.clone());
 
-    let sandbox = match prepare_sandbox(&request, sent_fd, base) {
+    let sandbox = match prepare_sandbox(&request, sent_fd, made_ahead.base.take()) {
         Ok(sandbox) => sandbox,
         Err(why) => return report_error(&mut reporter, why).await,
     };
     // Opened before the switch to the job's user: the kernel judges a move into a
     // cgroup by who opened its `cgroup.procs`, so the commands can join the run's
     // cgroup but the job's user cannot move anything anywhere.
-    let birthplace = birthplace_for(birthplace, &request.cgroup_procs).await;
+    let (birthplace, contained_ahead) = made_ahead
+        .birthplace_for(&request.cgroup_procs, &request.private_dirs)
+        .await;
     let procs: &[String] = match birthplace {
         Some(_) => &[],
         None => &request.cgroup_procs,
@@ -306,6 +310,7 @@ async fn serve(
         &request,
         sandbox.as_ref(),
         birthplace.as_ref(),
+        contained_ahead,
     );
     let contained = match switched.await {
         Ok(contained) => contained,
@@ -393,13 +398,7 @@ async fn await_work(
     let welcomed = welcome
         .inspect_err(|err| eprintln!("svc-runner: {err}"))
         .ok()?;
-    let birthplace = start_birthplace(welcomed.cgroup_tasks);
-    let base = welcomed
-        .protected_paths
-        .as_deref()
-        .map(|paths| sandbox::prepare_base_from(paths, walk.as_ref()));
-    // Its descriptors are not needed any more.
-    drop(walk);
+    let made_ahead = MadeAhead::make(welcomed, walk).await;
     let work = tokio::select! {
         result = connection::receive_work(reader) => result,
         stop = wait_stop(stop_rx) => {
@@ -410,49 +409,7 @@ async fn await_work(
     let (request, sent_fd) = work
         .inspect_err(|err| eprintln!("svc-runner: {err}"))
         .ok()?;
-    Some(((birthplace, base), request, sent_fd))
-}
-
-/// What the runner made ahead while it waited: the birthplace thread and the sandbox's
-/// base (not [`sandbox::Prepared`], the whole sandbox made once the work is known).
-type MadeAhead = (Option<birthplace::Birthplace>, Option<sandbox::Base>);
-
-/// Starts the thread that joins the run's cgroup ahead when the controller named one
-/// (`None` otherwise, or when it cannot start: each command then joins by itself).
-fn start_birthplace(cgroup_tasks: Vec<String>) -> Option<birthplace::Birthplace> {
-    if cgroup_tasks.is_empty() {
-        return None;
-    }
-    birthplace::Birthplace::start(cgroup_tasks)
-        .inspect_err(|err| {
-            eprintln!("svc-runner: warning: cannot start the birthplace thread: {err}")
-        })
-        .ok()
-}
-
-/// The birthplace thread, once it is in the run's cgroup (`procs`: its `cgroup.procs`
-/// files); `None` when there is none, it could not join (said on standard error) or the
-/// run has another cgroup: each command then joins the run's cgroup by itself.
-async fn birthplace_for(
-    birthplace: Option<birthplace::Birthplace>,
-    procs: &[String],
-) -> Option<birthplace::Birthplace> {
-    // Without CAP_SYS_ADMIN the run's namespaces include a user namespace, which a
-    // process of two threads cannot join.
-    let mut birthplace =
-        birthplace.filter(|place| place.is_for(procs) && namespaces::privileged())?;
-    match birthplace.joined().await {
-        Ok(()) => {
-            // Refused without CAP_SYS_RESOURCE (some containers): the runner then stays
-            // one of the OOM killer's candidates, smaller than most commands.
-            let _ = birthplace.shield_from_oom();
-            Some(birthplace)
-        }
-        Err(why) => {
-            eprintln!("svc-runner: warning: {why}; each command joins the run's cgroup itself");
-            None
-        }
-    }
+    Some((made_ahead, request, sent_fd))
 }
 
 /// Opens the `cgroup.procs` files of the run's cgroup for writing. `Err`: the run
@@ -477,12 +434,16 @@ async fn switch_and_contain(
     request: &proto::ExecRequest,
     sandbox: Option<&sandbox::Prepared>,
     birthplace: Option<&birthplace::Birthplace>,
+    contained_ahead: Option<Result<namespaces::Contained, EnterError>>,
 ) -> Result<Option<namespaces::Contained>, String> {
     let commands = matches!(request.action, Action::Commands { .. });
     // Made before the switch to the job's user while the runner may (CAP_SYS_ADMIN),
-    // so that the namespace's init stays root, out of the job's reach.
-    let mut contained = (commands && namespaces::privileged())
-        .then(|| namespaces::enter(&request.private_dirs, None, birthplace));
+    // so that the namespace's init stays root, out of the job's reach; made while the
+    // runner waited when the run's job was known (the birthplace thread joined them).
+    let mut contained = (commands && namespaces::privileged()).then(|| {
+        contained_ahead
+            .unwrap_or_else(|| namespaces::enter(&request.private_dirs, None, birthplace))
+    });
 
     if let Some(wanted) = &request.credentials {
         credentials::apply(wanted).map_err(|err| err.to_string())?;

@@ -36,6 +36,7 @@ async fn a_wrong_protocol_version_makes_the_runner_exit_2() {
         version: PROTOCOL_VERSION + 1,
         protected_paths: None,
         cgroup_tasks: Vec::new(),
+        private_dirs: None,
     })
     .await;
     assert_eq!(c.exit_code().await, Some(2));

@@ -66,13 +66,32 @@ impl AheadRunner {
 }
 
 impl Engine {
+    /// The private directories a run of job `id` will have (`None` for a JobHttp or a
+    /// job gone), so that a runner started ahead makes the run's namespaces while it
+    /// waits; the run's request says them again, and the runner makes new ones if a
+    /// reload changed them meanwhile.
+    fn run_private_dirs(&self, kind: super::Kind, id: &str) -> Option<Vec<proto::PrivateDir>> {
+        let def = self.lock().get(kind, id).map(|entry| entry.def.clone())?;
+        match def {
+            super::entry::Def::Job(job) => Some(super::request::private_dirs(self.main(), &job)),
+            super::entry::Def::Http(_) => None,
+        }
+    }
+}
+
+impl Engine {
     /// Starts a runner for a timer's next run, when fewer runners started ahead are out
     /// than permits are free; `None` otherwise (the run then starts its runner when it
     /// begins).
-    pub(super) async fn launch_ahead(&self, kind: super::Kind) -> Option<AheadRunner> {
+    pub(super) async fn launch_ahead(&self, kind: super::Kind, id: &str) -> Option<AheadRunner> {
         let free = self.inner.job_slots.available_permits();
         let ticket = self.inner.ahead.reserve(free)?;
-        let runner = self.inner.executor.launch(kind.runner_work()).await;
+        let private_dirs = self.run_private_dirs(kind, id);
+        let runner = self
+            .inner
+            .executor
+            .launch(kind.runner_work(), private_dirs)
+            .await;
         Some(AheadRunner {
             runner,
             _counted: ticket,

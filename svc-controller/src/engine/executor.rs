@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use proto::ExecRequest;
 use proto::sandbox::Prepared;
+use proto::{ExecRequest, PrivateDir};
 use tokio::sync::watch;
 
 use crate::runner::exec::{LaunchedRunner, Outcome, RunEvent, RunnerHub, RunnerWork};
@@ -25,8 +25,14 @@ pub trait Executor: Send + Sync {
     fn take(&self, work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>>;
 
     /// Starts a runner now for a run that begins a little later (a timer's, shortly
-    /// before its due time), so that its start-up is done by then.
-    fn launch(&self, work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>>;
+    /// before its due time), so that its start-up is done by then; with the run's
+    /// `private_dirs` when its job is known, so that it makes the run's namespaces
+    /// meanwhile too (see `ControllerMessage::Welcome`).
+    fn launch(
+        &self,
+        work: RunnerWork,
+        private_dirs: Option<Vec<PrivateDir>>,
+    ) -> BoxFuture<'_, Box<dyn Runner>>;
 
     /// Where the engine keeps the rulesets it builds for busy jobs, to send with their
     /// requests; `None` when this executor takes none (every sandbox is then the
@@ -61,8 +67,14 @@ impl Executor for RunnerHub {
         Box::pin(async move { Box::new(RunnerHub::take(self, work).await) as Box<dyn Runner> })
     }
 
-    fn launch(&self, work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>> {
-        Box::pin(async move { Box::new(RunnerHub::launch(self, work).await) as Box<dyn Runner> })
+    fn launch(
+        &self,
+        work: RunnerWork,
+        private_dirs: Option<Vec<PrivateDir>>,
+    ) -> BoxFuture<'_, Box<dyn Runner>> {
+        Box::pin(async move {
+            Box::new(RunnerHub::launch_for(self, work, private_dirs).await) as Box<dyn Runner>
+        })
     }
 
     fn sandboxes(&self) -> Option<&Sandboxes> {

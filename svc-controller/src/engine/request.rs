@@ -309,7 +309,7 @@ fn sandbox(main: &MainConfig, job: &JobConfig, dir_work: &Path) -> Sandbox {
 /// directory anyway. The working directories' parent is left as it is when the job was
 /// told to work or write in more than one of its entries (a `write_paths` shared on
 /// purpose).
-fn private_dirs(main: &MainConfig, job: &JobConfig) -> Vec<proto::PrivateDir> {
+pub fn private_dirs(main: &MainConfig, job: &JobConfig) -> Vec<proto::PrivateDir> {
     let text = |path: &Path| path.display().to_string();
     let mut dirs = vec![
         proto::PrivateDir {

@@ -177,7 +177,11 @@ impl Executor for FakeExecutor {
         Box::pin(std::future::ready(self.runner(Origin::Taken)))
     }
 
-    fn launch(&self, _work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>> {
+    fn launch(
+        &self,
+        _work: RunnerWork,
+        _private_dirs: Option<Vec<proto::PrivateDir>>,
+    ) -> BoxFuture<'_, Box<dyn Runner>> {
         self.shared.seen().launched += 1;
         Box::pin(std::future::ready(self.runner(Origin::Launched)))
     }

@@ -197,7 +197,7 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
         {
             clock.sleep_until(fire - ahead).await;
             if engine.timer_would_fire(kind, &id) {
-                runner = engine.launch_ahead(kind).await;
+                runner = engine.launch_ahead(kind, &id).await;
             }
         }
         clock.sleep_until(fire).await;

@@ -378,6 +378,17 @@ impl RunnerHub {
     /// runner started afresh follows the thread that spawned it, and blocking threads
     /// exit when idle.
     pub async fn launch(&self, work: RunnerWork) -> LaunchedRunner {
+        self.launch_for(work, None).await
+    }
+
+    /// [`launch`](Self::launch) for a run whose `private_dirs` are known now: a forked
+    /// runner is told them with its `Welcome` and makes the run's namespaces while it
+    /// waits.
+    pub async fn launch_for(
+        &self,
+        work: RunnerWork,
+        private_dirs: Option<Vec<proto::PrivateDir>>,
+    ) -> LaunchedRunner {
         if work == RunnerWork::Commands
             && self
                 .inner
@@ -386,7 +397,9 @@ impl RunnerHub {
             && let Some(server) = self.fork_server().await
         {
             match server.fork().await {
-                Ok((runner, connection)) => return self.forked(runner, connection, work),
+                Ok((runner, connection)) => {
+                    return self.forked(runner, connection, work, private_dirs);
+                }
                 Err(err) => {
                     tracing::warn!(error = %err, "cannot fork a runner; starting one afresh");
                 }
@@ -438,12 +451,14 @@ impl RunnerHub {
         runner: ForkedRunner,
         connection: UnixStream,
         work: RunnerWork,
+        private_dirs: Option<Vec<proto::PrivateDir>>,
     ) -> LaunchedRunner {
         let (accepted_tx, accepted_rx) = oneshot::channel();
         tokio::spawn(handshake_forked(
             connection,
             self.inner.clone(),
             runner.id(),
+            private_dirs,
             accepted_tx,
         ));
         LaunchedRunner {

@@ -87,6 +87,7 @@ pub async fn start_with(protected_paths: Option<Vec<String>>) -> Controller {
             version: PROTOCOL_VERSION,
             protected_paths,
             cgroup_tasks: Vec::new(),
+            private_dirs: None,
         })
         .await;
     controller

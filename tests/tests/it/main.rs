@@ -81,6 +81,7 @@ mod scheduling;
 mod state_dir;
 mod stop_under_load;
 mod tidy;
+mod timer_namespaces;
 mod ui_docs;
 mod webhooks;
 mod work_dir;

@@ -59,7 +59,7 @@ async fn handshake(stream: UnixStream, hub: Arc<HubInner>) {
             // anything else is left to the execution, which makes the same checks and
             // rejects it with the reason. A failed send shows there as a failed Execute.
             if version == PROTOCOL_VERSION && peer_pid.is_some() && peer_pid == pending.pid {
-                welcome(&hub, &mut framed, Vec::new()).await;
+                welcome(&hub, &mut framed, Vec::new(), None).await;
             }
             let _ = pending.accepted.send(Accepted {
                 framed,
@@ -84,11 +84,13 @@ async fn handshake(stream: UnixStream, hub: Arc<HubInner>) {
 
 /// Welcomes a runner whose hello was in order: with the protected paths, so that it
 /// builds the service's part of its sandbox while it waits, unless a ruleset kept for a
-/// busy job is in use (it will most likely be sent a whole one).
+/// busy job is in use (it will most likely be sent a whole one); with the tasks files
+/// of its run's cgroup and its run's private directories when they are known.
 async fn welcome(
     hub: &HubInner,
     framed: &mut Framed<UnixStream, ControllerCodec>,
     cgroup_tasks: Vec<String>,
+    private_dirs: Option<Vec<proto::PrivateDir>>,
 ) {
     let protected_paths = (!hub.sandboxes.any_in_use()).then(|| hub.protected_paths.clone());
     let _ = framed
@@ -96,6 +98,7 @@ async fn welcome(
             version: PROTOCOL_VERSION,
             protected_paths,
             cgroup_tasks,
+            private_dirs,
         })
         .await;
 }
@@ -122,6 +125,7 @@ pub(super) async fn handshake_forked(
     stream: UnixStream,
     hub: Arc<HubInner>,
     pid: u32,
+    private_dirs: Option<Vec<proto::PrivateDir>>,
     accepted: oneshot::Sender<Accepted>,
 ) {
     let mut framed = Framed::new(stream, ControllerCodec::new());
@@ -144,7 +148,9 @@ pub(super) async fn handshake_forked(
             .as_mut()
             .map(|cgroup| cgroup.tasks_files(pid))
             .unwrap_or_default();
-        welcome(&hub, &mut framed, tasks).await;
+        // The namespaces are joined by the thread that joined the cgroup: none without it.
+        let private_dirs = private_dirs.filter(|_| !tasks.is_empty());
+        welcome(&hub, &mut framed, tasks, private_dirs).await;
     }
     let _ = accepted.send(Accepted {
         framed,
