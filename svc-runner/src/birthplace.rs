@@ -24,6 +24,8 @@ pub struct Birthplace {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
     joined: Option<tokio::sync::oneshot::Receiver<Result<(), String>>>,
+    /// The thread is known to be in the cgroup ([`Birthplace::joined`] said so).
+    in_cgroup: bool,
     /// The cgroup's directory in each hierarchy.
     dirs: Vec<PathBuf>,
     /// The runner's OOM score adjustment before [`Birthplace::shield_from_oom`], which
@@ -66,20 +68,26 @@ impl Birthplace {
             jobs: Some(jobs_tx),
             thread: Some(thread),
             joined: Some(joined_rx),
+            in_cgroup: false,
             dirs,
             oom_score_adj: None,
         })
     }
 
-    /// Waits until the thread is in the cgroup; `Err`: it could not move, and why (the
-    /// thread is then of no use).
+    /// Waits until the thread is in the cgroup (at once when that is known already);
+    /// `Err`: it could not move, and why (the thread is then of no use).
     pub async fn joined(&mut self) -> Result<(), String> {
-        match self.joined.take() {
+        if self.in_cgroup {
+            return Ok(());
+        }
+        let outcome = match self.joined.take() {
             Some(joined) => joined
                 .await
                 .unwrap_or_else(|_| Err("the thread ended".to_string())),
-            None => Err("already asked".to_string()),
-        }
+            None => Err("it could not join the cgroup".to_string()),
+        };
+        self.in_cgroup = outcome.is_ok();
+        outcome
     }
 
     /// Whether the run's cgroup, given by its `cgroup.procs` files, is the one this

@@ -19,8 +19,6 @@ pub type AheadNamespaces = (Vec<PrivateDir>, Result<Contained, EnterError>);
 #[derive(Debug, Default)]
 pub struct MadeAhead {
     birthplace: Option<Birthplace>,
-    /// Set once the birthplace thread is known to be in the run's cgroup.
-    joined: bool,
     pub base: Option<sandbox::Base>,
     namespaces: Option<AheadNamespaces>,
 }
@@ -61,7 +59,6 @@ impl MadeAhead {
             self.birthplace = None;
             return;
         }
-        self.joined = true;
         let made = namespaces::enter(&dirs, None, Some(place));
         self.namespaces = Some((dirs, made));
     }
@@ -72,13 +69,19 @@ impl MadeAhead {
     /// namespaces made for other private directories than the run's `private_dirs` (a
     /// reload changed the job meanwhile): each command then joins the run's cgroup by
     /// itself, the runner makes the run's namespaces, and those made ahead are dropped.
+    /// What is not handed back ends here, before the run begins: a birthplace thread
+    /// left alive would stay in the run's cgroup past the run's report.
     pub async fn birthplace_for(
-        &mut self,
+        self,
         procs: &[String],
         private_dirs: &[PrivateDir],
     ) -> (Option<Birthplace>, Option<Result<Contained, EnterError>>) {
-        let namespaces = self.namespaces.take();
-        if namespaces
+        let MadeAhead {
+            birthplace,
+            namespaces: made,
+            ..
+        } = self;
+        if made
             .as_ref()
             .is_some_and(|(dirs, _)| dirs.as_slice() != private_dirs)
         {
@@ -86,23 +89,19 @@ impl MadeAhead {
         }
         // Without CAP_SYS_ADMIN the run's namespaces include a user namespace, which a
         // process of two threads cannot join.
-        let Some(mut place) = self
-            .birthplace
-            .take()
-            .filter(|place| place.is_for(procs) && namespaces::privileged())
+        let Some(mut place) =
+            birthplace.filter(|place| place.is_for(procs) && namespaces::privileged())
         else {
             return (None, None);
         };
-        if !self.joined
-            && let Err(why) = place.joined().await
-        {
+        if let Err(why) = place.joined().await {
             eprintln!("svc-runner: warning: {why}; each command joins the run's cgroup itself");
             return (None, None);
         }
         // Refused without CAP_SYS_RESOURCE (some containers): the runner then stays one
         // of the OOM killer's candidates, smaller than most commands.
         let _ = place.shield_from_oom();
-        (Some(place), namespaces.map(|(_, made)| made))
+        (Some(place), made.map(|(_, outcome)| outcome))
     }
 }
 
