@@ -77,9 +77,7 @@ impl Engine {
             super::entry::Def::Http(_) => None,
         }
     }
-}
 
-impl Engine {
     /// Starts a runner for a timer's next run, when fewer runners started ahead are out
     /// than permits are free; `None` otherwise (the run then starts its runner when it
     /// begins).

@@ -23,8 +23,6 @@ fn holding_job(dir_base: &Path) -> (String, PathBuf) {
     (section, go)
 }
 
-/// Starts the service with the holding job, starts run 1 and queues a second trigger
-/// (body `second`); returns the service and the release file.
 /// Waits until the state file of `hold` records run 2's success and asserts that it
 /// holds no queued trigger any more; the state.
 async fn end_saved_with_nothing_queued(
@@ -40,6 +38,8 @@ async fn end_saved_with_nothing_queued(
     state
 }
 
+/// Starts the service with the holding job, starts run 1 and queues a second trigger
+/// (body `second`); returns the service and the release file.
 async fn one_running_one_queued() -> (TestService, PathBuf) {
     let builder = TestService::builder();
     let (section, go) = holding_job(builder.dir_base());
