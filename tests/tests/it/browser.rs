@@ -231,7 +231,7 @@ async fn start_service(gate: &Gate, silent: std::net::SocketAddr) -> TestService
             "stall",
             format!(
                 "[job.http \"stall\"]\ninterval = 1h\nhttp_url = http://{silent}/\n\
-                 http_timeout = 60s\n"
+                 http_timeout = 1h\n"
             ),
         )
         .start()
