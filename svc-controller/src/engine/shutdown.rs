@@ -13,7 +13,11 @@ impl Engine {
     /// Stops timers, ends running executions (recorded as failed) and waits for them,
     /// at most `limit`.
     pub async fn shutdown(&self, limit: Duration) {
-        self.inner.shutting_down.store(true, Ordering::SeqCst);
+        {
+            // Under the registry's lock, where a trigger is accepted: see `accept_trigger`.
+            let _registry = self.lock();
+            self.inner.shutting_down.store(true, Ordering::SeqCst);
+        }
         // First: live watchers end their streams while the runs stop, so that the HTTP
         // server's drain does not wait for them.
         self.publish(|| events::EngineEvent::Stopping);

@@ -58,3 +58,21 @@ async fn a_trigger_queued_by_a_caller_that_stops_waiting_runs_after_the_run() {
     assert!(h.runs.none().await, "it ran once");
     assert_eq!(h.state_file("q").queued, None);
 }
+
+/// A SIGTERM while a request is being accepted: the shutdown begins (its flag set) after
+/// the request passed everything but before its trigger reached the registry. The
+/// trigger is refused as the service stopping (503), never answered 200: accepted there,
+/// its run could start after the shutdown had found no run left to wait for, and the
+/// process would end with the trigger neither run nor on disk.
+#[tokio::test(start_paused = true)]
+async fn a_trigger_reaching_the_registry_after_the_stop_began_is_refused() {
+    let mut h = Harness::new("", &webhook_jobs(&["stop_race"]));
+    assert_eq!(
+        h.trigger_api("stop_race").await,
+        Err(EngineError::ShuttingDown)
+    );
+    h.engine.shutdown(std::time::Duration::from_secs(30)).await;
+    assert!(h.runs.none().await, "nothing ran");
+    assert_eq!(h.state_file("stop_race").queued, None, "nothing kept");
+    assert_eq!(h.log_files("stop_race"), Vec::<String>::new());
+}

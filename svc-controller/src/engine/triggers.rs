@@ -2,7 +2,6 @@
 //! skipped, or replacing the run), and what the engine asks for itself (retries, chained
 //! jobs, missed slots); pause, resume and cancel.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -280,10 +279,17 @@ impl Engine {
         id: &str,
         trigger: Trigger,
     ) -> Result<(String, Accepted, bool), EngineError> {
-        if self.inner.shutting_down.load(Ordering::SeqCst) {
+        #[cfg(test)]
+        super::run::tests::before_registry(self, id);
+        let mut registry = self.lock();
+        // Under the registry's lock, where the shutdown sets it: a trigger is either in
+        // the registry before the shutdown looks (its run is ended and waited for, its
+        // trigger kept) or refused. Checked before the lock, a trigger could pass while
+        // the shutdown had already found no run left, and its answer 200 would outlive
+        // the process with nothing on disk.
+        if self.is_shutting_down() {
             return Err(EngineError::ShuttingDown);
         }
-        let mut registry = self.lock();
         let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
         let entry = registry.get(kind, &id).ok_or(EngineError::NotFound)?;
         if entry.state.paused {
