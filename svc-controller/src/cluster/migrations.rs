@@ -37,6 +37,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "node defs digest",
         include_str!("schema/0005_node_defs_digest.sql"),
     ),
+    (
+        6,
+        "slot outcome",
+        include_str!("schema/0006_slot_outcome.sql"),
+    ),
 ];
 
 type Resolved = Result<Vec<Migration>, BoxDynError>;

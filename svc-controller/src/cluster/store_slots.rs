@@ -34,7 +34,8 @@ impl ClusterStore {
     /// Offers timer slot `slot` of `job`: the node whose insert of the slot succeeds runs
     /// it (the primary key makes that one node), every other gets [`SlotClaim::Taken`].
     /// In the same transaction the winner queues the run, unless the job is paused, or
-    /// running or with a run queued (a tick while busy is skipped, as in single-node mode).
+    /// running or with a run queued (a tick while busy is skipped, as in single-node mode),
+    /// and records which (`svc_slots.outcome`).
     pub async fn claim_slot(
         &self,
         job: &JobKey,
@@ -58,19 +59,21 @@ impl ClusterStore {
             tx.commit().await?;
             return Ok(SlotClaim::Taken);
         }
-        if is_paused(&mut tx, job).await? {
-            tx.commit().await?;
-            return Ok(SlotClaim::SkippedPaused);
-        }
-        let run_id = insert_queued(&mut tx, job, trigger, Queue::OnlyWhenIdle).await?;
+        let claim = if is_paused(&mut tx, job).await? {
+            SlotClaim::SkippedPaused
+        } else {
+            match insert_queued(&mut tx, job, trigger, Queue::OnlyWhenIdle).await? {
+                Some(run_id) => SlotClaim::Enqueued { run_id },
+                None => SlotClaim::SkippedBusy,
+            }
+        };
+        let outcomes = [(job.kind.as_str(), job.id.as_str(), slot, &claim)];
+        record_outcomes(&mut tx, &outcomes).await?;
         tx.commit().await?;
-        Ok(match run_id {
-            Some(run_id) => SlotClaim::Enqueued { run_id },
-            None => SlotClaim::SkippedBusy,
-        })
+        Ok(claim)
     }
 
-    /// [`claim_slot`](Self::claim_slot) for many slots in one transaction of four
+    /// [`claim_slot`](Self::claim_slot) for many slots in one transaction of five
     /// statements, whatever their number: what each offer became, in the order given.
     /// Of two won slots of one job the earlier queues its run (the other finds it queued:
     /// busy); an offer given twice is [`SlotClaim::Taken`] the second time.
@@ -129,23 +132,16 @@ impl ClusterStore {
             .filter(|&n| !paused.contains(&offers[n].job))
             .collect();
         let queued = queue_runs(&mut tx, offers, &idle).await?;
+        let claims = claims_of(offers, &winners, &paused, &idle, queued);
+        let outcomes: Vec<_> = winners
+            .iter()
+            .map(|&n| {
+                let o = &offers[n];
+                (o.job.kind.as_str(), o.job.id.as_str(), o.slot, &claims[n])
+            })
+            .collect();
+        record_outcomes(&mut tx, &outcomes).await?;
         tx.commit().await?;
-        let mut claims = vec![SlotClaim::Taken; offers.len()];
-        for &n in &winners {
-            claims[n] = SlotClaim::SkippedBusy;
-        }
-        for &n in &winners {
-            if paused.contains(&offers[n].job) {
-                claims[n] = SlotClaim::SkippedPaused;
-            }
-        }
-        let mut queued = queued;
-        for &n in &idle {
-            // The earliest slot of the job took the queue (the rows went in that order).
-            if let Some(run_id) = queued.remove(&offers[n].job) {
-                claims[n] = SlotClaim::Enqueued { run_id };
-            }
-        }
         Ok(claims)
     }
 
@@ -175,6 +171,70 @@ impl ClusterStore {
             .collect::<Result<Vec<_>, sqlx::Error>>()?;
         Ok(NodeView { nodes })
     }
+}
+
+/// What each offer of [`ClusterStore::claim_slots`] became: taken by another node, or,
+/// for the `winners`, paused, queued (`queued`: the run of each job that went in) or busy.
+fn claims_of(
+    offers: &[SlotOffer],
+    winners: &[usize],
+    paused: &HashSet<JobKey>,
+    idle: &[usize],
+    mut queued: HashMap<JobKey, i64>,
+) -> Vec<SlotClaim> {
+    let mut claims = vec![SlotClaim::Taken; offers.len()];
+    for &n in winners {
+        claims[n] = if paused.contains(&offers[n].job) {
+            SlotClaim::SkippedPaused
+        } else {
+            SlotClaim::SkippedBusy
+        };
+    }
+    for &n in idle {
+        // The earliest slot of the job took the queue (the rows went in that order).
+        if let Some(run_id) = queued.remove(&offers[n].job) {
+            claims[n] = SlotClaim::Enqueued { run_id };
+        }
+    }
+    claims
+}
+
+/// Records in the claim's transaction what became of each won slot (`svc_slots.outcome`:
+/// `queued`, `busy` or `paused`), in one statement.
+async fn record_outcomes(
+    tx: &mut sqlx::PgConnection,
+    won: &[(&str, &str, DateTime<Utc>, &SlotClaim)],
+) -> Result<(), ClusterError> {
+    let outcome = |claim: &SlotClaim| match claim {
+        SlotClaim::Enqueued { .. } => "queued",
+        SlotClaim::SkippedBusy => "busy",
+        SlotClaim::SkippedPaused => "paused",
+        SlotClaim::Taken => "taken",
+    };
+    let won: Vec<_> = won
+        .iter()
+        .filter(|(_, _, _, claim)| !matches!(claim, SlotClaim::Taken))
+        .collect();
+    if won.is_empty() {
+        return Ok(());
+    }
+    let kinds: Vec<&str> = won.iter().map(|w| w.0).collect();
+    let ids: Vec<&str> = won.iter().map(|w| w.1).collect();
+    let slots: Vec<DateTime<Utc>> = won.iter().map(|w| w.2).collect();
+    let outcomes: Vec<&str> = won.iter().map(|w| outcome(w.3)).collect();
+    sqlx::query(
+        "UPDATE svc_slots s SET outcome = m.outcome
+         FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::text[])
+              AS m(kind, id, slot, outcome)
+         WHERE s.kind = m.kind AND s.id = m.id AND s.slot = m.slot",
+    )
+    .bind(&kinds)
+    .bind(&ids)
+    .bind(&slots)
+    .bind(&outcomes)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
 }
 
 /// The jobs among `offers[winners]` that are paused, in one read.

@@ -40,7 +40,7 @@ async fn check_reports_the_schema_then_an_unreachable_database() {
     assert_eq!(output.status.code(), Some(0), "{text}");
     assert!(
         text.contains(
-            "node check-node on $SVC_TEST_DATABASE_URL: reachable, 5 schema migration(s) to apply"
+            "node check-node on $SVC_TEST_DATABASE_URL: reachable, 6 schema migration(s) to apply"
         ),
         "{text}"
     );

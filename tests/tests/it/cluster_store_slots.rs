@@ -167,6 +167,22 @@ async fn a_batch_of_offers_answers_each_as_one_claim_would() {
     .into_iter()
     .collect();
     assert_eq!(causes.len(), 2, "idle and twice queued: {causes:?}");
+    // Each won slot records what became of it, as its claim answered; the other
+    // node's offers changed nothing.
+    let outcomes: Vec<(String, String)> =
+        sqlx::query_as("SELECT id, coalesce(outcome, 'none') FROM svc_slots ORDER BY id, slot")
+            .fetch_all(a.pool())
+            .await
+            .expect("outcomes");
+    let expected = [
+        ("idle", "queued"),
+        ("paused", "paused"),
+        ("running", "busy"),
+        ("twice", "queued"),
+        ("twice", "busy"),
+    ]
+    .map(|(id, outcome)| (id.to_string(), outcome.to_string()));
+    assert_eq!(outcomes, expected, "(id, outcome) by slot");
     for store in &stores {
         store.close().await;
     }
