@@ -80,6 +80,14 @@ pub fn find_by_exact_cmdline(command: &str) -> Vec<(i32, String)> {
         .collect()
 }
 
+/// `base` (a command whose last word is a number, such as `sleep 300.42`) made unique to
+/// this test process: the process ID, in 7 digits, appended to the number. Another test
+/// suite running on the same host at the same time then neither finds nor kills (a
+/// test's reaper) the processes of this one.
+pub fn marker(base: &str) -> String {
+    format!("{base}{:07}", std::process::id())
+}
+
 /// Live (non-zombie) processes, other than this one, whose command line contains `marker`.
 pub fn find_by_cmdline(marker: &str) -> Vec<(i32, String)> {
     let own = std::process::id() as i32;

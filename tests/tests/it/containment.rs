@@ -1,7 +1,7 @@
 //! Process containment: a command that forks a tree of children, ignores SIGTERM, and
 //! double-forks processes out of its process group and session is still ended entirely
 //! on timeout, on cancel, and on controller shutdown. `/proc` is searched for the
-//! distinctive `sleep 300.42NM` arguments of every process it starts.
+//! distinctive `sleep 300.42NM…` arguments (`proc::marker`) of every process it starts.
 //!
 //! How runs are contained (namespaces per run, or the fallback) and the limits of each
 //! are in docs/reliability.md.
@@ -20,7 +20,7 @@ use svc_tests::{TestService, WAIT, job_section, proc, wait_until};
 ///   command's shell, in another session;
 /// - finally a foreground sleep.
 fn hostile(n: u32) -> (String, Vec<String>) {
-    let m = |k: u32| format!("sleep 300.42{n}{k}");
+    let m = |k: u32| proc::marker(&format!("sleep 300.42{n}{k}"));
     let command = format!(
         "trap '' TERM; {} & ({} & {} & wait) & sh -c '{} & wait' & \
          setsid sh -c 'trap \"\" TERM; {} & {}' & (setsid sh -c '{} &' &); {}; wait",

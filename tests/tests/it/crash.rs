@@ -21,8 +21,10 @@ fn long_mode() -> bool {
     std::env::var("SVC_LONG_TESTS").is_ok_and(|value| value == "1")
 }
 
-/// Marker of the long job's command: `sleep 30.9191` must never survive its run.
-const LONG_MARKER: &str = "sleep 30.9191";
+/// Marker of the long job's command: `sleep 30.9191…` must never survive its run.
+fn long_marker() -> String {
+    proc::marker("sleep 30.9191")
+}
 /// The runner socket's path below `dir_base`; runners carry it on their command line.
 const SOCKET: &str = "var/run/svc/controller/runner.sock";
 
@@ -47,7 +49,7 @@ fn crash_service() -> TestService {
                 "path = /long",
                 "log_retention = 100000",
                 "command = echo long-start",
-                &format!("command = {LONG_MARKER}"),
+                &format!("command = {}", long_marker()),
             ],
         ),
         job_section(
@@ -85,7 +87,7 @@ fn crash_service() -> TestService {
 
 fn leftovers(socket: &str) -> Vec<(i32, String)> {
     let mut found = proc::find_by_cmdline(socket);
-    found.extend(proc::find_by_cmdline(LONG_MARKER));
+    found.extend(proc::find_by_cmdline(&long_marker()));
     found
 }
 

@@ -15,7 +15,7 @@ fn runner_of(svc: &TestService) -> Vec<(i32, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_killed_mid_run_fails_the_run_and_the_controller_carries_on() {
-    let marker = "sleep 300.4243";
+    let marker = &proc::marker("sleep 300.4243");
     let svc = TestService::builder()
         .job_file(
             "victim",
@@ -93,7 +93,7 @@ async fn a_runner_killed_mid_run_fails_the_run_and_the_controller_carries_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_commands_of_a_killed_runner_are_ended() {
-    let marker = "sleep 300.4244";
+    let marker = &proc::marker("sleep 300.4244");
     let svc = TestService::builder()
         .job_file(
             "victim",

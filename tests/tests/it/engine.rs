@@ -202,6 +202,7 @@ async fn first_failing_command_fails_the_run_and_stops_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_kills_the_whole_process_group() {
+    let (grandchild_marker, shell_marker) = (proc::marker("61.25"), proc::marker("62.25"));
     let svc = TestService::builder()
         .job_file(
             "slow",
@@ -210,7 +211,10 @@ async fn timeout_kills_the_whole_process_group() {
                 &[
                     "path = /slow",
                     "timeout = 1s",
-                    "command = sleep 61.25 & echo $! > gc.pid; echo $$ > sh.pid; sleep 62.25",
+                    &format!(
+                        "command = sleep {grandchild_marker} & echo $! > gc.pid; \
+                         echo $$ > sh.pid; sleep {shell_marker}"
+                    ),
                 ],
             ),
         )
@@ -245,8 +249,12 @@ async fn timeout_kills_the_whole_process_group() {
     );
 
     for (what, pid, marker) in [
-        ("background grandchild", grandchild, "61.25"),
-        ("shell", shell, "62.25"),
+        (
+            "background grandchild",
+            grandchild,
+            grandchild_marker.as_str(),
+        ),
+        ("shell", shell, shell_marker.as_str()),
     ] {
         wait_until(
             Duration::from_secs(10),

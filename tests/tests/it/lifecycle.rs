@@ -176,6 +176,7 @@ async fn missing_state_file_is_rebuilt_from_the_newest_log() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_a_run_is_recorded_as_interrupted() {
+    let sleeper = proc::marker("sleep 30.123");
     let mut svc = TestService::builder()
         .job_file(
             "long",
@@ -185,7 +186,7 @@ async fn sigkill_during_a_run_is_recorded_as_interrupted() {
                     "path = /long",
                     "command = echo begin",
                     // Only the first run sleeps, so the next one can finish.
-                    "command = if [ ! -e slept ]; then touch slept; sleep 30.123; fi",
+                    &format!("command = if [ ! -e slept ]; then touch slept; {sleeper}; fi"),
                 ],
             ),
         )
@@ -194,8 +195,8 @@ async fn sigkill_during_a_run_is_recorded_as_interrupted() {
     svc.trigger("/long", b"", &[]).await.assert_status(200);
     svc.wait_run_started("long", 1, WAIT).await;
     // The `sleep` itself, not the shell around it: once it runs, `slept` exists.
-    wait_until(WAIT, "`sleep 30.123` is running", async || {
-        !proc::find_by_exact_cmdline("sleep 30.123").is_empty()
+    wait_until(WAIT, "the first command's `sleep` is running", async || {
+        !proc::find_by_exact_cmdline(&sleeper).is_empty()
     })
     .await;
     // The runner may have started the second command before the controller has written
@@ -210,7 +211,7 @@ async fn sigkill_during_a_run_is_recorded_as_interrupted() {
     let killed = Instant::now();
     svc.start().await;
     wait_gone(
-        "sleep 30.123",
+        &sleeper,
         Duration::from_secs(10).saturating_sub(killed.elapsed()),
     )
     .await;
@@ -242,17 +243,18 @@ async fn sigkill_during_a_run_is_recorded_as_interrupted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_running_commands_and_exits_0() {
+    let sleeper = proc::marker("sleep 30.456");
     let mut svc = TestService::builder()
         .job_file(
             "term",
-            job_section("term", &["path = /term", "command = sleep 30.456"]),
+            job_section("term", &["path = /term", &format!("command = {sleeper}")]),
         )
         .start()
         .await;
     svc.trigger("/term", b"", &[]).await.assert_status(200);
     svc.wait_run_started("term", 1, WAIT).await;
-    wait_until(WAIT, "`sleep 30.456` is running", async || {
-        !proc::find_by_cmdline("sleep 30.456").is_empty()
+    wait_until(WAIT, "the job's `sleep` is running", async || {
+        !proc::find_by_cmdline(&sleeper).is_empty()
     })
     .await;
 
@@ -261,7 +263,7 @@ async fn sigterm_ends_running_commands_and_exits_0() {
     let took = asked.elapsed();
     assert_eq!(status.code(), Some(0), "SIGTERM exits 0: {status:?}");
     assert!(took < Duration::from_secs(10), "exited after {took:?}");
-    wait_gone("sleep 30.456", Duration::from_secs(5)).await;
+    wait_gone(&sleeper, Duration::from_secs(5)).await;
 
     // Whoever records it, the run ends up failed, never left as started.
     svc.start().await;

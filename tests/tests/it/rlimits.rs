@@ -105,7 +105,7 @@ async fn limit_nproc_stops_a_fork_bomb_of_the_jobs_user() {
         eprintln!("skipped: RLIMIT_NPROC is per user and needs the job to run as nobody (root)");
         return;
     }
-    let marker = "sleep 300.7101";
+    let marker = &svc_tests::proc::marker("sleep 300.7101");
     let svc = TestService::builder()
         .job_file(
             "forks",

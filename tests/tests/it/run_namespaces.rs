@@ -89,7 +89,7 @@ fn assert_contains(content: &str, needle: &str) {
 }
 
 async fn the_escape_leaves_nothing_behind(way: Way, n: u32) {
-    let marker = format!("sleep 300.43{n}1");
+    let marker = proc::marker(&format!("sleep 300.43{n}1"));
     let _reaper = Reaper(vec![marker.clone()]);
     // The escapee says when it runs, in its own session, before the job kills its
     // parent; the job waits for it by polling, as an attacker would.
@@ -215,7 +215,7 @@ fn service(builder: TestServiceBuilder, marker: &str, attacker: &str) -> TestSer
 }
 
 async fn another_runs_runner_is_out_of_reach(way: Way, n: u32) {
-    let marker = format!("sleep 300.44{n}1");
+    let marker = proc::marker(&format!("sleep 300.44{n}1"));
     let _reaper = Reaper(vec![marker.clone()]);
     // The pid is handed over in a file the test writes once the victim runs.
     let exchange = tempfile::tempdir().expect("tempdir");
@@ -267,7 +267,7 @@ fn mode_of(path: &Path) -> u32 {
 }
 
 async fn another_runs_files_keep_their_permissions(way: Way, n: u32) {
-    let marker = format!("sleep 300.45{n}1");
+    let marker = proc::marker(&format!("sleep 300.45{n}1"));
     let _reaper = Reaper(vec![marker.clone()]);
     let builder = way.builder();
     let lib = builder.dir_base().join("var/lib/svc");
@@ -324,7 +324,7 @@ async fn a_runner_that_cannot_make_namespaces_says_so_and_runs_as_before() {
     }
     // A run as root without CAP_SYS_ADMIN (a drop-in took it back), and a
     // user namespace would take the job's capabilities away.
-    let marker = "sleep 300.4611";
+    let marker = &proc::marker("sleep 300.4611");
     let _reaper = Reaper(vec![marker.to_string()]);
     let command = format!(
         "echo ppid-is-runner=$([ $PPID -gt 1 ] && echo yes); setsid sh -c '{marker}' & exit 0"
