@@ -188,6 +188,17 @@ impl SlotClaim {
     pub fn is_ours(self) -> bool {
         !matches!(self, SlotClaim::Taken)
     }
+
+    /// What the claiming node records of its slot (`svc_slots.outcome`): `queued`,
+    /// `busy` or `paused`; `None` for a slot another node claimed.
+    pub fn outcome(self) -> Option<&'static str> {
+        match self {
+            SlotClaim::Taken => None,
+            SlotClaim::Enqueued { .. } => Some("queued"),
+            SlotClaim::SkippedBusy => Some("busy"),
+            SlotClaim::SkippedPaused => Some("paused"),
+        }
+    }
 }
 
 /// A queued run a node claimed: it is now running on that node, under a lease.

@@ -327,7 +327,7 @@ impl ClusterStore {
             tx.commit().await?;
             return Ok(EnqueueOutcome::Paused);
         }
-        let run_id = insert_queued(&mut tx, job, trigger, Queue::EvenWhenRunning).await?;
+        let run_id = insert_queued(&mut tx, job, trigger).await?;
         if let (Some(_), Some(node)) = (run_id, wake) {
             // In the transaction, not after it: no second round trip per trigger.
             sqlx::query("SELECT pg_notify($1, $2)")
@@ -673,10 +673,7 @@ impl ClusterStore {
 
 /// Creates `job`'s row when the cluster does not have it yet (the first node that meets a
 /// job makes it; its pause state and counter start from nothing).
-pub(super) async fn ensure_job(
-    tx: &mut Transaction<'_, Postgres>,
-    job: &JobKey,
-) -> Result<(), ClusterError> {
+async fn ensure_job(tx: &mut Transaction<'_, Postgres>, job: &JobKey) -> Result<(), ClusterError> {
     sqlx::query("INSERT INTO svc_jobs (kind, id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
         .bind(job.kind.as_str())
         .bind(&job.id)
@@ -685,10 +682,7 @@ pub(super) async fn ensure_job(
     Ok(())
 }
 
-pub(super) async fn is_paused(
-    tx: &mut Transaction<'_, Postgres>,
-    job: &JobKey,
-) -> Result<bool, ClusterError> {
+async fn is_paused(tx: &mut Transaction<'_, Postgres>, job: &JobKey) -> Result<bool, ClusterError> {
     Ok(
         sqlx::query_scalar("SELECT paused FROM svc_jobs WHERE kind = $1 AND id = $2")
             .bind(job.kind.as_str())
@@ -709,46 +703,26 @@ async fn notify(connection: &mut sqlx::PgConnection, signal: &Signal) -> Result<
     Ok(())
 }
 
-/// When [`insert_queued`] may queue a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Queue {
-    /// A timer's tick: only when no run of the job is running (a busy tick is skipped).
-    OnlyWhenIdle,
-    /// A trigger: behind a running run too.
-    EvenWhenRunning,
-}
-
-/// Inserts `trigger` as `job`'s queued run unless one is queued already (the one-slot
-/// queue's partial unique index) or, for [`Queue::OnlyWhenIdle`], a run is running.
-/// The new run's ID, or `None` when nothing was inserted.
-pub(super) async fn insert_queued(
+/// Inserts `trigger` as `job`'s queued run, behind a running run too, unless one is
+/// queued already (the one-slot queue's partial unique index; a timer's slot queues its
+/// run only when the job is idle: `store_slots.rs`). The new run's ID, or `None` when
+/// nothing was inserted.
+async fn insert_queued(
     tx: &mut sqlx::PgConnection,
     job: &JobKey,
     trigger: &NewTrigger,
-    when: Queue,
 ) -> Result<Option<i64>, ClusterError> {
-    let sql = match when {
-        Queue::OnlyWhenIdle => {
-            "INSERT INTO svc_runs (kind, id, state, trigger, attempt, accepted_by, accepted_at)
-             SELECT $1, $2, 'queued', $3, $4, $5, now()
-             WHERE NOT EXISTS (SELECT 1 FROM svc_runs
-                               WHERE kind = $1 AND id = $2 AND state = 'running')
-             ON CONFLICT (kind, id) WHERE state = 'queued' DO NOTHING
-             RETURNING run_id"
-        }
-        Queue::EvenWhenRunning => {
-            "INSERT INTO svc_runs (kind, id, state, trigger, attempt, accepted_by, accepted_at)
-             VALUES ($1, $2, 'queued', $3, $4, $5, now())
-             ON CONFLICT (kind, id) WHERE state = 'queued' DO NOTHING
-             RETURNING run_id"
-        }
-    };
-    Ok(sqlx::query_scalar(sql)
-        .bind(job.kind.as_str())
-        .bind(&job.id)
-        .bind(&trigger.payload)
-        .bind(trigger.attempt)
-        .bind(&trigger.accepted_by)
-        .fetch_optional(&mut *tx)
-        .await?)
+    Ok(sqlx::query_scalar(
+        "INSERT INTO svc_runs (kind, id, state, trigger, attempt, accepted_by, accepted_at)
+         VALUES ($1, $2, 'queued', $3, $4, $5, now())
+         ON CONFLICT (kind, id) WHERE state = 'queued' DO NOTHING
+         RETURNING run_id",
+    )
+    .bind(job.kind.as_str())
+    .bind(&job.id)
+    .bind(&trigger.payload)
+    .bind(trigger.attempt)
+    .bind(&trigger.accepted_by)
+    .fetch_optional(&mut *tx)
+    .await?)
 }

@@ -11,7 +11,7 @@ use sqlx::Row as _;
 use super::error::ClusterError;
 use super::model::{JobKey, NewTrigger, SlotClaim};
 use super::ownership::{LiveNode, NodeView};
-use super::store::{ClusterStore, Queue, ensure_job, insert_queued, is_paused};
+use super::store::ClusterStore;
 
 /// The `LISTEN/NOTIFY` channel on which node `node` alone is woken to claim
 /// ([`ClusterStore::enqueue_waking`]): a name of fixed length (a channel name is an
@@ -35,46 +35,25 @@ impl ClusterStore {
     /// it (the primary key makes that one node), every other gets [`SlotClaim::Taken`].
     /// In the same transaction the winner queues the run, unless the job is paused, or
     /// running or with a run queued (a tick while busy is skipped, as in single-node mode),
-    /// and records which (`svc_slots.outcome`).
+    /// and records which (`svc_slots.outcome`). One offer of
+    /// [`claim_slots`](Self::claim_slots).
     pub async fn claim_slot(
         &self,
         job: &JobKey,
         slot: DateTime<Utc>,
         trigger: &NewTrigger,
     ) -> Result<SlotClaim, ClusterError> {
-        let mut tx = self.pool().begin().await?;
-        ensure_job(&mut tx, job).await?;
-        let inserted = sqlx::query(
-            "INSERT INTO svc_slots (kind, id, slot, node, claimed_at)
-             VALUES ($1, $2, $3, $4, now())
-             ON CONFLICT (kind, id, slot) DO NOTHING",
-        )
-        .bind(job.kind.as_str())
-        .bind(&job.id)
-        .bind(slot)
-        .bind(&trigger.accepted_by)
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 0 {
-            tx.commit().await?;
-            return Ok(SlotClaim::Taken);
-        }
-        let claim = if is_paused(&mut tx, job).await? {
-            SlotClaim::SkippedPaused
-        } else {
-            match insert_queued(&mut tx, job, trigger, Queue::OnlyWhenIdle).await? {
-                Some(run_id) => SlotClaim::Enqueued { run_id },
-                None => SlotClaim::SkippedBusy,
-            }
+        let offer = SlotOffer {
+            job: job.clone(),
+            slot,
+            trigger: trigger.clone(),
         };
-        let outcomes = [(job.kind.as_str(), job.id.as_str(), slot, &claim)];
-        record_outcomes(&mut tx, &outcomes).await?;
-        tx.commit().await?;
-        Ok(claim)
+        let claims = self.claim_slots(std::slice::from_ref(&offer)).await?;
+        Ok(claims.first().copied().unwrap_or(SlotClaim::Taken))
     }
 
     /// [`claim_slot`](Self::claim_slot) for many slots in one transaction of five
-    /// statements, whatever their number: what each offer became, in the order given.
+    /// statements (the last records each won slot's outcome), whatever their number: what each offer became, in the order given.
     /// Of two won slots of one job the earlier queues its run (the other finds it queued:
     /// busy); an offer given twice is [`SlotClaim::Taken`] the second time.
     pub async fn claim_slots(&self, offers: &[SlotOffer]) -> Result<Vec<SlotClaim>, ClusterError> {
@@ -133,14 +112,7 @@ impl ClusterStore {
             .collect();
         let queued = queue_runs(&mut tx, offers, &idle).await?;
         let claims = claims_of(offers, &winners, &paused, &idle, queued);
-        let outcomes: Vec<_> = winners
-            .iter()
-            .map(|&n| {
-                let o = &offers[n];
-                (o.job.kind.as_str(), o.job.id.as_str(), o.slot, &claims[n])
-            })
-            .collect();
-        record_outcomes(&mut tx, &outcomes).await?;
+        record_outcomes(&mut tx, offers, &winners, &claims).await?;
         tx.commit().await?;
         Ok(claims)
     }
@@ -199,29 +171,26 @@ fn claims_of(
     claims
 }
 
-/// Records in the claim's transaction what became of each won slot (`svc_slots.outcome`:
-/// `queued`, `busy` or `paused`), in one statement.
+/// Records in the claim's transaction what became of each won slot, `offers[winners]`
+/// (`svc_slots.outcome`, see [`SlotClaim::outcome`]), in one statement.
 async fn record_outcomes(
     tx: &mut sqlx::PgConnection,
-    won: &[(&str, &str, DateTime<Utc>, &SlotClaim)],
+    offers: &[SlotOffer],
+    winners: &[usize],
+    claims: &[SlotClaim],
 ) -> Result<(), ClusterError> {
-    let outcome = |claim: &SlotClaim| match claim {
-        SlotClaim::Enqueued { .. } => "queued",
-        SlotClaim::SkippedBusy => "busy",
-        SlotClaim::SkippedPaused => "paused",
-        SlotClaim::Taken => "taken",
-    };
-    let won: Vec<_> = won
-        .iter()
-        .filter(|(_, _, _, claim)| !matches!(claim, SlotClaim::Taken))
-        .collect();
-    if won.is_empty() {
+    let (mut kinds, mut ids, mut slots, mut outcomes) = (vec![], vec![], vec![], vec![]);
+    for &n in winners {
+        if let Some(outcome) = claims[n].outcome() {
+            kinds.push(offers[n].job.kind.as_str());
+            ids.push(offers[n].job.id.as_str());
+            slots.push(offers[n].slot);
+            outcomes.push(outcome);
+        }
+    }
+    if outcomes.is_empty() {
         return Ok(());
     }
-    let kinds: Vec<&str> = won.iter().map(|w| w.0).collect();
-    let ids: Vec<&str> = won.iter().map(|w| w.1).collect();
-    let slots: Vec<DateTime<Utc>> = won.iter().map(|w| w.2).collect();
-    let outcomes: Vec<&str> = won.iter().map(|w| outcome(w.3)).collect();
     sqlx::query(
         "UPDATE svc_slots s SET outcome = m.outcome
          FROM UNNEST($1::text[], $2::text[], $3::timestamptz[], $4::text[])
