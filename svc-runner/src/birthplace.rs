@@ -18,14 +18,19 @@ use std::thread::JoinHandle;
 /// Work run on the thread.
 type Job = Box<dyn FnOnce() + Send>;
 
+/// Whether the thread is in the cgroup: its answer awaited, or known (`Err`: why not).
+#[derive(Debug)]
+enum Joined {
+    Waiting(tokio::sync::oneshot::Receiver<Result<(), String>>),
+    Known(Result<(), String>),
+}
+
 /// The thread, once started; see the module's documentation.
 #[derive(Debug)]
 pub struct Birthplace {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
-    joined: Option<tokio::sync::oneshot::Receiver<Result<(), String>>>,
-    /// The thread is known to be in the cgroup ([`Birthplace::joined`] said so).
-    in_cgroup: bool,
+    joined: Joined,
     /// The cgroup's directory in each hierarchy.
     dirs: Vec<PathBuf>,
     /// The runner's OOM score adjustment before [`Birthplace::shield_from_oom`], which
@@ -67,8 +72,7 @@ impl Birthplace {
         Ok(Birthplace {
             jobs: Some(jobs_tx),
             thread: Some(thread),
-            joined: Some(joined_rx),
-            in_cgroup: false,
+            joined: Joined::Waiting(joined_rx),
             dirs,
             oom_score_adj: None,
         })
@@ -77,16 +81,13 @@ impl Birthplace {
     /// Waits until the thread is in the cgroup (at once when that is known already);
     /// `Err`: it could not move, and why (the thread is then of no use).
     pub async fn joined(&mut self) -> Result<(), String> {
-        if self.in_cgroup {
-            return Ok(());
-        }
-        let outcome = match self.joined.take() {
-            Some(joined) => joined
+        let outcome = match &mut self.joined {
+            Joined::Known(outcome) => return outcome.clone(),
+            Joined::Waiting(answer) => answer
                 .await
                 .unwrap_or_else(|_| Err("the thread ended".to_string())),
-            None => Err("it could not join the cgroup".to_string()),
         };
-        self.in_cgroup = outcome.is_ok();
+        self.joined = Joined::Known(outcome.clone());
         outcome
     }
 
@@ -231,5 +232,19 @@ mod tests {
         let mut place = Birthplace::start(vec!["/nonexistent/cgroup/tasks".into()]).expect("start");
         let why = place.joined().await.expect_err("cannot join");
         assert!(why.contains("/nonexistent/cgroup/tasks"), "{why}");
+        // Asked again (the namespaces made ahead ask first, the run later): the same
+        // reason, not a second wait.
+        assert_eq!(place.joined().await, Err(why));
+    }
+
+    #[tokio::test]
+    async fn a_join_is_awaited_once_and_then_known() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let tasks = dir.path().join("tasks");
+        std::fs::write(&tasks, "").expect("a tasks file");
+        let mut place = Birthplace::start(vec![tasks.display().to_string()]).expect("start");
+        assert_eq!(place.joined().await, Ok(()));
+        assert_eq!(place.joined().await, Ok(()), "known once joined");
+        place.end();
     }
 }
