@@ -55,7 +55,7 @@ impl MadeAhead {
             return;
         };
         if let Err(why) = place.joined().await {
-            eprintln!("svc-runner: warning: {why}; each command joins the run's cgroup itself");
+            say_cannot_join(&why);
             self.birthplace = None;
             return;
         }
@@ -95,7 +95,7 @@ impl MadeAhead {
             return (None, None);
         };
         if let Err(why) = place.joined().await {
-            eprintln!("svc-runner: warning: {why}; each command joins the run's cgroup itself");
+            say_cannot_join(&why);
             return (None, None);
         }
         // Refused without CAP_SYS_RESOURCE (some containers): the runner then stays one
@@ -103,6 +103,11 @@ impl MadeAhead {
         let _ = place.shield_from_oom();
         (Some(place), made.map(|(_, outcome)| outcome))
     }
+}
+
+/// Says on standard error why the birthplace thread is not used.
+fn say_cannot_join(why: &str) {
+    eprintln!("svc-runner: warning: {why}; each command joins the run's cgroup itself");
 }
 
 /// Starts the thread that joins the run's cgroup ahead when the controller named one
