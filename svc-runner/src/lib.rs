@@ -437,6 +437,7 @@ async fn switch_and_contain(
     contained_ahead: Option<Result<namespaces::Contained, EnterError>>,
 ) -> Result<Option<namespaces::Contained>, String> {
     let commands = matches!(request.action, Action::Commands { .. });
+    let made_ahead = commands && contained_ahead.is_some() && namespaces::privileged();
     // Made before the switch to the job's user while the runner may (CAP_SYS_ADMIN),
     // so that the namespace's init stays root, out of the job's reach; made while the
     // runner waited when the run's job was known (the birthplace thread joined them).
@@ -460,7 +461,7 @@ async fn switch_and_contain(
     if commands && contained.is_none() {
         contained = Some(enter_as_user(&request.private_dirs));
     }
-    let contained = match contained.map(contained_note) {
+    let contained = match contained.map(|entered| contained_note(entered, made_ahead)) {
         None => None,
         Some(Ok((contained, note))) => {
             reporter.queue(RunnerMessage::Log { line: note }).await;
@@ -570,15 +571,19 @@ fn allow_reading_proc(ruleset: std::os::fd::RawFd) -> std::io::Result<()> {
     sandbox::allow_reading_below(ruleset, proc.as_fd())
 }
 
-/// The line of the run's log that says how the run is contained; `Err` when the run
+/// The line of the run's log that says how the run is contained (`made_ahead`: its
+/// namespaces were made while the runner waited, a timer's run); `Err` when the run
 /// cannot go on.
 fn contained_note(
     entered: Result<namespaces::Contained, EnterError>,
+    made_ahead: bool,
 ) -> Result<(Option<namespaces::Contained>, String), String> {
     match entered {
         Ok(contained) => {
             let how = if contained.in_user_namespace {
                 " (in a user namespace)"
+            } else if made_ahead {
+                " (made while its runner waited for it)"
             } else {
                 ""
             };
