@@ -70,7 +70,11 @@ impl Engine {
     /// job gone), so that a runner started ahead makes the run's namespaces while it
     /// waits; the run's request says them again, and the runner makes new ones if a
     /// reload changed them meanwhile.
-    fn run_private_dirs(&self, kind: super::Kind, id: &str) -> Option<Vec<proto::PrivateDir>> {
+    pub(super) fn run_private_dirs(
+        &self,
+        kind: super::Kind,
+        id: &str,
+    ) -> Option<Vec<proto::PrivateDir>> {
         let def = self.lock().get(kind, id).map(|entry| entry.def.clone())?;
         match def {
             super::entry::Def::Job(job) => Some(super::request::private_dirs(self.main(), &job)),

@@ -20,9 +20,15 @@ use crate::runner::sandboxes::Sandboxes;
 
 /// Starts runners for the engine's runs.
 pub trait Executor: Send + Sync {
-    /// A runner for a run that begins now, to do `work`. It may have been started
-    /// earlier (the spare of a burst of runs); it does one execution.
-    fn take(&self, work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>>;
+    /// A runner for a run that begins now, to do `work`, with the run's `private_dirs`
+    /// when its job is known. It may have been started earlier (the spare of a burst of
+    /// runs, which may have made the run's namespaces while it waited); it does one
+    /// execution.
+    fn take(
+        &self,
+        work: RunnerWork,
+        private_dirs: Option<Vec<PrivateDir>>,
+    ) -> BoxFuture<'_, Box<dyn Runner>>;
 
     /// Starts a runner now for a run that begins a little later (a timer's, shortly
     /// before its due time), so that its start-up is done by then; with the run's
@@ -63,8 +69,14 @@ pub trait Runner: Send + std::fmt::Debug {
 }
 
 impl Executor for RunnerHub {
-    fn take(&self, work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>> {
-        Box::pin(async move { Box::new(RunnerHub::take(self, work).await) as Box<dyn Runner> })
+    fn take(
+        &self,
+        work: RunnerWork,
+        private_dirs: Option<Vec<PrivateDir>>,
+    ) -> BoxFuture<'_, Box<dyn Runner>> {
+        Box::pin(async move {
+            Box::new(RunnerHub::take(self, work, private_dirs).await) as Box<dyn Runner>
+        })
     }
 
     fn launch(

@@ -125,7 +125,14 @@ pub(super) async fn begin(
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
-        _ => engine.inner.executor.take(kind.runner_work()).await,
+        _ => {
+            let private_dirs = engine.run_private_dirs(kind, id);
+            engine
+                .inner
+                .executor
+                .take(kind.runner_work(), private_dirs)
+                .await
+        }
     };
     Some(Begun::new(join_blocking(disk).await?, runner))
 }

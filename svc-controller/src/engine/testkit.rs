@@ -172,7 +172,11 @@ impl FakeExecutor {
 }
 
 impl Executor for FakeExecutor {
-    fn take(&self, _work: RunnerWork) -> BoxFuture<'_, Box<dyn Runner>> {
+    fn take(
+        &self,
+        _work: RunnerWork,
+        _private_dirs: Option<Vec<proto::PrivateDir>>,
+    ) -> BoxFuture<'_, Box<dyn Runner>> {
         self.shared.seen().taken += 1;
         Box::pin(std::future::ready(self.runner(Origin::Taken)))
     }

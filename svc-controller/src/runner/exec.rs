@@ -183,8 +183,9 @@ struct Spare {
     runner: Mutex<Option<LaunchedRunner>>,
     /// A spare is being launched.
     refilling: std::sync::atomic::AtomicBool,
-    /// When a runner was last taken for work.
-    last_take: Mutex<Option<std::time::Instant>>,
+    /// When a runner was last taken for work, and the private directories of the run
+    /// it was taken for (`None` when they were not known).
+    last_take: Mutex<Option<(std::time::Instant, Option<Vec<proto::PrivateDir>>)>>,
 }
 
 /// Runs closer together than this are a burst: each takes a spare and starts the next.
@@ -306,24 +307,39 @@ impl RunnerHub {
         })
     }
 
-    /// A runner for a run that begins now. While runs come in a burst (the previous one
-    /// began less than [`BURST_GAP`] ago), the runner started for it meanwhile is handed
-    /// out, and another is started for the run after: its start-up (exec, runtime,
-    /// connection, handshake) then overlaps the run before instead of delaying its own.
-    /// Each runner still does one execution; a spare not taken within
-    /// [`SPARE_KEPT_FOR`] is ended. Call it from a runtime worker thread (see
-    /// [`RunnerHub::launch`]).
-    pub async fn take(&self, work: RunnerWork) -> LaunchedRunner {
+    /// A runner for a run that begins now, whose run has `private_dirs` (when known).
+    /// While runs come in a burst (the previous one began less than [`BURST_GAP`] ago),
+    /// the runner started for it meanwhile is handed out, and another is started for
+    /// the run after: its start-up (exec, runtime, connection, handshake) then overlaps
+    /// the run before instead of delaying its own. While the burst is of one job (this
+    /// run and the one before have the same private directories), the next run is most
+    /// likely that job's too, so the spare is told them and makes the run's namespaces
+    /// while it waits, as a timer's runner does; a run of another job that takes it
+    /// makes its own (the runner drops those it made). Each runner still does one
+    /// execution; a spare not taken within [`SPARE_KEPT_FOR`] is ended. Call it from a
+    /// runtime worker thread (see [`RunnerHub::launch`]).
+    pub async fn take(
+        &self,
+        work: RunnerWork,
+        private_dirs: Option<Vec<proto::PrivateDir>>,
+    ) -> LaunchedRunner {
         let now = std::time::Instant::now();
-        let previous = self.spare.last_take.locked().replace(now);
+        let previous = self
+            .spare
+            .last_take
+            .locked()
+            .replace((now, private_dirs.clone()));
         let ready = self
             .spare
             .runner
             .locked()
             .take()
             .filter(|runner| runner.is_fresh() && runner.work == work);
-        if previous.is_some_and(|then| now.duration_since(then) < BURST_GAP) {
-            self.refill(work);
+        if let Some((then, dirs_then)) = previous
+            && now.duration_since(then) < BURST_GAP
+        {
+            let same_job = private_dirs.filter(|dirs| dirs_then.as_ref() == Some(dirs));
+            self.refill(work, same_job);
         }
         match ready {
             Some(runner) => runner,
@@ -351,15 +367,16 @@ impl RunnerHub {
         &self.inner.sandboxes
     }
 
-    /// Starts a spare runner in the background, unless one is being started.
-    fn refill(&self, work: RunnerWork) {
+    /// Starts a spare runner in the background, unless one is being started; told
+    /// `private_dirs` when they are known (see [`RunnerHub::take`]).
+    fn refill(&self, work: RunnerWork, private_dirs: Option<Vec<proto::PrivateDir>>) {
         use std::sync::atomic::Ordering;
         if self.spare.refilling.swap(true, Ordering::AcqRel) {
             return;
         }
         let hub = self.clone();
         tokio::spawn(async move {
-            let runner = hub.launch(work).await;
+            let runner = hub.launch_for(work, private_dirs).await;
             let launched_at = runner.launched_at;
             // A spare left over from before is replaced (and so ended).
             *hub.spare.runner.locked() = Some(runner);
