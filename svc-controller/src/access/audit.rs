@@ -26,13 +26,15 @@ use crate::util::lock::MutexExt as _;
 use std::fs::{self, File};
 use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::error::TrySendError as TrySendCopy;
+
+use super::audit_repeats::Repeats;
 
 /// Name of the current audit file in the log directory.
 pub const AUDIT_FILE: &str = "audit.log";
@@ -48,7 +50,7 @@ pub const MAX_PAGE: usize = 1000;
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 
 /// Who did it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Actor {
     /// A logged-in account (by session), or the account a login was for.
@@ -72,7 +74,7 @@ pub enum Actor {
 }
 
 /// What was done (or tried).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// Pause a Job or JobHttp.
@@ -96,7 +98,7 @@ pub enum Action {
 }
 
 /// Which job an action was about.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct JobRef {
     /// `job_exec` or `job_http`, as in the API's paths.
     pub kind: String,
@@ -105,7 +107,7 @@ pub struct JobRef {
 }
 
 /// How an action ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Done.
@@ -117,7 +119,7 @@ pub enum Outcome {
 }
 
 /// One action as the callers describe it; [`Record`] adds the time and `seq`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct Entry {
     /// Who.
     pub actor: Actor,
@@ -179,6 +181,10 @@ pub struct Record {
     /// In cluster mode's shared audit log: the node that recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// A count of identical refusals answered since the line that first had this entry
+    /// and not written one by one, the last at `time` (see `audit_repeats.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeated: Option<u64>,
 }
 
 /// What the writer hands to the copier of cluster mode ([`AuditLog::copy_to_cluster`]).
@@ -331,6 +337,8 @@ struct Writer {
     copy: Option<tokio::sync::mpsc::Sender<ClusterCopy>>,
     /// A full copier's queue is logged once, until a record gets in again.
     copy_full: bool,
+    /// Identical refusals counted, not written yet.
+    repeats: Repeats,
 }
 
 impl Writer {
@@ -358,46 +366,99 @@ impl Writer {
             failing: false,
             copy: None,
             copy_full: false,
+            repeats: Repeats::default(),
         })
     }
 
     fn run(mut self, receiver: Receiver<Message>) {
-        while let Ok(first) = receiver.recv() {
-            let mut next = Some(first);
+        while let Some(first) = self.next_message(&receiver) {
+            let mut next = first;
             while let Some(message) = next.take() {
-                match message {
-                    Message::Entry(entry, time) => self.write(entry, time),
-                    Message::CopyTo(copy) => self.copy = Some(copy),
-                    Message::Flush(done) => match &self.copy {
-                        // The copier answers once what came before is copied.
-                        Some(copy) => {
-                            if let Err(
-                                TrySendCopy::Full(ClusterCopy::Flush(done))
-                                | TrySendCopy::Closed(ClusterCopy::Flush(done)),
-                            ) = copy.try_send(ClusterCopy::Flush(done))
-                            {
-                                let _ = done.send(());
-                            }
-                        }
-                        None => {
-                            let _ = done.send(());
-                        }
-                    },
-                    Message::Stop(done) => {
-                        self.sync();
-                        let _ = done.send(());
-                        return;
-                    }
+                if !self.handle(message) {
+                    return;
                 }
                 next = receiver.try_recv().ok();
             }
+            self.write_counted(false);
             // The file is open only while entries are written: between them no
             // descriptor holds the log directory, so it can be remounted read-only or
             // unmounted, and a file moved away by hand is made anew at the next entry.
             self.file = None;
         }
         // Every handle is gone.
+        self.write_counted(true);
         self.sync();
+    }
+
+    /// The next message; `Some(None)` when a window of counted refusals ended first (its
+    /// line is then due), `None` once every handle is gone.
+    fn next_message(&self, receiver: &Receiver<Message>) -> Option<Option<Message>> {
+        let Some(due) = self.repeats.next_due() else {
+            return receiver.recv().ok().map(Some);
+        };
+        let wait = due.saturating_duration_since(Instant::now());
+        match receiver.recv_timeout(wait) {
+            Ok(message) => Some(Some(message)),
+            Err(RecvTimeoutError::Timeout) => Some(None),
+            Err(RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    /// Carries out one message; false once the writer is to end.
+    fn handle(&mut self, message: Message) -> bool {
+        match message {
+            Message::Entry(entry, time) => self.record(entry, time),
+            Message::CopyTo(copy) => self.copy = Some(copy),
+            Message::Flush(done) => {
+                // Readers see the counts of the refusals before their call too.
+                self.write_counted(true);
+                match &self.copy {
+                    // The copier answers once what came before is copied.
+                    Some(copy) => {
+                        if let Err(
+                            TrySendCopy::Full(ClusterCopy::Flush(done))
+                            | TrySendCopy::Closed(ClusterCopy::Flush(done)),
+                        ) = copy.try_send(ClusterCopy::Flush(done))
+                        {
+                            let _ = done.send(());
+                        }
+                    }
+                    None => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+            Message::Stop(done) => {
+                self.write_counted(true);
+                self.sync();
+                let _ = done.send(());
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Writes `entry` unless it repeats a refusal written less than a window ago, which
+    /// is counted instead ([`Repeats`]); the counts of windows that ended go first.
+    fn record(&mut self, entry: Entry, time: chrono::DateTime<chrono::Utc>) {
+        let now = Instant::now();
+        self.write_counted(false);
+        if self.repeats.offer(&entry, time, now) {
+            self.write(entry, time, None);
+        }
+    }
+
+    /// Writes a line for each window of counted refusals that ended (`all`: each open
+    /// one).
+    fn write_counted(&mut self, all: bool) {
+        let summaries = if all {
+            self.repeats.all()
+        } else {
+            self.repeats.due(Instant::now())
+        };
+        for (entry, count, last) in summaries {
+            self.write(entry, last, Some(count));
+        }
     }
 
     /// Syncs the current file, opening it when it is closed (a sync through any
@@ -417,12 +478,13 @@ impl Writer {
         }
     }
 
-    fn write(&mut self, entry: Entry, time: chrono::DateTime<chrono::Utc>) {
+    fn write(&mut self, entry: Entry, time: chrono::DateTime<chrono::Utc>, repeated: Option<u64>) {
         let record = Record {
             seq: self.next_seq,
             time: time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             entry,
             node: None,
+            repeated,
         };
         self.hand_to_copier(&record);
         let mut line = match serde_json::to_vec(&record) {

@@ -91,6 +91,7 @@ fn rotation_keeps_five_files_and_seq_carries_on_across_restarts() {
             time: "2025-01-01T00:00:00.000Z".into(),
             entry: entry(1),
             node: None,
+            repeated: None,
         };
         serde_json::to_vec(&record).expect("json").len() as u64 + 1
     };
@@ -180,4 +181,76 @@ fn a_cut_line_is_skipped_and_an_empty_directory_is_an_empty_page() {
     let seqs: Vec<u64> = page.records.iter().map(|r| r.seq).collect();
     // The restart ended the cut line, and numbering goes on from the last whole one.
     assert_eq!(seqs, [2, 1]);
+}
+
+/// A client repeating a refused request: its first refusal is a line, the rest one line
+/// with their count, written when the window ends or a reader flushes; the actions of
+/// others between them are each a line of their own.
+#[test]
+fn repeated_refusals_are_one_line_with_their_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let busy = Entry::answered(
+        Actor::Webhook { delivery: None },
+        Action::Trigger,
+        Some(JobRef {
+            kind: "job_exec".into(),
+            id: "build".into(),
+        }),
+        Some("192.0.2.9".into()),
+        429,
+        "job is running and a run is already queued",
+    );
+    runtime().block_on(async {
+        let log = AuditLog::start(dir.path(), 1 << 20).expect("start");
+        for _ in 0..500 {
+            log.record(busy.clone());
+        }
+        log.record(entry(1));
+        log.record(busy.clone());
+        log.flush().await;
+        log.record(busy.clone());
+        log.shutdown().await;
+    });
+    let text = fs::read_to_string(dir.path().join(AUDIT_FILE)).expect("read");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    // Quick as the writer is, a window (1 s) ends within the loop only on a machine that
+    // stalls: then more lines, each refusal still counted once. Usually: the first
+    // refusal, the pause, the count of the 500 others at the flush, the one after it.
+    let refusals: u64 = lines
+        .iter()
+        .filter(|l| l["status"] == 429)
+        .map(|l| l.get("repeated").and_then(|n| n.as_u64()).unwrap_or(1))
+        .sum();
+    assert_eq!(refusals, 502, "{text}");
+    assert!(
+        lines.len() <= 10,
+        "{} lines for 502 refusals: {text}",
+        lines.len()
+    );
+    assert_eq!(lines[0]["status"], 429);
+    assert_eq!(lines[0].get("repeated"), None);
+    assert_eq!(lines.iter().filter(|l| l["action"] == "pause").count(), 1);
+    let counted: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l.get("repeated").is_some())
+        .collect();
+    assert!(!counted.is_empty(), "{text}");
+    for line in counted {
+        assert_eq!(line["reason"], "job is running and a run is already queued");
+        assert_eq!(
+            line["actor"],
+            serde_json::json!({"kind": "webhook", "delivery": null})
+        );
+    }
+    let last = lines.last().expect("lines");
+    assert_eq!(
+        (last["status"].as_u64(), last.get("repeated")),
+        (Some(429), None),
+        "the refusal after the flush opens a window: {text}"
+    );
+    let seqs: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
+    assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
 }

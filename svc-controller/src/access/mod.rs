@@ -3,6 +3,7 @@
 //! up to [`crate::runner`].
 
 pub mod audit;
+mod audit_repeats;
 pub mod auth;
 pub mod login;
 pub mod replay;

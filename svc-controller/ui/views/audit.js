@@ -34,6 +34,7 @@ import { state } from "../state.js";
  * @property {string} result "ok", "refused", …
  * @property {number} [status]
  * @property {string} [reason]
+ * @property {number} [repeated] that many more identical refusals, the last at `time`
  */
 
 const AUDIT_PAGE = 50;
@@ -58,7 +59,8 @@ function auditRow(entry) {
       entry.job.id)
     : h("span", { class: "muted" }, "—");
   const result = entry.result === "ok" ? "ok"
-    : entry.result + (entry.status ? " " + entry.status : "") + (entry.reason ? ": " + entry.reason : "");
+    : entry.result + (entry.status ? " " + entry.status : "") + (entry.reason ? ": " + entry.reason : "")
+      + (entry.repeated ? " (" + entry.repeated + " more times, the last at this time)" : "");
   return h("tr", { "data-seq": String(entry.seq) },
     cell("Time", h("time", { datetime: entry.time }, absTime(entry.time))),
     cell("Who", actorText(entry.actor)),
