@@ -82,8 +82,8 @@ struct Inner {
     requests: mpsc::UnboundedSender<Outgoing>,
     waiting: Mutex<Waiting>,
     alive: AtomicBool,
-    /// The server process.
-    _process: tokio::process::Child,
+    /// The server process, taken and waited for once it has ended ([`ended`]).
+    process: Mutex<Option<tokio::process::Child>>,
     /// The thread that started the server, kept while the server may live.
     _started_by: Arc<Spawner>,
 }
@@ -154,7 +154,7 @@ impl ForkServer {
             requests,
             waiting: Mutex::default(),
             alive: AtomicBool::new(true),
-            _process: process,
+            process: Mutex::new(Some(process)),
             _started_by: spawner.clone(),
         });
         tokio::spawn(write_requests(write, outgoing));
@@ -283,6 +283,15 @@ fn ended(inner: &Inner) {
     }
     // Dropped senders: their waits end with the exit unknown.
     waiting.exits.clear();
+    drop(waiting);
+    // Reaped now, not when the hub next needs a server and drops this one: a server
+    // that died (killed by hand, by the OOM killer) would otherwise stay a zombie of
+    // the service until the next run.
+    if let Some(mut process) = inner.process.locked().take() {
+        tokio::spawn(async move {
+            let _ = process.wait().await;
+        });
+    }
     tracing::warn!("the runner fork server ended; runners are started afresh until another is up");
 }
 

@@ -266,3 +266,39 @@ async fn a_run_outlives_the_thread_that_asked_for_its_runner() {
         );
     }
 }
+
+/// A fork server that dies (killed by hand, by the OOM killer) is reaped at once, not
+/// left a zombie of the service until the next run needs a runner; the next runner then
+/// comes from a new server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_server_that_dies_is_reaped_and_replaced() {
+    let (_dir, hub) = plain_hub();
+    let runner = hub.launch(RunnerWork::Commands).await;
+    let runner_pid = runner.pid().expect("forked");
+    let server_pid =
+        svc_tests::proc::parent(i32::try_from(runner_pid).expect("a pid")).expect("a parent");
+    drop(runner);
+    gone(runner_pid, "a runner dropped unused").await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the fork server");
+    svc_tests::wait_until(
+        std::time::Duration::from_secs(20),
+        &format!("the killed fork server (pid {server_pid}) is reaped, not a zombie"),
+        async || svc_tests::proc::state(server_pid).is_none(),
+    )
+    .await;
+    let next = hub.launch(RunnerWork::Commands).await;
+    let next_pid = next.pid().expect("a runner");
+    let next_server =
+        svc_tests::proc::parent(i32::try_from(next_pid).expect("a pid")).expect("a parent");
+    assert_ne!(next_server, server_pid, "a new server forked it");
+    assert!(
+        svc_tests::proc::cmdline(next_server)
+            .unwrap_or_default()
+            .contains("--fork-server"),
+        "the next runner is forked by a new server"
+    );
+}
