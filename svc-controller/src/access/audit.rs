@@ -441,9 +441,9 @@ impl Writer {
     /// Writes `entry` unless it repeats a refusal written less than a window ago, which
     /// is counted instead ([`Repeats`]); the counts of windows that ended go first.
     fn record(&mut self, entry: Entry, time: chrono::DateTime<chrono::Utc>) {
-        let now = Instant::now();
-        self.write_counted(false);
-        if self.repeats.offer(&entry, time, now) {
+        let (due, write) = self.repeats.offer(&entry, time, Instant::now());
+        self.write_summaries(due);
+        if write {
             self.write(entry, time, None);
         }
     }
@@ -456,6 +456,10 @@ impl Writer {
         } else {
             self.repeats.due(Instant::now())
         };
+        self.write_summaries(summaries);
+    }
+
+    fn write_summaries(&mut self, summaries: Vec<super::audit_repeats::Summary>) {
         for (entry, count, last) in summaries {
             self.write(entry, last, Some(count));
         }

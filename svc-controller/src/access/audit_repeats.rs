@@ -9,7 +9,7 @@
 //! (`repeated`, with the time of the last). Accepted actions and errors are always written
 //! one by one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -40,74 +40,84 @@ pub type Summary = (Entry, u64, DateTime<Utc>);
 #[derive(Debug, Default)]
 pub struct Repeats {
     bursts: HashMap<Entry, Burst>,
+    /// The kinds of `bursts`, oldest window first: windows open as time goes on, so they
+    /// end in this order too, and the next to end is the first.
+    order: VecDeque<Entry>,
 }
 
 impl Repeats {
-    /// Whether `entry`, recorded at `time` (`now` on the monotonic clock), is to be
-    /// written (true) or was counted in an open window (false).
-    pub fn offer(&mut self, entry: &Entry, time: DateTime<Utc>, now: Instant) -> bool {
+    /// Offers `entry`, recorded at `time` (`now` on the monotonic clock): the counts of
+    /// the windows that ended by `now`, to write first, and whether `entry` is to be
+    /// written (true) or was counted in its open window (false).
+    pub fn offer(
+        &mut self,
+        entry: &Entry,
+        time: DateTime<Utc>,
+        now: Instant,
+    ) -> (Vec<Summary>, bool) {
+        let due = self.due(now);
         if entry.result != Outcome::Refused {
-            return true;
+            return (due, true);
         }
+        // Open: the ended windows were just taken.
         if let Some(burst) = self.bursts.get_mut(entry) {
-            if now.duration_since(burst.opened) < WINDOW {
-                burst.count += 1;
-                burst.last = time;
-                return false;
-            }
-            // The window ended without its count being taken: the caller takes the due
-            // summaries before each entry, so there is none left here.
-            self.bursts.remove(entry);
+            burst.count += 1;
+            burst.last = time;
+            return (due, false);
         }
-        if self.bursts.len() >= KINDS {
-            return true;
-        }
-        self.bursts.insert(
-            entry.clone(),
-            Burst {
+        if self.bursts.len() < KINDS {
+            let burst = Burst {
                 opened: now,
                 count: 0,
                 last: time,
-            },
-        );
-        true
+            };
+            self.bursts.insert(entry.clone(), burst);
+            self.order.push_back(entry.clone());
+        }
+        (due, true)
     }
 
     /// The counts of the windows that ended by `now` (their kinds forgotten), oldest
     /// window first.
     pub fn due(&mut self, now: Instant) -> Vec<Summary> {
-        self.take(|burst| now.duration_since(burst.opened) >= WINDOW)
+        let ended = |burst: &Burst| now.duration_since(burst.opened) >= WINDOW;
+        let mut summaries = Vec::new();
+        while self
+            .order
+            .front()
+            .and_then(|entry| self.bursts.get(entry))
+            .is_some_and(ended)
+        {
+            self.close_oldest(&mut summaries);
+        }
+        summaries
     }
 
     /// The counts of every open window (before a flush or the writer's end).
     pub fn all(&mut self) -> Vec<Summary> {
-        self.take(|_| true)
+        let mut summaries = Vec::new();
+        while !self.order.is_empty() {
+            self.close_oldest(&mut summaries);
+        }
+        summaries
     }
 
     /// When the next window ends, if any is open.
     pub fn next_due(&self) -> Option<Instant> {
-        self.bursts
-            .values()
-            .map(|burst| burst.opened + WINDOW)
-            .min()
+        let oldest = self.order.front()?;
+        self.bursts.get(oldest).map(|burst| burst.opened + WINDOW)
     }
 
-    fn take(&mut self, ended: impl Fn(&Burst) -> bool) -> Vec<Summary> {
-        let keys: Vec<Entry> = self
-            .bursts
-            .iter()
-            .filter(|(_, burst)| ended(burst))
-            .map(|(entry, _)| entry.clone())
-            .collect();
-        let mut summaries: Vec<(Instant, Summary)> = keys
-            .into_iter()
-            .filter_map(|entry| {
-                let burst = self.bursts.remove(&entry)?;
-                (burst.count > 0).then_some((burst.opened, (entry, burst.count, burst.last)))
-            })
-            .collect();
-        summaries.sort_by_key(|(opened, _)| *opened);
-        summaries.into_iter().map(|(_, summary)| summary).collect()
+    /// Forgets the oldest window, adding its count to `summaries` when it has one.
+    fn close_oldest(&mut self, summaries: &mut Vec<Summary>) {
+        let Some(entry) = self.order.pop_front() else {
+            return;
+        };
+        if let Some(burst) = self.bursts.remove(&entry)
+            && burst.count > 0
+        {
+            summaries.push((entry, burst.count, burst.last));
+        }
     }
 }
 
@@ -130,16 +140,29 @@ mod tests {
         )
     }
 
+    /// Offers `entry` where no window has ended: whether it is written.
+    fn written(repeats: &mut Repeats, entry: &Entry, time: DateTime<Utc>, now: Instant) -> bool {
+        let (due, write) = repeats.offer(entry, time, now);
+        assert!(due.is_empty(), "no window ended yet: {due:?}");
+        write
+    }
+
     #[test]
     fn a_burst_of_one_refusal_is_its_first_line_and_one_count() {
         let mut repeats = Repeats::default();
         let start = Instant::now();
         let time = Utc::now();
         let entry = refusal("a", 429);
-        assert!(repeats.offer(&entry, time, start), "the first is written");
+        assert!(
+            written(&mut repeats, &entry, time, start),
+            "the first is written"
+        );
         for n in 1..=999u32 {
             let at = start + Duration::from_micros(u64::from(n) * 500);
-            assert!(!repeats.offer(&entry, time, at), "repeat {n} is counted");
+            assert!(
+                !written(&mut repeats, &entry, time, at),
+                "repeat {n} is counted"
+            );
         }
         assert!(
             repeats.due(start + WINDOW / 2).is_empty(),
@@ -151,7 +174,7 @@ mod tests {
         assert_eq!((&due[0].0, due[0].1), (&entry, 999));
         assert_eq!(repeats.next_due(), None, "the kind is forgotten");
         // After the window the next one is a line again and opens a new window.
-        assert!(repeats.offer(&entry, time, start + WINDOW * 2));
+        assert!(written(&mut repeats, &entry, time, start + WINDOW * 2));
     }
 
     #[test]
@@ -159,23 +182,28 @@ mod tests {
         let mut repeats = Repeats::default();
         let now = Instant::now();
         let time = Utc::now();
-        assert!(repeats.offer(&refusal("a", 429), time, now));
-        assert!(repeats.offer(&refusal("b", 429), time, now), "another job");
+        assert!(written(&mut repeats, &refusal("a", 429), time, now));
         assert!(
-            repeats.offer(&refusal("a", 409), time, now),
+            written(&mut repeats, &refusal("b", 429), time, now),
+            "another job"
+        );
+        assert!(
+            written(&mut repeats, &refusal("a", 409), time, now),
             "another status"
         );
         let accepted = refusal("a", 200);
         for _ in 0..3 {
             assert!(
-                repeats.offer(&accepted, time, now),
+                written(&mut repeats, &accepted, time, now),
                 "each accepted action is a line"
             );
         }
         let error = refusal("a", 503);
-        assert!(repeats.offer(&error, time, now) && repeats.offer(&error, time, now));
         assert!(
-            !repeats.offer(&refusal("b", 429), time, now),
+            written(&mut repeats, &error, time, now) && written(&mut repeats, &error, time, now)
+        );
+        assert!(
+            !written(&mut repeats, &refusal("b", 429), time, now),
             "a repeat is counted"
         );
         let all = repeats.all();
@@ -193,10 +221,57 @@ mod tests {
         let now = Instant::now();
         let time = Utc::now();
         for n in 0..KINDS {
-            assert!(repeats.offer(&refusal(&format!("j{n}"), 429), time, now));
+            assert!(written(
+                &mut repeats,
+                &refusal(&format!("j{n}"), 429),
+                time,
+                now
+            ));
         }
         let extra = refusal("extra", 429);
-        assert!(repeats.offer(&extra, time, now) && repeats.offer(&extra, time, now));
+        assert!(
+            written(&mut repeats, &extra, time, now) && written(&mut repeats, &extra, time, now)
+        );
         assert_eq!(repeats.bursts.len(), KINDS, "the bound holds");
+    }
+
+    fn anonymous_refusal(address: &str) -> Entry {
+        Entry::answered(
+            Actor::Anonymous,
+            Action::Pause,
+            None,
+            Some(address.into()),
+            403,
+            "a signature or a session is needed",
+        )
+    }
+
+    #[test]
+    fn ended_windows_come_with_the_next_offer_oldest_first() {
+        let mut repeats = Repeats::default();
+        let start = Instant::now();
+        let time = Utc::now();
+        let (a, b) = (
+            anonymous_refusal("192.0.2.1"),
+            anonymous_refusal("192.0.2.2"),
+        );
+        assert!(repeats.offer(&a, time, start).1);
+        assert!(repeats.offer(&b, time, start + WINDOW / 4).1);
+        assert!(!repeats.offer(&b, time, start + WINDOW / 2).1);
+        assert!(!repeats.offer(&a, time, start + WINDOW / 2).1);
+        assert_eq!(
+            repeats.next_due(),
+            Some(start + WINDOW),
+            "a's window ends first"
+        );
+        // Both windows ended: their counts come first, a's (the older) before b's, and
+        // the entry offered opens a new window.
+        let (due, write) = repeats.offer(&a, time, start + WINDOW * 2);
+        let counted: Vec<(&Entry, u64)> = due.iter().map(|(e, n, _)| (e, *n)).collect();
+        assert_eq!(counted, [(&a, 1), (&b, 1)]);
+        assert!(write);
+        assert_eq!(repeats.next_due(), Some(start + WINDOW * 3));
+        assert!(repeats.all().is_empty(), "the new window has no count yet");
+        assert_eq!(repeats.next_due(), None);
     }
 }

@@ -18,6 +18,16 @@ fn entry(n: usize) -> Entry {
     )
 }
 
+/// The current audit file of `dir`: its text and each line parsed.
+fn current_lines(dir: &Path) -> (String, Vec<serde_json::Value>) {
+    let text = fs::read_to_string(dir.join(AUDIT_FILE)).expect("read");
+    let lines = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    (text, lines)
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -50,11 +60,7 @@ fn lines_are_json_with_the_documented_fields() {
         });
         log.shutdown().await;
     });
-    let text = fs::read_to_string(dir.path().join(AUDIT_FILE)).expect("read");
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect();
+    let (_, lines) = current_lines(dir.path());
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[0]["seq"], 1);
     assert_eq!(
@@ -211,11 +217,7 @@ fn repeated_refusals_are_one_line_with_their_count() {
         log.record(busy.clone());
         log.shutdown().await;
     });
-    let text = fs::read_to_string(dir.path().join(AUDIT_FILE)).expect("read");
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect();
+    let (text, lines) = current_lines(dir.path());
     // Quick as the writer is, a window (1 s) ends within the loop only on a machine that
     // stalls: then more lines, each refusal still counted once. Usually: the first
     // refusal, the pause, the count of the 500 others at the flush, the one after it.
