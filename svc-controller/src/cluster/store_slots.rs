@@ -53,7 +53,8 @@ impl ClusterStore {
     }
 
     /// [`claim_slot`](Self::claim_slot) for many slots in one transaction of five
-    /// statements (the last records each won slot's outcome), whatever their number: what each offer became, in the order given.
+    /// statements (the last records each won slot's outcome), whatever their number:
+    /// what each offer became, in the order given.
     /// Of two won slots of one job the earlier queues its run (the other finds it queued:
     /// busy); an offer given twice is [`SlotClaim::Taken`] the second time.
     pub async fn claim_slots(&self, offers: &[SlotOffer]) -> Result<Vec<SlotClaim>, ClusterError> {

@@ -1,4 +1,5 @@
-//! Runners that timers start ahead of their due times: never more than can run.
+//! Runners that timers start ahead of their due times (never more than can run), and
+//! the runner a run takes when it begins, told its job's private directories.
 //!
 //! A timer starts its run's runner a little before the due time (see `timer.rs`), so
 //! that at the due time only the run's own work is left. With many jobs due together
@@ -70,16 +71,22 @@ impl Engine {
     /// job gone), so that a runner started ahead makes the run's namespaces while it
     /// waits; the run's request says them again, and the runner makes new ones if a
     /// reload changed them meanwhile.
-    pub(super) fn run_private_dirs(
-        &self,
-        kind: super::Kind,
-        id: &str,
-    ) -> Option<Vec<proto::PrivateDir>> {
+    fn run_private_dirs(&self, kind: super::Kind, id: &str) -> Option<Vec<proto::PrivateDir>> {
         let def = self.lock().get(kind, id).map(|entry| entry.def.clone())?;
         match def {
             super::entry::Def::Job(job) => Some(super::request::private_dirs(self.main(), &job)),
             super::entry::Def::Http(_) => None,
         }
+    }
+
+    /// A runner for a run of job `id` that begins now, told the run's private
+    /// directories (see [`Executor::take`](super::executor::Executor::take)).
+    pub(super) async fn take_runner(&self, kind: super::Kind, id: &str) -> Box<dyn Runner> {
+        let private_dirs = self.run_private_dirs(kind, id);
+        self.inner
+            .executor
+            .take(kind.runner_work(), private_dirs)
+            .await
     }
 
     /// Starts a runner for a timer's next run, when fewer runners started ahead are out

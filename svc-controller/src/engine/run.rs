@@ -202,14 +202,7 @@ async fn run_begun(
         || (has_permit && engine.inner.permit_waiters.load(Ordering::SeqCst) == 0))
         && engine.has_runnable_queue(kind, id);
     let next_runner = if follow {
-        let private_dirs = engine.run_private_dirs(kind, id);
-        Some(
-            engine
-                .inner
-                .executor
-                .take(kind.runner_work(), private_dirs)
-                .await,
-        )
+        Some(engine.take_runner(kind, id).await)
     } else {
         None
     };

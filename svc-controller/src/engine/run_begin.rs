@@ -125,14 +125,7 @@ pub(super) async fn begin(
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
-        _ => {
-            let private_dirs = engine.run_private_dirs(kind, id);
-            engine
-                .inner
-                .executor
-                .take(kind.runner_work(), private_dirs)
-                .await
-        }
+        _ => engine.take_runner(kind, id).await,
     };
     Some(Begun::new(join_blocking(disk).await?, runner))
 }
