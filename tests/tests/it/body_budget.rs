@@ -109,6 +109,12 @@ async fn upload_from(svc: &TestService, source: [u8; 4], length: usize, sent: us
     stream
 }
 
+/// Whether the service answered (or closed) `stream`, whose request it has not read whole.
+fn answered(stream: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    !matches!(stream.try_read(&mut byte), Err(error) if error.kind() == std::io::ErrorKind::WouldBlock)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lying_clients_cannot_hold_the_budget_for_others() {
     // The review's attack: connections that announce 21 MiB and send one byte each made
@@ -138,15 +144,22 @@ async fn bodies_in_flight_are_charged_as_received_per_client_address() {
     // read from its socket yet cannot decide the answer (3.5 MB left 6 KB, and a loaded
     // machine's run once saw no 503 within the wait).
     let sent = 3_900_000;
-    let slow = upload_from(&svc, [127, 0, 0, 1], 4_000_000, sent).await;
+    let slow = tokio::sync::Mutex::new(upload_from(&svc, [127, 0, 0, 1], 4_000_000, sent).await);
     // Once its bytes are in, a delivery of 700 KB finds no room, from any address.
     let big = vec![b' '; 700_000];
     // The refusal is checked as it comes: a delivery accepted just before may still
-    // hold its bytes then and let the next one in once it lets go of them.
+    // hold its bytes then and let the next one in once it lets go of them. While it
+    // holds them, the upload's last bytes read from its socket may be the ones past
+    // the budget: the upload is answered 503 and lets go of its own. It is then sent
+    // again, as its client would.
     let refused = wait_for(
         WAIT,
         "the slow upload's bytes to hold the budget",
         async || {
+            let mut upload = slow.lock().await;
+            if answered(&upload) {
+                *upload = upload_from(&svc, [127, 0, 0, 1], 4_000_000, sent).await;
+            }
             let answer = signed_delivery_from(&svc, [127, 0, 0, 3], &big).await;
             (answer.status == 503).then_some(answer)
         },
@@ -157,7 +170,7 @@ async fn bodies_in_flight_are_charged_as_received_per_client_address() {
     let small = svc.trigger_with_secret("/hook", b"{}", "hook-secret").await;
     small.assert_status(200);
     // The slow client goes away: its share comes back.
-    drop(slow);
+    drop(slow.into_inner());
     wait_until(WAIT, "the budget to be free again", async || {
         signed_delivery_from(&svc, [127, 0, 0, 3], &big)
             .await
