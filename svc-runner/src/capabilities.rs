@@ -29,6 +29,23 @@ struct CapData {
     inheritable: u32,
 }
 
+/// The effective capability set of the calling thread (bit N = capability N): one
+/// `capget`, where reading `/proc/self/status` took an open, a read and a parse, three
+/// times a run, and left entries below the runner's `/proc` directory that the kernel
+/// walks again when the runner is reaped.
+pub fn effective() -> io::Result<u64> {
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget writes two CapData words for version 3, the size of `data`.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from(data[0].effective) | (u64::from(data[1].effective) << 32))
+}
+
 /// Restricts the calling (child) process to the capabilities of `keep` (bit N =
 /// capability N) that it has. Async-signal-safe.
 pub fn keep_only(keep: u64) -> io::Result<()> {
@@ -93,4 +110,18 @@ pub fn keep_only(keep: u64) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_effective_set_is_the_one_proc_shows() {
+        let status = std::fs::read_to_string("/proc/self/status").expect("status");
+        let line = status
+            .lines()
+            .find_map(|line| line.strip_prefix("CapEff:"))
+            .expect("CapEff line");
+        let shown = u64::from_str_radix(line.trim(), 16).expect("hex");
+        assert_eq!(super::effective().expect("capget"), shown);
+    }
 }

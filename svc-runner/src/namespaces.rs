@@ -54,13 +54,7 @@ pub struct Contained {
 /// (`CAP_SYS_ADMIN` in its effective set).
 pub fn privileged() -> bool {
     const CAP_SYS_ADMIN: u32 = 21;
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let line = status.lines().find(|line| line.starts_with("CapEff:"))?;
-            u64::from_str_radix(line.trim_start_matches("CapEff:").trim(), 16).ok()
-        })
-        .is_some_and(|effective| effective & (1 << CAP_SYS_ADMIN) != 0)
+    crate::capabilities::effective().is_ok_and(|effective| effective & (1 << CAP_SYS_ADMIN) != 0)
 }
 
 /// Makes the run's namespaces and moves the runner into them (its later children are
