@@ -85,13 +85,19 @@ fn ended_before_start(work: &Work<'_>) -> Option<Finish> {
     None
 }
 
-/// Reads from an optional pipe; never completes when the pipe is closed already.
+/// Reads from an optional pipe into the spare room of `buf` (never zeroed: most commands
+/// write a few lines, and zeroing two 64 KiB buffers per command cost a fault for each
+/// of their pages); never completes when the pipe is closed already.
 async fn read_some<R: tokio::io::AsyncRead + Unpin>(
     pipe: &mut Option<R>,
-    buf: &mut [u8],
+    buf: &mut bytes::BytesMut,
 ) -> std::io::Result<usize> {
     match pipe {
-        Some(pipe) => pipe.read(buf).await,
+        // At most one chunk of the protocol, whatever room `buf` has.
+        Some(pipe) => {
+            let room = MAX_OUTPUT_CHUNK.saturating_sub(buf.len());
+            pipe.take(room as u64).read_buf(buf).await
+        }
         None => std::future::pending().await,
     }
 }
@@ -110,12 +116,14 @@ async fn forward<R>(
     read: std::io::Result<usize>,
     pipe: &mut Option<R>,
     stream: OutputStream,
-    buf: &[u8],
+    buf: &mut bytes::BytesMut,
 ) {
     match read {
         Ok(0) => *pipe = None,
         Ok(n) => {
             let data = buf[..n].to_vec();
+            // Its room stays for the next read.
+            buf.clear();
             work.reporter
                 .send(RunnerMessage::Output { stream, data })
                 .await;
@@ -249,8 +257,8 @@ async fn run_one(
     let (mut child, pgid) = start_command(work, index, command, env, dir_work).await?;
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
-    let mut out_buf = vec![0u8; MAX_OUTPUT_CHUNK];
-    let mut err_buf = vec![0u8; MAX_OUTPUT_CHUNK];
+    let mut out_buf = bytes::BytesMut::with_capacity(MAX_OUTPUT_CHUNK);
+    let mut err_buf = bytes::BytesMut::with_capacity(MAX_OUTPUT_CHUNK);
     let mut watch = Watch::default();
     let grace = work.kill_grace;
     loop {
@@ -265,10 +273,10 @@ async fn run_one(
             .map(|at| at + grace);
         tokio::select! {
             read = read_some(&mut stdout, &mut out_buf) => {
-                forward(work, read, &mut stdout, OutputStream::Stdout, &out_buf).await;
+                forward(work, read, &mut stdout, OutputStream::Stdout, &mut out_buf).await;
             }
             read = read_some(&mut stderr, &mut err_buf) => {
-                forward(work, read, &mut stderr, OutputStream::Stderr, &err_buf).await;
+                forward(work, read, &mut stderr, OutputStream::Stderr, &mut err_buf).await;
             }
             waited = child.wait(), if running => watch.exited(waited, started, index),
             () = sleep_until_opt(watch.drain_until) => break,
