@@ -34,6 +34,13 @@ struct CapData {
 /// times a run, and left entries below the runner's `/proc` directory that the kernel
 /// walks again when the runner is reaped.
 pub fn effective() -> io::Result<u64> {
+    let data = current()?;
+    Ok(u64::from(data[0].effective) | (u64::from(data[1].effective) << 32))
+}
+
+/// The calling thread's capability sets, as `capget` gives them (version 3: two words
+/// each). Async-signal-safe.
+fn current() -> io::Result<[CapData; 2]> {
     let mut header = CapHeader {
         version: CAPABILITY_VERSION_3,
         pid: 0,
@@ -43,21 +50,13 @@ pub fn effective() -> io::Result<u64> {
     if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(u64::from(data[0].effective) | (u64::from(data[1].effective) << 32))
+    Ok(data)
 }
 
 /// Restricts the calling (child) process to the capabilities of `keep` (bit N =
 /// capability N) that it has. Async-signal-safe.
 pub fn keep_only(keep: u64) -> io::Result<()> {
-    let mut header = CapHeader {
-        version: CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let mut data = [CapData::default(); 2];
-    // SAFETY: capget writes two CapData words for version 3, the size of `data`.
-    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let mut data = current()?;
     let permitted = u64::from(data[0].permitted) | (u64::from(data[1].permitted) << 32);
     let kept = keep & permitted;
 
@@ -99,8 +98,10 @@ pub fn keep_only(keep: u64) -> io::Result<()> {
             inheritable: word,
         };
     }
-    header.version = CAPABILITY_VERSION_3;
-    header.pid = 0;
+    let header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
     // SAFETY: capset reads two CapData words for version 3, the size of `data`.
     if unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) } != 0 {
         return Err(io::Error::last_os_error());
