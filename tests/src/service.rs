@@ -40,6 +40,9 @@ pub(crate) const BULK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long [`TestService::start`] waits for the API to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// Ports taken by another process between their choice and a start, at most, before a
+/// start gives up.
+const PORT_COLLISIONS: u32 = 5;
 /// How long [`TestService::stop`] waits for the controller to exit after SIGTERM before it
 /// gives up (and SIGKILLs it). Tests that assert the 10 s contract measure it themselves.
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -154,6 +157,7 @@ impl TestServiceBuilder {
                 .map(|line| line_value(line))
         };
         let mut listen_address = format!("127.0.0.1:{}", self.port);
+        let own_port = overridden("listen_address").is_none();
         let mut secret = Some(self.secret.clone());
         let mut main = String::from("# Written by the svc-tests harness.\n[svc]\n");
         match overridden("dir_base") {
@@ -202,6 +206,7 @@ impl TestServiceBuilder {
             dir_base,
             config_path,
             listen_address,
+            own_port,
             secret,
             env: self.env,
             wrapper: self.wrapper,
@@ -233,6 +238,9 @@ pub struct TestService {
     dir_base: PathBuf,
     config_path: PathBuf,
     listen_address: String,
+    /// Whether the harness chose the port (the tree sets no `listen_address`): it may
+    /// then choose another when the one it found free was taken before the start.
+    own_port: bool,
     /// Main secret as configured; `None` when the controller generates it.
     secret: Option<String>,
     env: Vec<(String, String)>,
@@ -342,9 +350,22 @@ impl TestService {
     /// process exits first or the time runs out (then naming the last answer).
     pub async fn start_answering(&mut self, path: &str, status: u16) {
         self.spawn();
-        let started = Instant::now();
+        let mut started = Instant::now();
+        let mut collisions = 0;
         loop {
             if let Some(exit) = self.try_wait() {
+                // The port was free when it was chosen, and another test's service took
+                // it before this one could: another port, as a person would.
+                if self.own_port
+                    && collisions < PORT_COLLISIONS
+                    && self.stderr().contains("Address already in use")
+                {
+                    collisions += 1;
+                    self.move_to_a_free_port();
+                    self.spawn();
+                    started = Instant::now();
+                    continue;
+                }
                 panic!(
                     "svc-controller exited with {} before GET {path} answered {status} \
                      (output below)",
@@ -352,7 +373,9 @@ impl TestService {
                 );
             }
             let last = match self.try_get(path).await {
-                Ok(response) if response.status == status => return,
+                // Counted once this controller says it listens there: the answer may
+                // come from another test's service on the port this one was given.
+                Ok(response) if response.status == status && self.announced() => return,
                 Ok(response) => format!("{}: {}", response.status, response.raw),
                 Err(err) => format!("{err:#}"),
             };
@@ -364,6 +387,24 @@ impl TestService {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Whether the latest start said it listens on this service's address.
+    fn announced(&self) -> bool {
+        self.stdout()
+            .contains(&format!("listening on http://{}", self.listen_address))
+    }
+
+    /// Gives the service another free port, in its configuration file too.
+    fn move_to_a_free_port(&mut self) {
+        let moved = format!("127.0.0.1:{}", crate::free_port());
+        let text = std::fs::read_to_string(&self.config_path).expect("read the main file");
+        let text = text.replace(
+            &format!("listen_address = {}\n", self.listen_address),
+            &format!("listen_address = {moved}\n"),
+        );
+        std::fs::write(&self.config_path, text).expect("write the main file");
+        self.listen_address = moved;
     }
 
     /// Starts the controller again on the same directory (stopping it first with SIGTERM

@@ -1,5 +1,6 @@
 //! Controller lifecycle: start-up output, state kept across restarts, state rebuilt from the
-//! logs, SIGKILL and SIGTERM while a job runs, SIGHUP reload.
+//! logs, SIGKILL and SIGTERM while a job runs, SIGHUP reload; the harness's start on a
+//! port another process took.
 
 use std::time::{Duration, Instant};
 
@@ -350,4 +351,50 @@ async fn sighup_loads_new_jobs_and_keeps_existing_state() {
     svc.wait_run_finished("new", 1, WAIT)
         .await
         .assert_status("success");
+}
+
+/// The harness's own guard: a port found free may be taken by another test's service
+/// before this one binds it. The start must not take that service's answers for its
+/// own, and moves to another free port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_whose_port_was_taken_meanwhile_moves_to_another() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut svc = TestService::builder().build();
+    let taken = svc.listen_address().to_string();
+    // A stranger on the port, answering 200 to every request.
+    let stranger = tokio::net::TcpListener::bind(&taken).await.expect("bind");
+    let answering = tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = stranger.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let body = br#"{"code":200,"message":"","data":{"name":"stranger"}}"#;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(body).await;
+            });
+        }
+    });
+    svc.start().await;
+    assert_ne!(svc.listen_address(), taken);
+    assert!(
+        svc.stdout()
+            .contains(&format!("listening on http://{}", svc.listen_address())),
+        "{}",
+        svc.stdout()
+    );
+    let environment = svc.environment().await;
+    assert_eq!(
+        environment["dir_base"],
+        svc.dir_base().display().to_string(),
+        "{environment}"
+    );
+    answering.abort();
 }
