@@ -39,6 +39,67 @@ fn gather(output: impl std::io::Read + Send + 'static, into: Arc<Mutex<Vec<Strin
     });
 }
 
+/// The example, started as the README says, and what it said.
+struct Started {
+    child: std::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    /// The UI's address as it printed it (`http://127.0.0.1:<port>`).
+    base: String,
+}
+
+/// Starts the example in `dir` on a free port instead of the README's fixed one (where
+/// it listens and where its JobHttp calls it). A port free when chosen may be taken by
+/// another test's service before the example binds it: another is chosen then, at most
+/// five times.
+async fn start_on_a_free_port(dir: &Path, examples: &Path, root: bool) -> Started {
+    let mut address = "127.0.0.1:31937".to_string();
+    for _ in 0..5 {
+        let chosen = format!("127.0.0.1:{}", free_port());
+        for file in ["svc.conf", "job_http.d/self-check.conf"] {
+            let path = examples.join("etc/svc").join(file);
+            let text = std::fs::read_to_string(&path).expect("read");
+            assert!(text.contains(&address), "{file}: {text}");
+            std::fs::write(&path, text.replace(&address, &chosen)).expect("write");
+        }
+        address = chosen;
+        let mut command = Command::new(&binaries().controller);
+        command
+            .arg("--config")
+            .arg(examples.join("etc/svc/svc.conf"))
+            .current_dir(dir)
+            // A terminal's foreground job: a process group of its own, which Ctrl-C signals.
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if root {
+            command.uid(NOBODY).gid(NOBODY);
+        }
+        let mut child = command.spawn().expect("start svc-controller");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        gather(child.stdout.take().expect("stdout"), lines.clone());
+        gather(child.stderr.take().expect("stderr"), lines.clone());
+        let said = || lines.lock().expect("lines").join("\n");
+        let base: Option<String> =
+            wait_for(Duration::from_secs(30), "the UI's address", async || {
+                let text = said();
+                if let Some(start) = text.find("listening on http://") {
+                    let start = start + "listening on ".len();
+                    return Some(text[start..].split(';').next().map(str::to_string));
+                }
+                // Exited before it listened: the port was taken, or a real failure.
+                child.try_wait().expect("wait").map(|_| None)
+            })
+            .await;
+        match base {
+            Some(base) => return Started { child, lines, base },
+            None if said().contains("Address already in use") => continue,
+            None => panic!("the example exited before it listened:\n{}", said()),
+        }
+    }
+    panic!("five free ports were taken before the example could listen on them");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_starts_without_a_warning_and_stops_cleanly_on_ctrl_c() {
     let repository = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -53,16 +114,6 @@ async fn the_example_starts_without_a_warning_and_stops_cleanly_on_ctrl_c() {
             &examples.join(part),
         );
     }
-    // A free port instead of the README's fixed one, where the service listens and where
-    // its JobHttp calls it.
-    let address = format!("127.0.0.1:{}", free_port());
-    for file in ["svc.conf", "job_http.d/self-check.conf"] {
-        let path = examples.join("etc/svc").join(file);
-        let text = std::fs::read_to_string(&path).expect("read");
-        assert!(text.contains("127.0.0.1:31937"), "{file}: {text}");
-        std::fs::write(&path, text.replace("127.0.0.1:31937", &address)).expect("write");
-    }
-    let conf = examples.join("etc/svc/svc.conf");
     let root = nix::unistd::Uid::effective().is_root();
     if root {
         let status = Command::new("chown")
@@ -72,33 +123,12 @@ async fn the_example_starts_without_a_warning_and_stops_cleanly_on_ctrl_c() {
             .expect("chown");
         assert!(status.success());
     }
-
-    let mut command = Command::new(&binaries().controller);
-    command
-        .arg("--config")
-        .arg(&conf)
-        .current_dir(dir.path())
-        // A terminal's foreground job: a process group of its own, which Ctrl-C signals.
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if root {
-        command.uid(NOBODY).gid(NOBODY);
-    }
-    let mut child = command.spawn().expect("start svc-controller");
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    gather(child.stdout.take().expect("stdout"), lines.clone());
-    gather(child.stderr.take().expect("stderr"), lines.clone());
+    let Started {
+        mut child,
+        lines,
+        base,
+    } = start_on_a_free_port(dir.path(), &examples, root).await;
     let said = || lines.lock().expect("lines").join("\n");
-
-    let base: String = wait_for(Duration::from_secs(30), "the UI's address", async || {
-        let text = said();
-        let start = text.find("listening on http://")? + "listening on ".len();
-        let address = text[start..].split(';').next()?;
-        Some(address.to_string())
-    })
-    .await;
     assert!(said().contains(&format!("UI at {base}/svc")), "{}", said());
     // The interval job and the JobHttp run at once (ended before the Ctrl-C: a run
     // cancelled by a stop is a failed run, which is rightly a warning).
