@@ -161,10 +161,23 @@ pub fn rfc3339(value: &serde_json::Value) -> Option<chrono::DateTime<chrono::Utc
         .map(|time| time.with_timezone(&chrono::Utc))
 }
 
-/// A loopback port nothing listened on a moment ago.
+/// A loopback port nothing listened on a moment ago, and never given before by this
+/// process: the kernel hands a port it just freed to the next caller as readily as any,
+/// so two tests asking at once could get one port, and the second to bind lose it. A
+/// port another process takes meanwhile stays possible; the starts that bind it retry.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("find a free loopback port")
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("find a free loopback port");
+        if given.insert(port) {
+            return port;
+        }
+    }
 }
