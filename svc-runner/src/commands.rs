@@ -93,11 +93,9 @@ async fn read_some<R: tokio::io::AsyncRead + Unpin>(
     buf: &mut bytes::BytesMut,
 ) -> std::io::Result<usize> {
     match pipe {
-        // At most one chunk of the protocol, whatever room `buf` has.
-        Some(pipe) => {
-            let room = MAX_OUTPUT_CHUNK.saturating_sub(buf.len());
-            pipe.take(room as u64).read_buf(buf).await
-        }
+        // At most one chunk of the protocol, whatever room `buf` has (it is emptied
+        // after each read, see `forward`).
+        Some(pipe) => pipe.take(MAX_OUTPUT_CHUNK as u64).read_buf(buf).await,
         None => std::future::pending().await,
     }
 }
@@ -122,7 +120,7 @@ async fn forward<R>(
         Ok(0) => *pipe = None,
         Ok(n) => {
             let data = buf[..n].to_vec();
-            // Its room stays for the next read.
+            // Emptied, its room kept for the next read.
             buf.clear();
             work.reporter
                 .send(RunnerMessage::Output { stream, data })

@@ -573,8 +573,7 @@ fn allow_reading_proc(ruleset: std::os::fd::RawFd) -> std::io::Result<()> {
 
 /// The line of the run's log that says how the run is contained (`made_ahead`: its
 /// namespaces were made while the runner waited: a timer's run, a busy job's next);
-/// `Err` when the run
-/// cannot go on.
+/// `Err` when the run cannot go on.
 fn contained_note(
     entered: Result<namespaces::Contained, EnterError>,
     made_ahead: bool,

@@ -2,9 +2,9 @@
 //! says: the thread that joins the run's cgroup and later starts its commands (the
 //! birthplace), the service's part of the sandbox, and, when the run's job is known
 //! ahead (a timer's run, a busy job's next), the run's namespaces, which that thread
-//! joins. A run then
-//! uses what fits its request and drops the rest (dropping the namespaces ends their
-//! init), so a request that differs from what was announced only costs the time saved.
+//! joins. A run then uses what fits its request and drops the rest (dropping the
+//! namespaces ends their init), so a request that differs from what was announced only
+//! costs the time saved.
 
 use proto::PrivateDir;
 
