@@ -6,7 +6,10 @@
 //! child starts with no lock held by a thread that does not exist in it. It waits on
 //! two descriptors: its control socket (the controller's requests, each `Fork` with the
 //! forked runner's connection attached) and a `signalfd` for `SIGCHLD`, on which it reaps
-//! its children and reports their exits. It never listens, never runs a command itself
+//! its children and reports their exits. Reaping waits for a pause in the forks (at
+//! most [`REAP_AT_MOST`]): the kernel's release of a reaped process's `/proc` entries
+//! is cheap on a quiet machine and many times dearer in the middle of a burst of runs,
+//! whose starts it would delay. It never listens, never runs a command itself
 //! and keeps its privileges only to hand them to its children, which drop them as every
 //! runner does before it runs a command.
 //!
@@ -19,6 +22,7 @@ use std::collections::{HashSet, VecDeque};
 use std::io::{self, Write as _};
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use nix::errno::Errno;
@@ -73,6 +77,13 @@ fn io_error(what: &'static str) -> impl FnOnce(Errno) -> ForkServerError {
 /// Largest read from the control socket at once; requests are a few dozen bytes.
 const READ_CHUNK: usize = 4096;
 
+/// Runners that ended are reaped once no fork was asked for this long...
+const REAP_QUIET: Duration = Duration::from_millis(50);
+
+/// ...or once the first of them has waited this long, whichever comes first (far
+/// below the time the controller gives a runner to exit after its run).
+const REAP_AT_MOST: Duration = Duration::from_millis(250);
+
 /// Serves the controller, whose pid is `parent`, on standard input (a Unix socket)
 /// until it closes it; returns in each forked child with its connection. The server
 /// walks for the sandbox of `protected_paths` (none when empty) and keeps the walk
@@ -110,6 +121,7 @@ pub fn serve(parent: Pid, protected_paths: Vec<String>) -> Result<Served, ForkSe
         closing: false,
         walk: Walk::ahead(&protected_paths),
         protected_paths,
+        reaping: ReapTimer::default(),
     };
     server.send(ForkEvent::Ready {
         version: proto::PROTOCOL_VERSION,
@@ -118,9 +130,13 @@ pub fn serve(parent: Pid, protected_paths: Vec<String>) -> Result<Served, ForkSe
         if server.closing && server.live.is_empty() {
             return Ok(Served::Ended);
         }
-        let (control_ready, children_ready) = wait_readable(&server, &children)?;
+        let (control_ready, children_ready) =
+            wait_readable(&server, &children, server.reap_wait(Instant::now()))?;
         if children_ready {
             while let Ok(Some(_)) = children.read_signal() {}
+            server.reaping.ended(Instant::now());
+        }
+        if server.reap_wait(Instant::now()) == Some(Duration::ZERO) {
             server.reap()?;
         }
         if control_ready && let Some(forked) = server.read_requests()? {
@@ -158,14 +174,23 @@ fn take_control_socket() -> Result<UnixStream, ForkServerError> {
 }
 
 /// Waits until the control socket (while the controller has not closed it) or the
-/// signalfd can be read.
-fn wait_readable(server: &Server, children: &SignalFd) -> Result<(bool, bool), ForkServerError> {
+/// signalfd can be read, or `limit` has passed (none: no limit).
+fn wait_readable(
+    server: &Server,
+    children: &SignalFd,
+    limit: Option<Duration>,
+) -> Result<(bool, bool), ForkServerError> {
     let mut fds = vec![PollFd::new(children.as_fd(), PollFlags::POLLIN)];
     if !server.closing {
         fds.push(PollFd::new(server.control.as_fd(), PollFlags::POLLIN));
     }
+    // Rounded up, so that the wait does not end just before the limit.
+    let timeout = limit.map_or(PollTimeout::NONE, |limit| {
+        let millis = limit.as_micros().div_ceil(1000);
+        PollTimeout::from(u16::try_from(millis).unwrap_or(u16::MAX))
+    });
     loop {
-        match poll(&mut fds, PollTimeout::NONE) {
+        match poll(&mut fds, timeout) {
             Ok(_) => break,
             Err(Errno::EINTR) => continue,
             Err(err) => return Err(io_error("cannot wait for requests")(err)),
@@ -192,6 +217,43 @@ struct Server {
     protected_paths: Vec<String>,
     /// The walk for them ([`Walk`]), made again before a fork once it is not current.
     walk: Option<Walk>,
+    /// When the runners that ended are due to be reaped.
+    reaping: ReapTimer,
+}
+
+/// When runners that ended are reaped: after a pause in the forks of [`REAP_QUIET`], or
+/// [`REAP_AT_MOST`] after the first of them ended, whichever comes first.
+#[derive(Debug, Default)]
+struct ReapTimer {
+    /// When the last fork was asked for.
+    last_fork: Option<Instant>,
+    /// When `SIGCHLD` first came since the last reaping: runners wait to be reaped.
+    unreaped_since: Option<Instant>,
+}
+
+impl ReapTimer {
+    fn forked(&mut self, now: Instant) {
+        self.last_fork = Some(now);
+    }
+
+    fn ended(&mut self, now: Instant) {
+        self.unreaped_since.get_or_insert(now);
+    }
+
+    fn reaped(&mut self) {
+        self.unreaped_since = None;
+    }
+
+    /// How long reaping may still wait at `now`: `None` when no runner waits for it,
+    /// zero when it is due.
+    fn wait(&self, now: Instant) -> Option<Duration> {
+        let since = self.unreaped_since?;
+        let at_most = (since + REAP_AT_MOST).saturating_duration_since(now);
+        let quiet = self.last_fork.map_or(Duration::ZERO, |fork| {
+            (fork + REAP_QUIET).saturating_duration_since(now)
+        });
+        Some(at_most.min(quiet))
+    }
 }
 
 impl Server {
@@ -206,8 +268,16 @@ impl Server {
             })
     }
 
+    /// How long reaping may still wait at `now` ([`ReapTimer::wait`]); once the
+    /// controller has closed the control socket, no fork comes: reaping waits no more.
+    fn reap_wait(&self, now: Instant) -> Option<Duration> {
+        let wait = self.reaping.wait(now)?;
+        Some(if self.closing { Duration::ZERO } else { wait })
+    }
+
     /// Reaps every child that ended and reports it.
     fn reap(&mut self) -> Result<(), ForkServerError> {
+        self.reaping.reaped();
         loop {
             let (pid, code, signal) = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) => (pid, Some(code), None),
@@ -249,6 +319,7 @@ impl Server {
         while let Some(request) = self.codec.decode(&mut self.input)? {
             match request {
                 ForkRequest::Fork { id } => {
+                    self.reaping.forked(Instant::now());
                     if let Some(forked) = self.fork_one(id)? {
                         return Ok(Some(forked));
                     }
@@ -307,5 +378,62 @@ impl Server {
         if self.live.contains(&pid) {
             let _ = kill(pid, Signal::SIGKILL);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_to_reap_waits_for_nothing() {
+        let mut timer = ReapTimer::default();
+        timer.forked(Instant::now());
+        assert_eq!(timer.wait(Instant::now()), None);
+    }
+
+    #[test]
+    fn runners_that_ended_wait_for_a_pause_in_the_forks() {
+        let start = Instant::now();
+        let mut timer = ReapTimer::default();
+        timer.forked(start);
+        timer.ended(start + Duration::from_millis(10));
+        // Forks keep coming: the pause has not come yet.
+        timer.forked(start + Duration::from_millis(30));
+        let at = start + Duration::from_millis(40);
+        assert_eq!(timer.wait(at), Some(Duration::from_millis(40)));
+        // The pause came.
+        assert_eq!(
+            timer.wait(start + Duration::from_millis(80)),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn forks_without_a_pause_hold_no_runner_past_the_bound() {
+        let start = Instant::now();
+        let mut timer = ReapTimer::default();
+        timer.ended(start);
+        let mut now = start;
+        while now < start + REAP_AT_MOST {
+            timer.forked(now);
+            assert!(timer.wait(now).is_some_and(|wait| wait > Duration::ZERO));
+            now += Duration::from_millis(10);
+        }
+        timer.forked(now);
+        assert_eq!(timer.wait(now), Some(Duration::ZERO));
+        // Reaped: the bound starts again with the next runner that ends.
+        timer.reaped();
+        assert_eq!(timer.wait(now), None);
+        timer.ended(now);
+        assert_eq!(timer.wait(now), Some(REAP_QUIET));
+    }
+
+    #[test]
+    fn a_server_that_never_forked_reaps_at_once() {
+        let start = Instant::now();
+        let mut timer = ReapTimer::default();
+        timer.ended(start);
+        assert_eq!(timer.wait(start), Some(Duration::ZERO));
     }
 }
