@@ -254,9 +254,13 @@ impl Contained {
 
     /// Ends the namespace as [`Contained::end`] does, once every command of the run has
     /// been waited for, and reaps the init (waiting at most [`INIT_EXIT_WAIT`]): what
-    /// the orphans it reaped used then counts in the runner's children's usage.
+    /// the orphans it reaped used then counts in the runner's children's usage. The wait
+    /// is on the init's pidfd, so that the end is reported as soon as the init is gone:
+    /// this wait is on the path from a run's command to the next run of its job.
     pub async fn finish(self) {
         let init = self.init;
+        // Opened while the init is a child not reaped yet: the pid names it alone.
+        let exited = crate::spawn::pidfd_open(init.as_raw());
         drop(self);
         let until = tokio::time::Instant::now() + INIT_EXIT_WAIT;
         loop {
@@ -268,7 +272,14 @@ impl Contained {
             if tokio::time::Instant::now() >= until {
                 return;
             }
-            tokio::time::sleep(INIT_EXIT_POLL).await;
+            match &exited {
+                Some(pidfd) => match tokio::time::timeout_at(until, pidfd.readable()).await {
+                    Ok(Ok(mut ready)) => ready.clear_ready(),
+                    Ok(Err(_)) => tokio::time::sleep(INIT_EXIT_POLL).await,
+                    Err(_) => return,
+                },
+                None => tokio::time::sleep(INIT_EXIT_POLL).await,
+            }
         }
     }
 }
@@ -277,7 +288,8 @@ impl Contained {
 /// without the usage of the orphans the init reaped: the init exits as soon as its pipe
 /// closes, and the kernel then kills what is left of the namespace.
 const INIT_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-/// How often the runner looks whether the init has exited.
+/// How often the runner looks whether the init has exited, on a kernel without
+/// `pidfd_open`.
 const INIT_EXIT_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// What `svc-runner --probe-containment` prints: how this host contains runs, and why

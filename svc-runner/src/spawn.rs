@@ -270,7 +270,7 @@ fn look_up_handled_signals() -> Vec<libc::c_int> {
 }
 
 /// A pidfd for `pid`, readable once it has ended; `None` where the kernel has none.
-fn pidfd_open(pid: i32) -> Option<AsyncFd<OwnedFd>> {
+pub(crate) fn pidfd_open(pid: i32) -> Option<AsyncFd<OwnedFd>> {
     // SAFETY: integer arguments only.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     let fd = RawFd::try_from(fd).ok().filter(|fd| *fd >= 0)?;
