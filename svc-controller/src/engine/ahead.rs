@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::Engine;
-use super::executor::Runner;
+use super::executor::{Runner, SpareStart};
 
 /// How many runners timers have started ahead and not yet handed to their runs.
 #[derive(Debug, Default)]
@@ -81,11 +81,16 @@ impl Engine {
 
     /// A runner for a run of job `id` that begins now, told the run's private
     /// directories (see [`Executor::take`](super::executor::Executor::take)).
-    pub(super) async fn take_runner(&self, kind: super::Kind, id: &str) -> Box<dyn Runner> {
+    pub(super) async fn take_runner(
+        &self,
+        kind: super::Kind,
+        id: &str,
+        spare_start: SpareStart,
+    ) -> Box<dyn Runner> {
         let private_dirs = self.run_private_dirs(kind, id);
         self.inner
             .executor
-            .take(kind.runner_work(), private_dirs)
+            .take(kind.runner_work(), private_dirs, spare_start)
             .await
     }
 

@@ -15,6 +15,7 @@ use proto::sandbox::Prepared;
 use proto::{ExecRequest, PrivateDir};
 use tokio::sync::watch;
 
+pub use crate::runner::exec::SpareStart;
 use crate::runner::exec::{LaunchedRunner, Outcome, RunEvent, RunnerHub, RunnerWork};
 use crate::runner::sandboxes::Sandboxes;
 
@@ -23,11 +24,12 @@ pub trait Executor: Send + Sync {
     /// A runner for a run that begins now, to do `work`, with the run's `private_dirs`
     /// when its job is known. It may have been started earlier (the spare of a burst of
     /// runs, which may have made the run's namespaces while it waited); it does one
-    /// execution.
+    /// execution. `spare_start`: when the spare for the run after it starts.
     fn take(
         &self,
         work: RunnerWork,
         private_dirs: Option<Vec<PrivateDir>>,
+        spare_start: SpareStart,
     ) -> BoxFuture<'_, Box<dyn Runner>>;
 
     /// Starts a runner now for a run that begins a little later (a timer's, shortly
@@ -73,9 +75,11 @@ impl Executor for RunnerHub {
         &self,
         work: RunnerWork,
         private_dirs: Option<Vec<PrivateDir>>,
+        spare_start: SpareStart,
     ) -> BoxFuture<'_, Box<dyn Runner>> {
         Box::pin(async move {
-            Box::new(RunnerHub::take(self, work, private_dirs).await) as Box<dyn Runner>
+            Box::new(RunnerHub::take(self, work, private_dirs, spare_start).await)
+                as Box<dyn Runner>
         })
     }
 

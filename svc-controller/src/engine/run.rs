@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{OwnedSemaphorePermit, watch};
 
-use super::executor::Runner;
+use super::executor::{Runner, SpareStart};
 use super::pings::RunPinger;
 use super::run_begin::{Begun, Work, begin, begin_on_disk};
 use super::run_end::{Announce, history_record, run_ended};
@@ -202,7 +202,7 @@ async fn run_begun(
         || (has_permit && engine.inner.permit_waiters.load(Ordering::SeqCst) == 0))
         && engine.has_runnable_queue(kind, id);
     let next_runner = if follow {
-        Some(engine.take_runner(kind, id).await)
+        Some(engine.take_runner(kind, id, SpareStart::Now).await)
     } else {
         None
     };

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::executor::Runner;
+use super::executor::{Runner, SpareStart};
 use super::request::{self, RequestData};
 use super::run::join_blocking;
 use super::{Def, Engine, Kind, Trigger, TriggerSource};
@@ -125,7 +125,11 @@ pub(super) async fn begin(
     };
     let runner = match started_ahead {
         Some(runner) if runner.is_fresh() => runner,
-        _ => engine.take_runner(kind, id).await,
+        _ => {
+            engine
+                .take_runner(kind, id, SpareStart::AfterCommandStart)
+                .await
+        }
     };
     Some(Begun::new(join_blocking(disk).await?, runner))
 }

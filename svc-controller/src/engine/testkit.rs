@@ -176,6 +176,7 @@ impl Executor for FakeExecutor {
         &self,
         _work: RunnerWork,
         _private_dirs: Option<Vec<proto::PrivateDir>>,
+        _spare_start: super::executor::SpareStart,
     ) -> BoxFuture<'_, Box<dyn Runner>> {
         self.shared.seen().taken += 1;
         Box::pin(std::future::ready(self.runner(Origin::Taken)))

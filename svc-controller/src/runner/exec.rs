@@ -228,6 +228,36 @@ pub struct LaunchedRunner {
     launched_at: std::time::Instant,
     work: RunnerWork,
     cgroups: Option<Arc<RunCgroups>>,
+    /// The spare to start for the run after this one, once this run's first command
+    /// has started ([`RunnerHub::take`]).
+    spare_after_start: Option<SpareOrder>,
+}
+
+/// When a burst's spare runner for the run after this one is started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpareStart {
+    /// Now: this run follows the one before at once (its job has a queue), and the
+    /// next one will follow it as soon as it ends.
+    Now,
+    /// Once this run's first command has started: a run begun by its trigger starts
+    /// before the spare takes any of the CPU.
+    AfterCommandStart,
+}
+
+/// A spare runner to start later: what [`RunnerHub::take`] leaves to the run it hands a
+/// runner to, so that the spare's start (a fork, a runtime, a handshake, the next
+/// run's namespaces) does not take the CPU from this run's own start.
+pub(crate) struct SpareOrder {
+    hub: RunnerHub,
+    work: RunnerWork,
+    private_dirs: Option<Vec<proto::PrivateDir>>,
+}
+
+impl SpareOrder {
+    /// Starts the spare (in the background).
+    pub(crate) fn place(self) {
+        self.hub.refill(self.work, self.private_dirs);
+    }
 }
 
 impl std::fmt::Debug for LaunchedRunner {
@@ -322,6 +352,7 @@ impl RunnerHub {
         &self,
         work: RunnerWork,
         private_dirs: Option<Vec<proto::PrivateDir>>,
+        spare_start: SpareStart,
     ) -> LaunchedRunner {
         let now = std::time::Instant::now();
         let previous = self
@@ -335,16 +366,31 @@ impl RunnerHub {
             .locked()
             .take()
             .filter(|runner| runner.is_fresh() && runner.work == work);
+        let mut spare = None;
         if let Some((then, dirs_then)) = previous
             && now.duration_since(then) < BURST_GAP
         {
             let same_job = private_dirs.filter(|dirs| dirs_then.as_ref() == Some(dirs));
-            self.refill(work, same_job);
+            spare = Some(SpareOrder {
+                hub: self.clone(),
+                work,
+                private_dirs: same_job,
+            });
         }
-        match ready {
+        let mut runner = match ready {
             Some(runner) => runner,
             None => self.launch(work).await,
+        };
+        // A runner of commands may start the spare once its first command has started
+        // (or its run ended without one); other work starts it now.
+        match (work, spare_start, spare) {
+            (RunnerWork::Commands, SpareStart::AfterCommandStart, Some(order)) => {
+                runner.spare_after_start = Some(order);
+            }
+            (_, _, Some(order)) => order.place(),
+            (_, _, None) => {}
         }
+        runner
     }
 
     /// Runs of commands from now on each get a cgroup of `cgroups` (when it gives any),
@@ -486,6 +532,7 @@ impl RunnerHub {
             launched_at: std::time::Instant::now(),
             work,
             cgroups: self.inner.cgroups.get().cloned(),
+            spare_after_start: None,
         }
     }
 
@@ -520,6 +567,7 @@ impl RunnerHub {
             launched_at: std::time::Instant::now(),
             work,
             cgroups: self.inner.cgroups.get().cloned(),
+            spare_after_start: None,
         }
     }
 

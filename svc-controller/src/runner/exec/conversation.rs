@@ -14,7 +14,7 @@ use tokio_util::codec::Framed;
 
 use super::{
     BACKSTOP_MARGIN, CONNECT_TIMEOUT, EXIT_WAIT, EndDetail, LaunchedRunner, Outcome, RunEvent,
-    RunnerProcess,
+    RunnerProcess, SpareOrder,
 };
 use crate::runner::cgroups::RunCgroup;
 use crate::store::logstore::OutputKind;
@@ -28,12 +28,33 @@ impl LaunchedRunner {
     /// early when it receives a reason. Events go to `sink` as they happen.
     pub async fn execute(
         mut self,
-        mut request: ExecRequest,
+        request: ExecRequest,
         ruleset: Option<Arc<Prepared>>,
         cancel: &mut watch::Receiver<Option<String>>,
         sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
     ) -> Outcome {
         let cgroups = self.cgroups.take();
+        let mut spare = self.spare_after_start.take();
+        let outcome = self
+            .execute_connected(request, ruleset, cancel, sink, cgroups, &mut spare)
+            .await;
+        if let Some(spare) = spare {
+            spare.place();
+        }
+        outcome
+    }
+
+    /// [`LaunchedRunner::execute`] once its spare order is taken out: `spare` is placed
+    /// as soon as the run's first command has started.
+    async fn execute_connected(
+        self,
+        mut request: ExecRequest,
+        ruleset: Option<Arc<Prepared>>,
+        cancel: &mut watch::Receiver<Option<String>>,
+        sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+        cgroups: Option<Arc<crate::runner::cgroups::RunCgroups>>,
+        spare: &mut Option<SpareOrder>,
+    ) -> Outcome {
         let (mut child, framed, ahead) = match self.connected(cancel).await {
             Ok(connected) => connected,
             Err(outcome) => return outcome,
@@ -47,7 +68,8 @@ impl LaunchedRunner {
             }
         };
         let limits = request.limits;
-        let mut outcome = execute_in_runner(child, framed, request, ruleset, cancel, sink).await;
+        let mut outcome =
+            execute_in_runner(child, framed, request, ruleset, cancel, sink, spare).await;
         if let Some(cgroup) = cgroup {
             crate::runner::run_limits::conclude(cgroup, &limits, &mut outcome, sink).await;
         }
@@ -131,6 +153,7 @@ async fn execute_in_runner(
     ruleset: Option<Arc<Prepared>>,
     cancel: &mut watch::Receiver<Option<String>>,
     sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+    spare: &mut Option<SpareOrder>,
 ) -> Outcome {
     let backstop = Instant::now()
         + request
@@ -148,7 +171,8 @@ async fn execute_in_runner(
         command_group: None,
         detail: EndDetail::default(),
     };
-    talk.until_the_end(child, backstop, cancel, sink).await
+    talk.until_the_end(child, backstop, cancel, sink, spare)
+        .await
 }
 
 /// Sends the work. Welcomed at its hello (the checks of [`LaunchedRunner::connected`] are
@@ -186,6 +210,7 @@ impl Conversation {
         backstop: Instant,
         cancel: &mut watch::Receiver<Option<String>>,
         sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
+        spare: &mut Option<SpareOrder>,
     ) -> Outcome {
         let mut outcome = None;
         let mut cancel_sent = false;
@@ -193,6 +218,11 @@ impl Conversation {
             tokio::select! {
                 frame = self.framed.next() => match frame {
                     Some(Ok(message)) => {
+                        if matches!(message, RunnerMessage::CommandStarted { .. })
+                            && let Some(spare) = spare.take()
+                        {
+                            spare.place();
+                        }
                         if let Some(end) = handle_message(message, sink, &mut self.command_group, &mut self.detail) {
                             outcome = Some(end);
                         }
