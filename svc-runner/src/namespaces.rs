@@ -272,13 +272,9 @@ impl Contained {
             if tokio::time::Instant::now() >= until {
                 return;
             }
-            match &exited {
-                Some(pidfd) => match tokio::time::timeout_at(until, pidfd.readable()).await {
-                    Ok(Ok(mut ready)) => ready.clear_ready(),
-                    Ok(Err(_)) => tokio::time::sleep(INIT_EXIT_POLL).await,
-                    Err(_) => return,
-                },
-                None => tokio::time::sleep(INIT_EXIT_POLL).await,
+            let next_look = crate::spawn::may_have_ended(exited.as_ref());
+            if tokio::time::timeout_at(until, next_look).await.is_err() {
+                return;
             }
         }
     }
@@ -288,9 +284,6 @@ impl Contained {
 /// without the usage of the orphans the init reaped: the init exits as soon as its pipe
 /// closes, and the kernel then kills what is left of the namespace.
 const INIT_EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-/// How often the runner looks whether the init has exited, on a kernel without
-/// `pidfd_open`.
-const INIT_EXIT_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// What `svc-runner --probe-containment` prints: how this host contains runs, and why
 /// not when it does not. Changes this process's user when it is root without

@@ -199,13 +199,7 @@ impl Child {
             if let Some(status) = self.try_wait()? {
                 return Ok(status);
             }
-            match &self.pidfd {
-                Some(pidfd) => {
-                    let mut ready = pidfd.readable().await?;
-                    ready.clear_ready();
-                }
-                None => tokio::time::sleep(POLL).await,
-            }
+            may_have_ended(self.pidfd.as_ref()).await;
         }
     }
 
@@ -267,6 +261,18 @@ fn look_up_handled_signals() -> Vec<libc::c_int> {
             queried == 0 && action.sa_sigaction != libc::SIG_DFL
         })
         .collect()
+}
+
+/// Returns when the process of `pidfd` may have ended (its pidfd became readable), or
+/// after [`POLL`] without one: the wait of a loop that then looks with `waitpid`.
+pub(crate) async fn may_have_ended(pidfd: Option<&AsyncFd<OwnedFd>>) {
+    match pidfd.map(AsyncFd::readable) {
+        Some(readable) => match readable.await {
+            Ok(mut ready) => ready.clear_ready(),
+            Err(_) => tokio::time::sleep(POLL).await,
+        },
+        None => tokio::time::sleep(POLL).await,
+    }
 }
 
 /// A pidfd for `pid`, readable once it has ended; `None` where the kernel has none.
