@@ -246,17 +246,21 @@ pub enum SpareStart {
 
 /// A spare runner to start later: what [`RunnerHub::take`] leaves to the run it hands a
 /// runner to, so that the spare's start (a fork, a runtime, a handshake, the next
-/// run's namespaces) does not take the CPU from this run's own start.
+/// run's namespaces) does not take the CPU from this run's own start. The spare starts
+/// (in the background) when the order is dropped: at the run's first `CommandStarted`,
+/// or whenever the run, or its runner unused, ends first.
 pub(crate) struct SpareOrder {
     hub: RunnerHub,
     work: RunnerWork,
     private_dirs: Option<Vec<proto::PrivateDir>>,
 }
 
-impl SpareOrder {
-    /// Starts the spare (in the background).
-    pub(crate) fn place(self) {
-        self.hub.refill(self.work, self.private_dirs);
+impl Drop for SpareOrder {
+    fn drop(&mut self) {
+        // The spare's launch is a task: not where no runtime runs (the service's end).
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.hub.refill(self.work, self.private_dirs.take());
+        }
     }
 }
 
@@ -387,8 +391,8 @@ impl RunnerHub {
             (RunnerWork::Commands, SpareStart::AfterCommandStart, Some(order)) => {
                 runner.spare_after_start = Some(order);
             }
-            (_, _, Some(order)) => order.place(),
-            (_, _, None) => {}
+            // Dropped: the spare starts now.
+            (_, _, order) => drop(order),
         }
         runner
     }

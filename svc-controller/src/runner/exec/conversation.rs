@@ -28,33 +28,14 @@ impl LaunchedRunner {
     /// early when it receives a reason. Events go to `sink` as they happen.
     pub async fn execute(
         mut self,
-        request: ExecRequest,
+        mut request: ExecRequest,
         ruleset: Option<Arc<Prepared>>,
         cancel: &mut watch::Receiver<Option<String>>,
         sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
     ) -> Outcome {
         let cgroups = self.cgroups.take();
-        let mut spare = self.spare_after_start.take();
-        let outcome = self
-            .execute_connected(request, ruleset, cancel, sink, cgroups, &mut spare)
-            .await;
-        if let Some(spare) = spare {
-            spare.place();
-        }
-        outcome
-    }
-
-    /// [`LaunchedRunner::execute`] once its spare order is taken out: `spare` is placed
-    /// as soon as the run's first command has started.
-    async fn execute_connected(
-        self,
-        mut request: ExecRequest,
-        ruleset: Option<Arc<Prepared>>,
-        cancel: &mut watch::Receiver<Option<String>>,
-        sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
-        cgroups: Option<Arc<crate::runner::cgroups::RunCgroups>>,
-        spare: &mut Option<SpareOrder>,
-    ) -> Outcome {
+        // Held until the run's first command has started (see [`SpareOrder`]).
+        let spare = self.spare_after_start.take();
         let (mut child, framed, ahead) = match self.connected(cancel).await {
             Ok(connected) => connected,
             Err(outcome) => return outcome,
@@ -153,7 +134,7 @@ async fn execute_in_runner(
     ruleset: Option<Arc<Prepared>>,
     cancel: &mut watch::Receiver<Option<String>>,
     sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
-    spare: &mut Option<SpareOrder>,
+    spare: Option<SpareOrder>,
 ) -> Outcome {
     let backstop = Instant::now()
         + request
@@ -170,9 +151,9 @@ async fn execute_in_runner(
         framed,
         command_group: None,
         detail: EndDetail::default(),
+        spare,
     };
-    talk.until_the_end(child, backstop, cancel, sink, spare)
-        .await
+    talk.until_the_end(child, backstop, cancel, sink).await
 }
 
 /// Sends the work. Welcomed at its hello (the checks of [`LaunchedRunner::connected`] are
@@ -199,6 +180,8 @@ struct Conversation {
     /// Process group of the command running now, to end it if the runner cannot.
     command_group: Option<u32>,
     detail: EndDetail,
+    /// The spare to start once the first command has started (dropped then).
+    spare: Option<SpareOrder>,
 }
 
 impl Conversation {
@@ -210,7 +193,6 @@ impl Conversation {
         backstop: Instant,
         cancel: &mut watch::Receiver<Option<String>>,
         sink: &mut (dyn FnMut(RunEvent<'_>) + Send),
-        spare: &mut Option<SpareOrder>,
     ) -> Outcome {
         let mut outcome = None;
         let mut cancel_sent = false;
@@ -218,10 +200,8 @@ impl Conversation {
             tokio::select! {
                 frame = self.framed.next() => match frame {
                     Some(Ok(message)) => {
-                        if matches!(message, RunnerMessage::CommandStarted { .. })
-                            && let Some(spare) = spare.take()
-                        {
-                            spare.place();
+                        if matches!(message, RunnerMessage::CommandStarted { .. }) {
+                            drop(self.spare.take());
                         }
                         if let Some(end) = handle_message(message, sink, &mut self.command_group, &mut self.detail) {
                             outcome = Some(end);
