@@ -161,6 +161,15 @@ pub fn rfc3339(value: &serde_json::Value) -> Option<chrono::DateTime<chrono::Utc
         .map(|time| time.with_timezone(&chrono::Utc))
 }
 
+/// How many times a start moves to another free port when another process took the one
+/// it chose before it could bind it ([`free_port`] cannot hold a port for its caller).
+pub const PORT_COLLISIONS: u32 = 5;
+
+/// Whether a server's output says it could not listen because its port was taken.
+pub fn lost_its_port(output: &str) -> bool {
+    output.contains("Address already in use")
+}
+
 /// A loopback port nothing listened on a moment ago, and never given before by this
 /// process: the kernel hands a port it just freed to the next caller as readily as any,
 /// so two tests asking at once could get one port, and the second to bind lose it. A

@@ -48,8 +48,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time between two readiness or exit checks.
 const POLL: Duration = Duration::from_millis(50);
-/// How often a first start tries another port when the chosen one was taken meanwhile.
-const PORT_ATTEMPTS: usize = 5;
 
 /// A PostgreSQL server of its own, stopped and removed when dropped.
 #[derive(Debug)]
@@ -196,11 +194,11 @@ impl PostgresServer {
     /// Starts the server on a free port. The port is free when chosen but may be taken
     /// before the server binds it: then the server exits at once and another is tried.
     fn start_on_a_free_port(&mut self) {
-        for attempt in 1..=PORT_ATTEMPTS {
+        for attempt in 0..=crate::PORT_COLLISIONS {
             self.port = free_port();
             match self.try_start() {
                 Ok(()) => return,
-                Err(log) if attempt < PORT_ATTEMPTS && log.contains("Address already in use") => {
+                Err(log) if attempt < crate::PORT_COLLISIONS && crate::lost_its_port(&log) => {
                     continue;
                 }
                 Err(log) => panic!("PostgreSQL did not start; its log:\n{log}"),

@@ -40,9 +40,6 @@ pub(crate) const BULK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long [`TestService::start`] waits for the API to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
-/// Ports taken by another process between their choice and a start, at most, before a
-/// start gives up.
-const PORT_COLLISIONS: u32 = 5;
 /// How long [`TestService::stop`] waits for the controller to exit after SIGTERM before it
 /// gives up (and SIGKILLs it). Tests that assert the 10 s contract measure it themselves.
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -357,8 +354,8 @@ impl TestService {
                 // The port was free when it was chosen, and another test's service took
                 // it before this one could: another port, as a person would.
                 if self.own_port
-                    && collisions < PORT_COLLISIONS
-                    && self.stderr().contains("Address already in use")
+                    && collisions < crate::PORT_COLLISIONS
+                    && crate::lost_its_port(&self.stderr())
                 {
                     collisions += 1;
                     self.move_to_a_free_port();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use svc_tests::{binaries, free_port, wait_for, wait_until};
+use svc_tests::{PORT_COLLISIONS, binaries, free_port, lost_its_port, wait_for, wait_until};
 
 /// The unprivileged user the test runs the example as when it runs as root: `nobody`.
 const NOBODY: u32 = 65_534;
@@ -50,10 +50,10 @@ struct Started {
 /// Starts the example in `dir` on a free port instead of the README's fixed one (where
 /// it listens and where its JobHttp calls it). A port free when chosen may be taken by
 /// another test's service before the example binds it: another is chosen then, at most
-/// five times.
+/// [`PORT_COLLISIONS`] times.
 async fn start_on_a_free_port(dir: &Path, examples: &Path, root: bool) -> Started {
     let mut address = "127.0.0.1:31937".to_string();
-    for _ in 0..5 {
+    for _ in 0..=PORT_COLLISIONS {
         let chosen = format!("127.0.0.1:{}", free_port());
         for file in ["svc.conf", "job_http.d/self-check.conf"] {
             let path = examples.join("etc/svc").join(file);
@@ -93,11 +93,11 @@ async fn start_on_a_free_port(dir: &Path, examples: &Path, root: bool) -> Starte
             .await;
         match base {
             Some(base) => return Started { child, lines, base },
-            None if said().contains("Address already in use") => continue,
+            None if lost_its_port(&said()) => continue,
             None => panic!("the example exited before it listened:\n{}", said()),
         }
     }
-    panic!("five free ports were taken before the example could listen on them");
+    panic!("every free port chosen was taken before the example could listen on it");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
