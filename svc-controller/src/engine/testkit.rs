@@ -87,8 +87,9 @@ pub enum Origin {
 /// What the fake executor was asked, for the tests' assertions.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Seen {
-    /// Runners handed out by `take`.
-    pub taken: usize,
+    /// Runners handed out by `take`, each with when it was to start the next run's
+    /// spare.
+    pub taken: Vec<super::executor::SpareStart>,
     /// Runners started ahead by `launch`.
     pub launched: usize,
     /// Runners dropped without executing anything.
@@ -176,9 +177,9 @@ impl Executor for FakeExecutor {
         &self,
         _work: RunnerWork,
         _private_dirs: Option<Vec<proto::PrivateDir>>,
-        _spare_start: super::executor::SpareStart,
+        spare_start: super::executor::SpareStart,
     ) -> BoxFuture<'_, Box<dyn Runner>> {
-        self.shared.seen().taken += 1;
+        self.shared.seen().taken.push(spare_start);
         Box::pin(std::future::ready(self.runner(Origin::Taken)))
     }
 

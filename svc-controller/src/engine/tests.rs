@@ -375,7 +375,7 @@ async fn pause_refuses_triggers_and_skips_the_timer_until_resume() {
     h.clock.set(t0() + HOUR);
     assert!(h.runs.none().await);
     let seen = h.seen();
-    assert_eq!((seen.launched, seen.taken), (0, 0));
+    assert_eq!((seen.launched, seen.taken.len()), (0, 0));
     assert_eq!(h.next_run("p"), Some(t0() + 2 * HOUR));
 
     h.engine.resume(Kind::Job, "p").expect("resume");
@@ -558,6 +558,19 @@ async fn a_queued_run_follows_at_once_unless_another_job_waits_for_the_permit() 
         h.executed(),
         pairs(&[("x", 1), ("y", 1), ("x", 2), ("y", 2), ("y", 3)])
     );
+    // Only the run that followed another at once wants the next spare at once; the
+    // others start it once their own command has started.
+    use super::executor::SpareStart::{AfterCommandStart, Now};
+    assert_eq!(
+        h.seen().taken,
+        [
+            AfterCommandStart,
+            AfterCommandStart,
+            AfterCommandStart,
+            AfterCommandStart,
+            Now
+        ]
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -676,7 +689,7 @@ async fn a_stale_runner_started_ahead_is_replaced_and_ended() {
     run.finish(true, "ok");
     settle().await;
     let seen = h.seen();
-    assert_eq!((seen.launched, seen.taken, seen.unused), (1, 1, 1));
+    assert_eq!((seen.launched, seen.taken.len(), seen.unused), (1, 1, 1));
 }
 
 #[tokio::test(start_paused = true)]
@@ -716,7 +729,11 @@ async fn a_run_task_that_panics_fails_its_run_and_frees_the_job() {
         "the abandoned run is in the history"
     );
     let seen = h.seen();
-    assert_eq!((seen.taken, seen.unused), (1, 1), "its runner was ended");
+    assert_eq!(
+        (seen.taken.len(), seen.unused),
+        (1, 1),
+        "its runner was ended"
+    );
 
     // The job takes triggers again, and each runs (and panics, and is recorded).
     for _ in 0..2 {
