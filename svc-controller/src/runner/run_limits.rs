@@ -5,7 +5,9 @@
 
 use proto::{Action, ExecRequest, ResourceLimits, UsageSource};
 
-use crate::runner::cgroups::{DEFAULT_LIMIT_PIDS, RunCgroup, RunCgroups, RunEnd, RunLimits};
+use crate::runner::cgroups::{
+    DEFAULT_LIMIT_PIDS, RunCgroup, RunCgroups, RunEnd, RunLimits, ahead_limits,
+};
 use crate::runner::exec::{Outcome, RunEvent};
 
 /// Makes the run's cgroup when `request` is a run of commands and runs get cgroups (its
@@ -30,18 +32,22 @@ pub async fn apply(
         memory: request.limits.memory,
         cpu_weight: request.limits.cpu_weight,
     };
-    let (job_id, counter) = (request.job_id.clone(), request.counter);
-    let made = tokio::task::spawn_blocking(move || match ahead {
-        Some(cgroup) => {
-            // The runner's thread that starts the commands is one of its tasks.
-            let pids = limits.pids.map(|pids| pids.saturating_add(1));
-            cgroup.set_limits(&RunLimits { pids, ..limits })?;
-            Ok(Some(cgroup))
+    let made = match ahead {
+        // Made with these limits: no trip to a blocking thread on the way to the command.
+        Some(cgroup) if cgroup.holds(&ahead_limits(limits)) => Some(cgroup),
+        ahead => {
+            let (job_id, counter) = (request.job_id.clone(), request.counter);
+            tokio::task::spawn_blocking(move || match ahead {
+                Some(mut cgroup) => {
+                    cgroup.set_limits(&ahead_limits(limits))?;
+                    Ok(Some(cgroup))
+                }
+                None => cgroups.create(&job_id, counter, &limits),
+            })
+            .await
+            .map_err(|err| format!("cannot make the run's cgroup: {err}"))??
         }
-        None => cgroups.create(&job_id, counter, &limits),
-    })
-    .await
-    .map_err(|err| format!("cannot make the run's cgroup: {err}"))??;
+    };
     if let Some(cgroup) = &made {
         request.cgroup_procs = cgroup.procs_files();
     }

@@ -246,6 +246,8 @@ async fn commands_are_born_in_their_runs_cgroup_and_the_runner_is_not_left_over(
                     "path = /where",
                     "command = cat /proc/self/cgroup",
                     "command = cat /proc/self/oom_score_adj",
+                    // Its task limit where v1 mounts it (none where it does not).
+                    "command = cat /sys/fs/cgroup/pids$(sed -n s/^[0-9]*:pids://p /proc/self/cgroup)/pids.max || echo none",
                 ],
             ),
         )
@@ -274,6 +276,12 @@ async fn commands_are_born_in_their_runs_cgroup_and_the_runner_is_not_left_over(
                     "the command is in its run's {hierarchy} cgroup made ahead: {log}"
                 );
             }
+            // The default limit, which the cgroup got as it was made ahead (its
+            // runner's thread one task of it): the run's begin wrote nothing.
+            assert!(
+                log.lines().any(|line| line.ends_with(" 513")),
+                "the run's cgroup holds the default limit_pids: {log}"
+            );
         } else {
             assert!(
                 log.lines()

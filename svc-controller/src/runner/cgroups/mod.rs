@@ -50,6 +50,15 @@ pub struct RunLimits {
     pub cpu_weight: Option<u64>,
 }
 
+/// The limits of a run's cgroup made ahead: its runner's thread that starts the commands
+/// joined it while it waited, so it holds one task more than the run's own.
+pub fn ahead_limits(run: RunLimits) -> RunLimits {
+    RunLimits {
+        pids: run.pids.map(|pids| pids.saturating_add(1)),
+        ..run
+    }
+}
+
 /// The runs' cgroups of this service, or why there are none.
 #[derive(Debug)]
 pub struct RunCgroups {
@@ -128,17 +137,22 @@ impl RunCgroups {
         layout.create_run(&name, limits).map(Some)
     }
 
-    /// Makes, without limits yet, the cgroup of the next run of a runner started ahead,
-    /// for its thread that starts commands to join while it waits (v1 only, where one
-    /// thread may join: `None` on v2 and without cgroups). Its limits are set when the
-    /// run begins ([`RunCgroup::set_limits`]). Blocking.
+    /// Makes the cgroup of the next run of a runner started ahead, for its thread that
+    /// starts commands to join while it waits (v1 only, where one thread may join:
+    /// `None` on v2 and without cgroups), with the limits of a run that sets none
+    /// ([`ahead_limits`]): such a run's begin then writes nothing; another run's sets its
+    /// own ([`RunCgroup::set_limits`]). Blocking.
     pub fn create_ahead(&self) -> Option<Result<RunCgroup, String>> {
         let layout = self
             .layout
             .as_ref()
             .filter(|layout| layout.joins_by_thread())?;
         let serial = self.made.fetch_add(1, Ordering::Relaxed);
-        Some(layout.create_run(&format!("ahead.{serial}"), &RunLimits::default()))
+        let limits = ahead_limits(RunLimits {
+            pids: Some(DEFAULT_LIMIT_PIDS),
+            ..RunLimits::default()
+        });
+        Some(layout.create_run(&format!("ahead.{serial}"), &limits))
     }
 
     /// Removes the runs' parents at the service's end (each run removed its own

@@ -33,6 +33,8 @@ pub struct RunCgroup {
     /// one of the run's processes, so neither counted nor killed as left over at the
     /// run's end (its thread leaves as the runner reports the end).
     runner: Option<i32>,
+    /// The limits written so far ([`RunCgroup::holds`]).
+    limits: RunLimits,
 }
 
 /// What a run's cgroup tells of it at its end.
@@ -61,6 +63,7 @@ pub fn create(
         dirs: Vec::with_capacity(parents.len()),
         finished: false,
         runner: None,
+        limits: RunLimits::default(),
     };
     for (hierarchy, parent) in parents {
         let dir = parent.join(name);
@@ -128,11 +131,19 @@ fn set_limits(hierarchy: Hierarchy, dir: &Path, limits: &RunLimits) -> Result<()
 
 impl RunCgroup {
     /// Sets the run's limits. Blocking.
-    pub fn set_limits(&self, limits: &RunLimits) -> Result<(), String> {
+    pub fn set_limits(&mut self, limits: &RunLimits) -> Result<(), String> {
         for (hierarchy, dir) in &self.dirs {
             set_limits(*hierarchy, dir, limits)?;
         }
+        self.limits = *limits;
         Ok(())
+    }
+
+    /// Whether the cgroup holds `limits` already: made with them, and nothing else
+    /// written since (a limit left unset is the kernel's default, which a fresh cgroup
+    /// has). A run whose limits are those its cgroup made ahead got needs no write.
+    pub fn holds(&self, limits: &RunLimits) -> bool {
+        self.limits == *limits
     }
 
     /// The `tasks` files (v1) through which a runner's thread joins the cgroup ahead of
@@ -393,6 +404,34 @@ mod tests {
 
     fn read_end(cgroup: &RunCgroup) -> RunEnd {
         read(&cgroup.dirs)
+    }
+
+    #[test]
+    fn a_cgroup_holds_the_limits_last_written_and_no_others() {
+        let parent = tempfile::tempdir().expect("temp dir");
+        let parents = [(Hierarchy::Pids, parent.path().to_path_buf())];
+        let made = RunLimits {
+            pids: Some(513),
+            ..RunLimits::default()
+        };
+        let mut cgroup = create(&parents, "ahead.0", &made).expect("create");
+        assert!(cgroup.holds(&made));
+        let wanted = RunLimits {
+            memory: Some(1 << 30),
+            ..made
+        };
+        assert!(!cgroup.holds(&wanted));
+        let fewer = RunLimits {
+            pids: Some(65),
+            ..RunLimits::default()
+        };
+        assert!(!cgroup.holds(&fewer));
+        cgroup.set_limits(&fewer).expect("set");
+        assert!(cgroup.holds(&fewer));
+        let read = std::fs::read_to_string(parent.path().join("ahead.0/pids.max"));
+        assert_eq!(read.expect("read"), "65");
+        // Plain files are no cgroup: what the end cannot remove it leaves.
+        std::mem::forget(cgroup);
     }
 
     #[test]
