@@ -619,7 +619,8 @@ pub fn kernel_abi() -> Option<u32> {
 /// Adds to `ruleset` a rule that grants reading (files, listing, executing) below the
 /// directory open as `dir`: a run's own `/proc`, mounted after the ruleset was built (the
 /// walk granted reading on the host's, a different file system). A kept ruleset shared by
-/// a busy job's runs gets one such rule per run until it is rebuilt.
+/// a busy job's runs gets one such rule per run until it is rebuilt (the controller
+/// sends one with a bounded number of runs).
 pub fn allow_reading_below(ruleset: RawFd, dir: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
     /// `struct landlock_path_beneath_attr` (packed, as in the kernel's header).
     #[repr(C, packed)]
