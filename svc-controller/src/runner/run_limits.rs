@@ -5,9 +5,7 @@
 
 use proto::{Action, ExecRequest, ResourceLimits, UsageSource};
 
-use crate::runner::cgroups::{
-    DEFAULT_LIMIT_PIDS, RunCgroup, RunCgroups, RunEnd, RunLimits, ahead_limits,
-};
+use crate::runner::cgroups::{DEFAULT_LIMIT_PIDS, RunCgroup, RunCgroups, RunEnd, RunLimits};
 use crate::runner::exec::{Outcome, RunEvent};
 
 /// Makes the run's cgroup when `request` is a run of commands and runs get cgroups (its
@@ -27,19 +25,16 @@ pub async fn apply(
     let Some(cgroups) = cgroups.filter(|c| c.active()).cloned() else {
         return Ok(None);
     };
-    let limits = RunLimits {
-        pids: Some(request.limits.pids.unwrap_or(DEFAULT_LIMIT_PIDS)),
-        memory: request.limits.memory,
-        cpu_weight: request.limits.cpu_weight,
-    };
+    let wanted = &request.limits;
+    let limits = RunLimits::of_run(wanted.pids, wanted.memory, wanted.cpu_weight);
     let made = match ahead {
         // Made with these limits: no trip to a blocking thread on the way to the command.
-        Some(cgroup) if cgroup.holds(&ahead_limits(limits)) => Some(cgroup),
+        Some(cgroup) if cgroup.holds(&limits.ahead()) => Some(cgroup),
         ahead => {
             let (job_id, counter) = (request.job_id.clone(), request.counter);
             tokio::task::spawn_blocking(move || match ahead {
                 Some(mut cgroup) => {
-                    cgroup.set_limits(&ahead_limits(limits))?;
+                    cgroup.set_limits(&limits.ahead())?;
                     Ok(Some(cgroup))
                 }
                 None => cgroups.create(&job_id, counter, &limits),

@@ -50,12 +50,24 @@ pub struct RunLimits {
     pub cpu_weight: Option<u64>,
 }
 
-/// The limits of a run's cgroup made ahead: its runner's thread that starts the commands
-/// joined it while it waited, so it holds one task more than the run's own.
-pub fn ahead_limits(run: RunLimits) -> RunLimits {
-    RunLimits {
-        pids: run.pids.map(|pids| pids.saturating_add(1)),
-        ..run
+impl RunLimits {
+    /// The limits of a run's cgroup: the job's, with [`DEFAULT_LIMIT_PIDS`] tasks when it
+    /// sets none.
+    pub fn of_run(pids: Option<u64>, memory: Option<u64>, cpu_weight: Option<u64>) -> RunLimits {
+        RunLimits {
+            pids: Some(pids.unwrap_or(DEFAULT_LIMIT_PIDS)),
+            memory,
+            cpu_weight,
+        }
+    }
+
+    /// These limits in a cgroup made ahead: its runner's thread that starts the commands
+    /// joined it while it waited, so it holds one task more than the run's own.
+    pub fn ahead(self) -> RunLimits {
+        RunLimits {
+            pids: self.pids.map(|pids| pids.saturating_add(1)),
+            ..self
+        }
     }
 }
 
@@ -139,19 +151,16 @@ impl RunCgroups {
 
     /// Makes the cgroup of the next run of a runner started ahead, for its thread that
     /// starts commands to join while it waits (v1 only, where one thread may join:
-    /// `None` on v2 and without cgroups), with the limits of a run that sets none
-    /// ([`ahead_limits`]): such a run's begin then writes nothing; another run's sets its
-    /// own ([`RunCgroup::set_limits`]). Blocking.
+    /// `None` on v2 and without cgroups), with the limits of a run that sets none: such a
+    /// run's begin then writes nothing ([`RunCgroup::holds`]); another run's sets its own
+    /// ([`RunCgroup::set_limits`]). Blocking.
     pub fn create_ahead(&self) -> Option<Result<RunCgroup, String>> {
         let layout = self
             .layout
             .as_ref()
             .filter(|layout| layout.joins_by_thread())?;
         let serial = self.made.fetch_add(1, Ordering::Relaxed);
-        let limits = ahead_limits(RunLimits {
-            pids: Some(DEFAULT_LIMIT_PIDS),
-            ..RunLimits::default()
-        });
+        let limits = RunLimits::of_run(None, None, None).ahead();
         Some(layout.create_run(&format!("ahead.{serial}"), &limits))
     }
 
@@ -220,6 +229,22 @@ mod tests {
         assert_eq!(a.len(), 8);
         assert_eq!(a, instance(Path::new("/var/lib/svc")));
         assert_ne!(a, instance(Path::new("/srv/other")));
+    }
+
+    #[test]
+    fn a_run_gets_the_default_task_limit_and_one_task_more_in_a_cgroup_made_ahead() {
+        let unset = RunLimits::of_run(None, None, None);
+        assert_eq!(unset.pids, Some(DEFAULT_LIMIT_PIDS));
+        assert_eq!(unset.ahead().pids, Some(DEFAULT_LIMIT_PIDS + 1));
+        let own = RunLimits::of_run(Some(64), Some(1 << 20), Some(50)).ahead();
+        assert_eq!(
+            own,
+            RunLimits {
+                pids: Some(65),
+                memory: Some(1 << 20),
+                cpu_weight: Some(50)
+            }
+        );
     }
 
     #[test]
