@@ -173,22 +173,23 @@ mod tests {
         }
     }
 
-    /// Whether the kernel has Landlock; says that the test is skipped when not.
-    fn landlock() -> bool {
-        let abi = proto::sandbox::kernel_abi();
-        if abi.is_none() {
+    /// A temporary directory, no ruleset kept yet and the sandbox of [`spec`] in it;
+    /// `None` (the test is skipped, and says so) on a kernel without Landlock.
+    fn fixture() -> Option<(tempfile::TempDir, Sandboxes, proto::Sandbox)> {
+        if proto::sandbox::kernel_abi().is_none() {
             eprintln!("skipped: needs a kernel with Landlock");
+            return None;
         }
-        abi.is_some()
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec = spec(dir.path());
+        Some((dir, Sandboxes::default(), spec))
     }
 
     #[test]
     fn only_a_busy_job_gets_a_ruleset_built_and_another_sandbox_gets_its_own() {
-        if !landlock() {
+        let Some((dir, sandboxes, spec)) = fixture() else {
             return;
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (sandboxes, spec) = (Sandboxes::default(), spec(dir.path()));
+        };
         assert!(
             sandboxes.for_run("j", &spec, false).is_none(),
             "not busy: the runner builds"
@@ -223,11 +224,9 @@ mod tests {
     /// run only, so none is built, and the runners build theirs.
     #[test]
     fn none_is_built_while_a_directory_on_the_way_has_just_changed() {
-        if !landlock() {
+        let Some((dir, sandboxes, mut spec)) = fixture() else {
             return;
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (sandboxes, mut spec) = (Sandboxes::default(), spec(dir.path()));
+        };
         let protected = dir.path().join("state");
         std::fs::create_dir(&protected).expect("mkdir");
         spec.protected_paths = vec![protected.display().to_string()];
@@ -241,11 +240,9 @@ mod tests {
     /// another one is left to its runner.
     #[test]
     fn a_ruleset_goes_with_at_most_max_uses_runs() {
-        if !landlock() {
+        let Some((_dir, sandboxes, spec)) = fixture() else {
             return;
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (sandboxes, spec) = (Sandboxes::default(), spec(dir.path()));
+        };
         let first = sandboxes.for_run("j", &spec, true).expect("built");
         for run in 2..=MAX_USES {
             let kept = sandboxes.for_run("j", &spec, run % 2 == 0).expect("kept");
@@ -265,11 +262,9 @@ mod tests {
 
     #[test]
     fn a_ruleset_is_rebuilt_when_a_path_it_depends_on_changes() {
-        if !landlock() {
+        let Some((dir, sandboxes, spec)) = fixture() else {
             return;
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (sandboxes, spec) = (Sandboxes::default(), spec(dir.path()));
+        };
         let first = sandboxes.for_run("j", &spec, true).expect("built");
         let kept = sandboxes.for_run("j", &spec, true).expect("kept");
         assert!(Arc::ptr_eq(&first, &kept));
