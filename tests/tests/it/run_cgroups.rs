@@ -279,12 +279,7 @@ async fn commands_are_born_in_their_runs_cgroup_and_the_runner_is_not_left_over(
             // The default limit_pids (512, and one task more for its runner's thread)
             // is in force: a run that sets none finds it in its cgroup made ahead,
             // where its begin no longer writes it.
-            let lines: Vec<&str> = log.lines().collect();
-            let pids_max = lines
-                .iter()
-                .position(|line| line.ends_with("/pids.max || echo none"))
-                .and_then(|at| lines.get(at + 1))
-                .and_then(|line| line.rsplit(' ').next());
+            let pids_max = output_after(&log, "/pids.max || echo none");
             assert_eq!(pids_max, Some("513"), "the run's task limit: {log}");
         } else {
             assert!(
@@ -294,12 +289,7 @@ async fn commands_are_born_in_their_runs_cgroup_and_the_runner_is_not_left_over(
             );
         }
         assert!(!log.contains("left in the run's cgroup"), "{log}");
-        let lines: Vec<&str> = log.lines().collect();
-        let score = lines
-            .iter()
-            .position(|line| line.ends_with("$ cat /proc/self/oom_score_adj"))
-            .and_then(|at| lines.get(at + 1))
-            .and_then(|line| line.rsplit(' ').next());
+        let score = output_after(&log, "$ cat /proc/self/oom_score_adj");
         assert_eq!(
             score,
             Some(own_score.trim()),
@@ -320,6 +310,17 @@ async fn commands_are_born_in_their_runs_cgroup_and_the_runner_is_not_left_over(
         .await;
     }
     svc.stop().await;
+}
+
+/// The last word of the log line after the one that ends with `command` (a command's
+/// one-line output, after its time stamp).
+fn output_after<'a>(log: &'a str, command: &str) -> Option<&'a str> {
+    let lines: Vec<&str> = log.lines().collect();
+    lines
+        .iter()
+        .position(|line| line.ends_with(command))
+        .and_then(|at| lines.get(at + 1))
+        .and_then(|line| line.rsplit(' ').next())
 }
 
 /// The directory of the runs' parent cgroup in v1 `hierarchy`, from a command's
