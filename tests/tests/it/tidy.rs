@@ -8,6 +8,8 @@
 //! - no production source file is over 800 lines, but for the files listed in
 //!   [`LARGE_FILES`], each at most as long as it is now (a ratchet: they only shrink);
 //! - the integration tests are one binary (`tests/tests/it`);
+//! - ARCHITECTURE.md is at most [`MAP_WORDS`] words, and each of its invariants names a
+//!   test file that exists (or `.ci/run`), and every test function it names exists;
 //! - no function is over 100 lines (clippy's `too_many_lines`, `clippy.toml`), and none is
 //!   exempted from it (`expect` or `allow` of `clippy::too_many_lines`).
 
@@ -22,6 +24,9 @@ const LAYERS: &[&str] = &[
 /// Production files over 800 lines, with the most lines each may have: to be split, and
 /// never to grow meanwhile.
 const LARGE_FILES: &[(&str, usize)] = &[];
+
+/// ARCHITECTURE.md's length: a newcomer reads it in about ten minutes.
+const MAP_WORDS: usize = 2000;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -290,6 +295,89 @@ fn the_integration_tests_are_one_binary() {
     );
 }
 
+/// The bullet items of ARCHITECTURE.md's "Invariants" section, each as one line.
+fn invariants(map: &str) -> Vec<String> {
+    let section = map
+        .split("\n## Invariants")
+        .nth(1)
+        .expect("ARCHITECTURE.md has an \"Invariants\" section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let mut items: Vec<String> = Vec::new();
+    for line in section.lines() {
+        if let Some(start) = line.strip_prefix("- ") {
+            items.push(start.to_string());
+        } else if let (Some(item), true) = (items.last_mut(), line.starts_with("  ")) {
+            item.push(' ');
+            item.push_str(line.trim());
+        }
+    }
+    items
+}
+
+/// What is wrong with one invariant's references: a test file (`name.rs` or a path
+/// ending so) that no source file is, a test function (`a_snake_case_name` of four
+/// words or more) that no source defines, or no test named at all.
+fn invariant_breaches(item: &str, files: &[String], sources_text: &str) -> Vec<String> {
+    let quoted: Vec<&str> = item.split('`').skip(1).step_by(2).collect();
+    let mut breaches = Vec::new();
+    let mut names_a_test = false;
+    for name in &quoted {
+        let name = name.trim_end_matches("'s");
+        if name.ends_with(".rs") {
+            let is_it = |file: &String| file == name || file.ends_with(&format!("/{name}"));
+            if files.iter().any(is_it) {
+                names_a_test = true;
+            } else {
+                breaches.push(format!("no file `{name}`"));
+            }
+        } else if name == ".ci/run" {
+            names_a_test = true;
+        } else if name.split('_').count() >= 4
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && !sources_text.contains(&format!("fn {name}("))
+        {
+            breaches.push(format!("no test function `{name}`"));
+        }
+    }
+    if !names_a_test {
+        breaches.push("names no test".to_string());
+    }
+    breaches
+}
+
+#[test]
+fn the_architecture_map_is_short_and_its_invariants_name_real_tests() {
+    let map = read("ARCHITECTURE.md");
+    let words = map.split_whitespace().count();
+    assert!(
+        words <= MAP_WORDS,
+        "ARCHITECTURE.md has {words} words, at most {MAP_WORDS}"
+    );
+    let mut files = Vec::new();
+    for dir in ["proto", "svc-controller", "svc-runner", "tests"] {
+        files.extend(sources(dir));
+    }
+    let sources_text: String = files.iter().map(|file| read(file)).collect();
+    let items = invariants(&map);
+    assert!(items.len() >= 10, "too few invariants read: {items:?}");
+    let breaches: Vec<String> = items
+        .iter()
+        .flat_map(|item| {
+            let head: String = item.chars().take(60).collect();
+            invariant_breaches(item, &files, &sources_text)
+                .into_iter()
+                .map(move |breach| format!("\"{head}…\": {breach}"))
+        })
+        .collect();
+    assert!(
+        breaches.is_empty(),
+        "ARCHITECTURE.md's invariants:\n{}",
+        breaches.join("\n")
+    );
+}
+
 #[test]
 fn the_rules_catch_what_they_are_for() {
     // A use of a higher layer, in code, is seen; one in a comment is not.
@@ -301,4 +389,18 @@ fn the_rules_catch_what_they_are_for() {
     assert!(is_test_file("svc-controller/src/access/login_tests.rs"));
     assert_eq!(production_lines("a\nb\n#[cfg(test)]\nmod tests {\n}\n"), 2);
     assert!(!is_test_file("svc-controller/src/access/login.rs"));
+    // An invariant naming a missing file or function, or no test, is caught.
+    let files = vec!["tests/tests/it/crash.rs".to_string()];
+    let text = "fn a_crash_keeps_the_state() {}";
+    let good = "Kept: `crash.rs` `a_crash_keeps_the_state`.";
+    assert!(invariant_breaches(good, &files, text).is_empty());
+    let renamed = "Kept: `crash.rs` `a_crash_keeps_all_state`.";
+    assert_eq!(invariant_breaches(renamed, &files, text).len(), 1);
+    assert_eq!(
+        invariant_breaches("Kept: `gone.rs`.", &files, text).len(),
+        2
+    );
+    assert_eq!(invariant_breaches("Kept by care.", &files, text).len(), 1);
+    let map = "# A\n## Invariants\n\n- one\n  more\n- two\n## Next\n- not one\n";
+    assert_eq!(invariants(map), ["one more", "two"]);
 }
