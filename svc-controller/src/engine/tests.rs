@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-use super::read::JobStatus;
+use super::read::{JobRef, JobStatus};
 use super::run::tests::{ABANDONED_REASON, PANIC_PREFIX, PAUSE_RACE_PAUSED, PAUSE_RACE_PREFIX};
 use super::testkit::{Harness, Origin, settle, t0};
 use super::{DeliveryFacts, EngineError, Kind, Trigger, TriggerSource};
@@ -777,4 +777,29 @@ async fn a_trigger_paused_and_resumed_before_its_start_still_runs() {
     );
     assert_eq!(h.executed(), pairs(&[(PAUSE_RACE_PREFIX, 1)]));
     assert_eq!(h.state_file(PAUSE_RACE_PREFIX).queued, None);
+}
+
+/// A pause's or resume's answer is the job as that change left it, looked at under the
+/// same lock: a resumed JobHttp is `started` (endpoint 8), whatever its timer begins and
+/// ends while the change is saved.
+#[tokio::test(start_paused = true)]
+async fn a_pause_or_resume_is_seen_as_the_change_left_the_job() {
+    let h = Harness::new(
+        "",
+        "[job.http \"ping\"]\nhttp_url = http://127.0.0.1:9/\ninterval = 1h\n",
+    );
+    let status = |job: JobRef<'_>| job.status();
+    let engine = &h.engine;
+    assert_eq!(
+        engine.set_paused(Kind::Http, "ping", true, status),
+        Ok(JobStatus::Paused)
+    );
+    assert_eq!(
+        engine.set_paused(Kind::Http, "ping", false, status),
+        Ok(JobStatus::Started)
+    );
+    assert_eq!(
+        engine.set_paused(Kind::Job, "nope", true, status),
+        Err(EngineError::NotFound)
+    );
 }

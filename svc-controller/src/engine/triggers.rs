@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
 use super::executor::Runner;
+use super::read::JobRef;
 use super::{ActiveRun, Def, Engine, Entry, Kind, Taken, events, run};
 use crate::config::OnBusy;
 use crate::store::delivery::DeliveryFacts;
@@ -389,17 +390,27 @@ impl Engine {
 
     /// Pauses a job: its timer ticks are skipped and triggers get 412.
     pub fn pause(&self, kind: Kind, id: &str) -> Result<(), EngineError> {
-        self.set_paused(kind, id, true)
+        self.set_paused(kind, id, true, |_| ())
     }
 
     /// Resumes a paused job.
     pub fn resume(&self, kind: Kind, id: &str) -> Result<(), EngineError> {
-        self.set_paused(kind, id, false)
+        self.set_paused(kind, id, false, |_| ())
     }
 
-    fn set_paused(&self, kind: Kind, id: &str, paused: bool) -> Result<(), EngineError> {
+    /// Pauses or resumes a job and looks at it as the change left it, under the same
+    /// lock: the answer to a pause or resume shows the job as that request made it
+    /// (a resumed JobHttp `started`, as endpoint 8 answers), not a run its timer began
+    /// and ended while the state was being made durable. `look` must be quick.
+    pub fn set_paused<T>(
+        &self,
+        kind: Kind,
+        id: &str,
+        paused: bool,
+        look: impl FnOnce(JobRef<'_>) -> T,
+    ) -> Result<T, EngineError> {
         let mut missed = None;
-        let (id, was_paused) = {
+        let (id, was_paused, seen) = {
             let mut registry = self.lock();
             let id = registry.resolve(kind, id).ok_or(EngineError::NotFound)?;
             let entry = registry.get(kind, &id).ok_or(EngineError::NotFound)?;
@@ -418,12 +429,13 @@ impl Engine {
             }
             // A trigger accepted before the pause runs now.
             let started = !paused && self.start_queued(kind, &id, entry);
+            let seen = look(JobRef::new(kind, &id, entry));
             if started {
                 registry.run_tasks += 1;
             }
             // `svc_job_paused` is counted with the queue.
             registry.publish_queue_length();
-            (id, was_paused)
+            (id, was_paused, seen)
         };
         self.persist(kind, &id, Durability::Durable);
         self.changed();
@@ -443,7 +455,7 @@ impl Engine {
         if let Some((timer, last_run, window)) = missed {
             self.catch_up(kind, &id, &timer, last_run, window);
         }
-        Ok(())
+        Ok(seen)
     }
 
     /// Ends the running execution of a job, which is recorded as failed, and drops its

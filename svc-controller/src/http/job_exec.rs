@@ -212,17 +212,19 @@ async fn perform(state: &AppState, action: JobAction, id: String) -> Result<Resp
     let engine = state.engine.clone();
     // The state file is saved durably: blocking work.
     super::blocking(move || {
-        let done = match action {
-            JobAction::Pause => engine.pause(Kind::Job, &id),
-            JobAction::Resume => engine.resume(Kind::Job, &id),
+        match action {
+            // The job as the request left it.
+            JobAction::Pause | JobAction::Resume => {
+                let paused = action == JobAction::Pause;
+                super::view::paused_job_json(&engine, Kind::Job, &id, paused).map(super::ok)
+            }
             // Nothing running: 200 and nothing changes, as upstream answers.
             JobAction::Cancel => engine
                 .cancel(Kind::Job, &id, "cancelled through the API")
-                .map(|_| ()),
+                .map(|_| super::job_answer(&engine, Kind::Job, &id)),
             // Answered above.
-            JobAction::RunNow => Ok(()),
-        };
-        done.map(|()| super::job_answer(&engine, Kind::Job, &id))
+            JobAction::RunNow => Ok(super::job_answer(&engine, Kind::Job, &id)),
+        }
     })
     .await?
     .map_err(ApiError::from)

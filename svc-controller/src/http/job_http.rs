@@ -213,17 +213,19 @@ async fn perform(state: &AppState, action: HttpAction, id: String) -> Result<Res
     shared.map_err(unknown_is_invalid)?;
     let engine = state.engine.clone();
     super::blocking(move || {
-        let done = match action {
-            HttpAction::Pause => engine.pause(Kind::Http, &id),
-            HttpAction::Resume => engine.resume(Kind::Http, &id),
+        match action {
+            // The JobHttp as the request left it (resumed: `started`, endpoint 8).
+            HttpAction::Pause | HttpAction::Resume => {
+                let paused = action == HttpAction::Pause;
+                super::view::paused_job_json(&engine, Kind::Http, &id, paused).map(super::ok)
+            }
             // Nothing going on: 200 and nothing changes, as for a Job.
             HttpAction::Cancel => engine
                 .cancel(Kind::Http, &id, "cancelled through the API")
-                .map(|_| ()),
+                .map(|_| super::job_answer(&engine, Kind::Http, &id)),
             // Answered above.
-            HttpAction::RunNow => Ok(()),
-        };
-        done.map(|()| super::job_answer(&engine, Kind::Http, &id))
+            HttpAction::RunNow => Ok(super::job_answer(&engine, Kind::Http, &id)),
+        }
     })
     .await?
     .map_err(unknown_is_invalid)

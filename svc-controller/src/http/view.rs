@@ -19,7 +19,7 @@ use serde::{Serialize, Serializer};
 
 use crate::config::MainConfig;
 use crate::engine::read::{JobRef, JobStatus, RegistryRef};
-use crate::engine::{Def, Engine, Kind};
+use crate::engine::{Def, Engine, EngineError, Kind};
 use crate::store::logstore::{LogMeta, LogName};
 use crate::time::schedule::Timer;
 
@@ -280,12 +280,26 @@ fn entry_view(look: &JobSnapshot) -> EntryView<'_> {
 /// The view of one job as JSON; `None` when there is no such job.
 pub fn job_json(engine: &Engine, kind: Kind, id: &str) -> Option<serde_json::Value> {
     let job = engine.with_job(kind, id, JobSnapshot::of)?;
-    Some(
-        serde_json::to_value(entry_view(&job)).unwrap_or_else(|err| {
-            tracing::error!(job = id, error = %err, "cannot serialise a job");
-            serde_json::Value::Null
-        }),
-    )
+    Some(snapshot_json(&job))
+}
+
+/// Pauses or resumes a job and answers its view as the change left it (see
+/// [`Engine::set_paused`]). Blocking: the job's state is saved durably.
+pub fn paused_job_json(
+    engine: &Engine,
+    kind: Kind,
+    id: &str,
+    paused: bool,
+) -> Result<serde_json::Value, EngineError> {
+    let job = engine.set_paused(kind, id, paused, JobSnapshot::of)?;
+    Ok(snapshot_json(&job))
+}
+
+fn snapshot_json(job: &JobSnapshot) -> serde_json::Value {
+    serde_json::to_value(entry_view(job)).unwrap_or_else(|err| {
+        tracing::error!(job = job.id(), error = %err, "cannot serialise a job");
+        serde_json::Value::Null
+    })
 }
 
 /// Every job, copied out of the registry, and the generation they were copied at.
