@@ -247,9 +247,14 @@ async fn busy_job_with_a_queued_trigger_answers_429() {
     github_delivery(&svc, "/busy", b"{\"n\":3}", Some("three"))
         .await
         .assert_status(429);
-    // Once the queued run has started the queue is free again, and the delivery refused
+    // Once the queued run has begun the queue is free again, and the delivery refused
     // with 429 was forgotten (its ID and its body): its retry is accepted and queued.
+    // Begun as the API shows it: run 2's log is on disk as soon as it is created, but
+    // until its directory is synced the queued trigger's only durable record is the
+    // state file's queue slot, so the slot stays taken (429) for that moment; the job
+    // shows `started` again once it is free.
     svc.wait_run_started("busy", 2, WAIT).await;
+    svc.wait_job_status("busy", "started", WAIT).await;
     let retry = github_delivery(&svc, "/busy", b"{\"n\":3}", Some("three")).await;
     retry.assert_status(200);
     assert_eq!(retry.message(), "", "{}", retry.raw);
