@@ -5,7 +5,7 @@
 
 use proto::{Action, ExecRequest, ResourceLimits, UsageSource};
 
-use crate::runner::cgroups::{DEFAULT_LIMIT_PIDS, RunCgroup, RunCgroups, RunEnd, RunLimits};
+use crate::runner::cgroups::{RunCgroup, RunCgroups, RunEnd, RunLimits};
 use crate::runner::exec::{Outcome, RunEvent};
 
 /// Makes the run's cgroup when `request` is a run of commands and runs get cgroups (its
@@ -25,8 +25,7 @@ pub async fn apply(
     let Some(cgroups) = cgroups.filter(|c| c.active()).cloned() else {
         return Ok(None);
     };
-    let wanted = &request.limits;
-    let limits = RunLimits::of_run(wanted.pids, wanted.memory, wanted.cpu_weight);
+    let limits = RunLimits::of_run(&request.limits);
     let made = match ahead {
         // Made with these limits: no trip to a blocking thread on the way to the command.
         Some(cgroup) if cgroup.holds(&limits.ahead()) => Some(cgroup),
@@ -103,7 +102,7 @@ fn fold(
         sink(RunEvent::Line(format!(
             "--- limit_pids: {} fork(s) refused, the run reached its limit of {} tasks",
             end.forks_refused,
-            limits.pids.unwrap_or(DEFAULT_LIMIT_PIDS)
+            RunLimits::tasks_of(limits)
         )));
     }
     if end.killed_at_end > 0 {

@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use run::{RunCgroup, RunEnd};
 
 use layout::Layout;
+use proto::ResourceLimits;
 
 /// `limit_pids` when a job sets none and the host gives runs cgroups.
 pub const DEFAULT_LIMIT_PIDS: u64 = 512;
@@ -53,12 +54,17 @@ pub struct RunLimits {
 impl RunLimits {
     /// The limits of a run's cgroup: the job's, with [`DEFAULT_LIMIT_PIDS`] tasks when it
     /// sets none.
-    pub fn of_run(pids: Option<u64>, memory: Option<u64>, cpu_weight: Option<u64>) -> RunLimits {
+    pub fn of_run(wanted: &ResourceLimits) -> RunLimits {
         RunLimits {
-            pids: Some(pids.unwrap_or(DEFAULT_LIMIT_PIDS)),
-            memory,
-            cpu_weight,
+            pids: Some(Self::tasks_of(wanted)),
+            memory: wanted.memory,
+            cpu_weight: wanted.cpu_weight,
         }
+    }
+
+    /// The tasks a run may have at once in its cgroup.
+    pub fn tasks_of(wanted: &ResourceLimits) -> u64 {
+        wanted.pids.unwrap_or(DEFAULT_LIMIT_PIDS)
     }
 
     /// These limits in a cgroup made ahead: its runner's thread that starts the commands
@@ -160,7 +166,7 @@ impl RunCgroups {
             .as_ref()
             .filter(|layout| layout.joins_by_thread())?;
         let serial = self.made.fetch_add(1, Ordering::Relaxed);
-        let limits = RunLimits::of_run(None, None, None).ahead();
+        let limits = RunLimits::of_run(&ResourceLimits::default()).ahead();
         Some(layout.create_run(&format!("ahead.{serial}"), &limits))
     }
 
@@ -233,10 +239,17 @@ mod tests {
 
     #[test]
     fn a_run_gets_the_default_task_limit_and_one_task_more_in_a_cgroup_made_ahead() {
-        let unset = RunLimits::of_run(None, None, None);
+        let unset = RunLimits::of_run(&ResourceLimits::default());
         assert_eq!(unset.pids, Some(DEFAULT_LIMIT_PIDS));
         assert_eq!(unset.ahead().pids, Some(DEFAULT_LIMIT_PIDS + 1));
-        let own = RunLimits::of_run(Some(64), Some(1 << 20), Some(50)).ahead();
+        let wanted = ResourceLimits {
+            pids: Some(64),
+            memory: Some(1 << 20),
+            cpu_weight: Some(50),
+            ..ResourceLimits::default()
+        };
+        assert_eq!(RunLimits::tasks_of(&wanted), 64);
+        let own = RunLimits::of_run(&wanted).ahead();
         assert_eq!(
             own,
             RunLimits {
