@@ -165,6 +165,7 @@ mod tests {
                 keep: Some("backup_home".into()),
             }],
             cgroup_procs: vec!["/sys/fs/cgroup/pids/svc-runs.0/job.1.0/cgroup.procs".into()],
+            end_yields: true,
             action: Action::Commands {
                 commands: vec!["echo 'hi'".into(), "false".into()],
                 env: vec![("PATH".into(), "/usr/bin:/bin".into())],

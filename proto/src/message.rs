@@ -190,6 +190,12 @@ pub struct ExecRequest {
     /// switches to the job's user. Empty: the run has no cgroup.
     #[serde(default)]
     pub cgroup_procs: Vec<String>,
+    /// Set when nothing waits for the run's end on its way (a timer's run, due with
+    /// others): the init of its namespaces, which ends them, runs at the lowest priority,
+    /// so that the CPU goes first to the runs starting meanwhile. A run of a busy job
+    /// (the next run waits for this one's end) leaves it unset.
+    #[serde(default)]
+    pub end_yields: bool,
     pub action: Action,
 }
 

@@ -361,7 +361,7 @@ async fn serve(
     // and the end of the init ends anything started since. The init is waited for, so
     // that what the orphans it reaped used counts in the run's usage.
     if let Some(contained) = contained {
-        contained.finish().await;
+        contained.finish(request.end_yields).await;
     }
     // Out of the run's cgroup before the end is reported: the controller then finds in
     // it only what the run left.

@@ -239,6 +239,22 @@ impl Contained {
         Ok(u32::from_ne_bytes(answer))
     }
 
+    /// Asks the init to go to the lowest priority (nice 19) for what is left of its
+    /// life, its end included, so that the end of the namespaces waits for a CPU behind
+    /// the runs starting meanwhile ([`proto::ExecRequest::end_yields`]). Asked of the
+    /// init, which may lower itself, whoever the runner has become by then; not waited
+    /// for. Its sweeps, on the way of each command's end, ran at its priority before.
+    pub async fn yield_cpu(&self) -> io::Result<()> {
+        loop {
+            self.requests.writable().await?;
+            match self.requests.try_write(b"y") {
+                Ok(_) => return Ok(()),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
     /// The pid of the namespace's init, as the runner sees it.
     pub fn init_pid(&self) -> u32 {
         self.init.as_raw().unsigned_abs()
@@ -257,7 +273,11 @@ impl Contained {
     /// the orphans it reaped used then counts in the runner's children's usage. The wait
     /// is on the init's pidfd, so that the end is reported as soon as the init is gone:
     /// this wait is on the path from a run's command to the next run of its job.
-    pub async fn finish(self) {
+    /// `yield_cpu`: the init ends at the lowest priority ([`Contained::yield_cpu`]).
+    pub async fn finish(self, yield_cpu: bool) {
+        if yield_cpu && let Err(err) = self.yield_cpu().await {
+            eprintln!("svc-runner: cannot ask the run's init to yield: {err}");
+        }
         let init = self.init;
         // Opened while the init is a child not reaped yet: the pid names it alone.
         let exited = crate::spawn::pidfd_open(init.as_raw());
@@ -333,5 +353,56 @@ pub async fn probe() -> String {
             line
         }
         Err(why) => format!("{fallback} (no CAP_SYS_ADMIN, and no user namespace: {why})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The nice value of process `pid`, or of the calling thread for 0.
+    fn nice_of(pid: u32) -> i32 {
+        nix::errno::Errno::clear();
+        // SAFETY: getpriority with integer arguments.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, pid) };
+        assert!(
+            nice != -1 || nix::errno::Errno::last_raw() == 0,
+            "getpriority({pid}): {}",
+            io::Error::last_os_error()
+        );
+        nice
+    }
+
+    /// Asked to yield, the init goes to nice 19 and still serves (a sweep answers); it
+    /// kept this process's priority until then. The namespaces are joined by a
+    /// birthplace thread, as in a runner: the test's own threads stay where they are.
+    #[tokio::test]
+    async fn an_init_asked_to_yield_goes_to_the_lowest_priority_and_still_serves() {
+        // Root makes them as they are; anyone else in a user namespace mapping itself.
+        let user = (!privileged()).then(|| {
+            (
+                nix::unistd::geteuid().as_raw(),
+                nix::unistd::getegid().as_raw(),
+            )
+        });
+        let place = crate::birthplace::Birthplace::start(Vec::new()).expect("thread");
+        let contained =
+            enter(&[], user, Some(&place)).expect("a PID namespace (root, or user namespaces)");
+        let init = contained.init_pid();
+        let own = nice_of(0);
+        assert_eq!(nice_of(init), own, "inherited");
+        contained.yield_cpu().await.expect("asked");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while nice_of(init) != 19 {
+            assert!(std::time::Instant::now() < until, "the init never yielded");
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        assert_eq!(
+            contained.sweep().await.expect("a sweep"),
+            0,
+            "nothing to reap"
+        );
+        contained.finish(false).await;
+        place.end();
     }
 }

@@ -503,3 +503,41 @@ async fn a_script_without_an_interpreter_line_runs_with_the_shell() {
         "ran-as-shell-script arg\n"
     );
 }
+
+/// The nice value in a `/proc/<pid>/stat` line (its 19th field, the 17th after the
+/// command's name).
+fn nice_of(stat_line: &str) -> i32 {
+    let after = stat_line.rsplit_once(')').map_or("", |(_, after)| after);
+    after
+        .split_whitespace()
+        .nth(16)
+        .and_then(|nice| nice.parse().ok())
+        .unwrap_or_else(|| panic!("no nice value in {stat_line:?}"))
+}
+
+/// A timer's run (`end_yields`): its commands, and the init while they run (its sweeps
+/// are on the way of each command's end), keep the runner's priority; only the init's
+/// end yields (`namespaces` tests it). The same without the flag.
+#[tokio::test]
+async fn a_run_whose_end_yields_keeps_its_priority_while_its_commands_run() {
+    for yields in [true, false] {
+        let mut c = start().await;
+        let dir = c.dir.path().to_str().expect("utf8").to_string();
+        let mut request = commands_request(&["cat /proc/1/stat /proc/self/stat"], &dir);
+        request.end_yields = yields;
+        c.execute(request).await;
+        let messages = c.until_finished().await;
+        assert!(finished(&messages).0, "{messages:?}");
+        let stdout = String::from_utf8(output(&messages, OutputStream::Stdout)).expect("utf8");
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 2, "{stdout}");
+        assert_eq!(nice_of(lines[1]), 0, "the command's own priority: {stdout}");
+        let contained = logs(&messages)
+            .iter()
+            .any(|line| line.starts_with("contained: "));
+        if contained {
+            // Pid 1 of the run's PID namespace is its init.
+            assert_eq!(nice_of(lines[0]), 0, "yields {yields}: {stdout}");
+        }
+    }
+}

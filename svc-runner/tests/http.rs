@@ -143,6 +143,7 @@ fn http_request(call: HttpCall) -> ExecRequest {
         private_dirs: Vec::new(),
         keep_capabilities: None,
         cgroup_procs: Vec::new(),
+        end_yields: false,
         action: Action::Http(call),
     }
 }

@@ -273,6 +273,7 @@ pub fn job_request(
         sandbox: job.sandbox.then(|| sandbox(main, job, dir_work)),
         private_dirs: private_dirs(main, job),
         cgroup_procs: Vec::new(),
+        end_yields: false,
         action: Action::Commands {
             commands: job.commands.clone(),
             env,
@@ -372,6 +373,7 @@ pub fn http_request(job: &HttpJobConfig, counter: u64, run_as: &RunAs) -> ExecRe
         sandbox: None,
         private_dirs: Vec::new(),
         cgroup_procs: Vec::new(),
+        end_yields: false,
         action: Action::Http(HttpCall {
             method: job.http_method.as_str().to_string(),
             url: job.http_url.clone(),

@@ -256,6 +256,9 @@ fn prepare(
             }
             let mut request =
                 request::job_request(main, job, context.counter, &dir_work, &run_as, &data);
+            // A timer's run: others are due with it, and no run of its job waits for its
+            // end on its way (as a busy job's next does).
+            request.end_yields = trigger.source == TriggerSource::Timer;
             let ruleset = match (&mut request.sandbox, engine.inner.executor.sandboxes()) {
                 (Some(spec), Some(sandboxes)) => {
                     let ruleset = sandboxes.for_run(&job.id, spec, busy);

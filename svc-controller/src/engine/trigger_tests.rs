@@ -1,6 +1,7 @@
-//! In-process tests of [`Engine::trigger`](super::Engine::trigger) when its caller stops
-//! waiting for it (an HTTP client gone): with the fake executor and the manual clock of
-//! `testkit`, on tokio's paused clock like `tests.rs`.
+//! In-process tests of triggers: [`Engine::trigger`](super::Engine::trigger) when its
+//! caller stops waiting for it (an HTTP client gone), and what a trigger's source sets in
+//! its run's request; with the fake executor and the manual clock of `testkit`, on
+//! tokio's paused clock like `tests.rs`.
 
 use futures_util::FutureExt as _;
 
@@ -75,4 +76,23 @@ async fn a_trigger_reaching_the_registry_after_the_stop_began_is_refused() {
     assert!(h.runs.none().await, "nothing ran");
     assert_eq!(h.state_file("stop_race").queued, None, "nothing kept");
     assert_eq!(h.log_files("stop_race"), Vec::<String>::new());
+}
+
+/// A timer's run is sent with `end_yields` (its init ends the namespaces at the lowest
+/// priority, behind the runs due with it); a run begun by a signed trigger, which a
+/// queued next run may wait for, is not.
+#[tokio::test(start_paused = true)]
+async fn only_a_timers_run_lets_its_end_yield() {
+    let mut h = Harness::new("", "[job \"tick\"]\ninterval = 1h\ncommand = true\n");
+    h.engine.start_timers();
+    let timed = h.runs.next().await;
+    assert_eq!(timed.id(), ("tick", 1));
+    assert!(timed.request.end_yields, "a timer's run");
+    timed.finish(true, "ok");
+    settle().await;
+    h.trigger_api("tick").await.expect("run now");
+    let by_hand = h.runs.next().await;
+    assert_eq!(by_hand.id(), ("tick", 2));
+    assert!(!by_hand.request.end_yields, "a run by hand");
+    by_hand.finish(true, "ok");
 }

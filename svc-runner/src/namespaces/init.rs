@@ -328,7 +328,11 @@ fn joined() {
     unsafe { libc::write(1, bytes.as_ptr().cast(), bytes.len()) };
 }
 
-/// Serves the runner's requests until its pipe ends, reaping orphans meanwhile.
+/// The nice value the init takes when the runner asks it to yield (`y`).
+const LOWEST_PRIORITY: libc::c_int = 19;
+
+/// Serves the runner's requests until its pipe ends, reaping orphans meanwhile: `s`
+/// sweeps the namespace and answers how many it reaped; `y` lowers the init's priority.
 fn serve() -> ! {
     loop {
         let mut fds = [
@@ -362,6 +366,11 @@ fn serve() -> ! {
             // SAFETY: reads one byte into a local.
             let read = unsafe { libc::read(0, (&raw mut byte).cast(), 1) };
             match read {
+                1 if byte == b'y' => {
+                    // Raising its own nice value needs no privilege.
+                    // SAFETY: setpriority with integer arguments.
+                    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, LOWEST_PRIORITY) };
+                }
                 1 => {
                     let count = sweep();
                     let bytes = count.to_ne_bytes();

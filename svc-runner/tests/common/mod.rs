@@ -195,6 +195,7 @@ pub fn commands_request(commands: &[&str], dir_work: &str) -> ExecRequest {
         sandbox: None,
         private_dirs: Vec::new(),
         cgroup_procs: Vec::new(),
+        end_yields: false,
         action: Action::Commands {
             commands: commands.iter().map(|c| c.to_string()).collect(),
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],

@@ -103,6 +103,7 @@ fn commands_request(commands: Vec<String>, dir_work: String) -> ExecRequest {
         sandbox: None,
         private_dirs: Vec::new(),
         cgroup_procs: Vec::new(),
+        end_yields: false,
         action: Action::Commands {
             commands,
             env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
