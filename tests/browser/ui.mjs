@@ -63,6 +63,20 @@ async function typeSecret(page, secret) {
   await page.getByLabel("Secret").fill(secret);
 }
 
+// Waits until the UI follows a run's log (its URL matches `pattern`) after a Run now; when
+// it never does, says what the action's message and the page's address were instead, so
+// that a refusal or a request that got no answer is told apart from a slow page.
+async function waitForRunLog(page, pattern) {
+  try {
+    await page.waitForURL(pattern, STEP);
+  } catch (err) {
+    const message = await page.evaluate(() =>
+      document.querySelector("#action-message")?.textContent ?? "(absent)").catch(() => "(unreadable)");
+    throw new Error(`the UI never followed a run log matching ${pattern}: it is at ` +
+      `${page.url()}, the action's message reads ${JSON.stringify(message)} (${err.message})`);
+  }
+}
+
 async function openJob(page, id) {
   await page.goto(`${BASE}/svc/#/job/${id}`);
   await page.locator("#job-name").waitFor(STEP);
@@ -234,7 +248,7 @@ const scenarios = {
     await openJob(page, "build");
     await typeSecret(page, SECRET);
     await page.getByRole("button", { name: "Run now" }).click();
-    await page.waitForURL(/#\/job\/build\/log\/\d+$/, STEP);
+    await waitForRunLog(page, /#\/job\/build\/log\/\d+$/);
     await waitForText(page, "#log", /line 1/, "first output line");
     const early = await logText(page);
     assert.ok(!/line 5/.test(early), `line 5 must not exist yet when line 1 shows: ${early}`);
@@ -321,7 +335,7 @@ const scenarios = {
     await typeSecret(page, SECRET);
     const run = page.getByRole("button", { name: "Run now" });
     await run.click();
-    await page.waitForURL(/#\/job\/solo\/log\/1$/, STEP);
+    await waitForRunLog(page, /#\/job\/solo\/log\/1$/);
     await waitForText(page, "#log", /\$ sleep 30/, "the first run started");
     await waitForText(page, "#action-message", /Run accepted: following log #1/, "the first run");
     // At once, within the same second as likely as not: each click is a request of its
@@ -346,14 +360,14 @@ const scenarios = {
     assert.ok(await page.getByRole("button", { name: "Run now" }).isEnabled());
     await typeSecret(page, SECRET);
     await page.getByRole("button", { name: "Run now" }).click();
-    await page.waitForURL(/#\/job\/patch\/log\/\d+$/, STEP);
+    await waitForRunLog(page, /#\/job\/patch\/log\/\d+$/);
     await waitForText(page, "#log", /started by hand/, "the patchhost job's log says who started it");
     await openJob(page, "tick");
     // The next run, also as a time in the viewer's zone.
     await waitForText(page, "#next-run-local", /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d your time/, "next run, local");
     await typeSecret(page, SECRET);
     await page.getByRole("button", { name: "Run now" }).click();
-    await page.waitForURL(/#\/job\/tick\/log\/\d+$/, STEP);
+    await waitForRunLog(page, /#\/job\/tick\/log\/\d+$/);
     await waitForText(page, "#log", /started by hand/, "the log says who started the run");
     await page.goto(BASE + "/svc/#/http/ping");
     // `#job-name` is on the Job page this comes from too: wait for the JobHttp's own
@@ -461,7 +475,7 @@ const scenarios = {
     await page.getByRole("button", { name: "Resume" }).click();
     await waitForText(page, "#action-message", /Resumed/, "resumed with the session");
     await page.getByRole("button", { name: "Run now" }).click();
-    await page.waitForURL(/#\/job\/tick\/log\/\d+$/, STEP);
+    await waitForRunLog(page, /#\/job\/tick\/log\/\d+$/);
     await waitForText(page, "#log", /started by hand/, "the run the operator started");
   },
 
