@@ -308,6 +308,17 @@ async fn commands_are_born_in_their_runs_cgroup_and_the_runner_is_not_left_over(
             }) <= 1
         })
         .await;
+        // A clean stop leaves nothing: the cgroup of the runner started ahead, and then
+        // the parent, are removed.
+        svc.stop().await;
+        assert!(
+            !parent.exists(),
+            "{} is left after the stop: {:?}",
+            parent.display(),
+            std::fs::read_dir(&parent)
+                .map(|dirs| dirs.flatten().map(|d| d.file_name()).collect::<Vec<_>>())
+        );
+        return;
     }
     svc.stop().await;
 }

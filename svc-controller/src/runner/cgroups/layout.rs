@@ -138,6 +138,11 @@ impl Layout {
         self.parents.iter().map(|(_, dir)| dir.clone()).collect()
     }
 
+    /// Empties and removes every cgroup below the parents ([`run::remove_below`]).
+    pub fn remove_runs(&self) -> Vec<(PathBuf, usize)> {
+        run::remove_below(&self.parents)
+    }
+
     pub fn create_run(&self, name: &str, limits: &RunLimits) -> Result<RunCgroup, String> {
         run::create(&self.parents, name, limits)
     }

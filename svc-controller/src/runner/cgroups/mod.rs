@@ -170,10 +170,18 @@ impl RunCgroups {
         Some(layout.create_run(&format!("ahead.{serial}"), &limits))
     }
 
-    /// Removes the runs' parents at the service's end (each run removed its own
-    /// cgroup); on v2 the controller's leaf stays, since this process is in it.
+    /// Removes the runs' parents at the service's end; on v2 the controller's leaf
+    /// stays, since this process is in it. Each run removed its own cgroup, but a runner
+    /// started ahead for a run that never came is dropped as the runtime ends, and the
+    /// removal of its cgroup, left to a blocking thread, may never run: what is left
+    /// below them goes first (its runner with it), or the parents would stay too.
     /// Blocking.
     pub fn tear_down(&self) {
+        if let Some(layout) = &self.layout {
+            for (parent, count) in layout.remove_runs() {
+                tracing::debug!(parent = %parent.display(), count, "removed the cgroups of runners left at the stop");
+            }
+        }
         for parent in self.parents() {
             if let Err(err) = std::fs::remove_dir(&parent) {
                 tracing::debug!(dir = %parent.display(), error = %err, "the runs' cgroup stays");

@@ -331,6 +331,15 @@ fn remove(dirs: &[(Hierarchy, PathBuf)]) {
 /// Empties and removes the runs' cgroups a previous service of this `dir_base` left
 /// below `parents` (it was killed before their runs ended).
 pub fn remove_left_over(parents: &[(Hierarchy, PathBuf)]) {
+    for (parent, count) in remove_below(parents) {
+        tracing::info!(parent = %parent.display(), count, "removed cgroups of runs a previous service left");
+    }
+}
+
+/// Empties and removes every cgroup below `parents` (runs' and runners' made ahead);
+/// returns each parent that had some, with how many. Blocking.
+pub fn remove_below(parents: &[(Hierarchy, PathBuf)]) -> Vec<(PathBuf, usize)> {
+    let mut removed = Vec::new();
     for (hierarchy, parent) in parents {
         let Ok(entries) = std::fs::read_dir(parent) else {
             continue;
@@ -341,11 +350,12 @@ pub fn remove_left_over(parents: &[(Hierarchy, PathBuf)]) {
             .map(|entry| (*hierarchy, entry.path()))
             .collect();
         if !left.is_empty() {
-            tracing::info!(parent = %parent.display(), count = left.len(), "removing cgroups of runs a previous service left");
             empty(&left, None);
             remove(&left);
+            removed.push((parent.clone(), left.len()));
         }
     }
+    removed
 }
 
 #[cfg(test)]
