@@ -38,7 +38,7 @@ pub mod web;
 pub use binaries::{Binaries, binaries};
 pub use logs::{LogFile, LogLine, check_timestamps, parse_log_lines};
 pub use service::{TestService, TestServiceBuilder};
-pub use service_api::ApiResponse;
+pub use service_api::{ApiResponse, send_until_queued};
 pub use sign::{fresh_epoch, hmac_sha1_hex, hmac_sha256_hex, standard_signature};
 pub use wait::{POLL, wait_for, wait_until};
 

@@ -71,6 +71,25 @@ impl ApiResponse {
     }
 }
 
+/// Sends a trigger with `send` until it is accepted (200), for at most `timeout`, again
+/// while it is refused with 429: a run that took its job's queued trigger frees the
+/// queue slot once its begin is durable, a moment after its log appears (until then the
+/// slot is the taken trigger's only durable record). Any other status fails the test.
+pub async fn send_until_queued(
+    timeout: Duration,
+    what: &str,
+    mut send: impl AsyncFnMut() -> ApiResponse,
+) {
+    wait_until(timeout, what, async || {
+        let answer = send().await;
+        if answer.status != 429 {
+            answer.assert_status(200);
+        }
+        answer.status == 200
+    })
+    .await;
+}
+
 impl TestService {
     // ----- HTTP --------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@
 //! their own (the thread that joins the namespaces joined the cgroup first), the logs
 //! say which runs' namespaces were made ahead.
 
-use svc_tests::{TestService, WAIT, job_section};
+use svc_tests::{TestService, WAIT, job_section, send_until_queued};
 
 /// The value after `key=` on a line of the commands' output (not the line that shows
 /// the command, which starts with `$`).
@@ -142,7 +142,12 @@ async fn a_busy_jobs_next_runs_have_namespaces_made_ahead_and_are_contained() {
     for counter in 1..RUNS {
         svc.wait_run_started("busy", counter, WAIT).await;
         // Run `counter` goes on (it sleeps): this trigger waits for it in the queue.
-        svc.trigger("/busy", b"{}", &[]).await.assert_status(200);
+        send_until_queued(
+            WAIT,
+            &format!("a trigger queued behind run {counter}"),
+            async || svc.trigger("/busy", b"{}", &[]).await,
+        )
+        .await;
     }
     let mut made_ahead = Vec::new();
     for counter in 1..=RUNS {

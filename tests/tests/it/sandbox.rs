@@ -11,7 +11,10 @@
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
-use svc_tests::{LogFile, TestService, TestServiceBuilder, WAIT, job_section, unit_like_wrapper};
+use svc_tests::{
+    LogFile, TestService, TestServiceBuilder, WAIT, job_section, send_until_queued,
+    unit_like_wrapper,
+};
 
 /// A builder whose controller runs as the packaged unit would (root with CAP_SETUID,
 /// CAP_SETGID, CAP_KILL and CAP_CHOWN only) when the test runs as root, plus the
@@ -683,9 +686,11 @@ async fn runs_of_a_busy_job_are_confined_one_after_another() {
         .assert_status(200);
     std::fs::write(flag(1), "").expect("write flag");
     svc.wait_run_started("busy", 2, WAIT).await;
-    svc.trigger_with_secret("/busy", b"body-3", "busy-secret")
-        .await
-        .assert_status(200);
+    send_until_queued(WAIT, "body-3 queued behind run 2", async || {
+        svc.trigger_with_secret("/busy", b"body-3", "busy-secret")
+            .await
+    })
+    .await;
     std::fs::write(flag(2), "").expect("write flag");
     std::fs::write(flag(3), "").expect("write flag");
     for counter in 1..=3u64 {
