@@ -217,14 +217,7 @@ impl Contained {
     /// how many there were. Only the runner's own children (the commands) are not
     /// reaped by the init: call it once the command has been waited for.
     pub async fn sweep(&self) -> io::Result<u32> {
-        loop {
-            self.requests.writable().await?;
-            match self.requests.try_write(b"s") {
-                Ok(_) => break,
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(err) => return Err(err),
-            }
-        }
+        self.ask(b's').await?;
         let mut answer = [0u8; 4];
         let mut got = 0;
         while got < answer.len() {
@@ -245,9 +238,14 @@ impl Contained {
     /// init, which may lower itself, whoever the runner has become by then; not waited
     /// for. Its sweeps, on the way of each command's end, ran at its priority before.
     pub async fn yield_cpu(&self) -> io::Result<()> {
+        self.ask(b'y').await
+    }
+
+    /// Sends the init one request byte (see `init::serve`).
+    async fn ask(&self, request: u8) -> io::Result<()> {
         loop {
             self.requests.writable().await?;
-            match self.requests.try_write(b"y") {
+            match self.requests.try_write(&[request]) {
                 Ok(_) => return Ok(()),
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(err) => return Err(err),
