@@ -6,10 +6,12 @@
 //! child starts with no lock held by a thread that does not exist in it. It waits on
 //! two descriptors: its control socket (the controller's requests, each `Fork` with the
 //! forked runner's connection attached) and a `signalfd` for `SIGCHLD`, on which it reaps
-//! its children and reports their exits. Reaping waits for a pause in the forks (at
-//! most [`REAP_AT_MOST`]): the kernel's release of a reaped process's `/proc` entries
-//! is cheap on a quiet machine and many times dearer in the middle of a burst of runs,
-//! whose starts it would delay. It never listens, never runs a command itself
+//! its children and reports their exits. Reaping waits for a pause in the forks and in
+//! the runners' ends (at most [`REAP_AT_MOST`]): the kernel's release of a reaped
+//! process's `/proc` entries is cheap on a quiet machine and many times dearer while
+//! runs start and end around it (timers due together: up to a whole CPU for 100 ms of
+//! the burst, which the runs still starting wait for). It never listens, never runs a
+//! command itself
 //! and keeps its privileges only to hand them to its children, which drop them as every
 //! runner does before it runs a command.
 //!
@@ -77,7 +79,8 @@ fn io_error(what: &'static str) -> impl FnOnce(Errno) -> ForkServerError {
 /// Largest read from the control socket at once; requests are a few dozen bytes.
 const READ_CHUNK: usize = 4096;
 
-/// Runners that ended are reaped once no fork was asked for this long...
+/// Runners that ended are reaped once no fork was asked for and no runner ended for
+/// this long...
 const REAP_QUIET: Duration = Duration::from_millis(50);
 
 /// ...or once the first of them has waited this long, whichever comes first (far
@@ -221,14 +224,18 @@ struct Server {
     reaping: ReapTimer,
 }
 
-/// When runners that ended are reaped: after a pause in the forks of [`REAP_QUIET`], or
-/// [`REAP_AT_MOST`] after the first of them ended, whichever comes first.
+/// When runners that ended are reaped: after a pause of [`REAP_QUIET`] in the forks and
+/// in the ends (runners that end one after another are runs of a burst, and the runs
+/// after them may still be starting), or [`REAP_AT_MOST`] after the first of them ended,
+/// whichever comes first.
 #[derive(Debug, Default)]
 struct ReapTimer {
     /// When the last fork was asked for.
     last_fork: Option<Instant>,
     /// When `SIGCHLD` first came since the last reaping: runners wait to be reaped.
     unreaped_since: Option<Instant>,
+    /// When `SIGCHLD` last came: a runner ended.
+    last_end: Option<Instant>,
 }
 
 impl ReapTimer {
@@ -238,6 +245,7 @@ impl ReapTimer {
 
     fn ended(&mut self, now: Instant) {
         self.unreaped_since.get_or_insert(now);
+        self.last_end = Some(now);
     }
 
     fn reaped(&mut self) {
@@ -249,8 +257,9 @@ impl ReapTimer {
     fn wait(&self, now: Instant) -> Option<Duration> {
         let since = self.unreaped_since?;
         let at_most = (since + REAP_AT_MOST).saturating_duration_since(now);
-        let quiet = self.last_fork.map_or(Duration::ZERO, |fork| {
-            (fork + REAP_QUIET).saturating_duration_since(now)
+        let last_busy = self.last_fork.max(self.last_end);
+        let quiet = last_busy.map_or(Duration::ZERO, |at| {
+            (at + REAP_QUIET).saturating_duration_since(now)
         });
         Some(at_most.min(quiet))
     }
@@ -409,19 +418,31 @@ mod tests {
         );
     }
 
+    /// Marks something every 10 ms from `start` (a fork or an end: `busy`), with a
+    /// runner that ended at `start`: reaping waits, up to the bound and no longer.
+    /// Returns when the bound came.
+    fn busy_without_a_pause(
+        timer: &mut ReapTimer,
+        start: Instant,
+        busy: fn(&mut ReapTimer, Instant),
+    ) -> Instant {
+        timer.ended(start);
+        let mut now = start;
+        while now < start + REAP_AT_MOST {
+            busy(timer, now);
+            assert!(timer.wait(now).is_some_and(|wait| wait > Duration::ZERO));
+            now += Duration::from_millis(10);
+        }
+        busy(timer, now);
+        assert_eq!(timer.wait(now), Some(Duration::ZERO));
+        now
+    }
+
     #[test]
     fn forks_without_a_pause_hold_no_runner_past_the_bound() {
         let start = Instant::now();
         let mut timer = ReapTimer::default();
-        timer.ended(start);
-        let mut now = start;
-        while now < start + REAP_AT_MOST {
-            timer.forked(now);
-            assert!(timer.wait(now).is_some_and(|wait| wait > Duration::ZERO));
-            now += Duration::from_millis(10);
-        }
-        timer.forked(now);
-        assert_eq!(timer.wait(now), Some(Duration::ZERO));
+        let now = busy_without_a_pause(&mut timer, start, ReapTimer::forked);
         // Reaped: the bound starts again with the next runner that ends.
         timer.reaped();
         assert_eq!(timer.wait(now), None);
@@ -430,10 +451,36 @@ mod tests {
     }
 
     #[test]
-    fn a_server_that_never_forked_reaps_at_once() {
+    fn runners_ending_one_after_another_wait_for_a_pause_in_the_ends() {
+        let start = Instant::now();
+        let mut timer = ReapTimer::default();
+        // No fork for long: the runs of a timer's burst were forked ahead of it.
+        timer.forked(start);
+        let burst = start + Duration::from_secs(1);
+        for offset in [0, 20, 40] {
+            timer.ended(burst + Duration::from_millis(offset));
+        }
+        let last = burst + Duration::from_millis(40);
+        assert_eq!(timer.wait(last), Some(REAP_QUIET));
+        assert_eq!(
+            timer.wait(last + REAP_QUIET - Duration::from_millis(1)),
+            Some(Duration::from_millis(1))
+        );
+        assert_eq!(timer.wait(last + REAP_QUIET), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn ends_without_a_pause_hold_no_runner_past_the_bound() {
+        let mut timer = ReapTimer::default();
+        busy_without_a_pause(&mut timer, Instant::now(), ReapTimer::ended);
+    }
+
+    #[test]
+    fn a_runner_that_ended_alone_is_reaped_after_the_pause() {
         let start = Instant::now();
         let mut timer = ReapTimer::default();
         timer.ended(start);
-        assert_eq!(timer.wait(start), Some(Duration::ZERO));
+        assert_eq!(timer.wait(start), Some(REAP_QUIET));
+        assert_eq!(timer.wait(start + REAP_QUIET), Some(Duration::ZERO));
     }
 }
