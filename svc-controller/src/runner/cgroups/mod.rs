@@ -21,6 +21,7 @@
 
 mod hierarchy;
 mod layout;
+mod removal;
 mod run;
 
 use std::path::{Path, PathBuf};

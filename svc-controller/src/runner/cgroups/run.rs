@@ -1,6 +1,7 @@
 //! One run's cgroup: made with its limits before its runner gets the work, and at the end
 //! of the run emptied (whatever is left is killed), read (CPU time, peak memory, OOM
-//! kills, refused forks) and removed. Every function here is blocking.
+//! kills, refused forks) and removed (soon after, see `removal.rs`). Every function
+//! here is blocking.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -171,13 +172,14 @@ impl RunCgroup {
         files
     }
 
-    /// Ends the run's cgroup: kills what is left in it, reads what it used, removes it.
+    /// Ends the run's cgroup: kills what is left in it and reads what it used; it is
+    /// removed soon after, off the run's path ([`super::removal`]).
     pub fn finish(mut self) -> RunEnd {
         self.finished = true;
         let killed_at_end = empty(&self.dirs, self.runner);
         let mut end = read(&self.dirs);
         end.killed_at_end = killed_at_end;
-        remove(&self.dirs);
+        super::removal::later(std::mem::take(&mut self.dirs));
         end
     }
 }
@@ -309,7 +311,7 @@ fn keyed(text: &str, key: &str) -> Option<u64> {
 
 /// Removes the directories (a cgroup whose last process just died may still be busy a
 /// moment: retried until [`EMPTY_WAIT`]).
-fn remove(dirs: &[(Hierarchy, PathBuf)]) {
+pub(super) fn remove(dirs: &[(Hierarchy, PathBuf)]) {
     let until = Instant::now() + EMPTY_WAIT;
     for (_, dir) in dirs {
         loop {
