@@ -357,19 +357,16 @@ async fn serve(
         },
     };
 
-    // Out of the run's cgroup before the end is reported: the controller then finds in
-    // it only what the run left. Before the init ends: the thread holds the run's
-    // namespaces too, and whichever of the two lets go of them last takes them down (the
-    // mount namespace's mounts with it), so that this is the init, at the lowest
-    // priority when the run's end may yield.
-    if let Some(birthplace) = birthplace {
-        birthplace.end();
-    }
     // Nothing of the run outlives its report: whatever a command left is swept already,
     // and the end of the init ends anything started since. The init is waited for, so
     // that what the orphans it reaped used counts in the run's usage.
     if let Some(contained) = contained {
         contained.finish(request.end_yields).await;
+    }
+    // Out of the run's cgroup before the end is reported: the controller then finds in
+    // it only what the run left.
+    if let Some(birthplace) = birthplace {
+        birthplace.end();
     }
     let usage = matches!(request.action, Action::Commands { .. })
         .then(usage::of_reaped_children)
