@@ -57,19 +57,12 @@ fn http_thread_nice() -> libc::c_int {
     own.saturating_add(HTTP_NICE).min(19)
 }
 
-/// Sets the calling thread's nice value to `nice` (on Linux the nice value belongs to
-/// the thread). An absolute value, not an increment: blocking threads are started by
-/// threads that already run at it, and inherit it. Called as each thread of the HTTP
-/// runtime starts.
+/// Sets the calling thread's nice value to `nice`; absolute, not an increment: blocking
+/// threads are started by threads that already run at it, and inherit it. Called as
+/// each thread of the HTTP runtime starts.
 fn set_thread_nice(nice: libc::c_int) {
-    // SAFETY: setpriority(2) with PRIO_PROCESS and 0 only changes the calling thread's
-    // scheduling priority.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
-        tracing::debug!(
-            error = %std::io::Error::last_os_error(),
-            nice,
-            "cannot lower the priority of an HTTP thread"
-        );
+    if let Err(error) = crate::util::set_thread_nice(nice) {
+        tracing::debug!(%error, nice, "cannot lower the priority of an HTTP thread");
     }
 }
 

@@ -1,36 +1,45 @@
-//! Runs' cgroups removed off the runs' path, once the runs' ends pause.
+//! Runs' cgroups removed off the runs' path, by a thread at the lowest priority.
 //!
 //! Removing a run's cgroup (an `rmdir` in each hierarchy, then the kernel's own work to
 //! take its controllers down) is CPU spent where a burst of runs ends while the last
 //! ones still start: with 50 timers due together it was about a tenth of the engine's
 //! share of each tick. Nothing waits for it: the run's end has killed whatever was left
-//! in the cgroup and read what the run used. So the end hands the empty cgroup here,
-//! and one thread removes what it was handed once no run ended for [`QUIET`], or
-//! [`AT_MOST`] after the first was handed, whichever comes first. What a clean stop
-//! leaves here is removed with the runs' parents (`RunCgroups::tear_down`), what a
-//! crash leaves at the next start (`run::remove_left_over`).
+//! in the cgroup and read what the run used. So the end hands the empty cgroup to one
+//! thread at nice 19, which removes it once the CPU is not wanted by anything else (at
+//! once on an idle machine, after the last starts of a burst). At most [`MAX_WAITING`]
+//! cgroups wait for it: beyond that a run's end removes its own, so that a machine kept
+//! busy does not pile them up. What a clean stop leaves waiting is removed with the
+//! runs' parents (`RunCgroups::tear_down`), what a crash leaves at the next start
+//! (`run::remove_left_over`).
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
 
 use super::run::{self, Hierarchy};
 
 /// One run's cgroup: its directory in each hierarchy.
 type Dirs = Vec<(Hierarchy, PathBuf)>;
 
-/// Cgroups handed over are removed once no other came for this long...
-const QUIET: Duration = Duration::from_millis(50);
+/// Most cgroups handed over and not removed yet.
+const MAX_WAITING: usize = 64;
 
-/// ...or once the first of them has waited this long, whichever comes first.
-const AT_MOST: Duration = Duration::from_millis(250);
+/// The remover thread's nice value: the lowest priority.
+const REMOVER_NICE: libc::c_int = 19;
 
-/// The remover thread's queue; `None` when the thread could not be started.
-static REMOVER: OnceLock<Option<Sender<Dirs>>> = OnceLock::new();
+/// The remover thread's queue, and how many cgroups wait in it.
+struct Remover {
+    queue: Sender<Dirs>,
+    waiting: AtomicUsize,
+}
+
+/// `None` when the thread could not be started.
+static REMOVER: OnceLock<Option<Remover>> = OnceLock::new();
 
 /// Removes the directories of an emptied run's cgroup soon, on the remover thread; at
-/// once when that thread cannot be had. Blocking only in that case.
+/// once when that thread cannot be had or [`MAX_WAITING`] wait for it already.
+/// Blocking only then.
 pub(super) fn later(dirs: Dirs) {
     let remover = REMOVER.get_or_init(|| {
         let (queue, handed) = mpsc::channel();
@@ -38,7 +47,10 @@ pub(super) fn later(dirs: Dirs) {
             .name("svc-cgroup-rm".into())
             .spawn(move || serve(&handed));
         match spawned {
-            Ok(_) => Some(queue),
+            Ok(_) => Some(Remover {
+                queue,
+                waiting: AtomicUsize::new(0),
+            }),
             Err(err) => {
                 tracing::warn!(error = %err, "cannot start the thread that removes runs' cgroups; each run's end removes its own");
                 None
@@ -46,7 +58,7 @@ pub(super) fn later(dirs: Dirs) {
         }
     });
     let refused = match remover {
-        Some(queue) => queue.send(dirs).err().map(|refused| refused.0),
+        Some(remover) => remover.hand(dirs),
         None => Some(dirs),
     };
     if let Some(dirs) = refused {
@@ -54,71 +66,40 @@ pub(super) fn later(dirs: Dirs) {
     }
 }
 
-/// The remover thread: gathers what it is handed and removes it when [`due`] says.
-fn serve(handed: &Receiver<Dirs>) {
-    let mut pending: Vec<Dirs> = Vec::new();
-    let mut first: Option<Instant> = None;
-    let mut last = Instant::now();
-    loop {
-        let received = match first {
-            None => handed.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(first) => {
-                handed.recv_timeout(due(first, last).saturating_duration_since(Instant::now()))
-            }
-        };
-        match received {
-            Ok(dirs) => {
-                last = Instant::now();
-                let since = *first.get_or_insert(last);
-                pending.push(dirs);
-                if last < due(since, last) {
-                    continue;
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                remove_all(&mut pending);
-                return;
-            }
+impl Remover {
+    /// Queues `dirs` for the thread; gives them back when too many wait already or the
+    /// thread is gone.
+    fn hand(&self, dirs: Dirs) -> Option<Dirs> {
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= MAX_WAITING {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Some(dirs);
         }
-        remove_all(&mut pending);
-        first = None;
+        let refused = self.queue.send(dirs).err()?;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        Some(refused.0)
     }
 }
 
-/// When cgroups handed over since `first`, the last at `last`, are to be removed.
-fn due(first: Instant, last: Instant) -> Instant {
-    (first + AT_MOST).min(last + QUIET)
-}
-
-fn remove_all(pending: &mut Vec<Dirs>) {
-    for dirs in pending.drain(..) {
+/// The remover thread: at the lowest priority, removes each cgroup it is handed.
+fn serve(handed: &Receiver<Dirs>) {
+    if let Err(error) = crate::util::set_thread_nice(REMOVER_NICE) {
+        tracing::debug!(%error, "cannot lower the priority of the thread that removes runs' cgroups");
+    }
+    while let Ok(dirs) = handed.recv() {
         run::remove(&dirs);
+        if let Some(Some(remover)) = REMOVER.get() {
+            remover.waiting.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
 
     #[test]
-    fn removal_waits_for_a_pause_in_the_ends() {
-        let start = Instant::now();
-        // Handed one after another: due a pause after the last.
-        let last = start + Duration::from_millis(40);
-        assert_eq!(due(start, last), last + QUIET);
-        assert_eq!(due(start, start), start + QUIET);
-    }
-
-    #[test]
-    fn ends_without_a_pause_hold_no_cgroup_past_the_bound() {
-        let start = Instant::now();
-        let last = start + AT_MOST - Duration::from_millis(1);
-        assert_eq!(due(start, last), start + AT_MOST);
-    }
-
-    #[test]
-    fn a_cgroup_handed_over_is_removed() {
+    fn a_cgroup_handed_over_is_removed_by_a_thread_at_the_lowest_priority() {
         let parent = tempfile::tempdir().expect("temp dir");
         let dirs: Dirs = (0..3)
             .map(|n| {
@@ -135,5 +116,21 @@ mod tests {
             assert!(Instant::now() < until, "not removed within 10 s");
             std::thread::sleep(Duration::from_millis(10));
         }
+        assert_eq!(remover_nice(), Some(REMOVER_NICE));
+    }
+
+    /// The nice value of this process's thread named `svc-cgroup-rm`.
+    fn remover_nice() -> Option<libc::c_int> {
+        let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+        tasks.flatten().find_map(|task| {
+            let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            if comm.trim() != "svc-cgroup-rm" {
+                return None;
+            }
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            // After the command name in parentheses: nice is field 19 of the whole line.
+            let after = stat.rsplit_once(')')?.1;
+            after.split_whitespace().nth(16)?.parse().ok()
+        })
     }
 }
