@@ -1,5 +1,6 @@
 //! Runners that timers start ahead of their due times (never more than can run), and
-//! the runner a run takes when it begins, told its job's private directories.
+//! the runner a run takes when it begins, told its job's private directories; the
+//! file of a timer's next log, made ahead too.
 //!
 //! A timer starts its run's runner a little before the due time (see `timer.rs`), so
 //! that at the due time only the run's own work is left. With many jobs due together
@@ -92,6 +93,25 @@ impl Engine {
             .executor
             .take(kind.runner_work(), private_dirs, spare_start)
             .await
+    }
+
+    /// Makes the file of job `id`'s next log ahead of its due time, unless it has one
+    /// ([`crate::store::logstore::LogDir::make_ahead`]): with many jobs due together,
+    /// the file system's inode allocations are then out of the way of their starts.
+    pub(super) async fn make_log_ahead(&self, kind: super::Kind, id: &str) {
+        let log_dir = {
+            let mut registry = self.lock();
+            match registry.get(kind, id) {
+                Some(entry) if entry.slot.log_ahead.is_none() => entry.log_dir.clone(),
+                _ => return,
+            }
+        };
+        let made = tokio::task::spawn_blocking(move || log_dir.make_ahead()).await;
+        if let Ok(Some(made)) = made
+            && let Some(entry) = self.lock().get(kind, id)
+        {
+            entry.slot.log_ahead.get_or_insert(made);
+        }
     }
 
     /// Starts a runner for a timer's next run, when fewer runners started ahead are out

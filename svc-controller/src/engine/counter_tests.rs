@@ -155,3 +155,51 @@ async fn a_run_is_numbered_by_its_log_before_its_command_starts() {
     settle().await;
     assert_eq!(h.state_file("j").counter, 2);
 }
+
+/// A timer's run is logged in the file its timer made ahead of the due time, which had
+/// no name before (nothing shows the number early), and is numbered as without it.
+#[tokio::test(start_paused = true)]
+async fn a_timers_run_is_logged_in_the_file_made_ahead_of_its_due_time() {
+    use std::os::unix::fs::MetadataExt as _;
+    const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
+    let mut h = Harness::new("", "[job \"tick\"]\ninterval = 1h\ncommand = true\n");
+    h.engine.start_timers();
+    // Due at once: no time to make anything ahead.
+    h.runs.next().await.finish(true, "ok");
+    settle().await;
+
+    // Within the launch-ahead time: the file is made, with no name.
+    h.clock
+        .set(t0() + HOUR - std::time::Duration::from_millis(100));
+    assert!(h.runs.none().await);
+    let inode = {
+        let mut registry = h.engine.lock();
+        let entry = registry.get(Kind::Job, "tick").expect("the job");
+        let ahead = entry.slot.log_ahead.as_ref().expect("made ahead");
+        ahead.inode()
+    };
+    assert_eq!(h.log_files("tick"), ["tick.1.success"]);
+
+    h.clock.advance(std::time::Duration::from_millis(100));
+    let run = h.runs.next().await;
+    assert_eq!(run.id(), ("tick", 2));
+    settle().await;
+    let named = std::fs::metadata(h.log_dir("tick").join("tick.2.started")).expect("the log");
+    assert_eq!(named.ino(), inode, "the file made ahead is the run's log");
+    assert!(
+        h.log("tick", "tick.2.started")
+            .contains("=== run 2 of job tick started by timer")
+    );
+    let taken = h
+        .engine
+        .lock()
+        .get(Kind::Job, "tick")
+        .expect("the job")
+        .slot
+        .log_ahead
+        .is_none();
+    assert!(taken, "taken by the run");
+    run.finish(true, "ok");
+    settle().await;
+    assert_eq!(h.state_file("tick").counter, 2);
+}

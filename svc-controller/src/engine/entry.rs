@@ -154,6 +154,9 @@ pub(super) struct RunSlot {
     pub(super) queued: Option<Queued>,
     pub(super) timer: Option<AbortHandle>,
     pub(super) next_run: Option<DateTime<Utc>>,
+    /// The file of the next run's log, made ahead of its due time by the job's timer
+    /// ([`crate::store::logstore::LogDir::make_ahead`]); the next run's begin names it.
+    pub(super) log_ahead: Option<crate::store::logstore::AheadLog>,
 }
 
 /// The bookkeeping of a job's state file writes.

@@ -81,6 +81,7 @@ impl Engine {
                 queued,
                 timer: None,
                 next_run: None,
+                log_ahead: None,
             },
             resumed: false,
             retired: false,

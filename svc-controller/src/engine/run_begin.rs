@@ -356,7 +356,7 @@ impl Engine {
         // so `queue_on_disk` tells what the file holds, and none names the new number
         // before its log exists.
         let _ordered = save_lock.locked();
-        let (context, write) = {
+        let (context, write, log_ahead) = {
             let mut registry = self.lock();
             let entry = registry.map(kind).get_mut(id)?;
             if entry.state.paused {
@@ -374,6 +374,7 @@ impl Engine {
             entry.state.last_run = Some(started_at);
             entry.resumed = false;
             let taking = entry.slot.run.as_ref().and_then(|run| run.queue_id);
+            let log_ahead = entry.slot.log_ahead.take();
             let write = match (entry.saving.queue_on_disk, entry.saving.queue_on_disk_id) {
                 (false, _) => BeginWrite::Nothing,
                 // The file holds the trigger this run takes.
@@ -391,10 +392,12 @@ impl Engine {
                 started_at,
             };
             registry.publish_queue_length();
-            (context, write)
+            (context, write, log_ahead)
         };
         let header = run_header(&context.def, context.counter, trigger);
-        let log = context.log_dir.create(context.counter, &header);
+        let log = context
+            .log_dir
+            .create_with(context.counter, &header, log_ahead);
         if let Some(run) = self
             .lock()
             .map(kind)

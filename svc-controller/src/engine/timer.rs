@@ -198,6 +198,11 @@ pub(super) async fn timer_task(engine: Engine, kind: Kind, id: String, timer: Ti
             clock.sleep_until(fire - ahead).await;
             if engine.timer_would_fire(kind, &id) {
                 runner = engine.launch_ahead(kind, &id).await;
+                // As many as runners ahead, which free permits bound (10,000 timers due
+                // together would hold 10,000 files open).
+                if runner.is_some() {
+                    engine.make_log_ahead(kind, &id).await;
+                }
             }
         }
         clock.sleep_until(fire).await;

@@ -73,6 +73,41 @@ pub struct LogMeta {
     pub status: LogStatus,
 }
 
+/// The file of a run's log made ahead of the run, nameless until the run begins
+/// ([`LogDir::make_ahead`]). Dropped unused, it is gone.
+#[derive(Debug)]
+pub struct AheadLog {
+    file: File,
+    /// The directory it was made in, the only one it may be named in.
+    dir: PathBuf,
+}
+
+impl AheadLog {
+    /// The file's inode number, which its name will show.
+    #[cfg(test)]
+    pub fn inode(&self) -> u64 {
+        use std::os::unix::fs::MetadataExt as _;
+        self.file.metadata().map_or(0, |meta| meta.ino())
+    }
+
+    /// Writes the log's first line and gives the file its name, `path` (not durable:
+    /// the caller syncs the directory).
+    fn name(mut self, first_line: &str, path: &Path) -> io::Result<File> {
+        use std::os::fd::AsRawFd as _;
+        self.file.write_all(first_line.as_bytes())?;
+        // The documented way to name an O_TMPFILE without CAP_DAC_READ_SEARCH.
+        let link = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+        nix::unistd::linkat(
+            nix::fcntl::AT_FDCWD,
+            link.as_str(),
+            nix::fcntl::AT_FDCWD,
+            path,
+            nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+        )?;
+        Ok(self.file)
+    }
+}
+
 /// The log directory of one job.
 #[derive(Debug, Clone)]
 pub struct LogDir {
@@ -192,7 +227,27 @@ impl LogDir {
     /// sync: a power failure may leave the log empty, and the repair at the next start
     /// ends it as interrupted all the same.
     pub fn create(&self, counter: u64, header: &str) -> io::Result<RunLog> {
+        self.create_with(counter, header, None)
+    }
+
+    /// [`LogDir::create`], with the file made ahead of the run when there is one of
+    /// this directory ([`LogDir::make_ahead`]): it gets its header, then its name at
+    /// once (it had none, so no temporary name is needed).
+    pub fn create_with(
+        &self,
+        counter: u64,
+        header: &str,
+        ahead: Option<AheadLog>,
+    ) -> io::Result<RunLog> {
         let path = self.path(counter, LogStatus::Started);
+        if let Some(ahead) = ahead.filter(|ahead| ahead.dir == self.dir) {
+            match ahead.name(&format_line(Utc::now(), header), &path) {
+                Ok(file) => return self.created(file, path, counter),
+                Err(err) => {
+                    tracing::debug!(path = %path.display(), error = %err, "a log made ahead could not be named; made anew");
+                }
+            }
+        }
         let creating = self.creating_path(counter);
         let open = || {
             OpenOptions::new()
@@ -221,6 +276,11 @@ impl LogDir {
             let _ = fs::remove_file(&creating);
             return Err(err);
         }
+        self.created(file, path, counter)
+    }
+
+    /// The log just named `path`, once its name is durable.
+    fn created(&self, file: File, path: PathBuf, counter: u64) -> io::Result<RunLog> {
         if let Err(err) = self.sync() {
             // A name that may not survive a power failure must not number a run: the
             // run goes on as one whose log could not be made (see the engine's begin).
@@ -240,6 +300,28 @@ impl LogDir {
     }
 
     /// Where [`LogDir::create`] writes a log's first line before it gets its name.
+    /// Makes the file of a run's log ahead of the run, without a name (`O_TMPFILE`), for
+    /// [`LogDir::create_with`]: the file system's allocation of its inode is then off
+    /// the run's begin (ext4 without a journal looks past every inode freed in the last
+    /// minutes for one, which a job's replaced logs and state files keep many). It has
+    /// no name before its run begins: none shows in the directory early, and a crash
+    /// leaves none (the file system frees a nameless file). `None` where it
+    /// cannot be made (no directory yet, a file system without `O_TMPFILE`): the log is
+    /// then made as usual. Blocking.
+    pub fn make_ahead(&self) -> Option<AheadLog> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        // The mode of a log made as usual (0666 less the umask).
+        let file = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .open(&self.dir)
+            .ok()?;
+        Some(AheadLog {
+            file,
+            dir: self.dir.clone(),
+        })
+    }
+
     fn creating_path(&self, counter: u64) -> PathBuf {
         self.dir.join(format!("{}.{counter}.creating", self.id))
     }

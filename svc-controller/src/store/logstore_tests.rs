@@ -70,6 +70,83 @@ fn a_run_log_is_written_line_by_line_and_renamed() {
     lines.iter().for_each(|l| assert_timestamped(l));
 }
 
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_log_made_ahead_has_no_name_until_its_run_begins_and_then_its_header() {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = LogDir::new(dir.path().join("job"), "backup");
+    logs.create(1, "=== run 1 started").expect("the first log");
+    let ahead = logs.make_ahead().expect("O_TMPFILE on this file system");
+    let inode = ahead.file.metadata().expect("fstat").ino();
+    assert_eq!(names_in(&dir.path().join("job")), ["backup.1.started"]);
+
+    let mut log = logs
+        .create_with(2, "=== run 2 started", Some(ahead))
+        .expect("create");
+    let path = dir.path().join("job/backup.2.started");
+    assert_eq!(fs::metadata(&path).expect("named").ino(), inode);
+    assert_eq!(
+        names_in(&dir.path().join("job")),
+        ["backup.1.started", "backup.2.started"],
+        "no temporary name"
+    );
+    log.line("=== run 2 finished: success").expect("line");
+    log.finish(RunResult::Success).expect("finish");
+    let texts: Vec<String> =
+        lines(&fs::read(dir.path().join("job/backup.2.success")).expect("read"))
+            .iter()
+            .map(|line| line[20..].to_string())
+            .collect();
+    assert_eq!(texts, ["=== run 2 started", "=== run 2 finished: success"]);
+}
+
+#[test]
+fn a_log_made_ahead_and_never_named_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = LogDir::new(dir.path().join("job"), "backup");
+    logs.create(1, "=== run 1 started").expect("the first log");
+    drop(logs.make_ahead().expect("O_TMPFILE on this file system"));
+    assert_eq!(names_in(&dir.path().join("job")), ["backup.1.started"]);
+    // A job without a log directory yet gets none made ahead: its first log makes it.
+    let fresh = LogDir::new(dir.path().join("new"), "backup");
+    assert!(fresh.make_ahead().is_none());
+    assert!(!dir.path().join("new").exists());
+}
+
+#[test]
+fn a_log_made_ahead_elsewhere_is_not_used() {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let before = LogDir::new(dir.path().join("before"), "backup");
+    before.create(1, "=== run 1 started").expect("a log");
+    let ahead = before.make_ahead().expect("O_TMPFILE on this file system");
+    let inode = ahead.file.metadata().expect("fstat").ino();
+    // A reload moved the job's logs meanwhile.
+    let after = LogDir::new(dir.path().join("after"), "backup");
+    after
+        .create_with(2, "=== run 2 started", Some(ahead))
+        .expect("create");
+    let path = dir.path().join("after/backup.2.started");
+    assert_ne!(fs::metadata(&path).expect("made").ino(), inode);
+    assert_eq!(names_in(&dir.path().join("before")), ["backup.1.started"]);
+}
+
 /// The log lines `chunks` make, in order, with the stamp `T`, then those a flush
 /// writes.
 fn split(chunks: &[(OutputKind, &[u8])]) -> Vec<String> {
