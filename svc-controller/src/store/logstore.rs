@@ -299,7 +299,6 @@ impl LogDir {
         })
     }
 
-    /// Where [`LogDir::create`] writes a log's first line before it gets its name.
     /// Makes the file of a run's log ahead of the run, without a name (`O_TMPFILE`), for
     /// [`LogDir::create_with`]: the file system's allocation of its inode is then off
     /// the run's begin (ext4 without a journal looks past every inode freed in the last
@@ -322,6 +321,7 @@ impl LogDir {
         })
     }
 
+    /// Where [`LogDir::create`] writes a log's first line before it gets its name.
     fn creating_path(&self, counter: u64) -> PathBuf {
         self.dir.join(format!("{}.{counter}.creating", self.id))
     }
