@@ -14,43 +14,33 @@
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 
 use super::run::{self, Hierarchy};
 
 /// One run's cgroup: its directory in each hierarchy.
 type Dirs = Vec<(Hierarchy, PathBuf)>;
 
-/// Most cgroups handed over and not removed yet.
+/// Most cgroups handed over and not taken up by the thread yet: the bound of its queue.
 const MAX_WAITING: usize = 64;
 
 /// The remover thread's nice value: the lowest priority.
 const REMOVER_NICE: libc::c_int = 19;
 
-/// The remover thread's queue, and how many cgroups wait in it.
-struct Remover {
-    queue: Sender<Dirs>,
-    waiting: AtomicUsize,
-}
-
-/// `None` when the thread could not be started.
-static REMOVER: OnceLock<Option<Remover>> = OnceLock::new();
+/// The remover thread's queue; `None` when the thread could not be started.
+static REMOVER: OnceLock<Option<SyncSender<Dirs>>> = OnceLock::new();
 
 /// Removes the directories of an emptied run's cgroup soon, on the remover thread; at
 /// once when that thread cannot be had or [`MAX_WAITING`] wait for it already.
 /// Blocking only then.
 pub(super) fn later(dirs: Dirs) {
     let remover = REMOVER.get_or_init(|| {
-        let (queue, handed) = mpsc::channel();
+        let (queue, handed) = mpsc::sync_channel(MAX_WAITING);
         let spawned = std::thread::Builder::new()
             .name("svc-cgroup-rm".into())
             .spawn(move || serve(&handed));
         match spawned {
-            Ok(_) => Some(Remover {
-                queue,
-                waiting: AtomicUsize::new(0),
-            }),
+            Ok(_) => Some(queue),
             Err(err) => {
                 tracing::warn!(error = %err, "cannot start the thread that removes runs' cgroups; each run's end removes its own");
                 None
@@ -58,25 +48,15 @@ pub(super) fn later(dirs: Dirs) {
         }
     });
     let refused = match remover {
-        Some(remover) => remover.hand(dirs),
+        // Full (the thread is kept from the CPU) or gone: not waited for.
+        Some(queue) => match queue.try_send(dirs) {
+            Ok(()) => None,
+            Err(TrySendError::Full(dirs) | TrySendError::Disconnected(dirs)) => Some(dirs),
+        },
         None => Some(dirs),
     };
     if let Some(dirs) = refused {
         run::remove(&dirs);
-    }
-}
-
-impl Remover {
-    /// Queues `dirs` for the thread; gives them back when too many wait already or the
-    /// thread is gone.
-    fn hand(&self, dirs: Dirs) -> Option<Dirs> {
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= MAX_WAITING {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return Some(dirs);
-        }
-        let refused = self.queue.send(dirs).err()?;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
-        Some(refused.0)
     }
 }
 
@@ -87,9 +67,6 @@ fn serve(handed: &Receiver<Dirs>) {
     }
     while let Ok(dirs) = handed.recv() {
         run::remove(&dirs);
-        if let Some(Some(remover)) = REMOVER.get() {
-            remover.waiting.fetch_sub(1, Ordering::AcqRel);
-        }
     }
 }
 
