@@ -11,9 +11,8 @@
 //! process's `/proc` entries is cheap on a quiet machine and many times dearer while
 //! runs start and end around it (timers due together: up to a whole CPU for 100 ms of
 //! the burst, which the runs still starting wait for). It never listens, never runs a
-//! command itself
-//! and keeps its privileges only to hand them to its children, which drop them as every
-//! runner does before it runs a command.
+//! command itself and keeps its privileges only to hand them to its children, which
+//! drop them as every runner does before it runs a command.
 //!
 //! A forked runner shares the address-space layout of the server and its siblings (the
 //! commands it starts are executed afresh and get their own). That is why the controller
